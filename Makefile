@@ -1,0 +1,75 @@
+# srgeo - scale-resolved geometry of image encoders.
+#
+#   make            build build/srgeo (the shell) and build/srgeo.so (Lua module)
+#   make deps       install missing Debian 12 packages (scripts/install-deps.sh)
+#   make test       C unit tests + Lua specs; ends with "N passed, N failed"
+#   make sanitize   the same tests under ASan + UBSan (+ LeakSanitizer)
+#   make bench      benchmarks (ratios against sgemm peak / PyTorch, same run)
+#   make demo       deps + build + the headline experiment on a shipped model
+#   make fixtures   regenerate PyTorch reference fixtures (needs python3-torch)
+#   make clean
+
+CC      ?= cc
+BUILD   ?= build
+PKGS    := lua5.4 openblas vips libcjson zlib
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+OPT     ?= -O2 -march=x86-64-v3 -mtune=native
+CFLAGS  ?= $(OPT) -g
+CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -fopenmp -fPIC \
+           -MMD -MP $(PKG_CFLAGS)
+LDLIBS  := $(PKG_LIBS) -lreadline -lm -fopenmp
+
+CORE_SRC := $(filter-out core/shell.c core/lua_%.c,$(wildcard core/*.c))
+LUA_SRC  := $(wildcard core/lua_*.c)
+TEST_SRC := $(wildcard tests/c/*.c)
+CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/%.o)
+LUA_OBJ  := $(LUA_SRC:%.c=$(BUILD)/%.o)
+TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
+
+all: $(BUILD)/srgeo $(BUILD)/srgeo.so
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo '  CC     $<'
+	@$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/libsrgeo_core.a: $(CORE_OBJ)
+	@rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/srgeo: $(BUILD)/core/shell.o $(LUA_OBJ) $(BUILD)/libsrgeo_core.a
+	@echo '  LINK   $@'
+	@$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) -Wl,-E
+
+$(BUILD)/srgeo.so: $(LUA_OBJ) $(BUILD)/libsrgeo_core.a
+	@echo '  LINK   $@'
+	@$(CC) $(CFLAGS) -shared -o $@ $^ $(filter-out -llua5.4,$(LDLIBS))
+
+$(BUILD)/test_core: $(TEST_OBJ) $(BUILD)/libsrgeo_core.a
+	@echo '  LINK   $@'
+	@$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+deps:
+	sh scripts/install-deps.sh
+
+test: all $(BUILD)/test_core
+	@sh tests/run.sh $(BUILD)
+
+# Separate build tree so sanitizer objects never mix with optimised ones.
+sanitize:
+	$(MAKE) BUILD=build/san OPT="-O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" test
+
+bench: all
+	@sh tests/bench/run.sh $(BUILD)
+
+demo: deps all
+	$(BUILD)/srgeo scripts/demo.lua
+
+fixtures:
+	/usr/bin/python3 tests/make_fixtures.py
+
+clean:
+	rm -rf build
+
+.PHONY: all deps test sanitize bench demo fixtures clean
+-include $(CORE_OBJ:.o=.d) $(LUA_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/core/shell.d

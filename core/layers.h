@@ -1,0 +1,43 @@
+/* layers.h - constructors of every leaf layer (one .c file per concept) and
+ * the kernel entry points other C code (tests, the engine) calls directly. */
+#ifndef SR_LAYERS_H
+#define SR_LAYERS_H
+
+#include "module.h"
+
+/* linear.c */
+sr_module *sr_linear_create(const sr_opts *o);
+/* y = x Wᵀ (+ b on the first bias_rows rows); naive=1: reference loops. */
+int sr_linear_apply(const sr_tensor *x, const sr_tensor *w, const sr_tensor *b, sr_tensor *y,
+                    int64_t bias_rows, int naive);
+
+/* conv.c */
+sr_module *sr_conv2d_create(const sr_opts *o);
+
+/* norm.c */
+sr_module *sr_batchnorm2d_create(const sr_opts *o);
+sr_module *sr_layernorm_create(const sr_opts *o);
+sr_module *sr_normalize_create(const sr_opts *o);
+
+/* act.c */
+sr_module *sr_relu_create(const sr_opts *o);
+sr_module *sr_gelu_create(const sr_opts *o);
+sr_module *sr_softmax_create(const sr_opts *o);
+
+/* pool.c (and shape-only layers) */
+sr_module *sr_maxpool2d_create(const sr_opts *o);
+sr_module *sr_avgpool2d_create(const sr_opts *o);
+sr_module *sr_adaptive_avgpool2d_create(const sr_opts *o);
+sr_module *sr_flatten_create(const sr_opts *o);
+sr_module *sr_permute_create(const sr_opts *o);
+
+/* attention.c */
+sr_module *sr_attention_create(const sr_opts *o);
+
+/* tokens.c: ViT pieces */
+sr_module *sr_to_tokens_create(const sr_opts *o);
+sr_module *sr_cls_pos_create(const sr_opts *o);
+sr_module *sr_token_select_create(const sr_opts *o);
+sr_module *sr_layer_scale_create(const sr_opts *o);
+
+#endif

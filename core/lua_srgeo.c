@@ -1,0 +1,152 @@
+/* lua_srgeo.c - luaopen_srgeo: the srgeo table, shared binding helpers, and
+ * the hook that loads the Lua half of the library (lua/srgeo/init.lua). */
+#include <dlfcn.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lua_srgeo.h"
+#include "rng.h"
+#include "threads.h"
+
+#ifndef SRGEO_VERSION
+#define SRGEO_VERSION "0.1.0"
+#endif
+
+int sr_lua_fail(lua_State *L) { return luaL_error(L, "%s", sr_errmsg()); }
+
+sr_dtype sr_lua_opt_dtype(lua_State *L, int idx, sr_dtype def)
+{
+    static const char *const names[] = {"float32", "float64", "float", "double", NULL};
+    if (lua_isnoneornil(L, idx))
+        return def;
+    int i = luaL_checkoption(L, idx, NULL, names);
+    return (i == 1 || i == 3) ? SR_F64 : SR_F32;
+}
+
+int sr_lua_check_shape(lua_State *L, int idx, int64_t *shape)
+{
+    int n = 0;
+    if (lua_istable(L, idx)) {
+        n = (int)luaL_len(L, idx);
+        luaL_argcheck(L, n <= SR_MAXDIM, idx, "too many dimensions");
+        for (int i = 0; i < n; i++) {
+            lua_geti(L, idx, i + 1);
+            int ok;
+            lua_Integer v = lua_tointegerx(L, -1, &ok);
+            if (!ok || v < 0)
+                luaL_error(L, "shape: entry %d must be a non-negative integer", i + 1);
+            shape[i] = v;
+            lua_pop(L, 1);
+        }
+        return n;
+    }
+    while (!lua_isnoneornil(L, idx + n) && lua_isinteger(L, idx + n)) {
+        luaL_argcheck(L, n < SR_MAXDIM, idx + n, "too many dimensions");
+        lua_Integer v = lua_tointeger(L, idx + n);
+        luaL_argcheck(L, v >= 0, idx + n, "dimension must be non-negative");
+        shape[n] = v;
+        n++;
+    }
+    return n;
+}
+
+static int l_threads(lua_State *L)
+{
+    if (!lua_isnoneornil(L, 1)) {
+        lua_Integer n = luaL_checkinteger(L, 1);
+        luaL_argcheck(L, n >= 0 && n <= 1024, 1, "thread count must be in 0..1024 (0 = default)");
+        sr_threads_set((int)n);
+    }
+    lua_pushinteger(L, sr_threads_get());
+    return 1;
+}
+
+static int l_seed(lua_State *L)
+{
+    if (!lua_isnoneornil(L, 1))
+        sr_set_default_seed((uint64_t)luaL_checkinteger(L, 1));
+    lua_pushinteger(L, (lua_Integer)sr_default_seed());
+    return 1;
+}
+
+/* srgeo.interrupted(): true once after Ctrl-C (clears the flag), so Lua loops
+ * can stop cleanly too. */
+static int l_interrupted(lua_State *L)
+{
+    int p = sr_interrupt_pending();
+    if (p)
+        sr_interrupt_clear();
+    lua_pushboolean(L, p);
+    return 1;
+}
+
+/* The project root: two levels above build/srgeo(.so), found through the
+ * address of this function so it works for the shell and for require. */
+static int root_dir(char *buf, size_t n)
+{
+    const char *env = getenv("SRGEO_ROOT");
+    if (env && *env) {
+        snprintf(buf, n, "%s", env);
+        return 0;
+    }
+    Dl_info info;
+    char path[PATH_MAX];
+    if (dladdr((void *)root_dir, &info) && info.dli_fname && strchr(info.dli_fname, '/')) {
+        if (!realpath(info.dli_fname, path))
+            return -1;
+    } else {
+        ssize_t k = readlink("/proc/self/exe", path, sizeof path - 1);
+        if (k <= 0)
+            return -1;
+        path[k] = 0;
+    }
+    char *d = dirname(path); /* build/ */
+    d = dirname(d);          /* root */
+    snprintf(buf, n, "%s", d);
+    return 0;
+}
+
+static const luaL_Reg srgeo_funcs[] = {
+    {"threads", l_threads},
+    {"seed", l_seed},
+    {"interrupted", l_interrupted},
+    {NULL, NULL},
+};
+
+int luaopen_srgeo(lua_State *L)
+{
+    sr_threads_init();
+    luaL_newlib(L, srgeo_funcs);
+    lua_pushliteral(L, SRGEO_VERSION);
+    lua_setfield(L, -2, "version");
+    sr_lua_open_tensor(L);
+    sr_lua_open_nn(L);
+    sr_lua_open_image(L);
+    sr_lua_open_data(L);
+
+    /* Make lua/?.lua requirable and run lua/srgeo/init.lua(core) to add the
+     * Lua half of the library. */
+    char root[PATH_MAX];
+    if (root_dir(root, sizeof root) == 0) {
+        lua_pushstring(L, root);
+        lua_setfield(L, -2, "root");
+        lua_getglobal(L, "package");
+        lua_getfield(L, -1, "path");
+        lua_pushfstring(L, "%s/lua/?.lua;%s/lua/?/init.lua;%s", root, root, lua_tostring(L, -1));
+        lua_setfield(L, -3, "path");
+        lua_pop(L, 2);
+        char init[PATH_MAX + 32];
+        snprintf(init, sizeof init, "%s/lua/srgeo/init.lua", root);
+        if (access(init, R_OK) == 0) {
+            if (luaL_loadfile(L, init) != LUA_OK)
+                return lua_error(L);
+            lua_pushvalue(L, -2);
+            lua_call(L, 1, 0);
+        }
+    }
+    return 1;
+}

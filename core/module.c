@@ -1,0 +1,451 @@
+/* module.c - module lifetime, tree walks, run drivers and the containers
+ * (sequential, residual, identity). */
+#include "module.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* --- construction ------------------------------------------------------ */
+sr_module *sr_module_new(const sr_module_ops *ops, size_t impl_size)
+{
+    sr_module *m = calloc(1, sizeof *m);
+    if (!m) {
+        sr_fail("%s: out of memory", ops->kind);
+        return NULL;
+    }
+    if (impl_size && !(m->impl = calloc(1, impl_size))) {
+        free(m);
+        sr_fail("%s: out of memory", ops->kind);
+        return NULL;
+    }
+    m->ops = ops;
+    m->refcount = 1;
+    m->dtype = SR_F32;
+    return m;
+}
+
+void sr_module_retain(sr_module *m) { m->refcount++; }
+
+void sr_module_release(sr_module *m)
+{
+    if (!m || --m->refcount > 0)
+        return;
+    if (m->ops->free_impl)
+        m->ops->free_impl(m);
+    for (int i = 0; i < m->nparams; i++) {
+        free(m->params[i].name);
+        sr_tensor_free(&m->params[i].value);
+        sr_tensor_free(&m->params[i].grad);
+    }
+    free(m->params);
+    for (int i = 0; i < m->nchildren; i++) {
+        free(m->children[i].name);
+        sr_module_release(m->children[i].m);
+    }
+    free(m->children);
+    sr_tensor_free(&m->out);
+    sr_tensor_free(&m->gin);
+    sr_tensor_free(&m->saved);
+    free(m->impl);
+    free(m);
+}
+
+sr_param *sr_module_add_param(sr_module *m, const char *name, int ndim, const int64_t *shape,
+                              int trainable)
+{
+    sr_param *p = realloc(m->params, (size_t)(m->nparams + 1) * sizeof *p);
+    if (!p) {
+        sr_fail("%s: out of memory", m->ops->kind);
+        return NULL;
+    }
+    m->params = p;
+    p = &m->params[m->nparams];
+    memset(p, 0, sizeof *p);
+    if (!(p->name = strdup(name))) {
+        sr_fail("%s: out of memory", m->ops->kind);
+        return NULL;
+    }
+    if (sr_tensor_zeros(&p->value, m->dtype, ndim, shape)) {
+        free(p->name);
+        return NULL;
+    }
+    p->trainable = trainable;
+    m->nparams++;
+    return p;
+}
+
+int sr_module_add_child(sr_module *m, const char *name, sr_module *child)
+{
+    sr_child *c = realloc(m->children, (size_t)(m->nchildren + 1) * sizeof *c);
+    if (!c)
+        return sr_fail("%s: out of memory", m->ops->kind);
+    m->children = c;
+    if (!(c[m->nchildren].name = strdup(name ? name : "")))
+        return sr_fail("%s: out of memory", m->ops->kind);
+    sr_module_retain(child);
+    c[m->nchildren].m = child;
+    m->nchildren++;
+    return 0;
+}
+
+sr_param *sr_module_local_param(const sr_module *m, const char *name)
+{
+    for (int i = 0; i < m->nparams; i++)
+        if (strcmp(m->params[i].name, name) == 0)
+            return &m->params[i];
+    return NULL;
+}
+
+/* --- running ----------------------------------------------------------- */
+int sr_module_check_dtype(const sr_module *m, const sr_tensor *x)
+{
+    if (!x->storage)
+        return sr_fail("%s: input is an empty tensor", m->ops->kind);
+    if (m->nparams && x->dtype != m->dtype)
+        return sr_fail("%s: input is %s but the parameters are %s (use :double() or :float())",
+                       m->ops->kind, sr_dtype_name(x->dtype), sr_dtype_name(m->dtype));
+    return 0;
+}
+
+void sr_run_record(sr_run *run, const sr_module *child)
+{
+    for (int i = 0; i < run->ntaps; i++) {
+        if (run->taps[i] == child && !run->tap_out[i].storage) {
+            sr_tensor_share(&run->tap_out[i], &child->out);
+            run->ntaps_done++;
+        }
+    }
+    if (run->stop_after_taps && run->ntaps && run->ntaps_done >= run->ntaps)
+        run->stopped = 1;
+}
+
+void sr_run_clear(sr_run *run)
+{
+    for (int i = 0; i < run->ntaps; i++)
+        sr_tensor_free(&run->tap_out[i]);
+    run->ntaps_done = 0;
+    run->stopped = 0;
+}
+
+int sr_module_forward(sr_module *m, const sr_tensor *x, sr_run *run)
+{
+    if (sr_interrupted() || sr_module_check_dtype(m, x))
+        return -1;
+    if (m->ops->forward(m, x, run))
+        return -1;
+    sr_run_record(run, m);
+    return 0;
+}
+
+int sr_module_jvp(sr_module *m, const sr_tensor *xv, sr_run *run)
+{
+    if (sr_interrupted() || sr_module_check_dtype(m, xv))
+        return -1;
+    if (!m->ops->jvp)
+        return sr_fail("%s: jvp is not implemented", m->ops->kind);
+    if (run->k < 1 || xv->ndim < 1 || xv->shape[0] != run->n * (1 + run->k))
+        return sr_fail("%s jvp: input %s does not hold %lld primal rows plus %lld tangents each",
+                       m->ops->kind, SR_SHAPE(xv), (long long)run->n, (long long)run->k);
+    if (m->ops->jvp(m, xv, run))
+        return -1;
+    sr_run_record(run, m);
+    return 0;
+}
+
+int sr_module_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
+{
+    if (sr_interrupted())
+        return -1;
+    if (!m->ops->backward)
+        return sr_fail("%s: backward is not implemented", m->ops->kind);
+    if (!m->out.storage)
+        return sr_fail("%s backward: no forward pass recorded (run forward with save first)",
+                       m->ops->kind);
+    if (!sr_same_shape(gy, &m->out))
+        return sr_fail("%s backward: gradient %s does not match output %s", m->ops->kind,
+                       SR_SHAPE(gy), SR_SHAPE(&m->out));
+    if (gy->dtype != m->out.dtype)
+        return sr_fail("%s backward: gradient is %s, output %s", m->ops->kind,
+                       sr_dtype_name(gy->dtype), sr_dtype_name(m->out.dtype));
+    return m->ops->backward(m, gy, run);
+}
+
+/* --- tree utilities ---------------------------------------------------- */
+void sr_module_set_training(sr_module *m, int training)
+{
+    m->training = training;
+    for (int i = 0; i < m->nchildren; i++)
+        sr_module_set_training(m->children[i].m, training);
+}
+
+void sr_module_clear_buffers(sr_module *m)
+{
+    sr_tensor_free(&m->out);
+    sr_tensor_free(&m->gin);
+    sr_tensor_free(&m->saved);
+    for (int i = 0; i < m->nchildren; i++)
+        sr_module_clear_buffers(m->children[i].m);
+}
+
+int sr_module_to_dtype(sr_module *m, sr_dtype dtype)
+{
+    for (int i = 0; i < m->nparams; i++) {
+        sr_param *p = &m->params[i];
+        if (p->value.dtype != dtype && sr_tensor_convert(&p->value, &p->value, dtype))
+            return -1;
+        sr_tensor_free(&p->grad);
+    }
+    m->dtype = dtype;
+    sr_tensor_free(&m->out);
+    sr_tensor_free(&m->gin);
+    sr_tensor_free(&m->saved);
+    for (int i = 0; i < m->nchildren; i++)
+        if (sr_module_to_dtype(m->children[i].m, dtype))
+            return -1;
+    return 0;
+}
+
+void sr_module_reset(sr_module *m, sr_rng *rng)
+{
+    if (m->ops->reset)
+        m->ops->reset(m, rng);
+    for (int i = 0; i < m->nchildren; i++)
+        sr_module_reset(m->children[i].m, rng);
+}
+
+void sr_module_zero_grad(sr_module *m)
+{
+    for (int i = 0; i < m->nparams; i++)
+        if (m->params[i].grad.storage)
+            sr_tensor_fill(&m->params[i].grad, 0);
+    for (int i = 0; i < m->nchildren; i++)
+        sr_module_zero_grad(m->children[i].m);
+}
+
+#define SR_PATHMAX 512
+
+static void join(char *dst, const char *prefix, const char *name)
+{
+    if (!*prefix)
+        snprintf(dst, SR_PATHMAX, "%s", name);
+    else if (!*name)
+        snprintf(dst, SR_PATHMAX, "%s", prefix);
+    else
+        snprintf(dst, SR_PATHMAX, "%s.%s", prefix, name);
+}
+
+static int walk_params(sr_module *m, const char *prefix, sr_param_visitor fn, void *ud)
+{
+    char path[SR_PATHMAX];
+    for (int i = 0; i < m->nparams; i++) {
+        join(path, prefix, m->params[i].name);
+        int r = fn(path, &m->params[i], m, ud);
+        if (r)
+            return r;
+    }
+    for (int i = 0; i < m->nchildren; i++) {
+        join(path, prefix, m->children[i].name);
+        int r = walk_params(m->children[i].m, path, fn, ud);
+        if (r)
+            return r;
+    }
+    return 0;
+}
+
+int sr_module_walk_params(sr_module *m, sr_param_visitor fn, void *ud)
+{
+    return walk_params(m, "", fn, ud);
+}
+
+static int walk(sr_module *m, const char *path, int depth, sr_module_visitor fn, void *ud)
+{
+    int r = fn(path, m, depth, ud);
+    if (r)
+        return r;
+    char sub[SR_PATHMAX];
+    for (int i = 0; i < m->nchildren; i++) {
+        join(sub, path, m->children[i].name);
+        /* A transparent child sits at its parent's depth in listings. */
+        r = walk(m->children[i].m, sub, depth + (*m->children[i].name != 0), fn, ud);
+        if (r)
+            return r;
+    }
+    return 0;
+}
+
+int sr_module_walk(sr_module *m, sr_module_visitor fn, void *ud) { return walk(m, "", 0, fn, ud); }
+
+typedef struct {
+    const char *want;
+    sr_param *param;
+    sr_module *module;
+} find_state;
+
+static int find_param_cb(const char *path, sr_param *p, sr_module *owner, void *ud)
+{
+    (void)owner;
+    find_state *s = ud;
+    if (strcmp(path, s->want) == 0) {
+        s->param = p;
+        return 1;
+    }
+    return 0;
+}
+
+sr_param *sr_module_find_param(sr_module *m, const char *path)
+{
+    find_state s = {path, NULL, NULL};
+    sr_module_walk_params(m, find_param_cb, &s);
+    if (!s.param)
+        sr_fail("no parameter named '%s'", path);
+    return s.param;
+}
+
+static int find_module_cb(const char *path, sr_module *m, int depth, void *ud)
+{
+    (void)depth;
+    find_state *s = ud;
+    /* The outermost module at a path wins (a transparent child shares its
+     * parent's path). */
+    if (strcmp(path, s->want) == 0 && !s->module) {
+        s->module = m;
+        return 1;
+    }
+    return 0;
+}
+
+sr_module *sr_module_find(sr_module *m, const char *path)
+{
+    find_state s = {path, NULL, NULL};
+    sr_module_walk(m, find_module_cb, &s);
+    if (!s.module)
+        sr_fail("no module named '%s'", path);
+    return s.module;
+}
+
+/* --- sequential -------------------------------------------------------- */
+static int seq_run(sr_module *m, const sr_tensor *x, sr_run *run, int jvp)
+{
+    /* Drop our view of the last child's output first, so that child can
+     * reuse its buffer instead of allocating a new one. */
+    sr_tensor_free(&m->out);
+    const sr_tensor *cur = x;
+    for (int i = 0; i < m->nchildren; i++) {
+        sr_module *c = m->children[i].m;
+        if (jvp ? sr_module_jvp(c, cur, run) : sr_module_forward(c, cur, run))
+            return sr_fail_context("%s", *m->children[i].name ? m->children[i].name : c->ops->kind);
+        cur = &c->out;
+        if (run->stopped)
+            break;
+    }
+    sr_tensor_share(&m->out, cur);
+    return 0;
+}
+
+static int seq_forward(sr_module *m, const sr_tensor *x, sr_run *run) { return seq_run(m, x, run, 0); }
+static int seq_jvp(sr_module *m, const sr_tensor *x, sr_run *run) { return seq_run(m, x, run, 1); }
+
+static int seq_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
+{
+    const sr_tensor *g = gy;
+    sr_tensor_free(&m->gin);
+    for (int i = m->nchildren - 1; i >= 0; i--) {
+        sr_module *c = m->children[i].m;
+        if (sr_module_backward(c, g, run))
+            return sr_fail_context("%s", *m->children[i].name ? m->children[i].name : c->ops->kind);
+        g = &c->gin;
+    }
+    sr_tensor_share(&m->gin, g);
+    return 0;
+}
+
+static const sr_module_ops seq_ops = {"sequential", seq_forward, seq_jvp, seq_backward, NULL, NULL, NULL};
+sr_module *sr_sequential_new(void) { return sr_module_new(&seq_ops, 0); }
+
+/* --- residual ---------------------------------------------------------- */
+/* out = body(x) + shortcut(x) (or + x).  Stacked jvp works unchanged since
+ * the sum is linear. */
+static int add_into(sr_tensor *out, const sr_tensor *a, const sr_tensor *b, const char *op)
+{
+    if (!sr_same_shape(a, b))
+        return sr_fail("%s: branch outputs %s and %s differ in shape", op, SR_SHAPE(a), SR_SHAPE(b));
+    if (sr_tensor_ensure_like(out, a))
+        return -1;
+    int64_t n = sr_numel(a);
+    if (a->dtype == SR_F64) {
+        double *o = sr_f64(out);
+        const double *p = sr_f64(a), *q = sr_f64(b);
+        for (int64_t i = 0; i < n; i++)
+            o[i] = p[i] + q[i];
+    } else {
+        float *o = sr_f32(out);
+        const float *p = sr_f32(a), *q = sr_f32(b);
+        for (int64_t i = 0; i < n; i++)
+            o[i] = p[i] + q[i];
+    }
+    return 0;
+}
+
+static int res_run(sr_module *m, const sr_tensor *x, sr_run *run, int jvp)
+{
+    if (m->nchildren < 1 || m->nchildren > 2)
+        return sr_fail("residual: needs a body and at most one shortcut (has %d children)", m->nchildren);
+    sr_module *body = m->children[0].m;
+    if (jvp ? sr_module_jvp(body, x, run) : sr_module_forward(body, x, run))
+        return -1;
+    if (run->stopped) {
+        sr_tensor_share(&m->out, &body->out);
+        return 0;
+    }
+    const sr_tensor *skip = x;
+    if (m->nchildren == 2) {
+        sr_module *sc = m->children[1].m;
+        if (jvp ? sr_module_jvp(sc, x, run) : sr_module_forward(sc, x, run))
+            return -1;
+        skip = &sc->out;
+        if (run->stopped) {
+            sr_tensor_share(&m->out, skip);
+            return 0;
+        }
+    }
+    return add_into(&m->out, &body->out, skip, "residual");
+}
+
+static int res_forward(sr_module *m, const sr_tensor *x, sr_run *run) { return res_run(m, x, run, 0); }
+static int res_jvp(sr_module *m, const sr_tensor *x, sr_run *run) { return res_run(m, x, run, 1); }
+
+static int res_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
+{
+    sr_module *body = m->children[0].m;
+    if (sr_module_backward(body, gy, run))
+        return -1;
+    if (m->nchildren == 2) {
+        sr_module *sc = m->children[1].m;
+        if (sr_module_backward(sc, gy, run))
+            return -1;
+        return add_into(&m->gin, &body->gin, &sc->gin, "residual backward");
+    }
+    return add_into(&m->gin, &body->gin, gy, "residual backward");
+}
+
+static const sr_module_ops res_ops = {"residual", res_forward, res_jvp, res_backward, NULL, NULL, NULL};
+sr_module *sr_residual_new(void) { return sr_module_new(&res_ops, 0); }
+
+/* --- identity ---------------------------------------------------------- */
+static int id_forward(sr_module *m, const sr_tensor *x, sr_run *run)
+{
+    (void)run;
+    sr_tensor_share(&m->out, x);
+    return 0;
+}
+
+static int id_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
+{
+    (void)run;
+    sr_tensor_share(&m->gin, gy);
+    return 0;
+}
+
+static const sr_module_ops id_ops = {"identity", id_forward, id_forward, id_backward, NULL, NULL, NULL};
+sr_module *sr_identity_new(void) { return sr_module_new(&id_ops, 0); }

@@ -1,0 +1,16 @@
+/* threads.h - the one thread setting for OpenBLAS and OpenMP.
+ *
+ * OpenBLAS (pthread build) keeps its own busy-waiting pool, so it must never
+ * be called from inside an OpenMP parallel region; kernels parallelise their
+ * own loops with OpenMP *between* GEMM calls, and both use this count. */
+#ifndef SR_THREADS_H
+#define SR_THREADS_H
+
+/* Set the thread count (>= 1); 0 means "the default" (SRGEO_THREADS or the
+ * number of cores). */
+void sr_threads_set(int n);
+int sr_threads_get(void);
+/* Apply SRGEO_THREADS from the environment once at start-up. */
+void sr_threads_init(void);
+
+#endif

@@ -1,0 +1,25 @@
+-- srgeo/init.lua: the Lua half of the library.  luaopen_srgeo (C) builds the
+-- core table and calls this chunk with it; submodules under lua/srgeo/ load
+-- lazily on first use (srgeo.plot, srgeo.profile, ...), so `require "srgeo"`
+-- stays fast.
+local srgeo = ...
+
+local lazy = {}
+for _, name in ipairs { "plot", "util" } do lazy[name] = "srgeo." .. name end
+
+setmetatable(srgeo, {
+  __index = function(t, k)
+    local mod = lazy[k]
+    if mod then
+      local v = require(mod)
+      rawset(t, k, v)
+      return v
+    end
+  end,
+})
+
+--- srgeo.register(name, modname): make srgeo.NAME load lua module MODNAME on
+--- first use (for library parts added later).
+function srgeo.register(name, modname) lazy[name] = modname end
+
+return srgeo

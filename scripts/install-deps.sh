@@ -1,0 +1,24 @@
+#!/bin/sh
+# install-deps.sh - install the Debian 12 packages srgeo needs, only those
+# missing.  Runs as root (or through sudo when available).
+#   sh scripts/install-deps.sh          build + test + demo dependencies
+#   sh scripts/install-deps.sh --torch  also PyTorch, for regenerating fixtures
+#                                       and the comparison benchmarks
+set -e
+PKGS="build-essential pkg-config lua5.4 liblua5.4-dev libopenblas-dev libvips-dev libvips-tools
+gnuplot-nox libreadline-dev libcjson-dev zlib1g-dev dataset-fashion-mnist"
+[ "$1" = "--torch" ] && PKGS="$PKGS python3-torch python3-torchvision python3-numpy"
+
+missing=""
+for p in $PKGS; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -z "$missing" ]; then
+    echo "install-deps: all packages present"
+    exit 0
+fi
+SUDO=""
+[ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null && SUDO=sudo
+echo "install-deps: installing$missing"
+$SUDO apt-get update -q
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends $missing

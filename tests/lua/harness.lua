@@ -1,0 +1,76 @@
+-- harness.lua: a small spec harness for the Lua tests.
+--   local T = require "tests.lua.harness"   (run from the repository root)
+--   T.test("name", function() T.close(a, b, 1e-6) end)
+local T = {}
+
+local cases = {}
+
+function T.test(name, fn) cases[#cases + 1] = { name = name, fn = fn, file = T.current_file } end
+
+local function fmt(v)
+  if type(v) == "number" then return string.format("%.17g", v) end
+  return tostring(v)
+end
+
+function T.eq(a, b, msg)
+  if a ~= b then error((msg and msg .. ": " or "") .. "expected " .. fmt(b) .. ", got " .. fmt(a), 2) end
+end
+
+function T.truthy(v, msg)
+  if not v then error(msg or "expected a true value", 2) end
+  return v
+end
+
+-- |a-b| <= tol * max(1, |b|)
+function T.close(a, b, tol, msg)
+  tol = tol or 1e-12
+  if type(a) ~= "number" or type(b) ~= "number" or a ~= a or math.abs(a - b) > tol * math.max(1, math.abs(b)) then
+    error((msg and msg .. ": " or "") .. "expected " .. fmt(b) .. " +- " .. fmt(tol) .. ", got " .. fmt(a), 2)
+  end
+end
+
+-- fn must raise an error whose message contains `needle` (plain find).
+function T.raises(fn, needle)
+  local ok, err = pcall(fn)
+  if ok then error("expected an error containing '" .. needle .. "', got none", 2) end
+  if not tostring(err):find(needle, 1, true) then
+    error("expected an error containing '" .. needle .. "', got: " .. tostring(err), 2)
+  end
+  return err
+end
+
+function T.run(files, filter)
+  local passed, failed = 0, 0
+  for _, f in ipairs(files) do
+    T.current_file = f
+    local chunk, err = loadfile(f)
+    if not chunk then
+      print("FAIL load " .. f .. ": " .. err)
+      failed = failed + 1
+    else
+      local ok, e = pcall(chunk, T)
+      if not ok then
+        print("FAIL load " .. f .. ": " .. tostring(e))
+        failed = failed + 1
+      end
+    end
+  end
+  for _, c in ipairs(cases) do
+    if not filter or c.name:find(filter, 1, true) then
+      local ok, err = xpcall(c.fn, debug.traceback)
+      if ok then
+        passed = passed + 1
+        print("ok   " .. c.name)
+      else
+        failed = failed + 1
+        print("FAIL " .. c.name .. " (" .. c.file .. ")\n" .. tostring(err))
+      end
+      io.stdout:flush()
+      collectgarbage()
+    end
+  end
+  print(string.format("lua: %d passed, %d failed", passed, failed))
+  return failed == 0
+end
+
+return T

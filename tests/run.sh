@@ -1,0 +1,15 @@
+#!/bin/sh
+# Run the C unit tests and the Lua specs; print one combined closing line
+# "N passed, N failed" (the format CI reads).
+B=${1:-build}
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+status=0
+"$B/test_core" | tee -a "$out" || status=1
+"$B/srgeo" tests/run.lua | tee -a "$out" || status=1
+p=$(sed -n 's/^[a-z]*: \([0-9]*\) passed, \([0-9]*\) failed.*/\1/p' "$out" | awk '{s+=$1} END {print s+0}')
+f=$(sed -n 's/^[a-z]*: \([0-9]*\) passed, \([0-9]*\) failed.*/\2/p' "$out" | awk '{s+=$1} END {print s+0}')
+n=$(grep -c 'passed, .* failed' "$out")
+[ "$n" -ge 2 ] || { echo "a test runner did not finish"; f=$((f+1)); }
+echo "$p passed, $f failed"
+[ "$status" -eq 0 ] && [ "$f" -eq 0 ]
