@@ -49,6 +49,13 @@ $(BUILD)/test_core: $(TEST_OBJ) $(BUILD)/libsrgeo_core.a
 	@echo '  LINK   $@'
 	@$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
+# Benchmarks: each tests/bench/bench_NAME.c is a standalone program.
+BENCH_SRC := $(wildcard tests/bench/bench_*.c)
+BENCH_BIN := $(BENCH_SRC:tests/bench/%.c=$(BUILD)/%)
+$(BUILD)/bench_%: tests/bench/bench_%.c $(BUILD)/libsrgeo_core.a
+	@echo '  LINK   $@'
+	@$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
 deps:
 	sh scripts/install-deps.sh
 
@@ -59,7 +66,7 @@ test: all $(BUILD)/test_core
 sanitize:
 	$(MAKE) BUILD=build/san OPT="-O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" test
 
-bench: all
+bench: all $(BENCH_BIN)
 	@sh tests/bench/run.sh $(BUILD)
 
 demo: deps all

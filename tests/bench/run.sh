@@ -1,0 +1,15 @@
+#!/bin/sh
+# Run every benchmark program build/bench_* and every tests/bench/*.lua.
+# Figures are ratios against references measured in the same run.
+B=${1:-build}
+echo "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-<unset>}  threads: SRGEO_THREADS=${SRGEO_THREADS:-<default>}"
+for b in "$B"/bench_*; do
+    [ -x "$b" ] || continue
+    echo "== $(basename "$b")"
+    "$b" || echo "(benchmark $(basename "$b") failed)"
+done
+for f in tests/bench/*.lua; do
+    [ -f "$f" ] || continue
+    echo "== $f"
+    "$B/srgeo" "$f" || echo "(benchmark $f failed)"
+done
