@@ -11,7 +11,7 @@ typedef struct {
     sr_module *m;
 } lua_module;
 
-static sr_module *check_module(lua_State *L, int idx)
+sr_module *sr_lua_check_module(lua_State *L, int idx)
 {
     lua_module *u = luaL_testudata(L, idx, SR_MODULE_MT);
     if (!u)
@@ -322,7 +322,7 @@ static void free_taps(taps_t *t)
 /* m:forward(x [, {tap=, taps=}]) */
 static int m_forward(lua_State *L)
 {
-    sr_module *m = check_module(L, 1);
+    sr_module *m = sr_lua_check_module(L, 1);
     sr_tensor *x = sr_lua_check_tensor(L, 2);
     sr_run run = SR_RUN_INIT;
     taps_t t;
@@ -343,7 +343,7 @@ static int m_forward(lua_State *L)
  * (tangent j of input i is row i*k + j). */
 static int m_jvp(lua_State *L)
 {
-    sr_module *m = check_module(L, 1);
+    sr_module *m = sr_lua_check_module(L, 1);
     sr_tensor *x = sr_lua_check_tensor(L, 2);
     sr_tensor *v = sr_lua_check_tensor(L, 3);
     if (x->ndim < 1 || v->ndim != x->ndim || x->shape[0] == 0 || v->shape[0] % x->shape[0] ||
@@ -387,7 +387,7 @@ static int m_jvp(lua_State *L)
 /* m:vjp(x, w [, {param_grads=false}]) -> Jᵀw (input gradient). */
 static int m_vjp(lua_State *L)
 {
-    sr_module *m = check_module(L, 1);
+    sr_module *m = sr_lua_check_module(L, 1);
     sr_tensor *x = sr_lua_check_tensor(L, 2);
     sr_tensor *w = sr_lua_check_tensor(L, 3);
     sr_run run = SR_RUN_INIT;
@@ -436,7 +436,7 @@ static int params_cb(const char *path, sr_param *p, sr_module *owner, void *ud)
 /* m:parameters([{trainable=true}]) -> {path = tensor (shared storage)} */
 static int walk_params_lua(lua_State *L, int grads, int list)
 {
-    sr_module *m = check_module(L, 1);
+    sr_module *m = sr_lua_check_module(L, 1);
     params_state s = {L, 0, grads, list, 0};
     if (lua_istable(L, 2)) {
         lua_getfield(L, 2, "trainable");
@@ -454,7 +454,7 @@ static int m_param_names(lua_State *L) { return walk_params_lua(L, 0, 1); }
 /* m:set(path, tensor): copy values in (shapes must agree; dtype converted). */
 static int m_set(lua_State *L)
 {
-    sr_module *m = check_module(L, 1);
+    sr_module *m = sr_lua_check_module(L, 1);
     const char *path = luaL_checkstring(L, 2);
     sr_tensor *src = sr_lua_check_tensor(L, 3);
     sr_param *p = sr_module_find_param(m, path);
@@ -469,7 +469,7 @@ static int m_set(lua_State *L)
 
 static int m_get(lua_State *L)
 {
-    sr_module *m = check_module(L, 1);
+    sr_module *m = sr_lua_check_module(L, 1);
     sr_param *p = sr_module_find_param(m, luaL_checkstring(L, 2));
     if (!p)
         return sr_lua_fail(L);
@@ -479,7 +479,7 @@ static int m_get(lua_State *L)
 
 static int m_find(lua_State *L)
 {
-    sr_module *m = check_module(L, 1);
+    sr_module *m = sr_lua_check_module(L, 1);
     sr_module *c = sr_module_find(m, luaL_checkstring(L, 2));
     if (!c)
         return sr_lua_fail(L);
@@ -490,7 +490,7 @@ static int m_find(lua_State *L)
 
 static int m_train(lua_State *L)
 {
-    sr_module *m = check_module(L, 1);
+    sr_module *m = sr_lua_check_module(L, 1);
     sr_module_set_training(m, lua_isnoneornil(L, 2) ? 1 : lua_toboolean(L, 2));
     lua_settop(L, 1);
     return 1;
@@ -498,20 +498,20 @@ static int m_train(lua_State *L)
 
 static int m_eval(lua_State *L)
 {
-    sr_module_set_training(check_module(L, 1), 0);
+    sr_module_set_training(sr_lua_check_module(L, 1), 0);
     lua_settop(L, 1);
     return 1;
 }
 
 static int m_training(lua_State *L)
 {
-    lua_pushboolean(L, check_module(L, 1)->training);
+    lua_pushboolean(L, sr_lua_check_module(L, 1)->training);
     return 1;
 }
 
 static int to_dtype(lua_State *L, sr_dtype dt)
 {
-    if (sr_module_to_dtype(check_module(L, 1), dt))
+    if (sr_module_to_dtype(sr_lua_check_module(L, 1), dt))
         return sr_lua_fail(L);
     lua_settop(L, 1);
     return 1;
@@ -521,13 +521,13 @@ static int m_float(lua_State *L) { return to_dtype(L, SR_F32); }
 
 static int m_dtype(lua_State *L)
 {
-    lua_pushstring(L, sr_dtype_name(check_module(L, 1)->dtype));
+    lua_pushstring(L, sr_dtype_name(sr_lua_check_module(L, 1)->dtype));
     return 1;
 }
 
 static int m_init(lua_State *L)
 {
-    sr_module *m = check_module(L, 1);
+    sr_module *m = sr_lua_check_module(L, 1);
     sr_rng rng;
     sr_rng_seed(&rng, lua_isnoneornil(L, 2) ? sr_default_seed() : (uint64_t)luaL_checkinteger(L, 2));
     sr_module_reset(m, &rng);
@@ -537,26 +537,26 @@ static int m_init(lua_State *L)
 
 static int m_zero_grad(lua_State *L)
 {
-    sr_module_zero_grad(check_module(L, 1));
+    sr_module_zero_grad(sr_lua_check_module(L, 1));
     return 0;
 }
 
 static int m_clear(lua_State *L)
 {
-    sr_module_clear_buffers(check_module(L, 1));
+    sr_module_clear_buffers(sr_lua_check_module(L, 1));
     return 0;
 }
 
 static int m_kind(lua_State *L)
 {
-    lua_pushstring(L, check_module(L, 1)->ops->kind);
+    lua_pushstring(L, sr_lua_check_module(L, 1)->ops->kind);
     return 1;
 }
 
 /* m:children() -> list of {name, module} */
 static int m_children(lua_State *L)
 {
-    sr_module *m = check_module(L, 1);
+    sr_module *m = sr_lua_check_module(L, 1);
     lua_createtable(L, m->nchildren, 0);
     for (int i = 0; i < m->nchildren; i++) {
         lua_createtable(L, 2, 0);
@@ -608,7 +608,7 @@ static int tree_cb(const char *path, sr_module *m, int depth, void *ud)
 
 static int m_tostring(lua_State *L)
 {
-    sr_module *m = check_module(L, 1);
+    sr_module *m = sr_lua_check_module(L, 1);
     luaL_Buffer b;
     luaL_buffinit(L, &b);
     tree_state s = {&b};

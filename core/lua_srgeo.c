@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "lua_srgeo.h"
@@ -84,6 +85,22 @@ static int l_interrupted(lua_State *L)
     return 1;
 }
 
+/* srgeo._isatty(fd): progress bars only on a terminal. */
+static int l_isatty(lua_State *L)
+{
+    lua_pushboolean(L, isatty((int)luaL_optinteger(L, 1, 2)));
+    return 1;
+}
+
+/* srgeo._clock(): monotonic seconds, for timings and ETAs. */
+static int l_clock(lua_State *L)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    lua_pushnumber(L, (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec);
+    return 1;
+}
+
 /* The project root: two levels above build/srgeo(.so), found through the
  * address of this function so it works for the shell and for require. */
 static int root_dir(char *buf, size_t n)
@@ -114,6 +131,8 @@ static const luaL_Reg srgeo_funcs[] = {
     {"threads", l_threads},
     {"seed", l_seed},
     {"interrupted", l_interrupted},
+    {"_isatty", l_isatty},
+    {"_clock", l_clock},
     {NULL, NULL},
 };
 
@@ -127,6 +146,7 @@ int luaopen_srgeo(lua_State *L)
     sr_lua_open_nn(L);
     sr_lua_open_image(L);
     sr_lua_open_data(L);
+    sr_lua_open_profile(L);
 
     /* Make lua/?.lua requirable and run lua/srgeo/init.lua(core) to add the
      * Lua half of the library. */

@@ -28,6 +28,8 @@ sr_tensor *sr_lua_new_tensor(lua_State *L);
 sr_tensor *sr_lua_check_tensor(lua_State *L, int idx);
 /* The tensor at idx, or NULL if it is not one. */
 sr_tensor *sr_lua_test_tensor(lua_State *L, int idx);
+/* Check argument idx is a module (srgeo.nn ...). */
+struct sr_module *sr_lua_check_module(lua_State *L, int idx);
 /* Raise the core error message as a Lua error (never returns). */
 int sr_lua_fail(lua_State *L);
 
@@ -43,6 +45,7 @@ void sr_lua_open_tensor(lua_State *L);
 void sr_lua_open_nn(lua_State *L);
 void sr_lua_open_image(lua_State *L);
 void sr_lua_open_data(lua_State *L);
+void sr_lua_open_profile(lua_State *L);
 
 /* luaopen_srgeo is the C module entry (build/srgeo.so) and what the shell
  * preloads. */

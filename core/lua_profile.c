@@ -1,0 +1,157 @@
+/* lua_profile.c - srgeo._profile_image(model, x, opts): the C engine for one
+ * image (core/profile.c); lua/srgeo/profile.lua builds the user-facing
+ * srgeo.profile on top (ladders, images, medians, bands, descriptors). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lua_srgeo.h"
+#include "module.h"
+#include "profile.h"
+
+static lua_Integer opt_int(lua_State *L, int t, const char *k, lua_Integer def)
+{
+    lua_getfield(L, t, k);
+    lua_Integer v = def;
+    if (!lua_isnil(L, -1)) {
+        int ok;
+        v = lua_tointegerx(L, -1, &ok);
+        if (!ok)
+            luaL_error(L, "profile: option %s must be an integer", k);
+    }
+    lua_pop(L, 1);
+    return v;
+}
+
+static double opt_num(lua_State *L, int t, const char *k, double def)
+{
+    lua_getfield(L, t, k);
+    double v = def;
+    if (!lua_isnil(L, -1)) {
+        if (!lua_isnumber(L, -1))
+            luaL_error(L, "profile: option %s must be a number", k);
+        v = lua_tonumber(L, -1);
+    }
+    lua_pop(L, 1);
+    return v;
+}
+
+static int opt_bool(lua_State *L, int t, const char *k, int def)
+{
+    lua_getfield(L, t, k);
+    int v = lua_isnil(L, -1) ? def : lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    return v;
+}
+
+static void push_array(lua_State *L, const double *a, int64_t n)
+{
+    lua_createtable(L, (int)n, 0);
+    for (int64_t i = 0; i < n; i++) {
+        lua_pushnumber(L, a[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+}
+
+static int l_profile_image(lua_State *L)
+{
+    sr_module *m = sr_lua_check_module(L, 1);
+    sr_tensor *x = sr_lua_check_tensor(L, 2);
+    luaL_checktype(L, 3, LUA_TTABLE);
+    sr_profile_opts o;
+    sr_profile_opts_default(&o);
+    o.ndirs = opt_int(L, 3, "directions", o.ndirs);
+    o.antipodal = opt_bool(L, 3, "antipodal", o.antipodal);
+    o.njvp = opt_int(L, 3, "jvp_directions", o.njvp);
+    o.seed = (uint64_t)opt_int(L, 3, "seed", 0);
+    o.batch = opt_int(L, 3, "batch", 0);
+    o.jvp_k = opt_int(L, 3, "jvp_batch", o.jvp_k);
+    o.noise_dirs = opt_int(L, 3, "noise_directions", o.noise_dirs);
+    o.noise_max = opt_num(L, 3, "noise_max", o.noise_max);
+    o.per_direction = opt_bool(L, 3, "per_direction", 0);
+    if (o.ndirs < 1)
+        return luaL_error(L, "profile: directions must be >= 1");
+    if (o.njvp > o.ndirs * (o.antipodal ? 2 : 1))
+        o.njvp = o.ndirs * (o.antipodal ? 2 : 1);
+
+    if (lua_getfield(L, 3, "tap") == LUA_TSTRING) {
+        o.tap = sr_module_find(m, lua_tostring(L, -1));
+        if (!o.tap)
+            return luaL_error(L, "profile: tap: %s", sr_errmsg());
+    } else if (!lua_isnil(L, -1)) {
+        return luaL_error(L, "profile: option tap must be a module path");
+    }
+    lua_pop(L, 1);
+
+    if (lua_getfield(L, 3, "user_directions") != LUA_TNIL) {
+        o.user_dirs = sr_lua_check_tensor(L, -1);
+        o.family = SR_DIRS_USER;
+        if (o.user_dirs->ndim < 1 || o.user_dirs->shape[0] < o.ndirs)
+            return luaL_error(L, "profile: user directions %s hold fewer than %d rows",
+                              SR_SHAPE(o.user_dirs), (int)o.ndirs);
+    }
+    lua_pop(L, 1); /* the tensor stays referenced by the options table */
+
+    if (lua_getfield(L, 3, "scales") != LUA_TTABLE)
+        return luaL_error(L, "profile: option scales must be a list of η values");
+    int ns = (int)luaL_len(L, -1);
+    if (ns < 1 || ns > 4096)
+        return luaL_error(L, "profile: %d scales (need 1..4096)", ns);
+    double *scales = lua_newuserdatauv(L, (size_t)ns * sizeof(double), 0); /* GC-owned */
+    for (int s = 0; s < ns; s++) {
+        lua_geti(L, -2, s + 1);
+        if (!lua_isnumber(L, -1))
+            return luaL_error(L, "profile: scales[%d] is not a number", s + 1);
+        scales[s] = lua_tonumber(L, -1);
+        lua_pop(L, 1);
+    }
+    o.scales = scales;
+    o.nscales = ns;
+
+    sr_profile_result res;
+    if (sr_profile_image(m, x, &o, &res))
+        return sr_lua_fail(L);
+    /* Copy into Lua tables; a memory error while pushing must not leak the
+     * C arrays, so they are copied into a GC-owned block first. */
+    int64_t npd = res.per_dir ? (int64_t)ns * res.ndirs_total : 0;
+    double *copy = lua_newuserdatauv(L, (size_t)(3 * ns + npd) * sizeof(double), 0);
+    memcpy(copy, res.energy, (size_t)ns * sizeof(double));
+    memcpy(copy + ns, res.r, (size_t)ns * sizeof(double));
+    memcpy(copy + 2 * ns, res.noise, (size_t)ns * sizeof(double));
+    if (npd)
+        memcpy(copy + 3 * ns, res.per_dir, (size_t)npd * sizeof(double));
+    double ej = res.jac_energy, secs = res.seconds;
+    lua_Integer nfwd = res.nforward, total = res.ndirs_total;
+    sr_profile_result_free(&res);
+
+    lua_createtable(L, 0, 8);
+    push_array(L, copy, ns);
+    lua_setfield(L, -2, "energy");
+    push_array(L, copy + ns, ns);
+    lua_setfield(L, -2, "r");
+    push_array(L, copy + 2 * ns, ns);
+    lua_setfield(L, -2, "noise");
+    if (npd) {
+        lua_createtable(L, ns, 0);
+        for (int s = 0; s < ns; s++) {
+            push_array(L, copy + 3 * ns + (int64_t)s * total, total);
+            lua_rawseti(L, -2, s + 1);
+        }
+        lua_setfield(L, -2, "per_direction");
+    }
+    lua_pushnumber(L, ej);
+    lua_setfield(L, -2, "jac_energy");
+    lua_pushnumber(L, secs);
+    lua_setfield(L, -2, "seconds");
+    lua_pushinteger(L, nfwd);
+    lua_setfield(L, -2, "forwards");
+    lua_pushinteger(L, total);
+    lua_setfield(L, -2, "directions");
+    return 1;
+}
+
+void sr_lua_open_profile(lua_State *L)
+{
+    lua_pushcfunction(L, l_profile_image);
+    lua_setfield(L, -2, "_profile_image");
+}

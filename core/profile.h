@@ -1,0 +1,68 @@
+/* profile.h - the scale-resolved statistic for one image (DESIGN.md §1).
+ *
+ * For an image x, directions u_i (unit L2 norm in pixel space) and scales η_s:
+ *
+ *   D_s,i   = ‖Φ(x + η_s u_i) − Φ(x)‖²        measured displacement energy
+ *   E_J     = mean_{i < njvp} ‖J(x) u_i‖²     exact JVPs (stacked, k at a time)
+ *   r_s     = mean_i D_s,i / (η_s² E_J)       ratio of means
+ *
+ * The engine streams: directions are generated on the fly from a per-image
+ * seed (direction i depends only on (seed, i), so any batch size gives the
+ * same numbers), and memory stays bounded by one batch whatever the number
+ * of directions.  Perturbed inputs are not clipped to [0,1].
+ */
+#ifndef SR_PROFILE_H
+#define SR_PROFILE_H
+
+#include "module.h"
+
+typedef enum {
+    SR_DIRS_GAUSSIAN = 0, /* isotropic Gaussian, normalised */
+    SR_DIRS_USER = 1,     /* rows of opts->user_dirs, normalised */
+} sr_dir_family;
+
+typedef struct sr_profile_opts {
+    int64_t ndirs;         /* distinct directions u_1..u_n */
+    int antipodal;         /* also -u_i: the set is u_1..u_n, -u_1..-u_n */
+    int64_t njvp;          /* denominator uses the first njvp of the set */
+    int nscales;
+    const double *scales;  /* η, in raw pixel L2 units */
+    uint64_t seed;         /* per-image seed, shared across scales */
+    int64_t batch;         /* rows per forward batch */
+    int64_t jvp_k;         /* tangents per stacked jvp */
+    const sr_module *tap;  /* NULL: the module's output */
+    int64_t noise_dirs;    /* directions re-evaluated in float64 (0: no estimate) */
+    double noise_max;      /* discard a rung when noise > noise_max × energy */
+    int per_direction;     /* keep every D_s,i in res->per_dir */
+    sr_dir_family family;
+    const sr_tensor *user_dirs; /* (n, C, H, W) or (n, d) for SR_DIRS_USER */
+} sr_profile_opts;
+
+void sr_profile_opts_default(sr_profile_opts *o);
+
+typedef struct sr_profile_result {
+    int nscales;
+    int64_t ndirs_total;   /* ndirs × (antipodal ? 2 : 1) */
+    double jac_energy;     /* E_J */
+    double *energy;        /* [nscales] mean_i D_s,i */
+    double *r;             /* [nscales] ratio; NaN where discarded */
+    double *noise;         /* [nscales] relative float32 noise; NaN if not estimated */
+    double *per_dir;       /* [nscales × ndirs_total] when per_direction */
+    int64_t nforward;      /* rows pushed through the model (forward + jvp) */
+    double seconds;
+} sr_profile_result;
+
+void sr_profile_result_free(sr_profile_result *r);
+
+/* Run the statistic for one image x (1, C, H, W) on a model in eval mode.
+ * The model must be float32 or float64; with noise_dirs > 0 and a float32
+ * model, the model is temporarily converted to float64 for the estimate
+ * (exactly restored afterwards). */
+int sr_profile_image(sr_module *m, const sr_tensor *x, const sr_profile_opts *o,
+                     sr_profile_result *res);
+
+/* Direction i of the set (for tests and other metrics): unit vector, in
+ * double, length d. */
+int sr_profile_direction(const sr_profile_opts *o, int64_t i, int64_t d, double *out);
+
+#endif

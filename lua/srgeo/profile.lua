@@ -1,0 +1,394 @@
+-- srgeo.profile: the scale-resolved statistic r_η over a set of images.
+--
+--   p = srgeo.profile(model, X, {preset = "paper"})
+--   p.scales, p.median, p.lo, p.hi, p.mean, p.per_image, p.descriptors
+--   print(p:summary()); p:save_csv(path); p:save_json(path)
+--   p2 = srgeo.profile.load(path)
+--   c = srgeo.profile.compare(p1, p2)      -- permutation tests
+--
+-- The per-image work (directions, exact JVPs, batched forwards, float32 noise
+-- estimate) runs in C (core/profile.c); this module chooses the ladder,
+-- loops over images, and aggregates: median over images (the reported
+-- profile), bootstrap bands over images, and the bump descriptors.
+local srgeo = require "srgeo"
+local stats = require "srgeo.stats"
+local util = require "srgeo.util"
+local json = require "srgeo.json"
+
+local P = {}
+local Profile = {}
+Profile.__index = Profile
+
+local NAN = 0 / 0
+local D224 = 3 * 224 * 224
+
+--- Estimator presets.  "paper" is the published protocol (DESIGN.md §1).
+P.presets = {
+  paper = { directions = 1024, antipodal = true, jvp_directions = 256, nscales = 17,
+            log10_lo = -2, log10_hi = 2, noise_directions = 8, noise_max = 0.05,
+            bootstrap = 1000, ci = 0.95 },
+  quick = { directions = 64, antipodal = true, jvp_directions = 32, nscales = 9,
+            log10_lo = -2, log10_hi = 2, noise_directions = 4, noise_max = 0.05,
+            bootstrap = 200, ci = 0.95 },
+}
+
+local option_names = {
+  preset = true, directions = true, antipodal = true, jvp_directions = true, nscales = true,
+  log10_lo = true, log10_hi = true, scales = true, rms_scales = true, seed = true, batch = true,
+  jvp_batch = true, tap = true, noise_directions = true, noise_max = true, precision = true,
+  bootstrap = true, ci = true, per_direction = true, progress = true, label = true, model_name = true,
+  user_directions = true,
+}
+
+--- The scale ladder for input dimension d: log-spaced, shifted by
+--- log10 √(d224/d) so every input size sees the same per-pixel RMS amplitude.
+function P.ladder(d, opts)
+  opts = opts or {}
+  local pre = P.presets[opts.preset or "paper"]
+  local n = opts.nscales or pre.nscales
+  local shift = math.log(math.sqrt(D224 / d), 10)
+  return util.logspace((opts.log10_lo or pre.log10_lo) - shift, (opts.log10_hi or pre.log10_hi) - shift, n)
+end
+
+local function resolve(opts, d)
+  opts = opts or {}
+  for k in pairs(opts) do
+    if not option_names[k] then error("profile: unknown option '" .. tostring(k) .. "'", 3) end
+  end
+  local pre = P.presets[opts.preset or "paper"]
+  if not pre then error("profile: unknown preset '" .. tostring(opts.preset) .. "' (paper, quick)", 3) end
+  local o = {}
+  for k, v in pairs(pre) do o[k] = v end
+  for k, v in pairs(opts) do o[k] = v end
+  if opts.scales then
+    o.scales = opts.scales
+  elseif opts.rms_scales then
+    o.scales = {}
+    for i, a in ipairs(opts.rms_scales) do o.scales[i] = a * math.sqrt(d) end
+  else
+    o.scales = P.ladder(d, o)
+  end
+  if type(o.scales) ~= "table" or #o.scales == 0 then error("profile: scales must be a non-empty list", 3) end
+  for i = 2, #o.scales do
+    if not (o.scales[i] > o.scales[i - 1]) then error("profile: scales must increase", 3) end
+  end
+  o.precision = o.precision or "float32"
+  if o.precision ~= "float32" and o.precision ~= "float64" then
+    error("profile: precision must be \"float32\" or \"float64\"", 3)
+  end
+  o.seed = o.seed or 0
+  return o
+end
+
+-- Images from a batch tensor, a list of tensors, or a dataset (ds:get(i)).
+local function image_source(X)
+  if type(X) == "userdata" then
+    local n = #X
+    return n, function(i) return X:narrow(i, 1) end
+  elseif type(X) == "table" and X.get then
+    return #X, function(i) return (X:get(i)) end
+  elseif type(X) == "table" then
+    return #X, function(i) return X[i] end
+  end
+  error("profile: images must be a tensor (N,C,H,W), a list of tensors, or a dataset", 3)
+end
+
+local function image_seed(base, i) return (base * 1000003 + i * 7919) % (1 << 53) end
+
+--- Bump descriptors of one curve r over scales (NaN rungs skipped).
+--- plateau: mean r over the first up to 3 valid rungs; onset: first η where r
+--- leaves the plateau by 5% (log-interpolated); peak: max r and its η;
+--- half_width: decades where r − plateau exceeds half the peak excess;
+--- decay_slope: d log10 r / d log10 η after the peak; area: ∫ max(r−1, 0) d log10 η.
+function P.descriptors(scales, r)
+  local xs, ys = {}, {}
+  for i, v in ipairs(r) do
+    if v == v then xs[#xs + 1] = math.log(scales[i], 10); ys[#ys + 1] = v end
+  end
+  local n = #xs
+  local d = { plateau = NAN, onset = NAN, peak_eta = NAN, peak_height = NAN, half_width = NAN,
+              decay_slope = NAN, area = NAN }
+  if n == 0 then return d end
+  local m = math.min(3, n)
+  local s = 0
+  for i = 1, m do s = s + ys[i] end
+  d.plateau = s / m
+  for i = 2, n do
+    if math.abs(ys[i] - d.plateau) > 0.05 * math.abs(d.plateau) then
+      local a, b = ys[i - 1] - d.plateau, ys[i] - d.plateau
+      local thr = (b > 0 and 1 or -1) * 0.05 * math.abs(d.plateau)
+      local t = (b ~= a) and (thr - a) / (b - a) or 1
+      t = math.max(0, math.min(1, t))
+      d.onset = 10 ^ (xs[i - 1] + t * (xs[i] - xs[i - 1]))
+      break
+    end
+  end
+  local ip = 1
+  for i = 2, n do if ys[i] > ys[ip] then ip = i end end
+  d.peak_height = ys[ip]
+  local px = xs[ip]
+  if ip > 1 and ip < n then
+    -- parabola through the three rungs around the maximum (in log η)
+    local x0, x1, x2, y0, y1, y2 = xs[ip - 1], xs[ip], xs[ip + 1], ys[ip - 1], ys[ip], ys[ip + 1]
+    local den = (x0 - x1) * (x0 - x2) * (x1 - x2)
+    local A = (x2 * (y1 - y0) + x1 * (y0 - y2) + x0 * (y2 - y1)) / den
+    local B = (x2 * x2 * (y0 - y1) + x1 * x1 * (y2 - y0) + x0 * x0 * (y1 - y2)) / den
+    if A < 0 then px = math.max(x0, math.min(x2, -B / (2 * A))) end
+  end
+  d.peak_eta = 10 ^ px
+  local excess = ys[ip] - d.plateau
+  -- Below a 5% rise there is no bump whose width means anything.
+  d.bump = excess > 0.05 * math.abs(d.plateau)
+  if d.bump then
+    local half = d.plateau + excess / 2
+    local function cross(i, j) -- interpolate where y crosses `half` between rungs i and j
+      local t = (half - ys[i]) / (ys[j] - ys[i])
+      return xs[i] + t * (xs[j] - xs[i])
+    end
+    local left, right = xs[1], xs[n]
+    for i = ip, 2, -1 do if ys[i - 1] < half then left = cross(i - 1, i) break end end
+    for i = ip, n - 1 do if ys[i + 1] < half then right = cross(i, i + 1) break end end
+    d.half_width = right - left
+  end
+  if n - ip >= 1 then
+    local sx, sy, sxx, sxy, k = 0, 0, 0, 0, 0
+    for i = ip, n do
+      if ys[i] > 0 then
+        local ly = math.log(ys[i], 10)
+        sx, sy, sxx, sxy, k = sx + xs[i], sy + ly, sxx + xs[i] ^ 2, sxy + xs[i] * ly, k + 1
+      end
+    end
+    if k >= 2 and (k * sxx - sx * sx) > 0 then d.decay_slope = (k * sxy - sx * sy) / (k * sxx - sx * sx) end
+  end
+  local area = 0
+  for i = 2, n do
+    area = area + 0.5 * (math.max(ys[i - 1] - 1, 0) + math.max(ys[i] - 1, 0)) * (xs[i] - xs[i - 1])
+  end
+  d.area = area
+  return d
+end
+
+local descriptor_names = { "plateau", "onset", "peak_eta", "peak_height", "half_width", "decay_slope", "area" }
+P.descriptor_names = descriptor_names
+
+-- Median curve over image rows.
+local function median_curve(rows, ns)
+  local c = {}
+  for s = 1, ns do c[s] = stats.median(stats.column(rows, s)) end
+  return c
+end
+
+local function mean_curve(rows, ns)
+  local c = {}
+  for s = 1, ns do c[s] = stats.mean(stats.column(rows, s)) end
+  return c
+end
+
+-- Aggregate per-image rows into the profile's curves, bands and descriptors.
+local function aggregate(p)
+  local ns, rows = #p.scales, p.per_image
+  p.median = median_curve(rows, ns)
+  p.mean = mean_curve(rows, ns)
+  local o = p.options
+  local lo_q, hi_q = (1 - o.ci) / 2, 1 - (1 - o.ci) / 2
+  p.lo, p.hi = {}, {}
+  local dvals = P.descriptors(p.scales, p.median)
+  p.descriptors = {}
+  if #rows >= 2 and o.bootstrap > 0 then
+    local boots = stats.bootstrap(rows, function(sample) return median_curve(sample, ns) end, o.bootstrap, o.seed + 17)
+    for s = 1, ns do
+      local col = stats.column(boots, s)
+      p.lo[s], p.hi[s] = stats.quantile(col, lo_q), stats.quantile(col, hi_q)
+    end
+    local bd = {}
+    for b, curve in ipairs(boots) do bd[b] = P.descriptors(p.scales, curve) end
+    for _, k in ipairs(descriptor_names) do
+      local col = {}
+      for b = 1, #bd do col[b] = bd[b][k] end
+      p.descriptors[k] = { value = dvals[k], lo = stats.quantile(col, lo_q), hi = stats.quantile(col, hi_q) }
+    end
+  else
+    for s = 1, ns do p.lo[s], p.hi[s] = p.median[s], p.median[s] end
+    for _, k in ipairs(descriptor_names) do p.descriptors[k] = { value = dvals[k], lo = NAN, hi = NAN } end
+  end
+  p.bump = dvals.bump
+  return p
+end
+
+--- srgeo.profile(model, images, opts) -> profile
+local function profile(model, X, opts)
+  local n, get = image_source(X)
+  if n == 0 then error("profile: no images", 2) end
+  local first = get(1)
+  local d = 1
+  for _, s in ipairs(first:shape()) do d = d * s end
+  local o = resolve(opts, d)
+  local copts = {
+    scales = o.scales, directions = o.directions, antipodal = o.antipodal,
+    jvp_directions = o.jvp_directions, batch = o.batch, jvp_batch = o.jvp_batch, tap = o.tap,
+    noise_directions = o.noise_directions, noise_max = o.noise_max,
+    per_direction = o.per_direction, user_directions = o.user_directions,
+  }
+  local f64 = o.precision == "float64"
+  local restore = model:dtype()
+  if f64 then model:double() end
+  local p = setmetatable({
+    scales = o.scales, per_image = {}, jac_energy = {}, noise = {}, forwards = 0, seconds = 0,
+    options = o, label = o.label, model = o.model_name, n_images = 0, per_direction = o.per_direction and {} or nil,
+    version = srgeo.version,
+  }, Profile)
+  local bar = (o.progress ~= false) and util.progress("profile", n) or nil
+  local t0 = srgeo._clock()
+  local ok, err = pcall(function()
+    for i = 1, n do
+      local x = get(i)
+      if f64 and x:dtype() ~= "float64" then x = x:double() end
+      if not f64 and x:dtype() ~= model:dtype() then x = x:float() end
+      copts.seed = image_seed(o.seed, i)
+      local r = srgeo._profile_image(model, x, copts)
+      p.per_image[i], p.jac_energy[i], p.noise[i] = r.r, r.jac_energy, r.noise
+      if p.per_direction then p.per_direction[i] = r.per_direction end
+      p.forwards = p.forwards + r.forwards
+      p.n_images = i
+      if bar then bar.update(i) end
+    end
+  end)
+  if bar then bar.done() end
+  if f64 and restore == "float32" then model:float() end
+  p.seconds = srgeo._clock() - t0
+  if not ok then
+    -- Ctrl-C keeps what is done; anything else is a real error.
+    if tostring(err):find("interrupted", 1, true) and p.n_images > 0 then
+      p.interrupted = true
+      io.stderr:write(string.format("profile: interrupted after %d of %d images; keeping those\n", p.n_images, n))
+    else
+      error(err, 0)
+    end
+  end
+  return aggregate(p)
+end
+
+local function fmt(v, w)
+  if v == nil or v ~= v then return string.rep(" ", (w or 10) - 3) .. "nan" end
+  return string.format("%" .. (w or 10) .. ".4g", v)
+end
+
+--- A readable table: one line per rung, then the descriptors with their CIs.
+function Profile:summary()
+  local out = {}
+  local title = self.label or self.model or "profile"
+  out[#out + 1] = string.format("%s: %d images, %d directions x %d scales, %.1f s, %d forwards%s",
+    title, self.n_images, self.options.directions * (self.options.antipodal and 2 or 1), #self.scales,
+    self.seconds, self.forwards, self.interrupted and " (interrupted)" or "")
+  out[#out + 1] = string.format("%10s %10s %10s %10s %10s", "eta", "median r", "lo", "hi", "mean r")
+  for s, eta in ipairs(self.scales) do
+    out[#out + 1] = string.format("%10.4g %s %s %s %s", eta, fmt(self.median[s]), fmt(self.lo[s]), fmt(self.hi[s]), fmt(self.mean[s]))
+  end
+  out[#out + 1] = string.format("%-12s %10s %10s %10s", "descriptor", "value", "lo", "hi")
+  for _, k in ipairs(descriptor_names) do
+    local dsc = self.descriptors[k]
+    out[#out + 1] = string.format("%-12s %s %s %s", k, fmt(dsc.value), fmt(dsc.lo), fmt(dsc.hi))
+  end
+  return table.concat(out, "\n")
+end
+
+Profile.__tostring = Profile.summary
+
+--- CSV: one row per rung; per-image r in the trailing columns.
+function Profile:save_csv(path)
+  local lines = {}
+  local head = { "eta", "median", "lo", "hi", "mean" }
+  for i = 1, #self.per_image do head[#head + 1] = "r_img" .. i end
+  lines[1] = table.concat(head, ",")
+  local function num(v) return (v == nil or v ~= v) and "nan" or string.format("%.10g", v) end
+  for s, eta in ipairs(self.scales) do
+    local row = { num(eta), num(self.median[s]), num(self.lo[s]), num(self.hi[s]), num(self.mean[s]) }
+    for i = 1, #self.per_image do row[#row + 1] = num(self.per_image[i][s]) end
+    lines[#lines + 1] = table.concat(row, ",")
+  end
+  return util.write_atomic(path, table.concat(lines, "\n") .. "\n")
+end
+
+local saved_fields = { "scales", "median", "mean", "lo", "hi", "per_image", "jac_energy", "noise",
+  "descriptors", "options", "label", "model", "n_images", "forwards", "seconds", "interrupted", "version",
+  "per_direction" }
+
+function Profile:save_json(path)
+  local t = { format = "srgeo.profile/1" }
+  for _, k in ipairs(saved_fields) do t[k] = self[k] end
+  local o = {}
+  for k, v in pairs(self.options) do if type(v) ~= "userdata" then o[k] = v end end
+  t.options = o
+  return util.write_atomic(path, json.encode(t, { indent = true }) .. "\n")
+end
+
+function P.load(path)
+  local t = json.decode(util.read_file(path))
+  if type(t) ~= "table" or t.format ~= "srgeo.profile/1" then
+    error("profile.load: " .. path .. " is not an srgeo profile (format srgeo.profile/1)", 2)
+  end
+  t.format = nil
+  return setmetatable(t, Profile)
+end
+
+--- Rebuild curves/bands/descriptors from per_image (e.g. after merging).
+function P.aggregate(p) return aggregate(setmetatable(p, Profile)) end
+
+-- Distance between two median curves: mean |log r1 − log r2| over rungs valid in both.
+local function curve_distance(a, b)
+  local s, k = 0, 0
+  for i = 1, #a do
+    if a[i] == a[i] and b[i] == b[i] and a[i] > 0 and b[i] > 0 then
+      s, k = s + math.abs(math.log(a[i]) - math.log(b[i])), k + 1
+    end
+  end
+  return k > 0 and s / k or NAN
+end
+
+--- Two-sample permutation test between profiles on the same ladder: images
+--- are exchanged between the groups; p-values for the curve distance and for
+--- each descriptor difference.
+function P.compare(p1, p2, opts)
+  opts = opts or {}
+  if #p1.scales ~= #p2.scales then error("profile.compare: profiles have different ladders", 2) end
+  for i = 1, #p1.scales do
+    if math.abs(p1.scales[i] / p2.scales[i] - 1) > 1e-9 then error("profile.compare: profiles have different ladders", 2) end
+  end
+  local ns, B = #p1.scales, opts.permutations or 1000
+  local pool = {}
+  for _, r in ipairs(p1.per_image) do pool[#pool + 1] = r end
+  for _, r in ipairs(p2.per_image) do pool[#pool + 1] = r end
+  local n1 = #p1.per_image
+  local function stat(rows1, rows2)
+    local m1, m2 = median_curve(rows1, ns), median_curve(rows2, ns)
+    local d1, d2 = P.descriptors(p1.scales, m1), P.descriptors(p1.scales, m2)
+    local t = { curve = curve_distance(m1, m2) }
+    for _, k in ipairs(descriptor_names) do
+      local a, b = d1[k], d2[k]
+      if k == "onset" or k == "peak_eta" then a, b = math.log(a, 10), math.log(b, 10) end
+      t[k] = math.abs(a - b)
+    end
+    return t
+  end
+  local obs = stat(p1.per_image, p2.per_image)
+  local count = {}
+  for k in pairs(obs) do count[k] = 0 end
+  local u = stats.rng(opts.seed or 1)
+  for _ = 1, B do
+    local perm = {}
+    for i = 1, #pool do perm[i] = pool[i] end
+    for i = #perm, 2, -1 do
+      local j = math.floor(u() * i) + 1
+      perm[i], perm[j] = perm[j], perm[i]
+    end
+    local a, b = {}, {}
+    for i = 1, #perm do if i <= n1 then a[#a + 1] = perm[i] else b[#b + 1] = perm[i] end end
+    local t = stat(a, b)
+    for k, v in pairs(t) do if v == v and obs[k] == obs[k] and v >= obs[k] then count[k] = count[k] + 1 end end
+  end
+  local res = { statistic = obs, p = {}, permutations = B }
+  for k, c in pairs(count) do res.p[k] = (obs[k] == obs[k]) and (1 + c) / (1 + B) or NAN end
+  return res
+end
+
+return setmetatable(P, { __call = function(_, ...) return profile(...) end })

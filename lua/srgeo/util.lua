@@ -1,0 +1,85 @@
+-- srgeo.util: files, formatting and progress shared by the library.
+local M = {}
+
+--- Write `content` to `path` atomically: a temporary file beside it, then
+--- rename, so a crash never leaves a truncated result behind.
+function M.write_atomic(path, content)
+  local tmp = path .. ".tmp." .. tostring(os.time()) .. tostring(math.random(1 << 30))
+  local f, err = io.open(tmp, "wb")
+  if not f then error("write " .. path .. ": " .. tostring(err), 2) end
+  local ok, werr = f:write(content)
+  local cok, cerr = f:close()
+  if not ok or not cok then
+    os.remove(tmp)
+    error("write " .. path .. ": " .. tostring(werr or cerr), 2)
+  end
+  local rok, rerr = os.rename(tmp, path)
+  if not rok then
+    os.remove(tmp)
+    error("write " .. path .. ": " .. tostring(rerr), 2)
+  end
+  return path
+end
+
+function M.read_file(path)
+  local f, err = io.open(path, "rb")
+  if not f then error("read " .. path .. ": " .. tostring(err), 2) end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+local function shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+M.shell_quote = shell_quote
+
+--- mkdir -p
+function M.mkdir(dir)
+  local ok = os.execute("mkdir -p " .. shell_quote(dir))
+  if not ok then error("cannot create directory " .. dir, 2) end
+  return dir
+end
+
+function M.dirname(path) return path:match("^(.*)/[^/]*$") or "." end
+
+--- A progress line on stderr (only when stderr is a terminal): bar, count, ETA.
+function M.progress(label, total)
+  local srgeo = require "srgeo"
+  local tty = srgeo._isatty(2)
+  local t0 = srgeo._clock()
+  local last = -1
+  local p = {}
+  function p.update(done, extra)
+    if not tty then return end
+    local now = srgeo._clock()
+    if now - last < 0.1 and done < total then return end
+    last = now
+    local frac = total > 0 and done / total or 1
+    local width = 24
+    local fill = math.floor(frac * width + 0.5)
+    local el = now - t0
+    local eta = done > 0 and el * (total - done) / done or 0
+    io.stderr:write(string.format("\r%s [%s%s] %d/%d  %s elapsed, %s left %s\27[K", label,
+      string.rep("#", fill), string.rep(".", width - fill), done, total, M.duration(el), M.duration(eta), extra or ""))
+    io.stderr:flush()
+  end
+  function p.done()
+    if tty then io.stderr:write("\r\27[K") io.stderr:flush() end
+  end
+  return p
+end
+
+function M.duration(s)
+  if s ~= s or s == math.huge then return "?" end
+  if s < 60 then return string.format("%.1fs", s) end
+  if s < 3600 then return string.format("%dm%02ds", s // 60, math.floor(s % 60)) end
+  return string.format("%dh%02dm", s // 3600, math.floor(s % 3600 / 60))
+end
+
+--- Log-spaced values: n points from 10^a to 10^b.
+function M.logspace(a, b, n)
+  local t = {}
+  for i = 1, n do t[i] = 10 ^ (a + (b - a) * (n == 1 and 0 or (i - 1) / (n - 1))) end
+  return t
+end
+
+return M

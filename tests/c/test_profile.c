@@ -1,0 +1,255 @@
+/* test_profile.c - the r_η engine on maps whose answer is known exactly. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../core/layers.h"
+#include "../../core/profile.h"
+#include "check.h"
+#include "test.h"
+
+/* A test-only smooth map y = x ⊙ x (elementwise square), so that
+ *   Φ(x+ηu) − Φ(x) = 2η x⊙u + η² u⊙u   and   J u = 2 x⊙u:
+ * the ratio has a closed form in the sampled directions. */
+static int sq_forward(sr_module *m, const sr_tensor *x, sr_run *run)
+{
+    (void)run;
+    if (sr_tensor_ensure_like(&m->out, x))
+        return -1;
+    for (int64_t i = 0; i < sr_numel(x); i++)
+        sr_set_flat(&m->out, i, sr_get_flat(x, i) * sr_get_flat(x, i));
+    return 0;
+}
+
+static int sq_jvp(sr_module *m, const sr_tensor *xv, sr_run *run)
+{
+    if (sr_tensor_ensure_like(&m->out, xv))
+        return -1;
+    int64_t rs = sr_rowsize(xv), n = run->n;
+    for (int64_t i = 0; i < n * rs; i++)
+        sr_set_flat(&m->out, i, sr_get_flat(xv, i) * sr_get_flat(xv, i));
+    for (int64_t t = 0; t < n * run->k; t++)
+        for (int64_t e = 0; e < rs; e++) {
+            double x = sr_get_flat(xv, sr_tangent_primal(run, t) * rs + e);
+            sr_set_flat(&m->out, (n + t) * rs + e, 2 * x * sr_get_flat(xv, (n + t) * rs + e));
+        }
+    return 0;
+}
+
+static const sr_module_ops sq_ops = {"square", sq_forward, sq_jvp, NULL, NULL, NULL, NULL};
+
+static double closed_form_r(const sr_profile_opts *o, const double *x, int64_t d, double eta, int64_t total)
+{
+    double num = 0, den = 0, *u = malloc((size_t)d * sizeof *u);
+    for (int64_t i = 0; i < total; i++) {
+        sr_profile_direction(o, i, d, u);
+        double D = 0, J = 0;
+        for (int64_t e = 0; e < d; e++) {
+            double diff = 2 * eta * x[e] * u[e] + eta * eta * u[e] * u[e];
+            D += diff * diff;
+            J += 4 * x[e] * x[e] * u[e] * u[e];
+        }
+        num += D;
+        if (i < o->njvp)
+            den += J;
+    }
+    free(u);
+    return (num / (double)total) / (eta * eta * den / (double)o->njvp);
+}
+
+static void run_square(int antipodal, double *max_err, double *lin_term)
+{
+    sr_module *m = sr_module_new(&sq_ops, 0);
+    m->dtype = SR_F64;
+    sr_tensor x = SR_TENSOR_INIT;
+    check_randn(&x, 4, (int64_t[]){1, 2, 3, 3}, 5);
+    double scales[] = {1e-3, 1e-2, 0.1, 1, 3};
+    sr_profile_opts o;
+    sr_profile_opts_default(&o);
+    o.ndirs = 40;
+    o.antipodal = antipodal;
+    o.njvp = o.ndirs * (antipodal ? 2 : 1);
+    o.scales = scales;
+    o.nscales = 5;
+    o.seed = 9;
+    o.batch = 7; /* awkward on purpose: batches split directions unevenly */
+    o.jvp_k = 3;
+    sr_profile_result r;
+    *max_err = INFINITY;
+    if (sr_profile_image(m, &x, &o, &r) == 0) {
+        *max_err = 0;
+        for (int s = 0; s < 5; s++) {
+            double want = closed_form_r(&o, sr_f64(&x), 18, scales[s], r.ndirs_total);
+            double e = fabs(r.r[s] - want) / want;
+            if (e > *max_err)
+                *max_err = e;
+        }
+        /* r − 1 at small η: O(η) without antipodes, O(η²) with. */
+        *lin_term = (r.r[1] - 1) / scales[1];
+        sr_profile_result_free(&r);
+    }
+    sr_tensor_free(&x);
+    sr_module_release(m);
+}
+
+TEST(profile_quadratic_map_matches_closed_form)
+{
+    double err, lin;
+    run_square(1, &err, &lin);
+    CHECK(err < 1e-10, "antipodal: rel err %g", err);
+    run_square(0, &err, &lin);
+    CHECK(err < 1e-10, "one-sided: rel err %g", err);
+}
+
+TEST(profile_antipodal_pairs_remove_linear_bias)
+{
+    double err, lin_anti, lin_one;
+    run_square(1, &err, &lin_anti);
+    run_square(0, &err, &lin_one);
+    /* (r−1)/η at η = 1e-2: the odd η³ term in D makes it O(1) one-sided; the
+     * antipodes cancel it exactly, leaving O(η). */
+    CHECK(fabs(lin_one) > 10 * fabs(lin_anti), "one-sided %g vs antipodal %g", lin_one, lin_anti);
+    CHECK(fabs(lin_anti) < 0.05, "antipodal residual %g", lin_anti);
+}
+
+static sr_module *linear_model(int64_t in, int64_t out)
+{
+    char a[32], b[32];
+    snprintf(a, sizeof a, "%lld", (long long)in);
+    snprintf(b, sizeof b, "%lld", (long long)out);
+    sr_opts o;
+    sr_opts_kv_data d;
+    const char *kv[] = {"in_features", a, "out_features", b, NULL};
+    sr_opts_kv(&o, &d, "linear", kv);
+    sr_module *m = sr_linear_create(&o);
+    sr_rng r;
+    sr_rng_seed(&r, 3);
+    sr_module_reset(m, &r);
+    return m;
+}
+
+TEST(profile_linear_map_gives_one_everywhere)
+{
+    sr_module *m = linear_model(30, 7);
+    CHECK_OK(sr_module_to_dtype(m, SR_F64));
+    sr_tensor x = SR_TENSOR_INIT;
+    CHECK_OK(check_randn(&x, 2, (int64_t[]){1, 30}, 2));
+    double scales[] = {1e-4, 1e-2, 1, 1e2, 1e4};
+    sr_profile_opts o;
+    sr_profile_opts_default(&o);
+    o.ndirs = 16;
+    o.njvp = 32;
+    o.scales = scales;
+    o.nscales = 5;
+    sr_profile_result r;
+    CHECK_OK(sr_profile_image(m, &x, &o, &r));
+    for (int s = 0; s < 5; s++)
+        CHECK(fabs(r.r[s] - 1) < 1e-6, "eta %g: r = %.12g", scales[s], r.r[s]);
+    CHECK(isnan(r.noise[0]), "float64 model: no noise estimate expected");
+    sr_profile_result_free(&r);
+    sr_tensor_free(&x);
+    sr_module_release(m);
+}
+
+TEST(profile_is_independent_of_batch_sizes)
+{
+    sr_module *m = linear_model(12, 5);
+    sr_tensor x = SR_TENSOR_INIT;
+    /* float64: float32 GEMMs of different sizes may round differently. */
+    CHECK_OK(sr_module_to_dtype(m, SR_F64));
+    CHECK_OK(check_randn(&x, 2, (int64_t[]){1, 12}, 2));
+    double scales[] = {0.1, 1};
+    sr_profile_opts o;
+    sr_profile_opts_default(&o);
+    o.ndirs = 10;
+    o.njvp = 6;
+    o.scales = scales;
+    o.nscales = 2;
+    o.noise_dirs = 0;
+    o.per_direction = 1;
+    sr_profile_result a, b;
+    o.batch = 1;
+    o.jvp_k = 1;
+    CHECK_OK(sr_profile_image(m, &x, &o, &a));
+    o.batch = 64;
+    o.jvp_k = 5;
+    CHECK_OK(sr_profile_image(m, &x, &o, &b));
+    for (int64_t i = 0; i < 2 * a.ndirs_total; i++)
+        CHECK(fabs(a.per_dir[i] - b.per_dir[i]) <= 1e-12 * fabs(b.per_dir[i]), "D[%lld] %g vs %g",
+              (long long)i, a.per_dir[i], b.per_dir[i]);
+    CHECK(fabs(a.jac_energy - b.jac_energy) <= 1e-12 * b.jac_energy, "E_J %g vs %g", a.jac_energy, b.jac_energy);
+    sr_profile_result_free(&a);
+    sr_profile_result_free(&b);
+    sr_tensor_free(&x);
+    sr_module_release(m);
+}
+
+TEST(profile_float32_noise_flags_rungs_float64_shows_wrong)
+{
+    /* Φ(x) = x⊙x with a large offset: at tiny η the float32 difference
+     * Φ(x+ηu) − Φ(x) is pure rounding, while float64 is still exact. */
+    sr_module *m = sr_module_new(&sq_ops, 0);
+    sr_tensor x = SR_TENSOR_INIT;
+    CHECK_OK(check_randn(&x, 2, (int64_t[]){1, 64}, 4));
+    for (int64_t e = 0; e < 64; e++)
+        sr_f64(&x)[e] += 100;
+    double scales[] = {1e-5, 1e-3, 1e-1, 10};
+    sr_profile_opts o;
+    sr_profile_opts_default(&o);
+    o.ndirs = 16;
+    o.njvp = 32;
+    o.scales = scales;
+    o.nscales = 4;
+    o.noise_dirs = 8;
+    sr_profile_result r64, r32;
+    m->dtype = SR_F64;
+    CHECK_OK(sr_profile_image(m, &x, &o, &r64));
+    CHECK_OK(sr_tensor_convert(&x, &x, SR_F32));
+    m->dtype = SR_F32;
+    CHECK_OK(sr_profile_image(m, &x, &o, &r32));
+    CHECK(m->dtype == SR_F32, "model dtype restored");
+    int flagged = 0;
+    for (int s = 0; s < 4; s++) {
+        double e32 = r32.energy[s] / r64.energy[s] - 1;
+        if (isnan(r32.r[s])) {
+            flagged++;
+            CHECK(r32.noise[s] > 0.05, "rung %d discarded with noise %g", s, r32.noise[s]);
+        } else {
+            CHECK(fabs(e32) < 0.05, "rung %d kept but float32 energy is off by %g", s, e32);
+        }
+        if (fabs(e32) > 0.2)
+            CHECK(isnan(r32.r[s]), "rung %d wrong by %g in float32 but not discarded", s, e32);
+    }
+    CHECK(flagged >= 1 && !isnan(r32.r[3]), "expected the tiny rungs flagged and the large kept (%d)", flagged);
+    sr_profile_result_free(&r64);
+    sr_profile_result_free(&r32);
+    sr_tensor_free(&x);
+    sr_module_release(m);
+}
+
+TEST(profile_bad_input_is_an_error)
+{
+    sr_module *m = linear_model(12, 5);
+    sr_tensor x = SR_TENSOR_INIT;
+    CHECK_OK(sr_tensor_zeros(&x, SR_F32, 2, (int64_t[]){2, 12}));
+    double scales[] = {0.1};
+    sr_profile_opts o;
+    sr_profile_opts_default(&o);
+    o.ndirs = 4;
+    o.njvp = 4;
+    o.scales = scales;
+    o.nscales = 1;
+    sr_profile_result r;
+    CHECK_ERR(sr_profile_image(m, &x, &o, &r), "must be a single input");
+    CHECK_OK(sr_tensor_zeros(&x, SR_F32, 2, (int64_t[]){1, 12}));
+    sr_f32(&x)[3] = NAN;
+    CHECK_ERR(sr_profile_image(m, &x, &o, &r), "NaN or Inf");
+    sr_f32(&x)[3] = 0;
+    scales[0] = -1;
+    CHECK_ERR(sr_profile_image(m, &x, &o, &r), "scales must be positive");
+    scales[0] = 0.1;
+    sr_module_set_training(m, 1);
+    CHECK_ERR(sr_profile_image(m, &x, &o, &r), "training mode");
+    sr_tensor_free(&x);
+    sr_module_release(m);
+}
