@@ -248,8 +248,14 @@ static void parse_taps(lua_State *L, sr_module *m, int oidx, taps_t *t, sr_run *
 {
     t->n = 0;
     t->multi = 0;
-    if (!oidx || lua_isnoneornil(L, oidx))
+    if (!oidx || lua_isnoneornil(L, oidx)) {
+        /* No tap asked for: the model's default (e.g. "features"). */
+        if (m->default_tap) {
+            t->names[t->n++] = m->default_tap;
+            goto resolve;
+        }
         return;
+    }
     luaL_checktype(L, oidx, LUA_TTABLE);
     if (lua_getfield(L, oidx, "tap") == LUA_TSTRING) {
         t->names[t->n++] = lua_tostring(L, -1);
@@ -269,6 +275,9 @@ static void parse_taps(lua_State *L, sr_module *m, int oidx, taps_t *t, sr_run *
         }
     }
     lua_pop(L, 1);
+    if (t->n == 0 && m->default_tap)
+        t->names[t->n++] = m->default_tap;
+resolve:
     for (int i = 0; i < t->n; i++) {
         t->mods[i] = sr_module_find(m, t->names[i]);
         if (!t->mods[i])
@@ -547,6 +556,67 @@ static int m_clear(lua_State *L)
     return 0;
 }
 
+/* m:alias(name, path): a tap name for this model ("features" -> "flatten"). */
+static int m_alias(lua_State *L)
+{
+    sr_module *m = sr_lua_check_module(L, 1);
+    if (sr_module_set_alias(m, luaL_checkstring(L, 2), luaL_checkstring(L, 3)))
+        return sr_lua_fail(L);
+    lua_settop(L, 1);
+    return 1;
+}
+
+/* m:default_tap([name]): get or set the tap forward/jvp use by default. */
+static int m_default_tap(lua_State *L)
+{
+    sr_module *m = sr_lua_check_module(L, 1);
+    if (lua_gettop(L) >= 2) {
+        if (sr_module_set_default_tap(m, luaL_optstring(L, 2, NULL)))
+            return sr_lua_fail(L);
+    }
+    if (m->default_tap)
+        lua_pushstring(L, m->default_tap);
+    else
+        lua_pushnil(L);
+    return 1;
+}
+
+/* m:aliases() -> {name = path} */
+static int m_aliases(lua_State *L)
+{
+    sr_module *m = sr_lua_check_module(L, 1);
+    lua_createtable(L, 0, m->naliases);
+    for (int i = 0; i < m->naliases; i++) {
+        lua_pushstring(L, m->alias_paths[i]);
+        lua_setfield(L, -2, m->alias_names[i]);
+    }
+    return 1;
+}
+
+/* m:output_shape(): shape of the last output (after forward), or nil. */
+static int m_output_shape(lua_State *L)
+{
+    sr_module *m = sr_lua_check_module(L, 1);
+    if (!m->out.storage)
+        return 0;
+    lua_createtable(L, m->out.ndim, 0);
+    for (int i = 0; i < m->out.ndim; i++) {
+        lua_pushinteger(L, m->out.shape[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+    return 1;
+}
+
+static int m_describe(lua_State *L)
+{
+    sr_module *m = sr_lua_check_module(L, 1);
+    char desc[256] = "";
+    if (m->ops->describe)
+        m->ops->describe(m, desc, sizeof desc);
+    lua_pushstring(L, desc);
+    return 1;
+}
+
 static int m_kind(lua_State *L)
 {
     lua_pushstring(L, sr_lua_check_module(L, 1)->ops->kind);
@@ -626,6 +696,8 @@ static const luaL_Reg module_methods[] = {
     {"double", m_double},       {"float", m_float},   {"dtype", m_dtype},
     {"init", m_init},           {"zero_grad", m_zero_grad}, {"clear_buffers", m_clear},
     {"kind", m_kind},           {"children", m_children},
+    {"alias", m_alias},         {"default_tap", m_default_tap}, {"aliases", m_aliases},
+    {"output_shape", m_output_shape}, {"describe", m_describe},
     {NULL, NULL},
 };
 

@@ -80,6 +80,8 @@ static int l_profile_image(lua_State *L)
             return luaL_error(L, "profile: tap: %s", sr_errmsg());
     } else if (!lua_isnil(L, -1)) {
         return luaL_error(L, "profile: option tap must be a module path");
+    } else if (m->default_tap) {
+        o.tap = sr_module_find(m, m->default_tap);
     }
     lua_pop(L, 1);
 

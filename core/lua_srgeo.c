@@ -147,6 +147,7 @@ int luaopen_srgeo(lua_State *L)
     sr_lua_open_image(L);
     sr_lua_open_data(L);
     sr_lua_open_profile(L);
+    sr_lua_open_safetensors(L);
 
     /* Make lua/?.lua requirable and run lua/srgeo/init.lua(core) to add the
      * Lua half of the library. */

@@ -47,6 +47,13 @@ void sr_module_release(sr_module *m)
     sr_tensor_free(&m->out);
     sr_tensor_free(&m->gin);
     sr_tensor_free(&m->saved);
+    for (int i = 0; i < m->naliases; i++) {
+        free(m->alias_names[i]);
+        free(m->alias_paths[i]);
+    }
+    free(m->alias_names);
+    free(m->alias_paths);
+    free(m->default_tap);
     free(m->impl);
     free(m);
 }
@@ -317,11 +324,59 @@ static int find_module_cb(const char *path, sr_module *m, int depth, void *ud)
 
 sr_module *sr_module_find(sr_module *m, const char *path)
 {
+    for (int i = 0; i < m->naliases; i++)
+        if (strcmp(m->alias_names[i], path) == 0) {
+            path = m->alias_paths[i];
+            break;
+        }
     find_state s = {path, NULL, NULL};
     sr_module_walk(m, find_module_cb, &s);
     if (!s.module)
         sr_fail("no module named '%s'", path);
     return s.module;
+}
+
+int sr_module_set_alias(sr_module *m, const char *name, const char *path)
+{
+    if (!sr_module_find(m, path))
+        return sr_fail_context("alias %s", name);
+    char *p = strdup(path);
+    if (!p)
+        return sr_fail("alias: out of memory");
+    for (int i = 0; i < m->naliases; i++)
+        if (strcmp(m->alias_names[i], name) == 0) {
+            free(m->alias_paths[i]);
+            m->alias_paths[i] = p;
+            return 0;
+        }
+    char **n = realloc(m->alias_names, (size_t)(m->naliases + 1) * sizeof *n);
+    if (n)
+        m->alias_names = n;
+    char **q = realloc(m->alias_paths, (size_t)(m->naliases + 1) * sizeof *q);
+    if (q)
+        m->alias_paths = q;
+    char *nm = strdup(name);
+    if (!n || !q || !nm) {
+        free(p);
+        free(nm);
+        return sr_fail("alias: out of memory");
+    }
+    m->alias_names[m->naliases] = nm;
+    m->alias_paths[m->naliases] = p;
+    m->naliases++;
+    return 0;
+}
+
+int sr_module_set_default_tap(sr_module *m, const char *tap)
+{
+    if (tap && *tap && !sr_module_find(m, tap))
+        return sr_fail_context("default tap");
+    char *t = (tap && *tap) ? strdup(tap) : NULL;
+    if (tap && *tap && !t)
+        return sr_fail("default tap: out of memory");
+    free(m->default_tap);
+    m->default_tap = t;
+    return 0;
 }
 
 /* --- sequential -------------------------------------------------------- */

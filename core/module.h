@@ -89,6 +89,11 @@ struct sr_module {
     sr_tensor gin;             /* last input gradient */
     sr_tensor saved;           /* input saved by forward for backward */
     void *impl;                /* layer-specific config and state */
+    /* Tap names of a whole model (root only): "features" -> "flatten", and
+     * the tap used when a caller names none (NULL: the full output). */
+    int naliases;
+    char **alias_names, **alias_paths;
+    char *default_tap;
 };
 
 /* --- construction ------------------------------------------------------ */
@@ -133,7 +138,12 @@ typedef int (*sr_module_visitor)(const char *path, sr_module *m, int depth, void
 int sr_module_walk(sr_module *m, sr_module_visitor fn, void *ud);
 /* Lookup by dotted path; NULL (with error set) if absent. */
 sr_param *sr_module_find_param(sr_module *m, const char *path);
+/* Module at a dotted path or at one of the root's aliases; "" is the root. */
 sr_module *sr_module_find(sr_module *m, const char *path);
+/* Define alias name -> path (replacing an existing one); path must exist. */
+int sr_module_set_alias(sr_module *m, const char *name, const char *path);
+/* Set the default tap (an alias or path; NULL or "" for the full output). */
+int sr_module_set_default_tap(sr_module *m, const char *tap);
 
 /* --- containers (module.c) --------------------------------------------- */
 /* Sequential: children run in order. */

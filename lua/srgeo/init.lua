@@ -18,6 +18,9 @@ setmetatable(srgeo, {
   end,
 })
 
+-- Module methods implemented in Lua (load/save/summary).
+assert(loadfile(srgeo.root .. "/lua/srgeo/module.lua"))(srgeo)
+
 --- srgeo.register(name, modname): make srgeo.NAME load lua module MODNAME on
 --- first use (for library parts added later).
 function srgeo.register(name, modname) lazy[name] = modname end
