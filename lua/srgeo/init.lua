@@ -5,7 +5,7 @@
 local srgeo = ...
 
 local lazy = {}
-for _, name in ipairs { "plot", "util", "profile", "stats", "json" } do lazy[name] = "srgeo." .. name end
+for _, name in ipairs { "plot", "util", "profile", "stats", "json", "models" } do lazy[name] = "srgeo." .. name end
 
 setmetatable(srgeo, {
   __index = function(t, k)

@@ -1,0 +1,92 @@
+-- models/small.lua: small encoders for 28x28 Fashion-MNIST and 32x32 inputs
+-- (the shipped defaults are trained from these).  Each keeps the zoo's tap
+-- names: "features" (pooled penultimate) and "logits".
+local srgeo = ...
+local nn = srgeo.nn
+local C = assert(loadfile(srgeo.root .. "/models/common.lua"))(srgeo)
+
+local R = {}
+
+R.small_resnet = {
+  doc = "small ResNet for 1x28x28 (16-32-64, 2 BasicBlocks per stage); features: 64", input = { 1, 28, 28 },
+  build = function(cfg)
+    local defs = assert(loadfile(srgeo.root .. "/models/resnet.lua"))(srgeo)
+    local c = {}
+    for k, v in pairs(cfg or {}) do c[k] = v end
+    c.in_channels = c.in_channels or 1
+    c.num_classes = c.num_classes or 10
+    c.mean = c.mean or (c.in_channels == 1 and { 0.286 } or nil)
+    c.std = c.std or (c.in_channels == 1 and { 0.353 } or nil)
+    c.widths = c.widths or { 16, 32, 64 }
+    c.blocks = c.blocks or { 2, 2, 2 }
+    return defs.resnet20.build(c)
+  end,
+}
+
+R.small_vgg = {
+  doc = "small VGG for 1x28x28 (conv 16-16-M-32-32-M-64-M, BN); features: 64 after global pooling",
+  input = { 1, 28, 28 },
+  build = function(cfg)
+    cfg = cfg or {}
+    local cin = cfg.in_channels or 1
+    local layout = cfg.layout or { 16, 16, "M", 32, 32, "M", 64, "M" }
+    local list, c = {}, cin
+    for _, v in ipairs(layout) do
+      if v == "M" then list[#list + 1] = nn.maxpool2d { kernel_size = 2, stride = 2 }
+      else
+        list[#list + 1] = nn.conv2d { in_channels = c, out_channels = v, kernel_size = 3, padding = 1 }
+        list[#list + 1] = nn.batchnorm2d { num_features = v }
+        list[#list + 1] = nn.relu {}
+        c = v
+      end
+    end
+    local m = C.seq {
+      { "normalize", C.normalizer(cfg, cin, cin == 1 and { 0.286 } or nil, cin == 1 and { 0.353 } or nil) },
+      { "features", nn.sequential(list) },
+      { "avgpool", nn.adaptive_avgpool2d { output_size = 1 } },
+      { "flatten", nn.flatten {} },
+      { "classifier", nn.linear { in_features = c, out_features = cfg.num_classes or 10 } },
+    }
+    C.taps(m, "flatten")
+    return C.init(m, cfg, "kaiming_out")
+  end,
+}
+
+R.small_vit = {
+  doc = "small ViT for 1x28x28 (patch 4 -> 49 tokens, 64-d, 4 blocks, 4 heads; timm names); features: 64",
+  input = { 1, 28, 28 },
+  build = function(cfg)
+    local defs = assert(loadfile(srgeo.root .. "/models/vit.lua"))(srgeo)
+    local c = {}
+    for k, v in pairs(cfg or {}) do c[k] = v end
+    c.in_channels = c.in_channels or 1
+    c.image_size = c.image_size or 28
+    c.mean = c.mean or (c.in_channels == 1 and { 0.286 } or nil)
+    c.std = c.std or (c.in_channels == 1 and { 0.353 } or nil)
+    return defs.vit_nano.build(c)
+  end,
+}
+
+R.mlp = {
+  doc = "MLP on flattened pixels (hidden {256, 128}); features: the last hidden layer", input = { 1, 28, 28 },
+  build = function(cfg)
+    cfg = cfg or {}
+    local shape = cfg.input or { 1, 28, 28 }
+    local d = shape[1] * shape[2] * shape[3]
+    local hidden = cfg.hidden or { 256, 128 }
+    local children = { { "normalize", C.normalizer(cfg, shape[1], shape[1] == 1 and { 0.286 } or nil, shape[1] == 1 and { 0.353 } or nil) },
+                       { "flatten", nn.flatten {} } }
+    local c = d
+    for i, h in ipairs(hidden) do
+      children[#children + 1] = { "fc" .. i, nn.linear { in_features = c, out_features = h } }
+      children[#children + 1] = { "relu" .. i, nn.relu {} }
+      c = h
+    end
+    children[#children + 1] = { "head", nn.linear { in_features = c, out_features = cfg.num_classes or 10 } }
+    local m = C.seq(children)
+    C.taps(m, "relu" .. #hidden)
+    return C.init(m, cfg, "none")
+  end,
+}
+
+return C.order(R, { "small_resnet", "small_vgg", "small_vit", "mlp" })
