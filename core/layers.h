@@ -13,6 +13,18 @@ int sr_linear_apply(const sr_tensor *x, const sr_tensor *w, const sr_tensor *b, 
 
 /* conv.c */
 sr_module *sr_conv2d_create(const sr_opts *o);
+/* Geometry for the reference kernels: {h, w} pairs and the group count
+ * (kernel size and channels come from the weight (O, C/groups, kh, kw)). */
+typedef struct sr_conv2d_params {
+    int64_t stride[2], padding[2], dilation[2], groups;
+} sr_conv2d_params;
+/* Naive direct loops summing in double, for tests: y = W ⋆ x + b (b may be
+ * NULL); y is allocated.  The backward writes (does not accumulate) gx, gw
+ * and gb (gb may be NULL) for the output gradient gy. */
+int sr_conv2d_ref(const sr_tensor *x, const sr_tensor *w, const sr_tensor *b,
+                  const sr_conv2d_params *p, sr_tensor *y);
+int sr_conv2d_ref_backward(const sr_tensor *x, const sr_tensor *w, const sr_tensor *gy,
+                           const sr_conv2d_params *p, sr_tensor *gx, sr_tensor *gw, sr_tensor *gb);
 
 /* norm.c */
 sr_module *sr_batchnorm2d_create(const sr_opts *o);
@@ -30,9 +42,16 @@ sr_module *sr_avgpool2d_create(const sr_opts *o);
 sr_module *sr_adaptive_avgpool2d_create(const sr_opts *o);
 sr_module *sr_flatten_create(const sr_opts *o);
 sr_module *sr_permute_create(const sr_opts *o);
+/* y = x with dims reordered: y.shape[d] = x.shape[perm[d]] (perm has nd
+ * entries, perm[0] = 0); y is (re)used through sr_tensor_ensure. */
+int sr_permute_apply(sr_tensor *y, const sr_tensor *x, int nd, const int *perm);
 
 /* attention.c */
 sr_module *sr_attention_create(const sr_opts *o);
+/* Reference loops (double accumulation) for tests: y = attention m applied to
+ * xv (S,T,D); with k > 0, xv is stacked like jvp input (n primal samples, then
+ * k tangents per primal) and y holds the outputs and JVPs.  y is allocated. */
+int sr_attention_naive(const sr_module *m, const sr_tensor *xv, int64_t n, int64_t k, sr_tensor *y);
 
 /* tokens.c: ViT pieces */
 sr_module *sr_to_tokens_create(const sr_opts *o);
