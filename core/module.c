@@ -388,6 +388,11 @@ static int seq_run(sr_module *m, const sr_tensor *x, sr_run *run, int jvp)
     const sr_tensor *cur = x;
     for (int i = 0; i < m->nchildren; i++) {
         sr_module *c = m->children[i].m;
+        /* A later view child (flatten, identity) still holds this child's
+         * last output; drop that view so the child can reuse its buffer. */
+        for (int j = i + 1; j < m->nchildren && c->out.storage; j++)
+            if (m->children[j].m->out.storage == c->out.storage)
+                sr_tensor_free(&m->children[j].m->out);
         if (jvp ? sr_module_jvp(c, cur, run) : sr_module_forward(c, cur, run))
             return sr_fail_context("%s", *m->children[i].name ? m->children[i].name : c->ops->kind);
         cur = &c->out;
