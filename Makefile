@@ -14,7 +14,7 @@ BUILD   ?= build
 PKGS    := lua5.4 openblas vips libcjson zlib
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
-OPT     ?= -O2 -march=x86-64-v3 -mtune=native
+OPT     ?= -O2 -march=native
 CFLAGS  ?= $(OPT) -g
 CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -fopenmp -fPIC \
            -MMD -MP $(PKG_CFLAGS)

@@ -101,8 +101,10 @@ static int l_clock(lua_State *L)
     return 1;
 }
 
-/* The project root: two levels above build/srgeo(.so), found through the
- * address of this function so it works for the shell and for require. */
+/* The project root: the nearest ancestor of the binary (build/srgeo,
+ * build/san/srgeo.so, ...) holding lua/srgeo/init.lua, found through the
+ * address of this function so it works for the shell and for require.
+ * SRGEO_ROOT overrides it. */
 static int root_dir(char *buf, size_t n)
 {
     const char *env = getenv("SRGEO_ROOT");
@@ -121,10 +123,19 @@ static int root_dir(char *buf, size_t n)
             return -1;
         path[k] = 0;
     }
-    char *d = dirname(path); /* build/ */
-    d = dirname(d);          /* root */
-    snprintf(buf, n, "%s", d);
-    return 0;
+    char *d = dirname(path);
+    for (int up = 0; up < 6; up++) {
+        char probe[PATH_MAX + 32];
+        snprintf(probe, sizeof probe, "%s/lua/srgeo/init.lua", d);
+        if (access(probe, R_OK) == 0) {
+            snprintf(buf, n, "%s", d);
+            return 0;
+        }
+        if (strcmp(d, "/") == 0)
+            break;
+        d = dirname(d);
+    }
+    return -1;
 }
 
 static const luaL_Reg srgeo_funcs[] = {
@@ -148,6 +159,7 @@ int luaopen_srgeo(lua_State *L)
     sr_lua_open_data(L);
     sr_lua_open_profile(L);
     sr_lua_open_safetensors(L);
+    sr_lua_open_train(L);
 
     /* Make lua/?.lua requirable and run lua/srgeo/init.lua(core) to add the
      * Lua half of the library. */

@@ -47,6 +47,7 @@ void sr_lua_open_image(lua_State *L);
 void sr_lua_open_data(lua_State *L);
 void sr_lua_open_profile(lua_State *L);
 void sr_lua_open_safetensors(lua_State *L);
+void sr_lua_open_train(lua_State *L);
 
 /* luaopen_srgeo is the C module entry (build/srgeo.so) and what the shell
  * preloads. */

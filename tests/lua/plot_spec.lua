@@ -1,0 +1,292 @@
+-- plot_spec.lua: srgeo.plot draws real figures with gnuplot under
+-- build/test-plot/: every terminal, the data and script beside each figure,
+-- re-running the script, text output, missing values, and bad input.
+local T = ...
+package.path = "./lua/?.lua;" .. package.path -- also when the shell's root is elsewhere
+local plot = require "srgeo.plot"
+
+local DIR = "build/test-plot"
+os.execute("mkdir -p " .. DIR)
+
+local NAN = 0 / 0
+
+local function read(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+local function logspace(a, b, n)
+  local t = {}
+  for i = 1, n do t[i] = 10 ^ (a + (b - a) * (i - 1) / (n - 1)) end
+  return t
+end
+
+-- A synthetic bump profile: plateau at 1, a peak of height 1 + h near
+-- 10^c, decay below 1 after it; per-image curves scattered around it.
+local function bump(label, h, c, nimg)
+  local s = logspace(-2, 2, 17)
+  local p = { scales = s, median = {}, lo = {}, hi = {}, mean = {}, per_image = {}, label = label,
+              options = { ci = 0.95 } }
+  for k, x in ipairs(s) do
+    local lx = math.log(x, 10)
+    local r = 1 + h * math.exp(-(lx - c) ^ 2 / 0.5) - 0.2 * math.max(0, lx - c - 0.7)
+    p.median[k], p.mean[k] = r, r * 1.01
+    p.lo[k], p.hi[k] = r - 0.05 * h - 0.01, r + 0.06 * h + 0.01
+  end
+  for i = 1, nimg or 4 do
+    local row = {}
+    for k = 1, #s do row[k] = p.median[k] * (1 + 0.02 * math.sin(i * k)) end
+    p.per_image[i] = row
+  end
+  p.descriptors = { peak_eta = { value = 10 ^ c, lo = 10 ^ (c - 0.2), hi = 10 ^ (c + 0.2) },
+                    peak_height = { value = 1 + h, lo = 1 + 0.9 * h, hi = 1 + 1.1 * h }, area = 0.4 * h }
+  return p
+end
+
+local trained, random = bump("trained_net", 0.8, 0.3), bump("random init", 0.03, 0.5)
+
+local MAGIC = { png = "\137PNG\r\n\26\n", pdf = "%PDF" }
+
+-- out exists, is non-empty, starts right; its .dat and .gp sit beside it,
+-- the script reads the data by relative name; no temporaries are left.
+local function check_figure(out, ext)
+  local body = T.truthy(read(out), out .. " was not written")
+  T.truthy(#body > 0, out .. " is empty")
+  if ext == "svg" then
+    T.truthy(body:find("<svg", 1, true), out .. " has no <svg")
+  elseif MAGIC[ext] then
+    T.eq(body:sub(1, #MAGIC[ext]), MAGIC[ext], out .. " magic")
+  end
+  local stem = out:gsub("%.%w+$", "")
+  local name = stem:match("[^/]+$")
+  local dat = T.truthy(read(stem .. ".dat"), stem .. ".dat missing")
+  local gp = T.truthy(read(stem .. ".gp"), stem .. ".gp missing")
+  T.truthy(dat:find("^# "), "data file starts with a comment")
+  T.truthy(gp:find('DATA = "' .. name .. '.dat"', 1, true), "script reads the data by relative name")
+  local p = io.popen("ls -a " .. DIR)
+  for f in p:lines() do T.truthy(not f:find("%.tmp"), "temporary left behind: " .. f) end
+  p:close()
+  return body, dat, gp
+end
+
+-- Re-run the script in the figure's folder (as a user would) and return the
+-- figure it draws.
+local function rerun(out)
+  local dir, base = out:match("^(.*)/([^/]+)$")
+  local gp = base:gsub("%.%w+$", "") .. ".gp"
+  local ok = os.execute("cd '" .. dir .. "' && gnuplot '" .. gp .. "' 2>/dev/null")
+  T.truthy(ok, "gnuplot " .. gp .. " failed when re-run")
+  return read(out)
+end
+
+T.test("plot.profile png: figure, data, script; re-running the script redraws it", function()
+  local out = DIR .. "/profile.png"
+  os.remove(out)
+  T.eq(plot.profile({ trained, random }, { out = out, title = "trained vs random" }), out)
+  local body, dat, gp = check_figure(out, "png")
+  T.truthy(dat:find("# eta median lo hi mean", 1, true), "data columns are named")
+  T.truthy(dat:find("profile 2: random init", 1, true), "blocks are labelled")
+  T.truthy(gp:find("set logscale x", 1, true) and gp:find("filledcurves", 1, true), "log axis and bands")
+  T.truthy(gp:find("1 with lines dt 2", 1, true), "dashed r = 1 line")
+  T.truthy(gp:find('title "trained_net" noenhanced', 1, true), "labels are literal (no subscripts)")
+  T.eq(rerun(out), body, "re-running the script reproduces the figure")
+end)
+
+T.test("plot.profile svg and pdf by extension", function()
+  for _, ext in ipairs { "svg", "pdf" } do
+    local out = DIR .. "/profile_" .. ext .. "." .. ext
+    T.eq(plot.profile({ trained, random }, { out = out, labels = { "A", "B" }, logy = true }), out)
+    check_figure(out, ext)
+    T.truthy(#rerun(out) > 0, ext .. " re-run")
+  end
+end)
+
+T.test("plot.profile text: .txt file and terminal dumb return the text with axes and legend", function()
+  local out = DIR .. "/profile_text.txt"
+  local path, text = plot.profile({ trained, random }, { out = out })
+  T.eq(path, out)
+  T.eq(text, read(out), "returned text is the file's")
+  check_figure(out, "txt")
+  for _, s in ipairs { "η (L2 perturbation norm)", "r_η", "10^-2", "10^2", "trained_net", "random init" } do
+    T.truthy(text:find(s, 1, true), "text figure lacks '" .. s .. "'")
+  end
+  local none, text2 = plot.profile(trained, { terminal = "dumb", xlabel = "eta here" })
+  T.eq(none, nil, "no file without out")
+  T.truthy(text2:find("eta here", 1, true) and text2:find("10^0", 1, true), "dumb text to a string")
+end)
+
+T.test("plot.profile: NaN and nil rungs are skipped, per-image lines drawn", function()
+  local p = bump("gappy", 0.5, 0, 3)
+  p.median[3], p.median[9] = NAN, nil
+  p.lo[3], p.hi[3] = nil, NAN
+  p.per_image[2][5] = NAN
+  p.mean = nil
+  local out = DIR .. "/profile_nan.png"
+  T.eq(plot.profile(p, { out = out, per_image = true, yrange = { 0.5, "*" } }), out)
+  local _, dat, gp = check_figure(out, "png")
+  T.truthy(dat:find("NaN", 1, true), "missing values written as NaN")
+  T.truthy(not gp:find("datafile missing", 1, true), "by default a NaN rung breaks the line (a gap)")
+  T.truthy(dat:find("r_img3", 1, true), "per-image block")
+  T.truthy(gp:find("for [j=2:4]", 1, true), "one thin line per image")
+  local _, text = plot.profile(p, { terminal = "dumb", per_image = true })
+  T.truthy(text:find("gappy", 1, true))
+  local joined = DIR .. "/profile_nan_connect.png"
+  T.eq(plot.profile(p, { out = joined, connect = true }), joined)
+  local _, _, gpc = check_figure(joined, "png")
+  T.truthy(gpc:find('set datafile missing "NaN"', 1, true), "connect: lines join across a NaN rung")
+  -- A profile without bands or label still draws (no key).
+  T.truthy(plot.profile({ scales = { 0.1, 1, 10 }, median = { 1, 1.2, NAN } }, { out = DIR .. "/profile_bare.png" }))
+end)
+
+T.test("plot.show prints a text rendering and returns it", function()
+  local printed = {}
+  local write = io.write
+  io.write = function(...) for _, s in ipairs { ... } do printed[#printed + 1] = s end end
+  local ok, text = pcall(plot.show, { trained, random }, { size = { 90, 26 } })
+  io.write = write
+  T.truthy(ok, tostring(text))
+  T.eq(table.concat(printed), text, "printed what it returns")
+  T.truthy(text:find("trained_net", 1, true) and text:find("10^1", 1, true))
+  T.raises(function() plot.show({}) end, "srgeo.plot.show: no profiles given")
+  T.raises(function() plot.show(trained, { terminal = "png" }) end, "srgeo.plot.show: prints text")
+end)
+
+T.test("plot.heatmap: step × η with a diverging palette; categories, NaN cells, text values", function()
+  local steps, m = { 1, 10, 100, 1000, 10000 }, {}
+  for i = 1, #steps do
+    m[i] = bump("s", 0.2 * i, 0.3, 1).median
+  end
+  m[2][4] = NAN
+  local out = DIR .. "/heatmap.png"
+  T.eq(plot.heatmap(m, { out = out, rows = steps, cols = trained.scales, logy = true, ylabel = "step" }), out)
+  local _, dat, gp = check_figure(out, "png")
+  T.truthy(dat:find("# x y x_lo x_hi y_lo y_hi r", 1, true), "cell columns named")
+  T.truthy(gp:find("palette defined", 1, true) and gp:find("boxxyerror", 1, true), "palette cells")
+  T.truthy(gp:find('set cblabel "r_η"', 1, true), "colour-bar label")
+  T.truthy(gp:find('set datafile missing "NaN"', 1, true), "a NaN cell is skipped (grey), not painted")
+  -- Symmetric about 1: cbrange [1 - d : 1 + d].
+  local lo, hi = gp:match("set cbrange %[([^:]+):([^%]]+)%]")
+  T.close(tonumber(lo) + tonumber(hi), 2, 1e-9, "colour range centred at 1")
+  T.truthy(#rerun(out) > 0)
+  local svg = DIR .. "/heatmap_cat.svg"
+  T.eq(plot.heatmap(m, { out = svg, rows = { "init", "a", "b", "c", "final" }, cols = trained.scales, logcb = true }), svg)
+  check_figure(svg, "svg")
+  local _, text = plot.heatmap(m, { terminal = "dumb", rows = steps, cols = trained.scales, logy = true })
+  T.truthy(text:find("1.00", 1, true), "text heatmap prints cell values")
+end)
+
+T.test("plot.multiples: one panel per entry, shared y, titles, layout", function()
+  local out = DIR .. "/multiples.png"
+  local entries = { { trained, random }, { bump("l2", 0.4, 0, 2), bump("r", 0.01, 0, 2) }, { bump("l3", 0.6, 0.6, 2) } }
+  T.eq(plot.multiples(entries, { out = out, labels = nil, titles = { "layer1", "layer2", "layer3" } }), out)
+  local _, _, gp = check_figure(out, "png")
+  T.truthy(gp:find("set multiplot layout 2,2", 1, true), "near-square layout")
+  T.truthy(gp:find('set title "layer3" noenhanced', 1, true), "panel titles")
+  local ys = {}
+  for r in gp:gmatch("set yrange (%b[])") do ys[#ys + 1] = r end
+  T.eq(#ys, 3)
+  T.truthy(ys[1] == ys[2] and ys[2] == ys[3], "shared y range")
+  T.truthy(#rerun(out) > 0)
+  local pdf = DIR .. "/multiples_2.pdf"
+  plot.multiples({ trained, random }, { out = pdf, layout = { 1, 2 }, shared_y = false })
+  check_figure(pdf, "pdf")
+  local _, text = plot.multiples({ { trained, random }, { trained, random } },
+    { terminal = "dumb", labels = { "T", "R" }, titles = { "tap one", "tap two" } })
+  T.truthy(text:find("tap one", 1, true) and text:find("tap two", 1, true))
+  T.raises(function() plot.multiples({ trained, random }, { out = pdf, layout = { 1, 1 } }) end,
+    "layout 1x1 has room for 1 panels, got 2")
+end)
+
+T.test("plot.descriptors: bars with error bars, grouped points, numbers and {value,lo,hi}", function()
+  local out = DIR .. "/descriptors.png"
+  T.eq(plot.descriptors({ trained, random }, { out = out, field = "peak_height" }), out)
+  local _, dat, gp = check_figure(out, "png")
+  T.truthy(dat:find("# x value lo hi colour group", 1, true), "columns named")
+  T.truthy(gp:find("with boxes", 1, true) and gp:find("with vectors heads", 1, true), "bars and error bars")
+  T.truthy(#rerun(out) > 0)
+  local out2 = DIR .. "/descriptors_grouped.svg"
+  local undecided = bump("no peak", 0, 0)
+  undecided.descriptors.peak_eta = { value = NAN, lo = NAN, hi = NAN }
+  T.eq(plot.descriptors({ { trained, random }, { undecided, trained } },
+    { out = out2, field = "peak_eta", groups = { "tap1", "tap2" }, labels = { "trained", "random" } }), out2)
+  local _, _, gp2 = check_figure(out2, "svg")
+  T.truthy(gp2:find("set logscale y", 1, true) and gp2:find("with points", 1, true), "η field: log axis, points")
+  T.truthy(gp2:find('"tap2" 1', 1, true), "group tics")
+  local _, text = plot.descriptors({ trained, random }, { terminal = "dumb", field = "area" })
+  T.truthy(text:find("trained_net", 1, true) and text:find("area above", 1, true))
+end)
+
+T.test("plot.lines: generic series (accuracy vs step)", function()
+  local out = DIR .. "/lines.png"
+  local steps = { 1, 10, 100, 1000, 10000 }
+  T.eq(plot.lines(steps, { { 0.1, 0.3, 0.6, 0.8, 0.9 }, { 0.1, 0.1, NAN, 0.12, 0.1 } },
+    { out = out, logx = true, labels = { "train", "test" }, xlabel = "step", ylabel = "accuracy", hline = 0.1 }), out)
+  check_figure(out, "png")
+  T.truthy(#rerun(out) > 0)
+  local _, text = plot.lines({ 1, 2, 3 }, { 3, 1, 2 }, { terminal = "dumb", xlabel = "xx", ylabel = "yy" })
+  T.truthy(text:find("xx", 1, true) and text:find("yy", 1, true))
+  local _, text2 = plot.lines({ { 1, 2 }, { 1, 2, 3 } }, { { 1, 2 }, { 2, 3, 1 } },
+    { terminal = "dumb", labels = { "short", "long" }, points = false })
+  T.truthy(text2:find("short", 1, true) and text2:find("long", 1, true))
+end)
+
+T.test("plot: bad input is a clear error naming the function", function()
+  local out = DIR .. "/bad.png"
+  T.raises(function() plot.profile({}, { out = out }) end, "srgeo.plot.profile: no profiles given")
+  T.raises(function() plot.profile(trained, {}) end, "srgeo.plot.profile: opts.out is required")
+  T.raises(function() plot.profile(trained, { out = DIR .. "/x.jpg" }) end, "cannot choose a terminal for")
+  T.raises(function() plot.profile(trained, { out = out, terminal = "dumb" }) end, "does not match the extension")
+  T.raises(function() plot.profile(trained, { out = out, colour = "red" }) end, "unknown option 'colour'")
+  T.raises(function() plot.profile(trained, { out = out, logy = "yes" }) end, "option logy must be a boolean")
+  T.raises(function() plot.profile(trained, { out = out, labels = { "a", "b" } }) end, "labels has 2 entries for 1 profiles")
+  T.raises(function() plot.profile({ scales = { 1, 2, 3 }, median = { 1, 1 } }, { out = out }) end,
+    "srgeo.plot.profile: profile 1 median has 2 entries, expected 3")
+  T.raises(function() plot.profile({ scales = { 1, 2 }, median = { 1, "x" } }, { out = out }) end,
+    "profile 1 median[2] is a string, expected a number")
+  T.raises(function() plot.profile({ scales = { 0, 2 }, median = { 1, 1 } }, { out = out }) end, "is not positive")
+  T.raises(function() plot.profile({ scales = {}, median = {} }, { out = out }) end, "profile 1 scales is empty")
+  T.raises(function() plot.profile({ scales = { 1, 2 }, median = { NAN, NAN } }, { out = out }) end, "has no valid rung")
+  T.raises(function() plot.profile({ scales = { 1, 2 }, median = { 1, 1 }, lo = { 1, 1 } }, { out = out }) end,
+    "only one of lo and hi")
+  T.raises(function() plot.profile({ trained, 42 }, { out = out }) end, "profile 2 is a number")
+  T.raises(function() plot.profile(trained, { out = out, yrange = { 2, 1 } }) end, "yrange must have lo < hi")
+  T.raises(function() plot.heatmap({ { 1, 2 }, { 1 } }, { out = out }) end,
+    "srgeo.plot.heatmap: matrix row 2 has 1 entries, expected 2")
+  T.raises(function() plot.heatmap({ { 1, 2 } }, { out = out, cols = { 1, 2, 3 } }) end, "cols must have 2 entries")
+  T.raises(function() plot.heatmap({ { 1, 2 } }, { out = out, cols = { 2, 1 } }) end, "strictly increasing")
+  T.raises(function() plot.heatmap({ { NAN } }, { out = out }) end, "no finite value")
+  T.raises(function() plot.heatmap({}, { out = out }) end, "non-empty matrix")
+  T.raises(function() plot.multiples({}, { out = out }) end, "srgeo.plot.multiples: expected a non-empty list")
+  T.raises(function() plot.multiples({ trained, { scales = { 1 }, median = { 1, 2 } } }, { out = out }) end,
+    "panel 2 profile 1 median has 2 entries")
+  T.raises(function() plot.descriptors({ trained }, { out = out, field = "nope" }) end,
+    "srgeo.plot.descriptors: no profile has a descriptor 'nope'")
+  T.raises(function() plot.descriptors({ { scales = { 1 }, median = { 1 } } }, { out = out }) end, "has no descriptors")
+  T.raises(function() plot.descriptors({ trained }, { out = out, style = "pie" }) end, "style must be")
+  T.raises(function() plot.lines({ 1, 2 }, { { 1, 2, 3 } }, { out = out }) end,
+    "srgeo.plot.lines: ys_list[1] has 3 entries, expected 2")
+  T.raises(function() plot.lines({ 1, "b" }, { 1, 2 }, { out = out }) end, "xs[2] is a string")
+  T.raises(function() plot.lines({}, { 1 }, { out = out }) end, "xs must be a non-empty array")
+  T.eq(read(out), nil, "no figure written by a failed call")
+end)
+
+T.test("plot: a missing gnuplot and a failing script are clear errors", function()
+  local out = DIR .. "/nognuplot.png"
+  os.remove(out)
+  T.raises(function() plot.profile(trained, { out = out, gnuplot = "/nonexistent/gnuplot" }) end,
+    "srgeo.plot.profile: gnuplot not found")
+  T.raises(function() plot.profile(trained, { out = out, gnuplot = "/nonexistent/gnuplot" }) end,
+    "install gnuplot-nox (make deps)")
+  T.eq(read(out), nil, "no figure")
+  T.truthy(read(DIR .. "/nognuplot.gp"), "the script is kept, ready to run")
+  local bad = DIR .. "/gpfail.png"
+  os.remove(bad)
+  local err = T.raises(function() plot.profile(trained, { out = bad, key = "no_such_key_option" }) end,
+    "srgeo.plot.profile: gnuplot failed")
+  T.truthy(err:find("gpfail.gp", 1, true), "names the script")
+  T.eq(read(bad), nil, "no partial figure")
+  check_figure(DIR .. "/profile.png", "png") -- and no temporaries left in the folder
+end)
