@@ -56,6 +56,23 @@ $(BUILD)/bench_%: tests/bench/bench_%.c $(BUILD)/libsrgeo_core.a
 	@echo '  LINK   $@'
 	@$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
+# Fuzzing (libFuzzer, clang): every tests/fuzz/fuzz_NAME.c runs FUZZ_SECONDS
+# from tests/fuzz/corpus_NAME; a crash leaves crash-* files to turn into tests.
+FUZZ_SECONDS ?= 60
+FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_CORE := $(filter-out core/shell.c core/lua_%.c,$(wildcard core/*.c))
+build/fuzz/%: tests/fuzz/%.c $(FUZZ_CORE)
+	@mkdir -p build/fuzz
+	@echo '  FUZZ   $@'
+	@clang -g -O1 -Wno-pass-failed -fsanitize=fuzzer,address,undefined -fopenmp -D_GNU_SOURCE -std=c11 $(PKG_CFLAGS) \
+	    -o $@ $^ $(PKG_LIBS) -lm
+
+fuzz: $(FUZZ_SRC:tests/fuzz/%.c=build/fuzz/%)
+	@for f in $^; do n=$${f#build/fuzz/fuzz_}; mkdir -p build/fuzz/corpus_$$n; \
+	  echo "== $$f ($(FUZZ_SECONDS) s)"; \
+	  $$f -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -artifact_prefix=build/fuzz/ \
+	    build/fuzz/corpus_$$n tests/fuzz/corpus_$$n 2>&1 | tail -3 || exit 1; done
+
 deps:
 	sh scripts/install-deps.sh
 
@@ -79,5 +96,5 @@ fixtures:
 clean:
 	rm -rf build
 
-.PHONY: all deps test sanitize bench demo fixtures clean
+.PHONY: all deps test sanitize bench demo fixtures fuzz clean
 -include $(CORE_OBJ:.o=.d) $(LUA_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/core/shell.d
