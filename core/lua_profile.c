@@ -69,6 +69,11 @@ static int l_profile_image(lua_State *L)
     o.noise_dirs = opt_int(L, 3, "noise_directions", o.noise_dirs);
     o.noise_max = opt_num(L, 3, "noise_max", o.noise_max);
     o.per_direction = opt_bool(L, 3, "per_direction", 0);
+    o.target_ci = opt_num(L, 3, "target_ci", 0);
+    o.seq_chunk = opt_int(L, 3, "seq_chunk", o.seq_chunk);
+    o.seq_min = opt_int(L, 3, "seq_min", 0);
+    if (o.target_ci < 0)
+        return luaL_error(L, "profile: target_ci must be positive (a relative CI half-width such as 0.02)");
     if (o.ndirs < 1)
         return luaL_error(L, "profile: directions must be >= 1");
     if (o.njvp > o.ndirs * (o.antipodal ? 2 : 1))
@@ -116,14 +121,17 @@ static int l_profile_image(lua_State *L)
     /* Copy into Lua tables; a memory error while pushing must not leak the
      * C arrays, so they are copied into a GC-owned block first. */
     int64_t npd = res.per_dir ? (int64_t)ns * res.ndirs_total : 0;
-    double *copy = lua_newuserdatauv(L, (size_t)(3 * ns + npd) * sizeof(double), 0);
+    int64_t nj = res.njvp_used;
+    double *copy = lua_newuserdatauv(L, (size_t)(4 * ns + npd + nj) * sizeof(double), 0);
     memcpy(copy, res.energy, (size_t)ns * sizeof(double));
     memcpy(copy + ns, res.r, (size_t)ns * sizeof(double));
     memcpy(copy + 2 * ns, res.noise, (size_t)ns * sizeof(double));
+    memcpy(copy + 3 * ns, res.ci, (size_t)ns * sizeof(double));
     if (npd)
-        memcpy(copy + 3 * ns, res.per_dir, (size_t)npd * sizeof(double));
+        memcpy(copy + 4 * ns, res.per_dir, (size_t)npd * sizeof(double));
+    memcpy(copy + 4 * ns + npd, res.jvp_sq, (size_t)nj * sizeof(double));
     double ej = res.jac_energy, secs = res.seconds;
-    lua_Integer nfwd = res.nforward, total = res.ndirs_total;
+    lua_Integer nfwd = res.nforward, total = res.ndirs_total, used = res.ndirs_used;
     sr_profile_result_free(&res);
 
     lua_createtable(L, 0, 8);
@@ -136,11 +144,17 @@ static int l_profile_image(lua_State *L)
     if (npd) {
         lua_createtable(L, ns, 0);
         for (int s = 0; s < ns; s++) {
-            push_array(L, copy + 3 * ns + (int64_t)s * total, total);
+            push_array(L, copy + 4 * ns + (int64_t)s * total, total);
             lua_rawseti(L, -2, s + 1);
         }
         lua_setfield(L, -2, "per_direction");
     }
+    push_array(L, copy + 3 * ns, ns);
+    lua_setfield(L, -2, "ci");
+    push_array(L, copy + 4 * ns + npd, nj);
+    lua_setfield(L, -2, "jvp_sq");
+    lua_pushinteger(L, used);
+    lua_setfield(L, -2, "base_directions");
     lua_pushnumber(L, ej);
     lua_setfield(L, -2, "jac_energy");
     lua_pushnumber(L, secs);

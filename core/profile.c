@@ -67,6 +67,7 @@ void sr_profile_opts_default(sr_profile_opts *o)
     o->noise_dirs = 8;
     o->noise_max = 0.05;
     o->family = SR_DIRS_GAUSSIAN;
+    o->seq_chunk = 32;
 }
 
 void sr_profile_result_free(sr_profile_result *r)
@@ -75,6 +76,8 @@ void sr_profile_result_free(sr_profile_result *r)
     free(r->r);
     free(r->noise);
     free(r->per_dir);
+    free(r->ci);
+    free(r->jvp_sq);
     memset(r, 0, sizeof *r);
 }
 
@@ -140,13 +143,13 @@ static int features(sr_module *m, const sr_tensor *x, const sr_module *tap, sr_t
     return 0;
 }
 
-/* D[s * nd + (i - i0)] for directions i0 <= i < i1, all scales. */
+/* D[s * nidx + a] = D_s for direction idx[a], all scales. */
 static int energies(sr_module *m, const sr_tensor *x, const double *f0, int64_t nf,
-                    const sr_profile_opts *o, int64_t i0, int64_t i1, int64_t batch, double *D,
+                    const sr_profile_opts *o, const int64_t *idx, int64_t nidx, int64_t batch, double *D,
                     int64_t *nfwd)
 {
     int ns = o->nscales;
-    int64_t d = sr_numel(x), nd = i1 - i0;
+    int64_t d = sr_numel(x);
     int64_t per = batch / ns > 0 ? batch / ns : 1; /* directions per batch */
     int rc = -1;
     double *u = malloc((size_t)(per * d) * sizeof *u);
@@ -156,10 +159,10 @@ static int energies(sr_module *m, const sr_tensor *x, const double *f0, int64_t 
         sr_fail("profile: out of memory for a batch of %lld directions", (long long)per);
         goto done;
     }
-    for (int64_t a0 = i0; a0 < i1; a0 += per) {
-        int64_t na = a0 + per <= i1 ? per : i1 - a0;
+    for (int64_t a0 = 0; a0 < nidx; a0 += per) {
+        int64_t na = a0 + per <= nidx ? per : nidx - a0;
         for (int64_t a = 0; a < na; a++)
-            if (sr_profile_direction(o, a0 + a, d, u + a * d))
+            if (sr_profile_direction(o, idx[a0 + a], d, u + a * d))
                 goto done;
         int64_t shape[SR_MAXDIM];
         memcpy(shape, x->shape, sizeof shape);
@@ -178,7 +181,7 @@ static int energies(sr_module *m, const sr_tensor *x, const double *f0, int64_t 
         sr_tensor_free(&y);
         for (int64_t a = 0; a < na; a++)
             for (int s = 0; s < ns; s++)
-                D[s * nd + (a0 - i0 + a)] = dist[a * ns + s];
+                D[s * nidx + a0 + a] = dist[a * ns + s];
         *nfwd += na * ns;
     }
     rc = 0;
@@ -190,23 +193,22 @@ done:
     return rc;
 }
 
-/* E_J = mean ‖J u_i‖² over the first njvp directions, k per stacked jvp. */
-static int jac_energy(sr_module *m, const sr_tensor *x, const sr_profile_opts *o, double *ej,
-                      int64_t *nfwd)
+/* jsq[a] = ‖J u_idx[a]‖², k tangents per stacked jvp. */
+static int jac_energies(sr_module *m, const sr_tensor *x, const sr_profile_opts *o, const int64_t *idx,
+                        int64_t nidx, double *jsq, int64_t *nfwd)
 {
     int64_t d = sr_numel(x), k = o->jvp_k;
     int rc = -1;
     double *u = malloc((size_t)(k * d) * sizeof *u);
     sr_tensor stack = SR_TENSOR_INIT, tap_out = SR_TENSOR_INIT;
-    double sum = 0;
     if (!u) {
         sr_fail("profile: out of memory for %lld tangents", (long long)k);
         goto done;
     }
-    for (int64_t j0 = 0; j0 < o->njvp; j0 += k) {
-        int64_t kk = j0 + k <= o->njvp ? k : o->njvp - j0;
+    for (int64_t j0 = 0; j0 < nidx; j0 += k) {
+        int64_t kk = j0 + k <= nidx ? k : nidx - j0;
         for (int64_t a = 0; a < kk; a++)
-            if (sr_profile_direction(o, j0 + a, d, u + a * d))
+            if (sr_profile_direction(o, idx[j0 + a], d, u + a * d))
                 goto done;
         int64_t shape[SR_MAXDIM];
         memcpy(shape, x->shape, sizeof shape);
@@ -230,17 +232,63 @@ static int jac_energy(sr_module *m, const sr_tensor *x, const sr_profile_opts *o
             goto done;
         const sr_tensor *out = o->tap ? &tap_out : &m->out;
         int64_t nf = sr_rowsize(out);
-        sum += SR_DISPATCH_RET(out->dtype, sq_sum, (const void *)((const char *)sr_data(out) + (size_t)nf * es), kk * nf);
+        for (int64_t a = 0; a < kk; a++)
+            jsq[j0 + a] = SR_DISPATCH_RET(out->dtype, sq_sum,
+                                          (const void *)((const char *)sr_data(out) + (size_t)((1 + a) * nf) * es), nf);
         sr_tensor_free(&tap_out);
         *nfwd += 1 + kk;
     }
-    *ej = sum / (double)o->njvp;
     rc = 0;
 done:
     free(u);
     sr_tensor_free(&stack);
     sr_tensor_free(&tap_out);
     return rc;
+}
+
+static double mean_of(const double *v, int64_t n)
+{
+    double s = 0;
+    for (int64_t i = 0; i < n; i++)
+        s += v[i];
+    return n ? s / (double)n : NAN;
+}
+
+static double var_of(const double *v, int64_t n, double mean)
+{
+    double s = 0;
+    for (int64_t i = 0; i < n; i++)
+        s += (v[i] - mean) * (v[i] - mean);
+    return n > 1 ? s / (double)(n - 1) : INFINITY;
+}
+
+/* Relative 95% half-widths of r at each rung.  Units are base directions
+ * (a direction and its antipode averaged, which is how they enter r).
+ * paired: the JVP set is the unit set, so the delta method uses the
+ * per-unit residual D̄_i − r η² J_i; otherwise the numerator and the
+ * denominator are treated as independent means. */
+static void rung_ci(const sr_profile_opts *o, const double *D, int64_t nunits, int anti, const double *jsq,
+                    int64_t nj, int paired, const double *r, double *ci, double *scratch)
+{
+    double B = mean_of(jsq, nj), vb = var_of(jsq, nj, B);
+    for (int s = 0; s < o->nscales; s++) {
+        const double *Ds = D + (int64_t)s * nunits * (anti ? 2 : 1);
+        double eta2 = o->scales[s] * o->scales[s];
+        for (int64_t i = 0; i < nunits; i++)
+            scratch[i] = anti ? 0.5 * (Ds[i] + Ds[nunits + i]) : Ds[i];
+        double A = mean_of(scratch, nunits);
+        double rel;
+        if (paired && nj == nunits) {
+            for (int64_t i = 0; i < nunits; i++)
+                scratch[i] = (scratch[i] - r[s] * eta2 * jsq[i]) / (eta2 * B);
+            rel = sqrt(var_of(scratch, nunits, 0) / (double)nunits) / (r[s] > 0 ? r[s] : 1);
+            /* var_of with mean 0: the residuals average to 0 by construction */
+        } else {
+            double va = var_of(scratch, nunits, A);
+            rel = sqrt(va / (double)nunits / (A * A) + vb / (double)nj / (B * B));
+        }
+        ci[s] = 1.959963984540054 * rel;
+    }
 }
 
 static int64_t auto_batch(int64_t d)
@@ -276,6 +324,18 @@ static int check_opts(const sr_module *m, const sr_tensor *x, const sr_profile_o
     return 0;
 }
 
+/* Direction indices of base directions [b0, b1): the bases, then (with
+ * antipodes) their antipodes, so D blocks keep the u..., −u... layout. */
+static void index_range(const sr_profile_opts *o, int64_t b0, int64_t b1, int64_t *idx)
+{
+    int64_t n = b1 - b0;
+    for (int64_t b = 0; b < n; b++) {
+        idx[b] = b0 + b;
+        if (o->antipodal)
+            idx[n + b] = o->ndirs + b0 + b;
+    }
+}
+
 int sr_profile_image(sr_module *m, const sr_tensor *x, const sr_profile_opts *o,
                      sr_profile_result *res)
 {
@@ -284,19 +344,24 @@ int sr_profile_image(sr_module *m, const sr_tensor *x, const sr_profile_opts *o,
     memset(res, 0, sizeof *res);
     if (check_opts(m, x, o))
         return -1;
-    int ns = o->nscales;
+    int ns = o->nscales, anti = o->antipodal ? 1 : 0;
+    int seq = o->target_ci > 0;
     int64_t total = total_dirs(o), batch = o->batch > 0 ? o->batch : auto_batch(sr_numel(x));
     int64_t nnoise = o->noise_dirs < total ? o->noise_dirs : total;
     int rc = -1, converted = 0;
-    double *f0 = NULL, *D = NULL, *D64 = NULL;
+    double *f0 = NULL, *D = NULL, *D64 = NULL, *chunkD = NULL, *scratch = NULL;
+    int64_t *idx = NULL;
     sr_tensor y0 = SR_TENSOR_INIT, x64 = SR_TENSOR_INIT;
     res->nscales = ns;
-    res->ndirs_total = total;
     res->energy = calloc((size_t)ns, sizeof(double));
     res->r = calloc((size_t)ns, sizeof(double));
     res->noise = calloc((size_t)ns, sizeof(double));
+    res->ci = calloc((size_t)ns, sizeof(double));
     D = malloc((size_t)(ns * total) * sizeof *D);
-    if (!res->energy || !res->r || !res->noise || !D) {
+    idx = malloc((size_t)total * sizeof *idx);
+    scratch = malloc((size_t)total * sizeof *scratch);
+    res->jvp_sq = malloc((size_t)(seq ? o->ndirs : o->njvp) * sizeof(double));
+    if (!res->energy || !res->r || !res->noise || !res->ci || !D || !idx || !scratch || !res->jvp_sq) {
         sr_fail("profile: out of memory");
         goto done;
     }
@@ -314,21 +379,100 @@ int sr_profile_image(sr_module *m, const sr_tensor *x, const sr_profile_opts *o,
     sr_tensor_free(&y0);
     res->nforward = 1;
 
-    if (jac_energy(m, x, o, &res->jac_energy, &res->nforward))
-        goto done;
-    if (energies(m, x, f0, nf, o, 0, total, batch, D, &res->nforward))
-        goto done;
+    int64_t nbase;
+    if (!seq) {
+        for (int64_t j = 0; j < o->njvp; j++)
+            idx[j] = j;
+        if (jac_energies(m, x, o, idx, o->njvp, res->jvp_sq, &res->nforward))
+            goto done;
+        res->njvp_used = o->njvp;
+        for (int64_t i = 0; i < total; i++)
+            idx[i] = i;
+        if (energies(m, x, f0, nf, o, idx, total, batch, D, &res->nforward))
+            goto done;
+        nbase = o->ndirs;
+    } else {
+        /* Chunks of base directions; D keeps the final layout [s][u..., −u...]
+         * by being rebuilt from per-chunk blocks at the end. */
+        int64_t chunk = o->seq_chunk > 0 ? o->seq_chunk : 32, used = 0;
+        chunkD = malloc((size_t)(ns * total) * sizeof *chunkD);
+        if (!chunkD) {
+            sr_fail("profile: out of memory");
+            goto done;
+        }
+        while (used < o->ndirs) {
+            int64_t b1 = used + chunk < o->ndirs ? used + chunk : o->ndirs, nb = b1 - used;
+            int64_t nidx = nb * (1 + anti);
+            for (int64_t b = 0; b < nb; b++)
+                idx[b] = used + b;
+            if (jac_energies(m, x, o, idx, nb, res->jvp_sq + used, &res->nforward))
+                goto done;
+            index_range(o, used, b1, idx);
+            if (energies(m, x, f0, nf, o, idx, nidx, batch, chunkD, &res->nforward))
+                goto done;
+            /* Scatter into D's [s][bases | antipodes] layout for ndirs = b1
+             * so far: D[s][0..b1) and D[s][b1..2b1) with the final stride
+             * fixed later; keep it simple with stride = total. */
+            for (int s = 0; s < ns; s++)
+                for (int64_t b = 0; b < nb; b++) {
+                    D[s * total + used + b] = chunkD[s * nidx + b];
+                    if (anti)
+                        D[s * total + o->ndirs + used + b] = chunkD[s * nidx + nb + b];
+                }
+            used = b1;
+            res->njvp_used = used;
+            if (used < (o->seq_min > 0 ? o->seq_min : 2 * chunk) && used < o->ndirs)
+                continue;
+            /* CI check on the units so far (compact copy of D). */
+            for (int s = 0; s < ns; s++) {
+                for (int64_t b = 0; b < used; b++) {
+                    chunkD[s * used * (1 + anti) + b] = D[s * total + b];
+                    if (anti)
+                        chunkD[s * used * 2 + used + b] = D[s * total + o->ndirs + b];
+                }
+                double sum = 0;
+                for (int64_t i = 0; i < used * (1 + anti); i++)
+                    sum += chunkD[s * used * (1 + anti) + i];
+                double B = mean_of(res->jvp_sq, used);
+                res->r[s] = sum / (double)(used * (1 + anti)) / (o->scales[s] * o->scales[s] * B);
+            }
+            rung_ci(o, chunkD, used, anti, res->jvp_sq, used, 1, res->r, res->ci, scratch);
+            int done_all = 1;
+            for (int s = 0; s < ns; s++)
+                done_all &= res->ci[s] <= o->target_ci;
+            if (done_all)
+                break;
+        }
+        nbase = used;
+        /* Compact D to the used directions: [s][u_0..u_{n-1}, −u_0..−u_{n-1}]. */
+        for (int s = 0; s < ns; s++)
+            for (int64_t b = 0; b < nbase; b++) {
+                chunkD[s * nbase * (1 + anti) + b] = D[s * total + b];
+                if (anti)
+                    chunkD[s * nbase * 2 + nbase + b] = D[s * total + o->ndirs + b];
+            }
+        double *t = D;
+        D = chunkD;
+        chunkD = t;
+    }
+    int64_t nused = nbase * (1 + anti);
+    res->ndirs_used = nbase;
+    res->ndirs_total = nused;
+    res->jac_energy = mean_of(res->jvp_sq, res->njvp_used);
     for (int s = 0; s < ns; s++) {
         double sum = 0;
-        for (int64_t i = 0; i < total; i++)
-            sum += D[s * total + i];
-        res->energy[s] = sum / (double)total;
+        for (int64_t i = 0; i < nused; i++)
+            sum += D[s * nused + i];
+        res->energy[s] = sum / (double)nused;
         res->r[s] = res->energy[s] / (o->scales[s] * o->scales[s] * res->jac_energy);
         res->noise[s] = NAN;
     }
+    rung_ci(o, D, nbase, anti, res->jvp_sq, res->njvp_used, seq, res->r, res->ci, scratch);
 
     /* Float32 noise: re-evaluate the first directions in float64 and compare
      * the energies; a rung whose error exceeds noise_max is discarded. */
+    if (nnoise > nbase)
+        nnoise = nbase;
     if (nnoise > 0 && m->dtype == SR_F32) {
         if (!(D64 = malloc((size_t)(ns * nnoise) * sizeof *D64)))
             goto done;
@@ -343,14 +487,16 @@ int sr_profile_image(sr_module *m, const sr_tensor *x, const sr_profile_opts *o,
         for (int64_t e = 0; e < nf; e++)
             g0[e] = sr_get_flat(&y0, e);
         sr_tensor_free(&y0);
-        int bad = energies(m, &x64, g0, nf, o, 0, nnoise, batch, D64, &res->nforward);
+        for (int64_t i = 0; i < nnoise; i++)
+            idx[i] = i;
+        int bad = energies(m, &x64, g0, nf, o, idx, nnoise, batch, D64, &res->nforward);
         free(g0);
         if (bad)
             goto done;
         for (int s = 0; s < ns; s++) {
             double err = 0, ref = 0;
             for (int64_t i = 0; i < nnoise; i++) {
-                err += fabs(D[s * total + i] - D64[s * nnoise + i]);
+                err += fabs(D[s * nused + i] - D64[s * nnoise + i]);
                 ref += D64[s * nnoise + i];
             }
             res->noise[s] = ref > 0 ? err / ref : (err > 0 ? INFINITY : 0);
@@ -369,6 +515,9 @@ done:
     free(f0);
     free(D);
     free(D64);
+    free(chunkD);
+    free(scratch);
+    free(idx);
     sr_tensor_free(&y0);
     sr_tensor_free(&x64);
     if (rc)

@@ -36,6 +36,14 @@ typedef struct sr_profile_opts {
     int per_direction;     /* keep every D_s,i in res->per_dir */
     sr_dir_family family;
     const sr_tensor *user_dirs; /* (n, C, H, W) or (n, d) for SR_DIRS_USER */
+    /* Sequential mode (target_ci > 0): add chunks of seq_chunk base
+     * directions (each with its antipode, each with an exact JVP) until the
+     * 95% CI half-width of r, relative to r, is below target_ci at every
+     * rung, or ndirs are used.  njvp is ignored: every used direction has
+     * its JVP, and the CI is the paired delta-method one. */
+    double target_ci;
+    int64_t seq_chunk;
+    int64_t seq_min;       /* at least this many base directions */
 } sr_profile_opts;
 
 void sr_profile_opts_default(sr_profile_opts *o);
@@ -48,6 +56,10 @@ typedef struct sr_profile_result {
     double *r;             /* [nscales] ratio; NaN where discarded */
     double *noise;         /* [nscales] relative float32 noise; NaN if not estimated */
     double *per_dir;       /* [nscales × ndirs_total] when per_direction */
+    double *ci;            /* [nscales] relative 95% CI half-width of r */
+    double *jvp_sq;        /* [njvp_used] ‖J u_i‖² per JVP direction */
+    int64_t njvp_used;
+    int64_t ndirs_used;    /* base directions used (sequential mode stops early) */
     int64_t nforward;      /* rows pushed through the model (forward + jvp) */
     double seconds;
 } sr_profile_result;

@@ -27,6 +27,11 @@ P.presets = {
   paper = { directions = 1024, antipodal = true, jvp_directions = 256, nscales = 17,
             log10_lo = -2, log10_hi = 2, noise_directions = 8, noise_max = 0.05,
             bootstrap = 1000, ci = 0.95 },
+  -- adds 32-direction chunks (each with exact JVPs) until the 95% CI of r
+  -- is within ±2% at every rung: far fewer forwards for the same precision
+  sequential = { directions = 1024, antipodal = true, jvp_directions = 256, nscales = 17,
+                 log10_lo = -2, log10_hi = 2, noise_directions = 8, noise_max = 0.05,
+                 bootstrap = 1000, ci = 0.95, target_ci = 0.02, seq_chunk = 32 },
   quick = { directions = 64, antipodal = true, jvp_directions = 32, nscales = 9,
             log10_lo = -2, log10_hi = 2, noise_directions = 4, noise_max = 0.05,
             bootstrap = 200, ci = 0.95 },
@@ -37,7 +42,7 @@ local option_names = {
   log10_lo = true, log10_hi = true, scales = true, rms_scales = true, seed = true, batch = true,
   jvp_batch = true, tap = true, noise_directions = true, noise_max = true, precision = true,
   bootstrap = true, ci = true, per_direction = true, progress = true, label = true, model_name = true,
-  user_directions = true,
+  user_directions = true, target_ci = true, seq_chunk = true, seq_min = true, jacobian_norm = true,
 }
 
 --- The scale ladder for input dimension d: log-spaced, shifted by
@@ -92,6 +97,19 @@ local function image_source(X)
   end
   error("profile: images must be a tensor (N,C,H,W), a list of tensors, or a dataset", 3)
 end
+
+-- ‖J‖_F² = d · E‖Ju‖² for unit u (Hutchinson with normalised Gaussian
+-- probes): estimate and 95% CI from the per-direction JVP energies.
+local function hutchinson(jsq, d)
+  local n, s, s2 = #jsq, 0, 0
+  for _, v in ipairs(jsq) do s, s2 = s + v, s2 + v * v end
+  local mean = s / n
+  local var = n > 1 and (s2 - n * mean * mean) / (n - 1) or 0 / 0
+  local se = math.sqrt(math.max(var, 0) / n)
+  return { value = math.sqrt(d * mean), lo = math.sqrt(math.max(d * (mean - 1.96 * se), 0)),
+           hi = math.sqrt(d * (mean + 1.96 * se)), probes = n }
+end
+P.hutchinson = hutchinson
 
 local function image_seed(base, i) return (base * 1000003 + i * 7919) % (1 << 53) end
 
@@ -228,12 +246,15 @@ local function profile(model, X, opts)
     jvp_directions = o.jvp_directions, batch = o.batch, jvp_batch = o.jvp_batch, tap = o.tap,
     noise_directions = o.noise_directions, noise_max = o.noise_max,
     per_direction = o.per_direction, user_directions = o.user_directions,
+    target_ci = o.target_ci, seq_chunk = o.seq_chunk, seq_min = o.seq_min,
   }
+  if o.jvp_directions == "all" then copts.jvp_directions = o.directions * (o.antipodal and 2 or 1) end
   local f64 = o.precision == "float64"
   local restore = model:dtype()
   if f64 then model:double() end
   local p = setmetatable({
-    scales = o.scales, per_image = {}, jac_energy = {}, noise = {}, forwards = 0, seconds = 0,
+    scales = o.scales, per_image = {}, jac_energy = {}, noise = {}, ci = {}, directions_used = {},
+    jacobian_fro = {}, forwards = 0, seconds = 0, input_dim = d,
     options = o, label = o.label, model = o.model_name, n_images = 0, per_direction = o.per_direction and {} or nil,
     version = srgeo.version,
   }, Profile)
@@ -246,7 +267,9 @@ local function profile(model, X, opts)
       if not f64 and x:dtype() ~= model:dtype() then x = x:float() end
       copts.seed = image_seed(o.seed, i)
       local r = srgeo._profile_image(model, x, copts)
-      p.per_image[i], p.jac_energy[i], p.noise[i] = r.r, r.jac_energy, r.noise
+      p.per_image[i], p.jac_energy[i], p.noise[i], p.ci[i] = r.r, r.jac_energy, r.noise, r.ci
+      p.directions_used[i] = r.directions
+      p.jacobian_fro[i] = hutchinson(r.jvp_sq, d)
       if p.per_direction then p.per_direction[i] = r.per_direction end
       p.forwards = p.forwards + r.forwards
       p.n_images = i
@@ -309,7 +332,8 @@ function Profile:save_csv(path)
   return util.write_atomic(path, table.concat(lines, "\n") .. "\n")
 end
 
-local saved_fields = { "scales", "median", "mean", "lo", "hi", "per_image", "jac_energy", "noise",
+local saved_fields = { "scales", "median", "mean", "lo", "hi", "per_image", "jac_energy", "noise", "ci",
+  "directions_used", "jacobian_fro", "input_dim",
   "descriptors", "options", "label", "model", "n_images", "forwards", "seconds", "interrupted", "version",
   "per_direction" }
 

@@ -253,3 +253,37 @@ TEST(profile_bad_input_is_an_error)
     sr_tensor_free(&x);
     sr_module_release(m);
 }
+
+TEST(profile_sequential_mode_stops_at_the_target_ci)
+{
+    sr_module *m = sr_module_new(&sq_ops, 0);
+    m->dtype = SR_F64;
+    sr_tensor x = SR_TENSOR_INIT;
+    CHECK_OK(check_randn(&x, 4, (int64_t[]){1, 2, 4, 4}, 5));
+    double scales[] = {0.01, 0.3, 1, 3};
+    sr_profile_opts o;
+    sr_profile_opts_default(&o);
+    o.ndirs = 512;
+    o.njvp = 1024;
+    o.scales = scales;
+    o.nscales = 4;
+    o.seed = 3;
+    sr_profile_result full, seq;
+    CHECK_OK(sr_profile_image(m, &x, &o, &full));
+    o.target_ci = 0.05;
+    o.seq_chunk = 16;
+    CHECK_OK(sr_profile_image(m, &x, &o, &seq));
+    CHECK(seq.ndirs_used < 512, "sequential used all %lld directions", (long long)seq.ndirs_used);
+    CHECK(seq.nforward * 3 < full.nforward, "forwards %lld vs %lld", (long long)seq.nforward,
+          (long long)full.nforward);
+    for (int s = 0; s < 4; s++) {
+        CHECK(seq.ci[s] <= 0.05, "rung %d ci %g above target", s, seq.ci[s]);
+        /* the full run's r lies within the sequential CI (plus its own) */
+        double tol = (seq.ci[s] + full.ci[s]) * seq.r[s] * 1.5;
+        CHECK(fabs(seq.r[s] - full.r[s]) <= tol, "rung %d: %g vs %g (tol %g)", s, seq.r[s], full.r[s], tol);
+    }
+    sr_profile_result_free(&full);
+    sr_profile_result_free(&seq);
+    sr_tensor_free(&x);
+    sr_module_release(m);
+}
