@@ -393,7 +393,8 @@ static int m_jvp(lua_State *L)
     return r;
 }
 
-/* m:vjp(x, w [, {param_grads=false}]) -> Jᵀw (input gradient). */
+/* m:vjp(x, w [, {tap=, param_grads=false}]) -> Jᵀw (input gradient), with
+ * J the Jacobian of the tap (default: the model's default tap). */
 static int m_vjp(lua_State *L)
 {
     sr_module *m = sr_lua_check_module(L, 1);
@@ -401,15 +402,26 @@ static int m_vjp(lua_State *L)
     sr_tensor *w = sr_lua_check_tensor(L, 3);
     sr_run run = SR_RUN_INIT;
     run.save = 1;
+    taps_t t;
     if (lua_istable(L, 4)) {
         lua_getfield(L, 4, "param_grads");
         run.param_grads = lua_toboolean(L, -1);
         lua_pop(L, 1);
-        if (lua_getfield(L, 4, "tap") != LUA_TNIL || lua_getfield(L, 4, "taps") != LUA_TNIL)
-            return luaL_error(L, "vjp: taps are not supported yet (backprop runs from the model output)");
-        lua_pop(L, 2);
+        if (lua_getfield(L, 4, "taps") != LUA_TNIL)
+            return luaL_error(L, "vjp: one tap at a time (opts.tap)");
+        lua_pop(L, 1);
     }
-    if (sr_module_forward(m, x, &run) || sr_module_backward(m, w, &run))
+    parse_taps(L, m, lua_istable(L, 4) ? 4 : 0, &t, &run);
+    int rc = sr_module_forward(m, x, &run);
+    if (rc == 0 && t.n && run.ntaps_done < t.n)
+        rc = sr_fail("vjp: tap was not reached");
+    if (rc == 0) {
+        const sr_tensor *out = t.n ? &t.out[0] : &m->out;
+        if (!sr_same_shape(w, out))
+            rc = sr_fail("vjp: cotangent %s does not match the output %s", SR_SHAPE(w), SR_SHAPE(out));
+    }
+    free_taps(&t);
+    if (rc || sr_module_backward(m, w, &run))
         return sr_lua_fail(L);
     sr_tensor *g = sr_lua_new_tensor(L);
     sr_tensor_share(g, &m->gin);

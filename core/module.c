@@ -21,6 +21,7 @@ sr_module *sr_module_new(const sr_module_ops *ops, size_t impl_size)
     }
     m->ops = ops;
     m->refcount = 1;
+    m->stop_at = -1;
     m->dtype = SR_F32;
     return m;
 }
@@ -396,9 +397,13 @@ static int seq_run(sr_module *m, const sr_tensor *x, sr_run *run, int jvp)
         if (jvp ? sr_module_jvp(c, cur, run) : sr_module_forward(c, cur, run))
             return sr_fail_context("%s", *m->children[i].name ? m->children[i].name : c->ops->kind);
         cur = &c->out;
-        if (run->stopped)
+        if (run->stopped) {
+            m->stop_at = i;
             break;
+        }
     }
+    if (!run->stopped)
+        m->stop_at = -1;
     sr_tensor_share(&m->out, cur);
     return 0;
 }
@@ -410,7 +415,8 @@ static int seq_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
 {
     const sr_tensor *g = gy;
     sr_tensor_free(&m->gin);
-    for (int i = m->nchildren - 1; i >= 0; i--) {
+    int last = m->stop_at >= 0 ? m->stop_at : m->nchildren - 1;
+    for (int i = last; i >= 0; i--) {
         sr_module *c = m->children[i].m;
         if (sr_module_backward(c, g, run))
             return sr_fail_context("%s", *m->children[i].name ? m->children[i].name : c->ops->kind);
@@ -452,9 +458,11 @@ static int res_run(sr_module *m, const sr_tensor *x, sr_run *run, int jvp)
     if (m->nchildren < 1 || m->nchildren > 2)
         return sr_fail("residual: needs a body and at most one shortcut (has %d children)", m->nchildren);
     sr_module *body = m->children[0].m;
+    m->stop_at = -1;
     if (jvp ? sr_module_jvp(body, x, run) : sr_module_forward(body, x, run))
         return -1;
     if (run->stopped) {
+        m->stop_at = 0;
         sr_tensor_share(&m->out, &body->out);
         return 0;
     }
@@ -465,6 +473,7 @@ static int res_run(sr_module *m, const sr_tensor *x, sr_run *run, int jvp)
             return -1;
         skip = &sc->out;
         if (run->stopped) {
+            m->stop_at = 1;
             sr_tensor_share(&m->out, skip);
             return 0;
         }
@@ -477,6 +486,14 @@ static int res_jvp(sr_module *m, const sr_tensor *x, sr_run *run) { return res_r
 
 static int res_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
 {
+    /* Stopped at a tap inside one branch: the gradient flows through it alone. */
+    if (m->stop_at >= 0) {
+        sr_module *c = m->children[m->stop_at].m;
+        if (sr_module_backward(c, gy, run))
+            return -1;
+        sr_tensor_share(&m->gin, &c->gin);
+        return 0;
+    }
     sr_module *body = m->children[0].m;
     if (sr_module_backward(body, gy, run))
         return -1;

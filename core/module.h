@@ -94,6 +94,9 @@ struct sr_module {
     int naliases;
     char **alias_names, **alias_paths;
     char *default_tap;
+    /* Containers: child index where the last pass stopped at a tap (-1:
+     * ran to the end), so backward starts from the tap, not the output. */
+    int stop_at;
 };
 
 /* --- construction ------------------------------------------------------ */

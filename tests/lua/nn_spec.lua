@@ -38,3 +38,17 @@ T.test("nn: a float64 input to a float32 module is a clear error", function()
   m:double()
   T.eq(m:forward(srgeo.randn({ 1, 2 }, 1):double()):dtype(), "float64")
 end)
+
+T.test("nn: vjp from a tap backpropagates from that module only", function()
+  local fc1 = nn.linear { in_features = 4, out_features = 6, seed = 3 }
+  local m = nn.sequential { { "fc1", fc1 }, { "relu", nn.relu {} }, { "fc2", nn.linear { in_features = 6, out_features = 2 } } }
+  local x = srgeo.randn({ 3, 4 }, 1)
+  local w = srgeo.randn({ 3, 6 }, 2)
+  local g_tap = m:vjp(x, w, { tap = "fc1" })
+  local g_ref = fc1:vjp(x, w)
+  local a, b = g_tap:totable(), g_ref:totable()
+  for i = 1, 3 do for j = 1, 4 do T.close(a[i][j], b[i][j], 1e-6) end end
+  T.raises(function() m:vjp(x, srgeo.randn({ 3, 2 }, 2), { tap = "fc1" }) end, "does not match the output (3,6)")
+  -- the full model still works afterwards
+  T.eq(table.concat(m:vjp(x, srgeo.randn({ 3, 2 }, 2)):shape(), ","), "3,4")
+end)
