@@ -7,6 +7,7 @@
 
 #include "lua_srgeo.h"
 #include "module.h"
+#include "jacobian.h"
 #include "profile.h"
 
 static lua_Integer opt_int(lua_State *L, int t, const char *k, lua_Integer def)
@@ -166,8 +167,38 @@ static int l_profile_image(lua_State *L)
     return 1;
 }
 
+/* srgeo.jacobian_top(m, x, {k=8, iters=20, seed=0, tap=}) -> V (k,C,H,W), {σ_1..σ_k} */
+static int l_jacobian_top(lua_State *L)
+{
+    sr_module *m = sr_lua_check_module(L, 1);
+    sr_tensor *x = sr_lua_check_tensor(L, 2);
+    int t = lua_istable(L, 3) ? 3 : 0;
+    lua_Integer k = t ? opt_int(L, t, "k", 8) : 8;
+    lua_Integer iters = t ? opt_int(L, t, "iters", 20) : 20;
+    lua_Integer seed = t ? opt_int(L, t, "seed", 0) : 0;
+    const sr_module *tap = NULL;
+    const char *tname = NULL;
+    if (t && lua_getfield(L, t, "tap") == LUA_TSTRING)
+        tname = lua_tostring(L, -1);
+    if (t)
+        lua_pop(L, 1);
+    if (!tname)
+        tname = m->default_tap;
+    if (tname && !(tap = sr_module_find(m, tname)))
+        return luaL_error(L, "jacobian_top: tap: %s", sr_errmsg());
+    luaL_argcheck(L, k >= 1 && k <= 4096, 3, "k must be in 1..4096");
+    double *sv = lua_newuserdatauv(L, (size_t)k * sizeof(double), 0);
+    sr_tensor *V = sr_lua_new_tensor(L);
+    if (sr_jacobian_top(m, x, tap, k, (int)iters, (uint64_t)seed, V, sv))
+        return sr_lua_fail(L);
+    push_array(L, sv, k);
+    return 2;
+}
+
 void sr_lua_open_profile(lua_State *L)
 {
+    lua_pushcfunction(L, l_jacobian_top);
+    lua_setfield(L, -2, "jacobian_top");
     lua_pushcfunction(L, l_profile_image);
     lua_setfield(L, -2, "_profile_image");
 }
