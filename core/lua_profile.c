@@ -91,6 +91,11 @@ static int l_profile_image(lua_State *L)
     }
     lua_pop(L, 1);
 
+    o.lowpass_sigma = opt_num(L, 3, "lowpass_sigma", 0);
+    if (o.lowpass_sigma < 0)
+        return luaL_error(L, "profile: lowpass_sigma must be >= 0");
+    if (o.lowpass_sigma > 0)
+        o.family = SR_DIRS_LOWPASS;
     if (lua_getfield(L, 3, "user_directions") != LUA_TNIL) {
         o.user_dirs = sr_lua_check_tensor(L, -1);
         o.family = SR_DIRS_USER;

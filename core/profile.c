@@ -48,6 +48,7 @@ static void SR_FN(to_real)(real *dst, const double *src, int64_t n)
 #else
 
 #include "profile.h"
+#include "image.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -91,9 +92,9 @@ static uint64_t mix(uint64_t seed, uint64_t i)
     return z ^ (z >> 31);
 }
 
-int sr_profile_direction(const sr_profile_opts *o, int64_t i, int64_t d, double *out)
+int sr_profile_direction(const sr_profile_opts *o, int64_t i, const sr_tensor *x, double *out)
 {
-    int64_t total = total_dirs(o);
+    int64_t total = total_dirs(o), d = sr_numel(x);
     if (i < 0 || i >= total)
         return sr_fail("profile: direction %lld out of range (set has %lld)", (long long)i, (long long)total);
     int64_t base = i % o->ndirs;
@@ -110,6 +111,20 @@ int sr_profile_direction(const sr_profile_opts *o, int64_t i, int64_t d, double 
         sr_rng_seed(&r, mix(o->seed, (uint64_t)base));
         for (int64_t e = 0; e < d; e++)
             out[e] = sr_rng_normal(&r);
+        if (o->family == SR_DIRS_LOWPASS && o->lowpass_sigma > 0) {
+            /* Blur the noise image over its spatial dims (the same kernel
+             * as the blurred evaluation sets), then normalise below. */
+            sr_tensor t = SR_TENSOR_INIT;
+            if (sr_tensor_alloc(&t, SR_F64, x->ndim, x->shape))
+                return -1;
+            memcpy(sr_data(&t), out, (size_t)d * sizeof *out);
+            int rc = sr_image_blur(&t, &t, o->lowpass_sigma, 0);
+            if (rc == 0)
+                memcpy(out, sr_data(&t), (size_t)d * sizeof *out);
+            sr_tensor_free(&t);
+            if (rc)
+                return sr_fail_context("profile: lowpass directions");
+        }
     }
     double nrm = 0;
     for (int64_t e = 0; e < d; e++)
@@ -162,7 +177,7 @@ static int energies(sr_module *m, const sr_tensor *x, const double *f0, int64_t 
     for (int64_t a0 = 0; a0 < nidx; a0 += per) {
         int64_t na = a0 + per <= nidx ? per : nidx - a0;
         for (int64_t a = 0; a < na; a++)
-            if (sr_profile_direction(o, idx[a0 + a], d, u + a * d))
+            if (sr_profile_direction(o, idx[a0 + a], x, u + a * d))
                 goto done;
         int64_t shape[SR_MAXDIM];
         memcpy(shape, x->shape, sizeof shape);
@@ -208,7 +223,7 @@ static int jac_energies(sr_module *m, const sr_tensor *x, const sr_profile_opts 
     for (int64_t j0 = 0; j0 < nidx; j0 += k) {
         int64_t kk = j0 + k <= nidx ? k : nidx - j0;
         for (int64_t a = 0; a < kk; a++)
-            if (sr_profile_direction(o, idx[j0 + a], d, u + a * d))
+            if (sr_profile_direction(o, idx[j0 + a], x, u + a * d))
                 goto done;
         int64_t shape[SR_MAXDIM];
         memcpy(shape, x->shape, sizeof shape);

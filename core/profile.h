@@ -19,6 +19,7 @@
 typedef enum {
     SR_DIRS_GAUSSIAN = 0, /* isotropic Gaussian, normalised */
     SR_DIRS_USER = 1,     /* rows of opts->user_dirs, normalised */
+    SR_DIRS_LOWPASS = 2,  /* Gaussian noise blurred with lowpass_sigma (px), normalised */
 } sr_dir_family;
 
 typedef struct sr_profile_opts {
@@ -36,6 +37,7 @@ typedef struct sr_profile_opts {
     int per_direction;     /* keep every D_s,i in res->per_dir */
     sr_dir_family family;
     const sr_tensor *user_dirs; /* (n, C, H, W) or (n, d) for SR_DIRS_USER */
+    double lowpass_sigma;       /* SR_DIRS_LOWPASS: blur σ in pixels */
     /* Sequential mode (target_ci > 0): add chunks of seq_chunk base
      * directions (each with its antipode, each with an exact JVP) until the
      * 95% CI half-width of r, relative to r, is below target_ci at every
@@ -73,8 +75,8 @@ void sr_profile_result_free(sr_profile_result *r);
 int sr_profile_image(sr_module *m, const sr_tensor *x, const sr_profile_opts *o,
                      sr_profile_result *res);
 
-/* Direction i of the set (for tests and other metrics): unit vector, in
- * double, length d. */
-int sr_profile_direction(const sr_profile_opts *o, int64_t i, int64_t d, double *out);
+/* Direction i of the set (for tests and other metrics): unit vector in
+ * double with x's size (x gives the image shape for spatial families). */
+int sr_profile_direction(const sr_profile_opts *o, int64_t i, const sr_tensor *x, double *out);
 
 #endif

@@ -42,7 +42,8 @@ local option_names = {
   log10_lo = true, log10_hi = true, scales = true, rms_scales = true, seed = true, batch = true,
   jvp_batch = true, tap = true, noise_directions = true, noise_max = true, precision = true,
   bootstrap = true, ci = true, per_direction = true, progress = true, label = true, model_name = true,
-  user_directions = true, target_ci = true, seq_chunk = true, seq_min = true, jacobian_norm = true,
+  user_directions = true, family = true, lowpass_sigma = true, toward = true, k = true, iters = true,
+  labels = true, target_ci = true, seq_chunk = true, seq_min = true, jacobian_norm = true,
 }
 
 --- The scale ladder for input dimension d: log-spaced, shifted by
@@ -83,6 +84,51 @@ local function resolve(opts, d)
   end
   o.seed = o.seed or 0
   return o
+end
+
+-- Direction families beyond isotropic Gaussian (DESIGN.md §1): returns the
+-- options to pass to the C engine for image i.
+--   lowpass:      Gaussian noise blurred with lowpass_sigma pixels (in C, streaming)
+--   toward:       x' − x for the i-th image of opts.toward (one direction, ±)
+--   jacobian_top: the top-k right singular vectors of J (k, iters)
+--   gradient:     ∇ₓ of the cross-entropy of the full output at labels[i] (adversarial)
+--   user:         opts.user_directions: a tensor (n, C, H, W) or function(i, x) -> tensor
+local families = { gaussian = true, lowpass = true, toward = true, jacobian_top = true, gradient = true, user = true }
+
+local function family_options(model, x, i, o, copts)
+  local fam = o.family or (o.user_directions and "user") or "gaussian"
+  if not families[fam] then error("profile: unknown family '" .. tostring(fam) .. "' (gaussian, lowpass, toward, jacobian_top, gradient, user)", 3) end
+  local dirs
+  if fam == "lowpass" then
+    copts.lowpass_sigma = o.lowpass_sigma or 2
+    return
+  elseif fam == "toward" then
+    local targets = o.toward or error("profile: family 'toward' needs opts.toward (images to move toward)", 3)
+    local _, get = (function()
+      if type(targets) == "userdata" then return #targets, function(j) return targets:narrow(j, 1) end end
+      if targets.get then return #targets, function(j) return (targets:get(j)) end end
+      return #targets, function(j) return targets[j] end
+    end)()
+    local t = get(i)
+    if not t then error("profile: no toward-image for image " .. i, 3) end
+    if t:dtype() ~= x:dtype() then t = x:dtype() == "float64" and t:double() or t:float() end
+    dirs = t - x
+  elseif fam == "jacobian_top" then
+    dirs = srgeo.jacobian_top(model, x, { k = o.k or 8, iters = o.iters or 20, seed = copts.seed, tap = o.tap })
+  elseif fam == "gradient" then
+    local labels = o.labels or error("profile: family 'gradient' needs opts.labels (class of each image, 0-based)", 3)
+    local _, _, g = srgeo._train_step(model, nil, x, { labels[i] }, { input_grad = true })
+    dirs = g
+  elseif fam == "user" then
+    local u = o.user_directions
+    dirs = type(u) == "function" and u(i, x) or u
+  end
+  if fam ~= "gaussian" then
+    local n = #dirs
+    copts.user_directions = dirs
+    copts.directions = n
+    copts.jvp_directions = math.min(o.jvp_directions == "all" and 2 * n or o.jvp_directions, n * (o.antipodal and 2 or 1))
+  end
 end
 
 -- Images from a batch tensor, a list of tensors, or a dataset (ds:get(i)).
@@ -266,6 +312,7 @@ local function profile(model, X, opts)
       if f64 and x:dtype() ~= "float64" then x = x:double() end
       if not f64 and x:dtype() ~= model:dtype() then x = x:float() end
       copts.seed = image_seed(o.seed, i)
+      family_options(model, x, i, o, copts)
       local r = srgeo._profile_image(model, x, copts)
       p.per_image[i], p.jac_energy[i], p.noise[i], p.ci[i] = r.r, r.jac_energy, r.noise, r.ci
       p.directions_used[i] = r.directions

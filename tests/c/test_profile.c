@@ -38,11 +38,12 @@ static int sq_jvp(sr_module *m, const sr_tensor *xv, sr_run *run)
 
 static const sr_module_ops sq_ops = {"square", sq_forward, sq_jvp, NULL, NULL, NULL, NULL};
 
-static double closed_form_r(const sr_profile_opts *o, const double *x, int64_t d, double eta, int64_t total)
+static double closed_form_r(const sr_profile_opts *o, const sr_tensor *xt, int64_t d, double eta, int64_t total)
 {
     double num = 0, den = 0, *u = malloc((size_t)d * sizeof *u);
+    const double *x = sr_f64(xt);
     for (int64_t i = 0; i < total; i++) {
-        sr_profile_direction(o, i, d, u);
+        sr_profile_direction(o, i, xt, u);
         double D = 0, J = 0;
         for (int64_t e = 0; e < d; e++) {
             double diff = 2 * eta * x[e] * u[e] + eta * eta * u[e] * u[e];
@@ -79,7 +80,7 @@ static void run_square(int antipodal, double *max_err, double *lin_term)
     if (sr_profile_image(m, &x, &o, &r) == 0) {
         *max_err = 0;
         for (int s = 0; s < 5; s++) {
-            double want = closed_form_r(&o, sr_f64(&x), 18, scales[s], r.ndirs_total);
+            double want = closed_form_r(&o, &x, 18, scales[s], r.ndirs_total);
             double e = fabs(r.r[s] - want) / want;
             if (e > *max_err)
                 *max_err = e;

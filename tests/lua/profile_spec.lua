@@ -129,3 +129,41 @@ T.test("profile.compare: same data gives large p, shifted data small p", functio
   T.truthy(diff.p.peak_height < 0.01, "shifted peak height: p = " .. diff.p.peak_height)
   T.truthy(same.p.curve > 0.01, "same distribution: p = " .. same.p.curve)
 end)
+
+T.test("profile direction families: lowpass, toward, jacobian_top, gradient, user", function()
+  local m = nn.sequential { nn.flatten {}, nn.linear { in_features = 3 * 8 * 8, out_features = 5, seed = 1 } }
+  m:double()
+  local X = { srgeo.rand({ 1, 3, 8, 8 }, 1):double(), srgeo.rand({ 1, 3, 8, 8 }, 2):double() }
+  local common = { preset = "quick", precision = "float64", progress = false }
+  local function with(extra)
+    local o = {}
+    for k, v in pairs(common) do o[k] = v end
+    for k, v in pairs(extra) do o[k] = v end
+    return srgeo.profile(m, X, o)
+  end
+  -- every family of a linear map gives r = 1 when the JVPs cover the set
+  for _, o in ipairs {
+    { family = "lowpass", lowpass_sigma = 1.5, jvp_directions = "all" },
+    { family = "toward", toward = { X[2], X[1] } },
+    { family = "jacobian_top", k = 3, iters = 10 },
+    { family = "user", user_directions = srgeo.randn({ 4, 3, 8, 8 }, 5):double() },
+  } do
+    local p = with(o)
+    for s = 1, #p.scales do T.close(p.median[s], 1, 1e-6, o.family .. " rung " .. s) end
+  end
+  T.raises(function() with { family = "towards" } end, "unknown family 'towards'")
+  T.raises(function() with { family = "toward" } end, "needs opts.toward")
+  T.raises(function() with { family = "gradient" } end, "needs opts.labels")
+end)
+
+T.test("profile: Hutchinson Jacobian norm matches the exact Frobenius norm of a linear map", function()
+  local lin = nn.linear { in_features = 12, out_features = 5, seed = 2 }
+  lin:double()
+  local W = lin:get("weight")
+  local fro = W:norm()
+  local p = srgeo.profile(lin, { srgeo.rand({ 1, 12 }, 1):double() },
+    { directions = 512, jvp_directions = 1024, scales = { 1 }, precision = "float64", progress = false })
+  local h = p.jacobian_fro[1]
+  T.truthy(h.lo <= fro and fro <= h.hi, string.format("CI [%g, %g] misses %g", h.lo, h.hi, fro))
+  T.close(h.value, fro, 0.05)
+end)
