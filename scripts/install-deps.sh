@@ -6,7 +6,7 @@
 #                                       and the comparison benchmarks
 set -e
 PKGS="build-essential pkg-config lua5.4 liblua5.4-dev libopenblas-dev libvips-dev libvips-tools
-gnuplot-nox libreadline-dev libcjson-dev zlib1g-dev dataset-fashion-mnist"
+gnuplot-nox libreadline-dev libcjson-dev zlib1g-dev dataset-fashion-mnist tmux"
 [ "$1" = "--torch" ] && PKGS="$PKGS python3-torch python3-torchvision python3-numpy"
 
 missing=""

@@ -1,0 +1,404 @@
+-- shell_spec.lua: the `srgeo` shell as a user meets it: options, scripts and
+-- their `arg`, stdin, the REPL through a pipe (-i), Ctrl-C, and (when tmux is
+-- installed) readline completion on a real terminal.
+local T = ...
+local srgeo = require "srgeo"
+
+-- The shell under test: $SRGEO_SHELL, else the interpreter running this spec
+-- (arg[-1] when run as `build/X/srgeo tests/run.lua ...`), else build/srgeo.
+local function find_shell()
+  local env = os.getenv("SRGEO_SHELL")
+  if env and env ~= "" then return env end
+  local i = -1
+  while arg and arg[i - 1] do i = i - 1 end -- the lowest index is the interpreter
+  local exe = arg and arg[i]
+  if exe and exe:match("srgeo$") then return exe end
+  return "build/srgeo"
+end
+local SHELL = find_shell()
+
+local function q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+local tmpdir = os.tmpname()
+os.remove(tmpdir)
+assert(os.execute("mkdir -p " .. q(tmpdir)))
+local function tmp(name) return tmpdir .. "/" .. name end
+
+local function readfile(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+local function writefile(path, s)
+  local f = assert(io.open(path, "wb"))
+  f:write(s)
+  f:close()
+end
+
+-- Run the shell with a shell-quoted argument string and optional stdin text;
+-- the environment keeps history out of the user's home.
+local function run(args, stdin)
+  writefile(tmp("in"), stdin or "")
+  local cmd = string.format("SRGEO_HISTORY=%s %s %s <%s >%s 2>%s", q(tmp("hist")), q(SHELL), args,
+    q(tmp("in")), q(tmp("out")), q(tmp("err")))
+  local ok, how, code = os.execute(cmd)
+  return readfile(tmp("out")), readfile(tmp("err")), how == "exit" and code or -1
+end
+
+-- Run a /bin/sh script (for background processes and signals); $S is the
+-- shell, $D the scratch directory.  A watchdog kills a hung shell after 30 s
+-- so a broken Ctrl-C fails the test instead of hanging the suite.
+local function sh(script)
+  writefile(tmp("t.sh"), script)
+  local ok, how, code = os.execute(string.format("S=%s D=%s sh %s", q(SHELL), q(tmpdir), q(tmp("t.sh"))))
+  return how == "exit" and code or -1
+end
+
+-- REPL output without the prompts.
+local function unprompt(s) return (s:gsub("srgeo> ", ""):gsub(">> ", "")) end
+
+local function has(s, needle, what)
+  T.truthy(s and s:find(needle, 1, true), (what or "output") .. " should contain '" .. needle .. "', got:\n" .. tostring(s))
+end
+
+T.test("shell: --version prints srgeo X.Y.Z (Lua 5.4) and exits 0", function()
+  local out, err, code = run("--version")
+  T.eq(code, 0)
+  T.eq(out, "srgeo " .. srgeo.version .. " (Lua 5.4)\n")
+  T.truthy(srgeo.version:match("^%d+%.%d+%.%d+$"), "version is X.Y.Z")
+  local out2 = run("-v")
+  T.eq(out2, out, "-v prints the same line")
+end)
+
+T.test("shell: --help and -h list every option and point to help()", function()
+  for _, opt in ipairs { "--help", "-h" } do
+    local out, err, code = run(opt)
+    T.eq(code, 0, opt .. " exit status")
+    has(out, "usage: srgeo [options] [script [args]]")
+    for _, o in ipairs { "-e stat", "-i ", "-l mod", "-v ", "-E ", "-W ", "--version", "--help", "-- ", "- " } do
+      T.truthy(out:find("\n  " .. o, 1, true) or out:find(", " .. o, 1, true), opt .. " lists " .. o .. ":\n" .. out)
+    end
+    has(out, "help()")
+    T.eq(err, "", opt .. " writes nothing on stderr")
+  end
+end)
+
+T.test("shell: unknown options and a missing -e argument are usage errors (status 1)", function()
+  local out, err, code = run("-x")
+  T.eq(code, 1)
+  has(err, "srgeo: unrecognized option '-x'", "stderr")
+  has(err, "usage: srgeo", "stderr")
+  T.eq(out, "")
+  out, err, code = run("--frobnicate")
+  T.eq(code, 1)
+  has(err, "unrecognized option '--frobnicate'", "stderr")
+  out, err, code = run("-e")
+  T.eq(code, 1)
+  has(err, "'-e' needs argument", "stderr")
+end)
+
+T.test("shell: several -e chunks run in order; -l requires into a global; srgeo is preloaded", function()
+  local out, err, code = run("-e 'x = 20' -e 'x = x * 2 + 2' -e 'print(x)'")
+  T.eq(code, 0, err)
+  T.eq(out, "42\n")
+  out, err, code = run("-l str=string -e 'print(str.upper(\"ok\"))'")
+  T.eq(out, "OK\n", err)
+  out, err, code = run("-e 'print(srgeo == require \"srgeo\", type(srgeo.threads), srgeo.version)'")
+  T.eq(out, "true\tfunction\t" .. srgeo.version .. "\n", err)
+  -- an error in -e: message with traceback, status 1, later chunks skipped
+  out, err, code = run("-e 'error(\"e-boom\")' -e 'print(\"not reached\")'")
+  T.eq(code, 1)
+  T.eq(out, "")
+  has(err, "e-boom", "stderr")
+  has(err, "stack traceback", "stderr")
+end)
+
+T.test("shell: a script gets arg exactly as lua.c builds it, and its args as ...", function()
+  writefile(tmp("args.lua"), [[
+    local t = {}
+    for i = -3, #arg do t[#t + 1] = i .. "=" .. tostring(arg[i]) end
+    print(table.concat(t, " "))
+    print(#arg, select("#", ...), ...)
+  ]])
+  local out, err, code = run("-e 'y=1' " .. q(tmp("args.lua")) .. " one 'two words' -x")
+  T.eq(code, 0, err)
+  local lines = {}
+  for l in out:gmatch("[^\n]+") do lines[#lines + 1] = l end
+  T.eq(lines[1], "-3=" .. SHELL .. " -2=-e -1=y=1 0=" .. tmp("args.lua") .. " 1=one 2=two words 3=-x")
+  T.eq(lines[2], "3\t3\tone\ttwo words\t-x")
+end)
+
+T.test("shell: a failing script prints message and traceback on stderr and exits 1", function()
+  writefile(tmp("bad.lua"), "local function inner() error('script-boom') end\ninner()\n")
+  local out, err, code = run(q(tmp("bad.lua")))
+  T.eq(code, 1)
+  has(err, "srgeo: " .. tmp("bad.lua") .. ":1: script-boom", "stderr")
+  has(err, "stack traceback:", "stderr")
+  has(err, "in local 'inner'", "stderr")
+  -- a syntax error and a missing file fail the same way
+  writefile(tmp("syntax.lua"), "x = = 1\n")
+  out, err, code = run(q(tmp("syntax.lua")))
+  T.eq(code, 1)
+  has(err, "unexpected symbol", "stderr")
+  out, err, code = run(q(tmp("missing.lua")))
+  T.eq(code, 1)
+  has(err, "cannot open", "stderr")
+  -- os.exit keeps its status
+  out, err, code = run("-e 'os.exit(3)'")
+  T.eq(code, 3)
+end)
+
+T.test("shell: stdin that is not a terminal runs as a script; '-' names stdin explicitly", function()
+  local out, err, code = run("", "print('from stdin', select('#', ...))\n")
+  T.eq(code, 0, err)
+  T.eq(out, "from stdin\t0\n")
+  out, err, code = run("- a b", "print(arg[0], ...)\n")
+  T.eq(out, "-\ta\tb\n", err)
+  out, err, code = run("", "error('stdin-boom')\n")
+  T.eq(code, 1)
+  has(err, "stdin-boom", "stderr")
+end)
+
+T.test("shell: -i through a pipe auto-prints expressions and keeps state", function()
+  local out, err, code = run("-i", "1+1\nx=3\nx*2\n")
+  T.eq(code, 0, err)
+  local body = unprompt(out)
+  T.eq(body, "srgeo " .. srgeo.version .. " (Lua 5.4)\n2\n6\n\n")
+  T.eq(err, "")
+end)
+
+T.test("shell: -i multi-line input, '=' prefix, several results, statements print nothing", function()
+  local out, err = run("-i", table.concat({
+    "function f(a)",
+    "  local b = a * 7",
+    "  return b",
+    "end",
+    "f(6)",
+    "=f(1) + 1",
+    "1, nil, 'str'",
+    "for i = 1, 2 do",
+    "  print('loop', i)",
+    "end",
+    "local z = 5",
+    "",
+  }, "\n"))
+  T.eq(err, "")
+  T.eq(unprompt(out):gsub("^[^\n]*\n", ""), "42\n8\n1\tnil\tstr\nloop\t1\nloop\t2\n\n")
+  T.truthy(out:find(">> >> >> srgeo> ", 1, true), "continuation prompts shown:\n" .. out)
+end)
+
+T.test("shell: -i error shows a traceback and the session continues", function()
+  local out, err, code = run("-i", "local function g() error('repl-boom') end g()\nprint('alive')\nreturn 1 +\n2\nx = = 1\n'still'\n")
+  T.eq(code, 0)
+  has(err, "stdin:1: repl-boom", "stderr")
+  has(err, "stack traceback:", "stderr")
+  has(err, "unexpected symbol", "stderr") -- x = = 1
+  local body = unprompt(out)
+  has(body, "alive\n")
+  has(body, "\n3\n") -- 'return 1 +' continued on the next line
+  has(body, "still\n")
+  T.truthy(not err:find("srgeo: stdin", 1, true), "no program name prefix inside the REPL")
+end)
+
+T.test("shell: tables print shallowly and readably, capped and wrapped", function()
+  local out, err = run("-i", table.concat({
+    "{1, 2, x=3, y='s', [true]=1, ['a b']=2, t={}, u={1}, f=print}",
+    "t = {} for i = 1, 100 do t['k' .. string.format('%03d', i)] = i end",
+    "t",
+    "srgeo.nn",
+    "setmetatable({}, {__tostring = function() return 'custom' end})",
+    "{'line1\\nline2'}",
+    "",
+  }, "\n"))
+  T.eq(err, "")
+  local lines = {}
+  for l in unprompt(out):gmatch("[^\n]*") do lines[#lines + 1] = l end
+  T.eq(lines[2], '{1, 2, ["a b"]=2, f=function, t={}, u={...}, x=3, y="s", [true]=1}')
+  local body = unprompt(out)
+  has(body, "{k001=1, k002=2, ")
+  has(body, "... (60 more)}")
+  T.truthy(not body:find("k041", 1, true), "capped at 40 entries")
+  for l in body:gmatch("[^\n]+") do T.truthy(#l <= 80, "wrapped: " .. l) end
+  has(body, "conv2d=function")
+  has(body, "linear=function")
+  has(body, "custom\n")
+  has(body, '{"line1\\nline2"}')
+end)
+
+T.test("shell: help() works (the library's, or the shell's fallback)", function()
+  local out, err, code = run("-i", "help()\ntype(help)\n")
+  T.eq(err, "")
+  has(out, "function")
+  T.truthy(#out > 100, "help() printed something:\n" .. out)
+end)
+
+-- Start the shell in the background, wait for it to say it is ready (so the
+-- signal arrives while the chunk runs, whatever the machine's speed), wait
+-- another 0.5 s, press Ctrl-C.
+local wait_ready = [[
+i=0
+# kill a hung shell after 30 s; the watchdog holds no inherited pipe and
+# takes its sleep with it when killed, so nothing outlives the test
+watchdog() { ( trap 'kill $s 2>/dev/null; exit 0' TERM; sleep 30 & s=$!; wait $s; kill -9 $1 ) </dev/null >/dev/null 2>&1 & wd=$!; }
+until_ready() { while ! grep -qF "$1" "$2" 2>/dev/null; do i=$((i+1)); [ $i -gt 300 ] && break; sleep 0.05; done; }
+]]
+
+T.test("shell: Ctrl-C stops a running script: 'interrupted' on stderr, status 1", function()
+  local code = sh(wait_ready .. [[
+"$S" -e 'io.stderr:write("ready\n") while true do end' >"$D/out" 2>"$D/err" &
+pid=$!
+watchdog $pid
+until_ready ready "$D/err"
+sleep 0.5
+kill -INT $pid
+wait $pid
+echo $? >"$D/rc"
+kill $wd 2>/dev/null
+exit 0
+]])
+  T.eq(code, 0)
+  T.eq(readfile(tmp("rc")), "1\n", "exit status")
+  local err = readfile(tmp("err"))
+  has(err, "interrupted", "stderr")
+  has(err, "stack traceback", "stderr")
+end)
+
+-- A REPL fed through a fifo: lines are written one at a time, so Ctrl-C can
+-- be sent while a given line runs (or while the prompt waits).
+local function repl_session(lines_before, lines_after, ready, where)
+  return sh(wait_ready .. string.format([[
+rm -f "$D/fifo"; mkfifo "$D/fifo"
+SRGEO_HISTORY="$D/hist" "$S" -i <"$D/fifo" >"$D/out" 2>"$D/err" &
+pid=$!
+watchdog $pid
+exec 3>"$D/fifo"
+printf '%%s\n' %s >&3
+until_ready %s "$D/%s"
+sleep 0.5
+kill -INT $pid
+sleep 0.3
+printf '%%s\n' %s >&3
+exec 3>&-
+wait $pid
+echo $? >"$D/rc"
+kill $wd 2>/dev/null
+exit 0
+]], lines_before, q(ready), where or "err", lines_after))
+end
+
+T.test("shell: Ctrl-C in -i stops a long Lua loop and the next line runs", function()
+  T.eq(repl_session(q("io.stderr:write('ready\\n') while true do end"), q("print('after ' .. 6*7)"), "ready"), 0)
+  T.eq(readfile(tmp("rc")), "0\n", "the session ended normally at end of input")
+  has(readfile(tmp("err")), "interrupted!", "stderr")
+  has(unprompt(readfile(tmp("out"))), "after 42\n")
+end)
+
+T.test("shell: Ctrl-C in -i stops a C kernel loop (the core's interrupt flag) and the session continues", function()
+  local setup = "m = srgeo.nn.conv2d{in_channels=16, out_channels=16, kernel_size=3, padding=1}; " ..
+      "x = srgeo.randn({8,16,64,64}, 1); n = 0"
+  T.eq(repl_session(q(setup) .. " " .. q("io.stderr:write('ready\\n') while true do m:forward(x); n = n + 1 end"),
+    q("print('forwards', math.type(n))") .. " " .. q("print(srgeo.interrupted())"), "ready"), 0)
+  T.eq(readfile(tmp("rc")), "0\n")
+  has(readfile(tmp("err")), "interrupted", "stderr")
+  local out = unprompt(readfile(tmp("out")))
+  has(out, "forwards\tinteger\n") -- the session goes on (n may be 0 on a busy machine)
+  has(out, "false\n", "the flag was cleared after the interrupt:") -- srgeo.interrupted()
+end)
+
+T.test("shell: Ctrl-C at an idle -i prompt drops the line and does not exit", function()
+  -- the prompt is printed to stdout before the reader waits
+  T.eq(repl_session(q("x = 41"), q("print(x + 1)"), "srgeo> srgeo> ", "out"), 0)
+  T.eq(readfile(tmp("rc")), "0\n")
+  has(unprompt(readfile(tmp("out"))), "42\n")
+  T.eq(readfile(tmp("err")), "")
+end)
+
+-- Readline on a real terminal, driven through tmux.
+local function have_tmux() return os.execute("command -v tmux >/dev/null 2>&1") == true end
+
+T.test("shell: tab completion, Ctrl-C and Ctrl-D on a terminal (tmux; skipped without it)", function()
+  if not have_tmux() then
+    print("skipped: tmux is not installed")
+    return
+  end
+  -- our own tmux server (-L), so nothing of the user's is touched
+  local sock = "srgeo_spec_" .. tostring(os.time()) .. "_" .. tostring(math.random(1, 1e9))
+  local function tm(args) return os.execute("tmux -L " .. sock .. " " .. args .. " >/dev/null 2>&1") end
+  local function screen()
+    local p = io.popen("tmux -L " .. sock .. " capture-pane -p -t s 2>/dev/null")
+    local s = p:read("a")
+    p:close()
+    return s
+  end
+  local function wait_for(needle, count)
+    count = count or 1
+    for _ = 1, 100 do
+      local s, n = screen(), 0
+      for _ in s:gmatch(needle:gsub("%p", "%%%0")) do n = n + 1 end
+      if n >= count then return s end
+      os.execute("sleep 0.05")
+    end
+    error("timed out waiting for '" .. needle .. "' on the terminal:\n" .. screen(), 2)
+  end
+  local function keys(...)
+    local a = {}
+    for i, k in ipairs { ... } do a[i] = q(k) end
+    tm("send-keys -t s " .. table.concat(a, " "))
+    os.execute("sleep 0.15")
+  end
+  local hist = tmp("tty_hist")
+  local ok, err = pcall(function()
+    T.truthy(tm(string.format("new-session -d -s s -x 120 -y 40 %s",
+      q(string.format("env SRGEO_HISTORY=%s %s; echo EXITED $?; sleep 30", q(hist), q(SHELL))))))
+    wait_for("srgeo>") -- capture-pane drops trailing blanks
+    keys("srgeo.nn.con", "Tab")
+    wait_for("srgeo> srgeo.nn.conv2d")
+    keys("C-u", "x = srgeo.randn({2,3}, 1)", "Enter", "x:sh", "Tab")
+    wait_for("srgeo> x:shape(")
+    keys(")", "Enter")
+    wait_for("{2, 3}")
+    keys("x:", "Tab", "Tab") -- methods from the metatable's __index
+    local s = wait_for("dtype")
+    has(s, "shape", "method list")
+    keys("C-u", "srgeo.", "Tab", "Tab")
+    s = wait_for("version")
+    has(s, "threads", "srgeo field list")
+    has(s, "nn", "srgeo field list")
+    T.truthy(not s:find("srgeo.version", 1, true), "the list shows names without the srgeo. prefix")
+    keys("C-u", "pri", "Tab")
+    wait_for("srgeo> print")
+    -- odd input completes to nothing and breaks nothing
+    for _, odd in ipairs { "(((", "1..", "x:a.b", "'str':", "nosuch.field.", "srgeo..", "::", "x.y:z:" } do
+      keys("C-u", odd, "Tab", "Tab")
+    end
+    -- Ctrl-C at an idle prompt clears the line; twice does not exit
+    keys("C-u", "half a line", "C-c")
+    keys("C-c")
+    keys("for i = 1, 2 do", "Enter")
+    wait_for(">>")
+    keys("C-c", "print(40 + 2)", "Enter")
+    wait_for("\n42\n")
+    -- Ctrl-C during a computation returns to the prompt
+    keys("while true do end", "Enter")
+    os.execute("sleep 0.5")
+    keys("C-c")
+    wait_for("interrupted!")
+    keys("print('alive')", "Enter")
+    wait_for("\nalive\n")
+    keys("C-d")
+    wait_for("EXITED 0")
+  end)
+  tm("kill-server")
+  if not ok then error(err, 0) end
+  local h = readfile(hist) or ""
+  has(h, "print(40 + 2)", "history file")
+  has(h, "x = srgeo.randn({2,3}, 1)", "history file")
+  T.truthy(not h:find("half a line", 1, true), "an abandoned line is not kept")
+end)
+
+T.test("shell: (remove the scratch directory)", function()
+  T.truthy(os.execute("rm -rf " .. q(tmpdir)))
+end)
