@@ -8,6 +8,7 @@
 #include "lua_srgeo.h"
 #include "module.h"
 #include "jacobian.h"
+#include "metrics.h"
 #include "profile.h"
 
 static lua_Integer opt_int(lua_State *L, int t, const char *k, lua_Integer def)
@@ -71,6 +72,9 @@ static int l_profile_image(lua_State *L)
     o.noise_max = opt_num(L, 3, "noise_max", o.noise_max);
     o.per_direction = opt_bool(L, 3, "per_direction", 0);
     o.target_ci = opt_num(L, 3, "target_ci", 0);
+    o.exact_relu = opt_bool(L, 3, "exact_relu", 0);
+    if (o.exact_relu && o.target_ci > 0)
+        return luaL_error(L, "profile: exact_relu and sequential mode (target_ci) cannot be combined yet");
     o.seq_chunk = opt_int(L, 3, "seq_chunk", o.seq_chunk);
     o.seq_min = opt_int(L, 3, "seq_min", 0);
     if (o.target_ci < 0)
@@ -137,7 +141,7 @@ static int l_profile_image(lua_State *L)
         memcpy(copy + 4 * ns, res.per_dir, (size_t)npd * sizeof(double));
     memcpy(copy + 4 * ns + npd, res.jvp_sq, (size_t)nj * sizeof(double));
     double ej = res.jac_energy, secs = res.seconds;
-    lua_Integer nfwd = res.nforward, total = res.ndirs_total, used = res.ndirs_used;
+    lua_Integer nfwd = res.nforward, total = res.ndirs_total, used = res.ndirs_used, nexact = res.nexact;
     sr_profile_result_free(&res);
 
     lua_createtable(L, 0, 8);
@@ -161,6 +165,8 @@ static int l_profile_image(lua_State *L)
     lua_setfield(L, -2, "jvp_sq");
     lua_pushinteger(L, used);
     lua_setfield(L, -2, "base_directions");
+    lua_pushinteger(L, nexact);
+    lua_setfield(L, -2, "exact_pairs");
     lua_pushnumber(L, ej);
     lua_setfield(L, -2, "jac_energy");
     lua_pushnumber(L, secs);
@@ -200,8 +206,59 @@ static int l_jacobian_top(lua_State *L)
     return 2;
 }
 
+/* srgeo.relu_boundary(m, x, V) -> {t_1..t_k}: for each direction (row of
+ * V, any norm), the step t at which x + t·v first crosses a ReLU boundary
+ * (math.huge if never).  Exact for nets whose only nonlinearity is ReLU. */
+static int l_relu_boundary(lua_State *L)
+{
+    sr_module *m = sr_lua_check_module(L, 1);
+    sr_tensor *x = sr_lua_check_tensor(L, 2);
+    sr_tensor *v = sr_lua_check_tensor(L, 3);
+    if (x->ndim < 1 || x->shape[0] != 1 || v->ndim != x->ndim || sr_rowsize(v) != sr_rowsize(x) ||
+        v->dtype != x->dtype || v->shape[0] < 1)
+        return luaL_error(L, "relu_boundary: directions %s must be (k, ...) matching the input %s (one row)",
+                          SR_SHAPE(v), SR_SHAPE(x));
+    int64_t k = v->shape[0], d = sr_numel(x);
+    sr_tensor *stack = sr_lua_new_tensor(L);
+    int64_t shape[SR_MAXDIM];
+    memcpy(shape, x->shape, sizeof shape);
+    shape[0] = 1 + k;
+    if (sr_tensor_alloc(stack, x->dtype, x->ndim, shape))
+        return sr_lua_fail(L);
+    size_t es = sr_dtype_size(x->dtype);
+    memcpy(sr_data(stack), sr_data(x), (size_t)d * es);
+    memcpy((char *)sr_data(stack) + (size_t)d * es, sr_data(v), (size_t)(k * d) * es);
+    double *dist = lua_newuserdatauv(L, (size_t)k * sizeof(double), 0);
+    int64_t units;
+    if (sr_relu_boundary(m, stack, k, dist, &units))
+        return sr_lua_fail(L);
+    push_array(L, dist, k);
+    lua_pushinteger(L, units);
+    return 2;
+}
+
+/* srgeo.relu_flips(m, x, X) -> {f_1..f_R}: fraction of ReLU units whose sign
+ * at row r of X differs from the sign at x. */
+static int l_relu_flips(lua_State *L)
+{
+    sr_module *m = sr_lua_check_module(L, 1);
+    sr_tensor *x = sr_lua_check_tensor(L, 2);
+    sr_tensor *X = sr_lua_check_tensor(L, 3);
+    if (X->ndim < 1 || X->shape[0] < 1)
+        return luaL_error(L, "relu_flips: no rows in %s", SR_SHAPE(X));
+    double *f = lua_newuserdatauv(L, (size_t)X->shape[0] * sizeof(double), 0);
+    if (sr_relu_flips(m, x, X, f))
+        return sr_lua_fail(L);
+    push_array(L, f, X->shape[0]);
+    return 1;
+}
+
 void sr_lua_open_profile(lua_State *L)
 {
+    lua_pushcfunction(L, l_relu_boundary);
+    lua_setfield(L, -2, "relu_boundary");
+    lua_pushcfunction(L, l_relu_flips);
+    lua_setfield(L, -2, "relu_flips");
     lua_pushcfunction(L, l_jacobian_top);
     lua_setfield(L, -2, "jacobian_top");
     lua_pushcfunction(L, l_profile_image);

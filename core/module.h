@@ -54,9 +54,12 @@ typedef struct sr_run {
     int ntaps_done;
     int stop_after_taps;
     int stopped;         /* set when the pass ended early at the last tap */
+    /* ReLU layers keep their input (stacked, for jvp) in m->saved, for the
+     * activation-pattern metrics (core/metrics.c). */
+    int record_relu;
 } sr_run;
 
-#define SR_RUN_INIT {0, 0, 0, 0, 0, NULL, NULL, 0, 0, 0}
+#define SR_RUN_INIT {0, 0, 0, 0, 0, NULL, NULL, 0, 0, 0, 0}
 
 typedef struct sr_module_ops {
     const char *kind; /* "conv2d", "sequential", ... */

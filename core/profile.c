@@ -1,19 +1,11 @@
 /* profile.c - streaming engine for r_η of one image (see profile.h). */
 #ifdef SR_REAL
 
-/* rows[a*ns + s] = x + η_s u_a for a < na. */
-static void SR_FN(fill_rows)(real *rows, const real *x, const double *u, int64_t na,
-                             const double *scales, int ns, int64_t d)
+/* row = x + η u for one (direction, scale) pair. */
+static void SR_FN(fill_row)(real *row, const real *x, const double *u, double eta, int64_t d)
 {
-    #pragma omp parallel for collapse(2) if (na * ns * d > 1 << 16)
-    for (int64_t a = 0; a < na; a++)
-        for (int s = 0; s < ns; s++) {
-            real *r = rows + (a * ns + s) * d;
-            const double *ua = u + a * d;
-            double eta = scales[s];
-            for (int64_t e = 0; e < d; e++)
-                r[e] = (real)(x[e] + eta * ua[e]);
-        }
+    for (int64_t e = 0; e < d; e++)
+        row[e] = (real)(x[e] + eta * u[e]);
 }
 
 /* out[r] = ‖y_r − f0‖² in double, for rows of length m. */
@@ -49,6 +41,7 @@ static void SR_FN(to_real)(real *dst, const double *src, int64_t n)
 
 #include "profile.h"
 #include "image.h"
+#include "metrics.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -158,51 +151,74 @@ static int features(sr_module *m, const sr_tensor *x, const sr_module *tap, sr_t
     return 0;
 }
 
-/* D[s * nidx + a] = D_s for direction idx[a], all scales. */
+/* D[s * nidx + a] = D_s for direction idx[a], all scales.  With exact
+ * (ReLU nets), pairs whose η lies below the direction's first activation
+ * boundary exact->dist[a] are η²‖Ju‖² (exact->jsq[a]) without a forward. */
+typedef struct {
+    const double *dist, *jsq;
+} exact_info;
+
 static int energies(sr_module *m, const sr_tensor *x, const double *f0, int64_t nf,
                     const sr_profile_opts *o, const int64_t *idx, int64_t nidx, int64_t batch, double *D,
-                    int64_t *nfwd)
+                    int64_t *nfwd, const exact_info *exact)
 {
     int ns = o->nscales;
     int64_t d = sr_numel(x);
-    int64_t per = batch / ns > 0 ? batch / ns : 1; /* directions per batch */
+    int64_t per = batch / ns > 0 ? batch / ns : 1; /* directions generated at a time */
+    int64_t cap = per * ns;                        /* rows per forward batch */
+    size_t es = sr_dtype_size(x->dtype);
     int rc = -1;
     double *u = malloc((size_t)(per * d) * sizeof *u);
-    double *dist = malloc((size_t)(per * ns) * sizeof *dist);
+    double *dist = malloc((size_t)cap * sizeof *dist);
+    int64_t *pair = malloc((size_t)cap * sizeof *pair); /* a * ns + s within the chunk */
     sr_tensor rows = SR_TENSOR_INIT, y = SR_TENSOR_INIT;
-    if (!u || !dist) {
+    if (!u || !dist || !pair) {
         sr_fail("profile: out of memory for a batch of %lld directions", (long long)per);
         goto done;
     }
     for (int64_t a0 = 0; a0 < nidx; a0 += per) {
-        int64_t na = a0 + per <= nidx ? per : nidx - a0;
+        int64_t na = a0 + per <= nidx ? per : nidx - a0, npairs = 0;
+        for (int64_t a = 0; a < na; a++)
+            for (int s = 0; s < ns; s++) {
+                if (exact && o->scales[s] < exact->dist[a0 + a])
+                    D[s * nidx + a0 + a] = o->scales[s] * o->scales[s] * exact->jsq[a0 + a];
+                else
+                    pair[npairs++] = a * ns + s;
+            }
+        if (npairs == 0)
+            continue;
         for (int64_t a = 0; a < na; a++)
             if (sr_profile_direction(o, idx[a0 + a], x, u + a * d))
                 goto done;
         int64_t shape[SR_MAXDIM];
         memcpy(shape, x->shape, sizeof shape);
-        shape[0] = na * ns;
+        shape[0] = npairs;
         if (sr_tensor_ensure(&rows, x->dtype, x->ndim, shape))
             goto done;
-        SR_DISPATCH(x->dtype, fill_rows, sr_data(&rows), sr_data(x), u, na, o->scales, ns, d);
+        for (int64_t r = 0; r < npairs; r++) {
+            int64_t a = pair[r] / ns;
+            int s = (int)(pair[r] % ns);
+            SR_DISPATCH(x->dtype, fill_row, (void *)((char *)sr_data(&rows) + (size_t)(r * d) * es), sr_data(x),
+                        u + a * d, o->scales[s], d);
+        }
         if (features(m, &rows, o->tap, &y))
             goto done;
-        if (y.shape[0] != na * ns || sr_rowsize(&y) != nf) {
+        if (y.shape[0] != npairs || sr_rowsize(&y) != nf) {
             sr_fail("profile: batch features %s, expected %lld rows of %lld", SR_SHAPE(&y),
-                    (long long)(na * ns), (long long)nf);
+                    (long long)npairs, (long long)nf);
             goto done;
         }
-        SR_DISPATCH(y.dtype, sq_dist, dist, sr_data(&y), f0, na * ns, nf);
+        SR_DISPATCH(y.dtype, sq_dist, dist, sr_data(&y), f0, npairs, nf);
         sr_tensor_free(&y);
-        for (int64_t a = 0; a < na; a++)
-            for (int s = 0; s < ns; s++)
-                D[s * nidx + a0 + a] = dist[a * ns + s];
-        *nfwd += na * ns;
+        for (int64_t r = 0; r < npairs; r++)
+            D[(pair[r] % ns) * nidx + a0 + pair[r] / ns] = dist[r];
+        *nfwd += npairs;
     }
     rc = 0;
 done:
     free(u);
     free(dist);
+    free(pair);
     sr_tensor_free(&rows);
     sr_tensor_free(&y);
     return rc;
@@ -210,7 +226,7 @@ done:
 
 /* jsq[a] = ‖J u_idx[a]‖², k tangents per stacked jvp. */
 static int jac_energies(sr_module *m, const sr_tensor *x, const sr_profile_opts *o, const int64_t *idx,
-                        int64_t nidx, double *jsq, int64_t *nfwd)
+                        int64_t nidx, double *jsq, int64_t *nfwd, double *dpos, double *dneg)
 {
     int64_t d = sr_numel(x), k = o->jvp_k;
     int rc = -1;
@@ -237,6 +253,7 @@ static int jac_energies(sr_module *m, const sr_tensor *x, const sr_profile_opts 
         const sr_module *taps[1] = {o->tap};
         run.n = 1;
         run.k = kk;
+        run.record_relu = dpos != NULL;
         if (o->tap) {
             run.ntaps = 1;
             run.taps = taps;
@@ -244,6 +261,8 @@ static int jac_energies(sr_module *m, const sr_tensor *x, const sr_profile_opts 
             run.stop_after_taps = 1;
         }
         if (sr_module_jvp(m, &stack, &run))
+            goto done;
+        if (dpos && sr_relu_boundary_walk(m, kk, dpos + j0, dneg ? dneg + j0 : NULL, NULL))
             goto done;
         const sr_tensor *out = o->tap ? &tap_out : &m->out;
         int64_t nf = sr_rowsize(out);
@@ -364,7 +383,7 @@ int sr_profile_image(sr_module *m, const sr_tensor *x, const sr_profile_opts *o,
     int64_t total = total_dirs(o), batch = o->batch > 0 ? o->batch : auto_batch(sr_numel(x));
     int64_t nnoise = o->noise_dirs < total ? o->noise_dirs : total;
     int rc = -1, converted = 0;
-    double *f0 = NULL, *D = NULL, *D64 = NULL, *chunkD = NULL, *scratch = NULL;
+    double *f0 = NULL, *D = NULL, *D64 = NULL, *chunkD = NULL, *scratch = NULL, *xdist = NULL, *xjsq = NULL;
     int64_t *idx = NULL;
     sr_tensor y0 = SR_TENSOR_INIT, x64 = SR_TENSOR_INIT;
     res->nscales = ns;
@@ -398,13 +417,40 @@ int sr_profile_image(sr_module *m, const sr_tensor *x, const sr_profile_opts *o,
     if (!seq) {
         for (int64_t j = 0; j < o->njvp; j++)
             idx[j] = j;
-        if (jac_energies(m, x, o, idx, o->njvp, res->jvp_sq, &res->nforward))
+        if (jac_energies(m, x, o, idx, o->njvp, res->jvp_sq, &res->nforward, NULL, NULL))
             goto done;
         res->njvp_used = o->njvp;
+        exact_info ex = {NULL, NULL}, *exact_ptr = NULL;
+        if (o->exact_relu) {
+            /* One JVP per base direction gives ‖Ju‖² and the boundary
+             * distances of both u and −u. */
+            if (sr_check_piecewise_linear(m)) {
+                sr_fail_context("profile: exact_relu");
+                goto done;
+            }
+            xdist = malloc((size_t)total * sizeof *xdist);
+            xjsq = malloc((size_t)total * sizeof *xjsq);
+            if (!xdist || !xjsq) {
+                sr_fail("profile: out of memory");
+                goto done;
+            }
+            for (int64_t b = 0; b < o->ndirs; b++)
+                idx[b] = b;
+            if (jac_energies(m, x, o, idx, o->ndirs, xjsq, &res->nforward, xdist, anti ? xdist + o->ndirs : NULL))
+                goto done;
+            if (anti)
+                memcpy(xjsq + o->ndirs, xjsq, (size_t)o->ndirs * sizeof *xjsq);
+            ex.dist = xdist;
+            ex.jsq = xjsq;
+            exact_ptr = &ex;
+        }
         for (int64_t i = 0; i < total; i++)
             idx[i] = i;
-        if (energies(m, x, f0, nf, o, idx, total, batch, D, &res->nforward))
+        int64_t before = res->nforward;
+        if (energies(m, x, f0, nf, o, idx, total, batch, D, &res->nforward, exact_ptr))
             goto done;
+        if (exact_ptr)
+            res->nexact = total * ns - (res->nforward - before);
         nbase = o->ndirs;
     } else {
         /* Chunks of base directions; D keeps the final layout [s][u..., −u...]
@@ -420,10 +466,10 @@ int sr_profile_image(sr_module *m, const sr_tensor *x, const sr_profile_opts *o,
             int64_t nidx = nb * (1 + anti);
             for (int64_t b = 0; b < nb; b++)
                 idx[b] = used + b;
-            if (jac_energies(m, x, o, idx, nb, res->jvp_sq + used, &res->nforward))
+            if (jac_energies(m, x, o, idx, nb, res->jvp_sq + used, &res->nforward, NULL, NULL))
                 goto done;
             index_range(o, used, b1, idx);
-            if (energies(m, x, f0, nf, o, idx, nidx, batch, chunkD, &res->nforward))
+            if (energies(m, x, f0, nf, o, idx, nidx, batch, chunkD, &res->nforward, NULL))
                 goto done;
             /* Scatter into D's [s][bases | antipodes] layout for ndirs = b1
              * so far: D[s][0..b1) and D[s][b1..2b1) with the final stride
@@ -504,7 +550,7 @@ int sr_profile_image(sr_module *m, const sr_tensor *x, const sr_profile_opts *o,
         sr_tensor_free(&y0);
         for (int64_t i = 0; i < nnoise; i++)
             idx[i] = i;
-        int bad = energies(m, &x64, g0, nf, o, idx, nnoise, batch, D64, &res->nforward);
+        int bad = energies(m, &x64, g0, nf, o, idx, nnoise, batch, D64, &res->nforward, NULL);
         free(g0);
         if (bad)
             goto done;
@@ -532,6 +578,8 @@ done:
     free(D64);
     free(chunkD);
     free(scratch);
+    free(xdist);
+    free(xjsq);
     free(idx);
     sr_tensor_free(&y0);
     sr_tensor_free(&x64);

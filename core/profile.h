@@ -44,6 +44,10 @@ typedef struct sr_profile_opts {
      * rung, or ndirs are used.  njvp is ignored: every used direction has
      * its JVP, and the CI is the paired delta-method one. */
     double target_ci;
+    /* ReLU networks: pairs (u, η) with η below u's first activation
+     * boundary get D = η²‖Ju‖² exactly, without a forward (a JVP per
+     * direction instead).  Errors if the net has other nonlinearities. */
+    int exact_relu;
     int64_t seq_chunk;
     int64_t seq_min;       /* at least this many base directions */
 } sr_profile_opts;
@@ -62,6 +66,7 @@ typedef struct sr_profile_result {
     double *jvp_sq;        /* [njvp_used] ‖J u_i‖² per JVP direction */
     int64_t njvp_used;
     int64_t ndirs_used;    /* base directions used (sequential mode stops early) */
+    int64_t nexact;        /* (direction, rung) pairs filled by the exact shortcut */
     int64_t nforward;      /* rows pushed through the model (forward + jvp) */
     double seconds;
 } sr_profile_result;
