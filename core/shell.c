@@ -91,19 +91,18 @@ static void setsignal(int sig, void (*handler)(int)) { setsignal_old(sig, handle
 
 static int msghandler(lua_State *L);
 
-/* Hook set by laction: the next thing Lua does raises the error.  Except
- * when that next thing is the message handler: then a kernel has already
- * failed with "interrupted" and its error, with its traceback, is the one
- * to show. */
+/* Hook set by laction.  The interrupt is delivered once: if a C kernel has
+ * already taken it (the core flag is consumed and an "interrupted" error is
+ * unwinding), Lua code such as srgeo.profile's pcall may handle that error
+ * and keep partial results, so the hook only removes itself.  Otherwise Lua
+ * code was running and the hook raises the error here. */
 static void lstop(lua_State *L, lua_Debug *ar)
 {
+    (void)ar;
     lua_sethook(L, NULL, 0, 0); /* reset hook */
-    if (ar->event == LUA_HOOKCALL && lua_getinfo(L, "f", ar)) {
-        int handler = lua_tocfunction(L, -1) == msghandler;
-        lua_pop(L, 1);
-        if (handler)
-            return;
-    }
+    if (!sr_interrupt_pending())
+        return;
+    sr_interrupt_clear();
     luaL_error(L, "interrupted!");
 }
 

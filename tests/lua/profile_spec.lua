@@ -167,3 +167,32 @@ T.test("profile: Hutchinson Jacobian norm matches the exact Frobenius norm of a 
   T.truthy(h.lo <= fro and fro <= h.hi, string.format("CI [%g, %g] misses %g", h.lo, h.hi, fro))
   T.close(h.value, fro, 0.05)
 end)
+
+T.test("profile: Ctrl-C stops cleanly and keeps the images already done", function()
+  local bin = arg and arg[-1] or "build/srgeo"
+  os.execute("mkdir -p build/test-profile && rm -f build/test-profile/int.json build/test-profile/ready")
+  local script = [[
+    local nn = srgeo.nn
+    local m = nn.sequential { nn.linear { in_features = 64, out_features = 64 }, nn.relu {},
+                              nn.linear { in_features = 64, out_features = 8 } }
+    local X = {}
+    for i = 1, 100000 do X[i] = srgeo.rand({ 1, 64 }, i) end
+    io.open("build/test-profile/ready", "w"):close()
+    local p = srgeo.profile(m, X, { preset = "quick", progress = false })
+    p:save_json("build/test-profile/int.json")
+  ]]
+  local f = io.open("build/test-profile/int.lua", "w")
+  f:write(script)
+  f:close()
+  local cmd = string.format([[
+    %s build/test-profile/int.lua 2>build/test-profile/int.err & pid=$!
+    for i in $(seq 100); do [ -f build/test-profile/ready ] && break; sleep 0.1; done
+    sleep 1; kill -INT $pid; wait $pid]], bin)
+  os.execute(cmd)
+  local p = srgeo.profile.load("build/test-profile/int.json")
+  T.eq(p.interrupted, true)
+  T.truthy(p.n_images > 0 and p.n_images < 100000, "kept " .. tostring(p.n_images))
+  T.eq(#p.per_image, p.n_images)
+  local err = io.open("build/test-profile/int.err"):read("a")
+  T.truthy(err:find("interrupted after", 1, true), err)
+end)
