@@ -80,8 +80,10 @@ test: all $(BUILD)/test_core
 	@sh tests/run.sh $(BUILD)
 
 # Separate build tree so sanitizer objects never mix with optimised ones.
+# allocator_may_return_null: a huge tensor must fail with an error, as it does
+# without ASan, not abort the run.
 sanitize:
-	$(MAKE) BUILD=build/san OPT="-O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" test
+	ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=1 $(MAKE) BUILD=build/san OPT="-O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" test
 
 bench: all $(BENCH_BIN)
 	@sh tests/bench/run.sh $(BUILD)

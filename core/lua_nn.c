@@ -309,9 +309,9 @@ static int push_results(lua_State *L, sr_module *m, taps_t *t, sr_run *run, int 
             if (sr_tensor_narrow(a, src, 0, run->n) ||
                 sr_tensor_narrow(b, src, run->n, run->n * run->k))
                 return sr_lua_fail(L);
-            if (t->multi) {
-                lua_setfield(L, -4, t->names[i]);
-                lua_setfield(L, -4, t->names[i]);
+            if (t->multi) { /* stack: primal table, tangent table, a, b */
+                lua_setfield(L, -3, t->names[i]);
+                lua_setfield(L, -3, t->names[i]);
             }
         } else {
             sr_tensor_share(a, src);

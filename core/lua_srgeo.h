@@ -28,6 +28,9 @@ sr_tensor *sr_lua_new_tensor(lua_State *L);
 sr_tensor *sr_lua_check_tensor(lua_State *L, int idx);
 /* The tensor at idx, or NULL if it is not one. */
 sr_tensor *sr_lua_test_tensor(lua_State *L, int idx);
+/* Count a freshly allocated tensor's bytes towards a full GC (Lua cannot
+ * see tensor storage); call on big new tensors a binding returns. */
+void sr_lua_track_tensor(lua_State *L, int idx);
 /* Check argument idx is a module (srgeo.nn ...). */
 struct sr_module *sr_lua_check_module(lua_State *L, int idx);
 /* Raise the core error message as a Lua error (never returns). */
@@ -48,6 +51,7 @@ void sr_lua_open_data(lua_State *L);
 void sr_lua_open_profile(lua_State *L);
 void sr_lua_open_safetensors(lua_State *L);
 void sr_lua_open_train(lua_State *L);
+void sr_lua_open_augment(lua_State *L);
 
 /* luaopen_srgeo is the C module entry (build/srgeo.so) and what the shell
  * preloads. */
