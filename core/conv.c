@@ -1,3 +1,909 @@
-/* conv.c - placeholder until the layer lands. */
+/* conv.c - 2-D convolution over NCHW batches:
+ *   y = W ⋆ x + b,  x (N,C,H,W) -> y (N,O,Ho,Wo);  W (O, C/groups, kh, kw), b (O)
+ *   Ho = (H + 2·ph − dh·(kh−1) − 1) / sh + 1   (likewise Wo)
+ *
+ * Fast path: im2col + GEMM per group.  For one group g, the columns of an
+ * output pixel p are the K = (C/groups)·kh·kw input values its kernel window
+ * covers, so y_g (O/groups, pixels) = W_g (O/groups, K) · col (K, pixels).
+ * The pixel axis is the GEMM's N dimension and is what we keep fat:
+ *  - big images: one image at a time, its pixel range split into chunks only
+ *    when the column buffer would grow past CONV_COL_BYTES; the GEMM writes
+ *    straight into y (ldc = Ho·Wo), no copy;
+ *  - small images (deep layers, 7x7 or 14x14): several images' columns side
+ *    by side in one GEMM (e.g. 512 × 392 × 4608 instead of 512 × 49 × 4608,
+ *    which runs at half speed), then a scatter into NCHW;
+ *  - 1x1, stride 1, no padding: the input already is the column matrix, so
+ *    the GEMM reads x in place (only small images are gathered).
+ * Depthwise convolutions (groups == C > 1) have K = kh·kw and one output
+ * channel per GEMM row: im2col would copy kh·kw times the input to do a few
+ * FLOPs per byte, so they run a direct kernel instead.
+ *
+ * The JVP is the same linear map, so the stacked [x; v] batch goes through
+ * the same GEMMs (chunks are cut across it as if it were one batch); only
+ * the first run->n images get the bias.  Backward: gW += gy_g · colᵀ (col
+ * recomputed from the saved input), gcol = W_gᵀ · gy_g scattered back by
+ * col2im into gx, gb += Σ gy.
+ *
+ * Workspaces (column buffer, chunk output) belong to the module and are
+ * reused across calls: first touch of fresh pages is slow on these VMs.
+ * im2col/col2im/scatter run under OpenMP, never around a BLAS call. */
+#ifdef SR_REAL
+
+/* Output columns [lo, hi) whose input column ow·sw + off lies in [0, w). */
+static inline void SR_FN(valid_cols)(int64_t off, int64_t sw, int64_t w, int64_t wo, int64_t *lo,
+                                     int64_t *hi)
+{
+    int64_t a = off >= 0 ? 0 : (-off + sw - 1) / sw;
+    int64_t b = w - 1 - off < 0 ? 0 : (w - 1 - off) / sw + 1;
+    *lo = a < wo ? a : wo;
+    *hi = b < wo ? b : wo;
+    if (*hi < *lo)
+        *hi = *lo;
+}
+
+/* One im2col row: kernel tap (i, j) of one input plane, for output pixels
+ * [p0, p0+np) of the image (may start and end mid-row). */
+static void SR_FN(im2col_row)(real *dst, const real *xp, const conv_geom *g, int64_t i, int64_t j,
+                              int64_t p0, int64_t np)
+{
+    const int64_t wo = g->wo, sw = g->sw, off = j * g->dw - g->pw, end = p0 + np;
+    int64_t lo, hi;
+    SR_FN(valid_cols)(off, sw, g->w, wo, &lo, &hi);
+    for (int64_t p = p0; p < end;) {
+        int64_t oh = p / wo, a = p % wo, b = a + (end - p) < wo ? a + (end - p) : wo;
+        int64_t ih = oh * g->sh - g->ph + i * g->dh;
+        real *d = dst + (p - p0) - a; /* d[ow] for ow in [a, b) */
+        if (ih < 0 || ih >= g->h) {
+            for (int64_t ow = a; ow < b; ow++)
+                d[ow] = 0;
+        } else {
+            const real *xr = xp + ih * g->w + off;
+            int64_t l = lo > a ? lo : a, r = hi < b ? hi : b;
+            if (r < l)
+                r = l = (lo >= b ? b : a);
+            for (int64_t ow = a; ow < l; ow++)
+                d[ow] = 0;
+            if (sw == 1)
+                memcpy(d + l, xr + l, (size_t)(r - l) * sizeof(real));
+            else
+                for (int64_t ow = l; ow < r; ow++)
+                    d[ow] = xr[ow * sw];
+            for (int64_t ow = r; ow < b; ow++)
+                d[ow] = 0;
+        }
+        p += b - a;
+    }
+}
+
+/* col (K, nimg·np) for group grp of images [img0, img0+nimg), pixels
+ * [p0, p0+np): row r = (c·kh + i)·kw + j, image b's pixels at column b·np. */
+static void SR_FN(im2col)(real *col, const real *x, const conv_geom *g, int64_t grp, int64_t img0,
+                          int64_t nimg, int64_t p0, int64_t np)
+{
+    const int64_t K = g->K, ld = nimg * np, kk = g->kh * g->kw;
+#pragma omp parallel for collapse(2) schedule(static) if (K * ld > CONV_OMP_MIN)
+    for (int64_t b = 0; b < nimg; b++)
+        for (int64_t r = 0; r < K; r++) {
+            int64_t c = r / kk, i = r / g->kw % g->kh, j = r % g->kw;
+            const real *xp = x + ((img0 + b) * g->c + grp * g->cg + c) * g->h * g->w;
+            SR_FN(im2col_row)(col + r * ld + b * np, xp, g, i, j, p0, np);
+        }
+}
+
+/* Adjoint of im2col: gx += col2im(col).  Rows of one input plane (all taps
+ * of channel c) land on the same gx plane, so the parallel loop is over
+ * (image, channel) and each task owns its plane. */
+static void SR_FN(col2im)(real *gx, const real *col, const conv_geom *g, int64_t grp, int64_t img0,
+                          int64_t nimg, int64_t p0, int64_t np)
+{
+    const int64_t ld = nimg * np, wo = g->wo, sw = g->sw, end = p0 + np;
+#pragma omp parallel for collapse(2) schedule(static) if (g->K * ld > CONV_OMP_MIN)
+    for (int64_t b = 0; b < nimg; b++)
+        for (int64_t c = 0; c < g->cg; c++) {
+            real *gp = gx + ((img0 + b) * g->c + grp * g->cg + c) * g->h * g->w;
+            for (int64_t i = 0; i < g->kh; i++)
+                for (int64_t j = 0; j < g->kw; j++) {
+                    const real *src = col + ((c * g->kh + i) * g->kw + j) * ld + b * np;
+                    int64_t off = j * g->dw - g->pw, lo, hi;
+                    SR_FN(valid_cols)(off, sw, g->w, wo, &lo, &hi);
+                    for (int64_t p = p0; p < end;) {
+                        int64_t oh = p / wo, a = p % wo, e = a + (end - p) < wo ? a + (end - p) : wo;
+                        int64_t ih = oh * g->sh - g->ph + i * g->dh;
+                        if (ih >= 0 && ih < g->h) {
+                            const real *s = src + (p - p0) - a;
+                            real *gr = gp + ih * g->w + off;
+                            int64_t l = lo > a ? lo : a, r = hi < e ? hi : e;
+                            if (sw == 1)
+                                for (int64_t ow = l; ow < r; ow++)
+                                    gr[ow] += s[ow];
+                            else
+                                for (int64_t ow = l; ow < r; ow++)
+                                    gr[ow * sw] += s[ow];
+                        }
+                        p += e - a;
+                    }
+                }
+        }
+}
+
+/* y rows [o][0, cols) at stride ld start at the bias (GEMM then adds with
+ * beta = 1, which costs no more than the zeroing pass beta = 0 does). */
+static void SR_FN(fill_bias)(real *y, const real *b, int64_t rows, int64_t cols, int64_t ld)
+{
+#pragma omp parallel for schedule(static) if (rows * cols > CONV_OMP_MIN)
+    for (int64_t o = 0; o < rows; o++)
+        for (int64_t p = 0; p < cols; p++)
+            y[o * ld + p] = b[o];
+}
+
+/* tmp (og, nimg·P) -> y images [b][o][P] (y at image 0, channel grp·og;
+ * image stride ys), plus the bias on the first bias_imgs images. */
+static void SR_FN(scatter)(real *y, const real *tmp, const real *b, int64_t og, int64_t nimg,
+                           int64_t P, int64_t ys, int64_t bias_imgs)
+{
+#pragma omp parallel for collapse(2) schedule(static) if (og * nimg * P > CONV_OMP_MIN)
+    for (int64_t i = 0; i < nimg; i++)
+        for (int64_t o = 0; o < og; o++) {
+            real *d = y + i * ys + o * P;
+            const real *s = tmp + (o * nimg + i) * P;
+            real bv = b && i < bias_imgs ? b[o] : 0;
+            for (int64_t p = 0; p < P; p++)
+                d[p] = s[p] + bv;
+        }
+}
+
+/* Inverse layout move for backward: gy images -> tmp (og, nimg·P). */
+static void SR_FN(gather)(real *tmp, const real *gy, int64_t og, int64_t nimg, int64_t P, int64_t ys)
+{
+#pragma omp parallel for collapse(2) schedule(static) if (og * nimg * P > CONV_OMP_MIN)
+    for (int64_t i = 0; i < nimg; i++)
+        for (int64_t o = 0; o < og; o++)
+            memcpy(tmp + (o * nimg + i) * P, gy + i * ys + o * P, (size_t)P * sizeof(real));
+}
+
+/* Forward over a whole (possibly stacked) batch; bias on images < bias_rows. */
+static int SR_FN(conv_fwd)(real *y, const real *x, const real *w, const real *bias, const conv_geom *g,
+                           const conv_plan *pl, real *col, real *tmp, int64_t bias_rows)
+{
+    const int64_t P = g->P, K = g->K, og = g->og, ys = g->o * P;
+    for (int64_t img0 = 0; img0 < g->n; img0 += pl->nimg) {
+        if (sr_interrupted())
+            return -1;
+        int64_t nb = g->n - img0 < pl->nimg ? g->n - img0 : pl->nimg;
+        for (int64_t p0 = 0; p0 < P; p0 += pl->np) {
+            int64_t cnt = P - p0 < pl->np ? P - p0 : pl->np, cols = nb * cnt;
+            for (int64_t grp = 0; grp < g->groups; grp++) {
+                const real *wg = w + grp * og * K, *bg = bias ? bias + grp * og : NULL;
+                const real *B = col;
+                int64_t ldb = cols;
+                if (pl->in_place && nb == 1) {
+                    B = x + (img0 * g->c + grp * g->cg) * P + p0;
+                    ldb = P;
+                } else {
+                    SR_FN(im2col)(col, x, g, grp, img0, nb, p0, cnt);
+                }
+                if (nb == 1) {
+                    real *C = y + img0 * ys + grp * og * P + p0;
+                    int with_bias = bg && img0 < bias_rows;
+                    if (with_bias)
+                        SR_FN(fill_bias)(C, bg, og, cnt, P);
+                    SR_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)og, (int)cnt, (int)K, 1, wg,
+                            (int)K, B, (int)ldb, with_bias ? 1 : 0, C, (int)P);
+                } else {
+                    SR_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)og, (int)cols, (int)K, 1, wg,
+                            (int)K, B, (int)ldb, 0, tmp, (int)cols);
+                    int64_t bimgs = bias_rows - img0 < 0 ? 0 : bias_rows - img0;
+                    SR_FN(scatter)(y + img0 * ys + grp * og * P, tmp, bg, og, nb, P, ys, bimgs);
+                }
+            }
+        }
+    }
+    return 0;
+}
+
+/* Tap-wise path, phase split: the zero-padded image decimated by the
+ * stride, xph[(a·sw + b)·C + c][r][q] = xpad[c][r·sh + a][q·sw + b], each
+ * plane h2 x w2.  Tap (i, j) of output pixel (oh, ow) reads plane
+ * (i·dh mod sh, j·dw mod sw) at (oh + i·dh div sh, ow + j·dw div sw), so
+ * over the grid ho x w2 (w2 − wo junk columns per row) its column matrix is
+ * a shifted view of the planes: the GEMM reads it in place, ldb = h2·w2. */
+static void SR_FN(phase_split)(real *xph, const real *x, const conv_geom *g, const conv_plan *pl)
+{
+    const int64_t h2 = pl->h2, w2 = pl->w2, plane = h2 * w2;
+    for (int64_t a = 0; a < g->sh; a++)
+        for (int64_t b = 0; b < g->sw; b++) {
+            int64_t lo, hi;
+            SR_FN(valid_cols)(b - g->pw, g->sw, g->w, w2, &lo, &hi);
+            for (int64_t c = 0; c < g->c; c++) {
+                real *d = xph + ((a * g->sw + b) * g->c + c) * plane;
+                const real *xc = x + c * g->h * g->w + (b - g->pw);
+                for (int64_t r = 0; r < h2; r++) {
+                    real *dr = d + r * w2;
+                    int64_t ih = r * g->sh + a - g->ph;
+                    if (ih < 0 || ih >= g->h) {
+                        memset(dr, 0, (size_t)w2 * sizeof(real));
+                        continue;
+                    }
+                    const real *xr = xc + ih * g->w;
+                    for (int64_t q = 0; q < lo; q++)
+                        dr[q] = 0;
+                    if (g->sw == 1)
+                        memcpy(dr + lo, xr + lo, (size_t)(hi - lo) * sizeof(real));
+                    else
+                        for (int64_t q = lo; q < hi; q++)
+                            dr[q] = xr[q * g->sw];
+                    for (int64_t q = hi; q < w2; q++)
+                        dr[q] = 0;
+                }
+            }
+        }
+    /* Junk columns of the last rows read a little past the last plane. */
+    memset(xph + g->sh * g->sw * g->c * plane, 0, (size_t)pl->slack * sizeof(real));
+}
+
+/* Forward by kh·kw accumulating GEMMs per image and group, K = C/groups:
+ * y_g += W_g[:, :, i, j] · shift_ij(xph).  No im2col buffer: the only copies
+ * are the phase split (input-sized) and the output crop, so between GEMMs
+ * there is little work left to contend with OpenBLAS's spinning threads. */
+static int SR_FN(conv_fwd_taps)(real *y, const real *x, const real *w, const real *bias, const conv_geom *g,
+                                const conv_plan *pl, real *xph, real *wt, real *tmp, int64_t bias_rows)
+{
+    const int64_t kk = g->kh * g->kw, og = g->og, cg = g->cg, w2 = pl->w2, Q = g->ho * w2;
+    const int64_t plane = pl->h2 * w2;
+    /* wt[grp][tap] = W_g[:, :, i, j], (og, cg) row-major for lda = cg. */
+    for (int64_t o = 0; o < g->o; o++)
+        for (int64_t c = 0; c < cg; c++)
+            for (int64_t t = 0; t < kk; t++)
+                wt[(((o / og) * kk + t) * og + o % og) * cg + c] = w[(o * cg + c) * kk + t];
+    for (int64_t n = 0; n < g->n; n++) {
+        if (sr_interrupted())
+            return -1;
+        SR_FN(phase_split)(xph, x + n * g->c * g->h * g->w, g, pl);
+        for (int64_t grp = 0; grp < g->groups; grp++)
+            for (int64_t i = 0; i < g->kh; i++)
+                for (int64_t j = 0; j < g->kw; j++) {
+                    int64_t ri = i * g->dh, rj = j * g->dw, t = i * g->kw + j;
+                    int64_t ph = (ri % g->sh) * g->sw + rj % g->sw;
+                    const real *B = xph + (ph * g->c + grp * cg) * plane + (ri / g->sh) * w2 + rj / g->sw;
+                    SR_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)og, (int)Q, (int)cg, 1,
+                            wt + (grp * kk + t) * og * cg, (int)cg, B, (int)plane, t ? 1 : 0,
+                            tmp + grp * og * Q, (int)Q);
+                }
+        real *yn = y + n * g->o * g->P;
+        for (int64_t o = 0; o < g->o; o++) {
+            real bv = bias && n < bias_rows ? bias[o] : 0;
+            for (int64_t oh = 0; oh < g->ho; oh++) {
+                real *d = yn + (o * g->ho + oh) * g->wo;
+                const real *s = tmp + o * Q + oh * w2;
+                for (int64_t ow = 0; ow < g->wo; ow++)
+                    d[ow] = s[ow] + bv;
+            }
+        }
+    }
+    return 0;
+}
+
+/* Backward: gx = col2im(W_gᵀ · gy_g) (written), gw += gy_g · colᵀ and gb += Σ gy
+ * (accumulated; either may be NULL).  col holds im2col(x) for the gw GEMM,
+ * then is overwritten by the column gradient. */
+static int SR_FN(conv_bwd)(real *gx, real *gw, real *gb, const real *gy, const real *x, const real *w,
+                           const conv_geom *g, const conv_plan *pl, real *col, real *tmp)
+{
+    const int64_t P = g->P, K = g->K, og = g->og, ys = g->o * P;
+    /* The in-place 1x1 path writes every gx element with beta = 0. */
+    if (!(pl->in_place && pl->nimg == 1))
+        memset(gx, 0, (size_t)(g->n * g->c * g->h * g->w) * sizeof(real));
+    for (int64_t img0 = 0; img0 < g->n; img0 += pl->nimg) {
+        if (sr_interrupted())
+            return -1;
+        int64_t nb = g->n - img0 < pl->nimg ? g->n - img0 : pl->nimg;
+        for (int64_t p0 = 0; p0 < P; p0 += pl->np) {
+            int64_t cnt = P - p0 < pl->np ? P - p0 : pl->np, cols = nb * cnt;
+            for (int64_t grp = 0; grp < g->groups; grp++) {
+                const real *wg = w + grp * og * K;
+                const real *G = gy + img0 * ys + grp * og * P + p0;
+                int64_t ldg = P;
+                if (nb > 1) {
+                    SR_FN(gather)(tmp, G, og, nb, P, ys);
+                    G = tmp;
+                    ldg = cols;
+                }
+                int direct = pl->in_place && nb == 1;
+                if (gw) {
+                    const real *B = col;
+                    int64_t ldb = cols;
+                    if (direct) {
+                        B = x + (img0 * g->c + grp * g->cg) * P + p0;
+                        ldb = P;
+                    } else {
+                        SR_FN(im2col)(col, x, g, grp, img0, nb, p0, cnt);
+                    }
+                    SR_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)og, (int)K, (int)cols, 1, G,
+                            (int)ldg, B, (int)ldb, 1, gw + grp * og * K, (int)K);
+                }
+                if (direct) {
+                    SR_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)K, (int)cnt, (int)og, 1, wg,
+                            (int)K, G, (int)ldg, 0, gx + (img0 * g->c + grp * g->cg) * P + p0, (int)P);
+                } else {
+                    SR_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)K, (int)cols, (int)og, 1, wg,
+                            (int)K, G, (int)ldg, 0, col, (int)cols);
+                    SR_FN(col2im)(gx, col, g, grp, img0, nb, p0, cnt);
+                }
+            }
+        }
+    }
+    if (gb) {
+#pragma omp parallel for schedule(static) if (g->n * ys > CONV_OMP_MIN)
+        for (int64_t o = 0; o < g->o; o++) {
+            real s = 0;
+            for (int64_t i = 0; i < g->n; i++) {
+                const real *r = gy + i * ys + o * P;
+                for (int64_t p = 0; p < P; p++)
+                    s += r[p];
+            }
+            gb[o] += s;
+        }
+    }
+    return 0;
+}
+
+/* Depthwise (groups == C): output channel o reads input channel o / mult
+ * through its own kh x kw filter.  Rows are accumulated tap by tap so the
+ * inner loop is a contiguous axpy over the output row for stride 1. */
+static void SR_FN(dw_fwd)(real *y, const real *x, const real *w, const real *b, const conv_geom *g,
+                          int64_t bias_rows)
+{
+    const int64_t mult = g->o / g->c, kk = g->kh * g->kw, P = g->P, HW = g->h * g->w, sw = g->sw;
+#pragma omp parallel for collapse(2) schedule(static) if (g->n * g->o * P * kk > CONV_OMP_MIN)
+    for (int64_t n = 0; n < g->n; n++)
+        for (int64_t o = 0; o < g->o; o++) {
+            const real *xp = x + (n * g->c + o / mult) * HW, *wp = w + o * kk;
+            real *yp = y + (n * g->o + o) * P;
+            real bv = b && n < bias_rows ? b[o] : 0;
+            for (int64_t oh = 0; oh < g->ho; oh++) {
+                real *yr = yp + oh * g->wo;
+                for (int64_t ow = 0; ow < g->wo; ow++)
+                    yr[ow] = bv;
+                for (int64_t i = 0; i < g->kh; i++) {
+                    int64_t ih = oh * g->sh - g->ph + i * g->dh;
+                    if (ih < 0 || ih >= g->h)
+                        continue;
+                    for (int64_t j = 0; j < g->kw; j++) {
+                        int64_t off = j * g->dw - g->pw, lo, hi;
+                        SR_FN(valid_cols)(off, sw, g->w, g->wo, &lo, &hi);
+                        const real *xr = xp + ih * g->w + off;
+                        real wv = wp[i * g->kw + j];
+                        if (sw == 1)
+                            for (int64_t ow = lo; ow < hi; ow++)
+                                yr[ow] += wv * xr[ow];
+                        else
+                            for (int64_t ow = lo; ow < hi; ow++)
+                                yr[ow] += wv * xr[ow * sw];
+                    }
+                }
+            }
+        }
+}
+
+/* Depthwise backward: gx per input plane (each task owns one, summing its
+ * mult output channels), gw and gb per output channel. */
+static void SR_FN(dw_bwd)(real *gx, real *gw, real *gb, const real *gy, const real *x, const real *w,
+                          const conv_geom *g)
+{
+    const int64_t mult = g->o / g->c, kk = g->kh * g->kw, P = g->P, HW = g->h * g->w, sw = g->sw;
+    const int64_t work = g->n * g->o * P * kk;
+#pragma omp parallel for collapse(2) schedule(static) if (work > CONV_OMP_MIN)
+    for (int64_t n = 0; n < g->n; n++)
+        for (int64_t c = 0; c < g->c; c++) {
+            real *gp = gx + (n * g->c + c) * HW;
+            memset(gp, 0, (size_t)HW * sizeof(real));
+            for (int64_t o = c * mult; o < (c + 1) * mult; o++) {
+                const real *gyp = gy + (n * g->o + o) * P, *wp = w + o * kk;
+                for (int64_t oh = 0; oh < g->ho; oh++)
+                    for (int64_t i = 0; i < g->kh; i++) {
+                        int64_t ih = oh * g->sh - g->ph + i * g->dh;
+                        if (ih < 0 || ih >= g->h)
+                            continue;
+                        for (int64_t j = 0; j < g->kw; j++) {
+                            int64_t off = j * g->dw - g->pw, lo, hi;
+                            SR_FN(valid_cols)(off, sw, g->w, g->wo, &lo, &hi);
+                            real *gr = gp + ih * g->w + off;
+                            const real *s = gyp + oh * g->wo;
+                            real wv = wp[i * g->kw + j];
+                            for (int64_t ow = lo; ow < hi; ow++)
+                                gr[ow * sw] += wv * s[ow];
+                        }
+                    }
+            }
+        }
+    if (!gw && !gb)
+        return;
+#pragma omp parallel for schedule(static) if (work > CONV_OMP_MIN)
+    for (int64_t o = 0; o < g->o; o++) {
+        if (gb) {
+            real s = 0;
+            for (int64_t n = 0; n < g->n; n++)
+                for (int64_t p = 0; p < P; p++)
+                    s += gy[(n * g->o + o) * P + p];
+            gb[o] += s;
+        }
+        if (!gw)
+            continue;
+        for (int64_t i = 0; i < g->kh; i++)
+            for (int64_t j = 0; j < g->kw; j++) {
+                int64_t off = j * g->dw - g->pw, lo, hi;
+                SR_FN(valid_cols)(off, sw, g->w, g->wo, &lo, &hi);
+                real s = 0;
+                for (int64_t n = 0; n < g->n; n++) {
+                    const real *xp = x + (n * g->c + o / mult) * HW, *gyp = gy + (n * g->o + o) * P;
+                    for (int64_t oh = 0; oh < g->ho; oh++) {
+                        int64_t ih = oh * g->sh - g->ph + i * g->dh;
+                        if (ih < 0 || ih >= g->h)
+                            continue;
+                        const real *xr = xp + ih * g->w + off, *gr = gyp + oh * g->wo;
+                        for (int64_t ow = lo; ow < hi; ow++)
+                            s += gr[ow] * xr[ow * sw];
+                    }
+                }
+                gw[o * kk + i * g->kw + j] += s;
+            }
+    }
+}
+
+/* Reference: the definition, one output at a time, summing in double. */
+static void SR_FN(conv_ref)(real *y, const real *x, const real *w, const real *b, const conv_geom *g)
+{
+    for (int64_t n = 0; n < g->n; n++)
+        for (int64_t o = 0; o < g->o; o++)
+            for (int64_t oh = 0; oh < g->ho; oh++)
+                for (int64_t ow = 0; ow < g->wo; ow++) {
+                    double s = b ? b[o] : 0;
+                    int64_t grp = o / g->og;
+                    for (int64_t c = 0; c < g->cg; c++)
+                        for (int64_t i = 0; i < g->kh; i++)
+                            for (int64_t j = 0; j < g->kw; j++) {
+                                int64_t ih = oh * g->sh - g->ph + i * g->dh;
+                                int64_t iw = ow * g->sw - g->pw + j * g->dw;
+                                if (ih < 0 || ih >= g->h || iw < 0 || iw >= g->w)
+                                    continue;
+                                s += (double)x[((n * g->c + grp * g->cg + c) * g->h + ih) * g->w + iw] *
+                                     w[((o * g->cg + c) * g->kh + i) * g->kw + j];
+                            }
+                    y[((n * g->o + o) * g->ho + oh) * g->wo + ow] = (real)s;
+                }
+}
+
+/* Reference backward into double accumulators gx, gw, gb (zeroed by the
+ * caller): the same loops as conv_ref with every product's two partials. */
+static void SR_FN(conv_ref_bwd)(double *gx, double *gw, double *gb, const real *gy, const real *x,
+                                const real *w, const conv_geom *g)
+{
+    for (int64_t n = 0; n < g->n; n++)
+        for (int64_t o = 0; o < g->o; o++)
+            for (int64_t oh = 0; oh < g->ho; oh++)
+                for (int64_t ow = 0; ow < g->wo; ow++) {
+                    double gv = gy[((n * g->o + o) * g->ho + oh) * g->wo + ow];
+                    int64_t grp = o / g->og;
+                    gb[o] += gv;
+                    for (int64_t c = 0; c < g->cg; c++)
+                        for (int64_t i = 0; i < g->kh; i++)
+                            for (int64_t j = 0; j < g->kw; j++) {
+                                int64_t ih = oh * g->sh - g->ph + i * g->dh;
+                                int64_t iw = ow * g->sw - g->pw + j * g->dw;
+                                if (ih < 0 || ih >= g->h || iw < 0 || iw >= g->w)
+                                    continue;
+                                int64_t xi = ((n * g->c + grp * g->cg + c) * g->h + ih) * g->w + iw;
+                                int64_t wi = ((o * g->cg + c) * g->kh + i) * g->kw + j;
+                                gx[xi] += gv * w[wi];
+                                gw[wi] += gv * x[xi];
+                            }
+                }
+}
+
+#else /* generic part */
+
+#include <cblas.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "layers.h"
-sr_module *sr_conv2d_create(const sr_opts *o) { sr_fail("%s: not implemented yet", o->op); return NULL; }
+
+/* Below this many elements a loop is not worth waking the OpenMP team. */
+#define CONV_OMP_MIN 32768
+/* Defaults of the two plan options (see conv_plan_make).  gemm_cols: below
+ * ~1000 columns OpenBLAS loses speed on these shapes, so small images are
+ * batched up to this many columns.  max_workspace (bytes): bound of the
+ * column buffer, large enough for a fat GEMM, small enough that twenty
+ * convolutions' workspaces stay modest. */
+#define CONV_COLS 1024
+#define CONV_COL_BYTES (16L << 20)
+
+typedef struct {
+    int64_t cin, cout, kh, kw, sh, sw, ph, pw, dh, dw, groups;
+    int bias;
+    int64_t gemm_cols, max_workspace;
+    int algo; /* CONV_AUTO, CONV_IM2COL, CONV_TAPS */
+} conv_cfg;
+
+enum { CONV_AUTO, CONV_IM2COL, CONV_TAPS };
+
+/* Sizes of one call. */
+typedef struct {
+    int64_t n, c, h, w;       /* input */
+    int64_t o, ho, wo, P;     /* output channels, size, pixels per image */
+    int64_t kh, kw, sh, sw, ph, pw, dh, dw, groups;
+    int64_t cg, og, K;        /* per group: input, output channels; K = cg·kh·kw */
+} conv_geom;
+
+/* How the batch is cut: nimg images per GEMM (np == P then), or one image
+ * in pixel chunks of np. */
+typedef struct {
+    int in_place; /* 1x1, stride 1, no padding: x is its own column matrix */
+    int64_t nimg, np;
+    int taps;     /* forward by tap-wise GEMMs over phase-split planes */
+    int64_t h2, w2, slack;
+} conv_plan;
+
+typedef struct {
+    conv_cfg cfg;
+    sr_tensor col; /* (K, nimg·np) column buffer, then the column gradient; taps: phase planes */
+    sr_tensor tmp; /* (O/groups, nimg·P) GEMM output / gathered gy of a multi-image chunk */
+    sr_tensor wt;  /* taps: weights regrouped per tap */
+} conv_impl;
+
+#define SR_GENERIC_FILE "conv.c"
+#include "generic.h"
+
+static void pair_str(char *buf, size_t n, int64_t a, int64_t b)
+{
+    if (a == b)
+        snprintf(buf, n, "%lld", (long long)a);
+    else
+        snprintf(buf, n, "%lldx%lld", (long long)a, (long long)b);
+}
+
+static int conv_geometry(const conv_cfg *c, const sr_tensor *x, conv_geom *g)
+{
+    if (x->ndim != 4)
+        return sr_fail("conv2d: input %s must be 4D (N,C,H,W)", SR_SHAPE(x));
+    if (x->shape[1] != c->cin)
+        return sr_fail("conv2d: input %s has %lld channels, expected in_channels=%lld", SR_SHAPE(x),
+                       (long long)x->shape[1], (long long)c->cin);
+    g->n = x->shape[0];
+    g->c = c->cin;
+    g->h = x->shape[2];
+    g->w = x->shape[3];
+    g->o = c->cout;
+    g->kh = c->kh, g->kw = c->kw, g->sh = c->sh, g->sw = c->sw, g->ph = c->ph, g->pw = c->pw;
+    g->dh = c->dh, g->dw = c->dw, g->groups = c->groups;
+    int64_t ekh = c->dh * (c->kh - 1) + 1, ekw = c->dw * (c->kw - 1) + 1;
+    if (g->h + 2 * c->ph < ekh || g->w + 2 * c->pw < ekw)
+        return sr_fail("conv2d: kernel %lldx%lld (dilation %lldx%lld) spans %lldx%lld, larger than "
+                       "the padded input %lldx%lld of %s (padding %lldx%lld)",
+                       (long long)c->kh, (long long)c->kw, (long long)c->dh, (long long)c->dw,
+                       (long long)ekh, (long long)ekw, (long long)(g->h + 2 * c->ph),
+                       (long long)(g->w + 2 * c->pw), SR_SHAPE(x), (long long)c->ph, (long long)c->pw);
+    g->ho = (g->h + 2 * c->ph - ekh) / c->sh + 1;
+    g->wo = (g->w + 2 * c->pw - ekw) / c->sw + 1;
+    g->P = g->ho * g->wo;
+    g->cg = c->cin / c->groups;
+    g->og = c->cout / c->groups;
+    g->K = g->cg * c->kh * c->kw;
+    /* BLAS takes int dimensions. */
+    if (g->K > INT32_MAX || g->P > INT32_MAX / 64 || g->h * g->w > INT32_MAX)
+        return sr_fail("conv2d: input %s is too large for one GEMM", SR_SHAPE(x));
+    return 0;
+}
+
+static int is_depthwise(const conv_geom *g) { return g->groups > 1 && g->groups == g->c; }
+
+/* Tests set tiny gemm_cols / max_workspace and algo to drive every branch.
+ * fwd: the forward may take the tap-wise path (backward always im2col). */
+static void conv_plan_make(const conv_cfg *c, const conv_geom *g, size_t esize, int fwd, conv_plan *pl)
+{
+    pl->in_place = g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0;
+    pl->h2 = (g->h + 2 * g->ph + g->sh - 1) / g->sh;
+    pl->w2 = (g->w + 2 * g->pw + g->sw - 1) / g->sw;
+    pl->slack = (g->kw - 1) * g->dw / g->sw;
+    /* Tap-wise pays for w2 − wo junk columns per row and kh·kw GEMM calls
+     * per image; worth it when rows are long and the image alone makes a
+     * fat GEMM (ResNet's 56x56 and 28x28 stages). */
+    int64_t q = g->ho * pl->w2;
+    pl->taps = fwd && !pl->in_place &&
+               (c->algo == CONV_TAPS ||
+                (c->algo == CONV_AUTO && g->kh * g->kw > 1 && (pl->w2 - g->wo) * 10 <= g->wo &&
+                 2 * q >= c->gemm_cols));
+    int64_t max_cols = (int64_t)((size_t)c->max_workspace / esize) / g->K;
+    if (max_cols < 16)
+        max_cols = 16;
+    pl->nimg = 1;
+    pl->np = g->P;
+    if (g->P >= c->gemm_cols) {
+        /* One image per GEMM; split its pixels only if the buffer is needed
+         * and would be too big, into equal chunks rounded to 16 columns. */
+        if (!pl->in_place && g->P > max_cols) {
+            int64_t chunks = (g->P + max_cols - 1) / max_cols;
+            pl->np = ((g->P + chunks - 1) / chunks + 15) / 16 * 16;
+        }
+    } else {
+        int64_t want = (c->gemm_cols + g->P - 1) / g->P, fit = max_cols / g->P;
+        pl->nimg = want < fit ? want : fit;
+        if (pl->nimg > g->n)
+            pl->nimg = g->n;
+        if (pl->nimg < 1)
+            pl->nimg = 1;
+        if (pl->nimg == 1 && !pl->in_place && g->P > max_cols)
+            pl->np = max_cols;
+    }
+}
+
+/* Make the workspaces the plan needs; returns their data pointers. */
+static int conv_workspace(conv_impl *im, const conv_geom *g, const conv_plan *pl, sr_dtype dt,
+                          void **col, void **tmp)
+{
+    *col = *tmp = NULL;
+    if (pl->taps) {
+        int64_t nx = g->sh * g->sw * g->c * pl->h2 * pl->w2 + pl->slack, nt = g->o * g->ho * pl->w2,
+                nw = g->o * g->cg * g->kh * g->kw;
+        if (sr_tensor_ensure(&im->col, dt, 1, &nx) || sr_tensor_ensure(&im->tmp, dt, 1, &nt) ||
+            sr_tensor_ensure(&im->wt, dt, 1, &nw))
+            return -1;
+        *col = sr_data(&im->col);
+        *tmp = sr_data(&im->tmp);
+        return 0;
+    }
+    if (!(pl->in_place && pl->nimg == 1)) {
+        int64_t n = g->K * pl->nimg * pl->np;
+        if (sr_tensor_ensure(&im->col, dt, 1, &n))
+            return -1;
+        *col = sr_data(&im->col);
+    }
+    if (pl->nimg > 1) {
+        int64_t n = g->og * pl->nimg * g->P;
+        if (sr_tensor_ensure(&im->tmp, dt, 1, &n))
+            return -1;
+        *tmp = sr_data(&im->tmp);
+    }
+    return 0;
+}
+
+static int conv_run(sr_module *m, const sr_tensor *x, int64_t bias_rows, sr_run *run)
+{
+    conv_impl *im = m->impl;
+    conv_geom g;
+    if (conv_geometry(&im->cfg, x, &g))
+        return -1;
+    if (sr_tensor_ensure(&m->out, x->dtype, 4, (int64_t[]){g.n, g.o, g.ho, g.wo}))
+        return -1;
+    if (run->save)
+        sr_tensor_share(&m->saved, x);
+    void *b = im->cfg.bias ? sr_data(&m->params[1].value) : NULL;
+    if (is_depthwise(&g)) {
+        SR_DISPATCH(x->dtype, dw_fwd, sr_data(&m->out), sr_data(x), sr_data(&m->params[0].value), b, &g,
+                    bias_rows);
+        return 0;
+    }
+    conv_plan pl;
+    void *col, *tmp;
+    conv_plan_make(&im->cfg, &g, sr_dtype_size(x->dtype), 1, &pl);
+    if (conv_workspace(im, &g, &pl, x->dtype, &col, &tmp))
+        return -1;
+    if (pl.taps)
+        return SR_DISPATCH_RET(x->dtype, conv_fwd_taps, sr_data(&m->out), sr_data(x),
+                               sr_data(&m->params[0].value), b, &g, &pl, col, sr_data(&im->wt), tmp,
+                               bias_rows);
+    return SR_DISPATCH_RET(x->dtype, conv_fwd, sr_data(&m->out), sr_data(x), sr_data(&m->params[0].value),
+                           b, &g, &pl, col, tmp, bias_rows);
+}
+
+static int conv_forward(sr_module *m, const sr_tensor *x, sr_run *run)
+{
+    return conv_run(m, x, x->ndim > 0 ? x->shape[0] : 0, run);
+}
+
+static int conv_jvp(sr_module *m, const sr_tensor *xv, sr_run *run)
+{
+    /* d(W⋆x + b) = W⋆dx: bias on the primal images only. */
+    return conv_run(m, xv, run->n, run);
+}
+
+static int grad_of(sr_module *m, sr_param *p, void **g)
+{
+    if (!p->grad.storage && sr_tensor_zeros(&p->grad, m->dtype, p->value.ndim, p->value.shape))
+        return -1;
+    *g = sr_data(&p->grad);
+    return 0;
+}
+
+static int conv_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
+{
+    conv_impl *im = m->impl;
+    const sr_tensor *x = &m->saved;
+    conv_geom g;
+    if (!x->storage)
+        return sr_fail("conv2d backward: forward was not run with save");
+    if (conv_geometry(&im->cfg, x, &g) || sr_tensor_ensure_like(&m->gin, x))
+        return -1;
+    sr_param *w = &m->params[0], *b = im->cfg.bias ? &m->params[1] : NULL;
+    void *gw = NULL, *gb = NULL;
+    if (run->param_grads && (grad_of(m, w, &gw) || (b && grad_of(m, b, &gb))))
+        return -1;
+    if (is_depthwise(&g)) {
+        SR_DISPATCH(x->dtype, dw_bwd, sr_data(&m->gin), gw, gb, sr_data(gy), sr_data(x),
+                    sr_data(&w->value), &g);
+    } else {
+        conv_plan pl;
+        void *col, *tmp;
+        conv_plan_make(&im->cfg, &g, sr_dtype_size(x->dtype), 0, &pl);
+        if (conv_workspace(im, &g, &pl, x->dtype, &col, &tmp) ||
+            SR_DISPATCH_RET(x->dtype, conv_bwd, sr_data(&m->gin), gw, gb, sr_data(gy), sr_data(x),
+                            sr_data(&w->value), &g, &pl, col, tmp))
+            return -1;
+    }
+    sr_tensor_free(&m->saved);
+    return 0;
+}
+
+static void conv_reset(sr_module *m, sr_rng *rng)
+{
+    conv_impl *im = m->impl;
+    const conv_cfg *c = &im->cfg;
+    /* PyTorch's default: kaiming_uniform(a=√5) == U(±1/√fan_in), same for bias. */
+    double bound = 1.0 / sqrt((double)(c->cin / c->groups * c->kh * c->kw));
+    sr_tensor_fill_uniform(&m->params[0].value, rng, -bound, bound);
+    if (c->bias)
+        sr_tensor_fill_uniform(&m->params[1].value, rng, -bound, bound);
+}
+
+static void conv_free_impl(sr_module *m)
+{
+    conv_impl *im = m->impl;
+    sr_tensor_free(&im->col);
+    sr_tensor_free(&im->tmp);
+    sr_tensor_free(&im->wt);
+}
+
+static void conv_describe(const sr_module *m, char *buf, size_t n)
+{
+    const conv_cfg *c = &((const conv_impl *)m->impl)->cfg;
+    char k[48], s[48], p[48], d[48];
+    pair_str(k, sizeof k, c->kh, c->kw);
+    pair_str(s, sizeof s, c->sh, c->sw);
+    pair_str(p, sizeof p, c->ph, c->pw);
+    pair_str(d, sizeof d, c->dh, c->dw);
+    int len = snprintf(buf, n, "%lld -> %lld, k%s s%s p%s", (long long)c->cin, (long long)c->cout, k, s, p);
+    if (len >= 0 && (size_t)len < n && (c->dh != 1 || c->dw != 1))
+        len += snprintf(buf + len, n - (size_t)len, " d%s", d);
+    if (len >= 0 && (size_t)len < n && c->groups != 1)
+        len += snprintf(buf + len, n - (size_t)len, " groups %lld", (long long)c->groups);
+    if (len >= 0 && (size_t)len < n && !c->bias)
+        snprintf(buf + len, n - (size_t)len, ", no bias");
+}
+
+static const sr_module_ops conv_ops = {"conv2d", conv_forward, conv_jvp, conv_backward,
+                                       conv_reset, conv_free_impl, conv_describe};
+
+static int check_pair(const char *key, const int64_t v[2], int64_t min)
+{
+    if (v[0] < min || v[1] < min)
+        return sr_fail("conv2d: option %s must be >= %lld (got %lldx%lld)", key, (long long)min,
+                       (long long)v[0], (long long)v[1]);
+    return 0;
+}
+
+sr_module *sr_conv2d_create(const sr_opts *o)
+{
+    conv_cfg c;
+    int64_t k[2], s[2], p[2], d[2];
+    const char *algo;
+    if (sr_opt_req_int(o, "in_channels", 1, &c.cin) || sr_opt_req_int(o, "out_channels", 1, &c.cout))
+        return NULL;
+    double kv[2];
+    int nk, r = o->get_nums(o, "kernel_size", kv, 2, &nk);
+    if (r < 0)
+        return NULL;
+    if (r == 0) {
+        sr_fail("%s: option kernel_size is required", o->op);
+        return NULL;
+    }
+    if (sr_opt_pair(o, "kernel_size", 0, k) || check_pair("kernel_size", k, 1) ||
+        sr_opt_pair(o, "stride", 1, s) || check_pair("stride", s, 1) ||
+        sr_opt_pair(o, "padding", 0, p) || check_pair("padding", p, 0) ||
+        sr_opt_pair(o, "dilation", 1, d) || check_pair("dilation", d, 1) ||
+        sr_opt_int_min(o, "groups", 1, 1, &c.groups) || sr_opt_bool(o, "bias", 1, &c.bias) ||
+        sr_opt_int_min(o, "gemm_cols", CONV_COLS, 1, &c.gemm_cols) ||
+        sr_opt_int_min(o, "max_workspace", CONV_COL_BYTES, 1, &c.max_workspace) ||
+        sr_opt_str(o, "algo", "auto", &algo))
+        return NULL;
+    if (strcmp(algo, "auto") == 0)
+        c.algo = CONV_AUTO;
+    else if (strcmp(algo, "im2col") == 0)
+        c.algo = CONV_IM2COL;
+    else if (strcmp(algo, "taps") == 0)
+        c.algo = CONV_TAPS;
+    else {
+        sr_fail("conv2d: option algo must be \"auto\", \"im2col\" or \"taps\" (got \"%s\")", algo);
+        return NULL;
+    }
+    if (c.cin % c.groups || c.cout % c.groups) {
+        sr_fail("conv2d: groups=%lld must divide in_channels=%lld and out_channels=%lld",
+                (long long)c.groups, (long long)c.cin, (long long)c.cout);
+        return NULL;
+    }
+    c.kh = k[0], c.kw = k[1], c.sh = s[0], c.sw = s[1], c.ph = p[0], c.pw = p[1], c.dh = d[0], c.dw = d[1];
+    sr_module *m = sr_module_new(&conv_ops, sizeof(conv_impl));
+    if (!m)
+        return NULL;
+    conv_impl *im = m->impl;
+    im->cfg = c;
+    im->col = (sr_tensor)SR_TENSOR_INIT;
+    im->tmp = (sr_tensor)SR_TENSOR_INIT;
+    im->wt = (sr_tensor)SR_TENSOR_INIT;
+    int64_t ws[4] = {c.cout, c.cin / c.groups, c.kh, c.kw};
+    if (!sr_module_add_param(m, "weight", 4, ws, 1) ||
+        (c.bias && !sr_module_add_param(m, "bias", 1, &c.cout, 1))) {
+        sr_module_release(m);
+        return NULL;
+    }
+    return m;
+}
+
+/* --- reference kernels for tests ---------------------------------------- */
+static int ref_geometry(const sr_tensor *x, const sr_tensor *w, const sr_conv2d_params *p, conv_geom *g)
+{
+    if (w->ndim != 4 || x->ndim != 4 || x->dtype != w->dtype)
+        return sr_fail("conv2d ref: input %s and weight %s must be 4D of one dtype", SR_SHAPE(x), SR_SHAPE(w));
+    conv_cfg c = {x->shape[1], w->shape[0], w->shape[2], w->shape[3], p->stride[0], p->stride[1],
+                  p->padding[0], p->padding[1], p->dilation[0], p->dilation[1], p->groups, 0,
+                  CONV_COLS, CONV_COL_BYTES, CONV_AUTO};
+    if (c.sh < 1 || c.sw < 1 || c.dh < 1 || c.dw < 1 || c.ph < 0 || c.pw < 0)
+        return sr_fail("conv2d ref: bad stride, dilation or padding");
+    if (c.groups < 1 || c.cin % c.groups || c.cout % c.groups || w->shape[1] * c.groups != c.cin)
+        return sr_fail("conv2d ref: weight %s does not fit input %s with groups=%lld", SR_SHAPE(w),
+                       SR_SHAPE(x), (long long)c.groups);
+    return conv_geometry(&c, x, g);
+}
+
+int sr_conv2d_ref(const sr_tensor *x, const sr_tensor *w, const sr_tensor *b, const sr_conv2d_params *p,
+                  sr_tensor *y)
+{
+    conv_geom g;
+    if (ref_geometry(x, w, p, &g) || sr_tensor_alloc(y, x->dtype, 4, (int64_t[]){g.n, g.o, g.ho, g.wo}))
+        return -1;
+    SR_DISPATCH(x->dtype, conv_ref, sr_data(y), sr_data(x), sr_data(w), b ? sr_data(b) : NULL, &g);
+    return 0;
+}
+
+static int from_double(sr_tensor *t, sr_dtype dt, int ndim, const int64_t *shape, const double *v)
+{
+    if (sr_tensor_alloc(t, dt, ndim, shape))
+        return -1;
+    for (int64_t i = 0, n = sr_numel(t); i < n; i++)
+        sr_set_flat(t, i, v[i]);
+    return 0;
+}
+
+int sr_conv2d_ref_backward(const sr_tensor *x, const sr_tensor *w, const sr_tensor *gy,
+                           const sr_conv2d_params *p, sr_tensor *gx, sr_tensor *gw, sr_tensor *gb)
+{
+    conv_geom g;
+    if (ref_geometry(x, w, p, &g))
+        return -1;
+    if (gy->ndim != 4 || gy->dtype != x->dtype || gy->shape[0] != g.n || gy->shape[1] != g.o ||
+        gy->shape[2] != g.ho || gy->shape[3] != g.wo)
+        return sr_fail("conv2d ref backward: gradient %s does not match the output", SR_SHAPE(gy));
+    int64_t nx = sr_numel(x), nw = sr_numel(w);
+    double *ax = calloc((size_t)(nx + nw + g.o), sizeof(double));
+    if (!ax)
+        return sr_fail("conv2d ref backward: out of memory");
+    double *aw = ax + nx, *ab = aw + nw;
+    SR_DISPATCH(x->dtype, conv_ref_bwd, ax, aw, ab, sr_data(gy), sr_data(x), sr_data(w), &g);
+    int rc = from_double(gx, x->dtype, 4, x->shape, ax) || from_double(gw, x->dtype, 4, w->shape, aw) ||
+             (gb && from_double(gb, x->dtype, 1, &g.o, ab));
+    free(ax);
+    return rc ? -1 : 0;
+}
+
+#endif
