@@ -312,8 +312,18 @@ static int pushargs(lua_State *L)
 static int handle_script(lua_State *L, char **argv)
 {
     const char *fname = argv[0];
+    char sub[4096];
     if (strcmp(fname, "-") == 0 && strcmp(argv[-1], "--") != 0)
         fname = NULL; /* stdin */
+    /* `srgeo notebook FILE.md` runs scripts/notebook.lua (unless a file
+     * named ./notebook exists, which then runs as a script). */
+    if (fname && strcmp(fname, "notebook") == 0 && access(fname, F_OK) != 0) {
+        lua_getglobal(L, "srgeo");
+        lua_getfield(L, -1, "root");
+        snprintf(sub, sizeof sub, "%s/scripts/notebook.lua", luaL_optstring(L, -1, "."));
+        lua_pop(L, 2);
+        fname = sub;
+    }
     int status = luaL_loadfile(L, fname);
     if (status == LUA_OK) {
         int n = pushargs(L);
@@ -1299,6 +1309,16 @@ static int pmain(lua_State *L)
 
 int main(int argc, char **argv)
 {
+    /* OpenMP's worker threads spin between parallel loops by default, and so
+     * do OpenBLAS's between GEMMs; interleaved, the two pools fight for the
+     * cores (on a loaded 2-core machine a forward ran 12x slower).  libgomp
+     * reads OMP_WAIT_POLICY only when it loads, so set it and re-exec once;
+     * a value the user chose is kept. */
+    if (!getenv("OMP_WAIT_POLICY")) {
+        setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+        execv("/proc/self/exe", argv);
+        /* exec failed: carry on with the default policy */
+    }
     lua_State *L = luaL_newstate();
     if (L == NULL) {
         l_message(argv[0], "cannot create state: not enough memory");

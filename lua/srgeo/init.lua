@@ -5,7 +5,9 @@
 local srgeo = ...
 
 local lazy = {}
-for _, name in ipairs { "plot", "util", "profile", "stats", "json", "models" } do lazy[name] = "srgeo." .. name end
+for _, name in ipairs { "plot", "util", "profile", "stats", "json", "models", "data", "train", "metrics",
+                           "help", "cli", "experiment", "notebook" } do lazy[name] = "srgeo." .. name end
+function srgeo.examples(...) return require("srgeo.help").examples(...) end -- the scripts, listed by help.lua
 
 setmetatable(srgeo, {
   __index = function(t, k)

@@ -2,6 +2,7 @@
 # Run every benchmark program build/bench_* and every tests/bench/*.lua.
 # Figures are ratios against references measured in the same run.
 B=${1:-build}
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 echo "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-<unset>}  threads: SRGEO_THREADS=${SRGEO_THREADS:-<default>}"
 for b in "$B"/bench_*; do
     [ -x "$b" ] || continue

@@ -29,6 +29,12 @@ function T.close(a, b, tol, msg)
   end
 end
 
+-- T.skip(reason): end the current test as skipped (neither passed nor
+-- failed), e.g. when an optional tool such as torch is missing.  The runner
+-- prints "skip NAME: reason" and counts it in its final line.
+local SKIP = {}
+function T.skip(reason) error(setmetatable({ reason = reason }, SKIP), 0) end
+
 -- fn must raise an error whose message contains `needle` (plain find).
 function T.raises(fn, needle)
   local ok, err = pcall(fn)
@@ -40,7 +46,7 @@ function T.raises(fn, needle)
 end
 
 function T.run(files, filter)
-  local passed, failed = 0, 0
+  local passed, failed, skipped = 0, 0, 0
   for _, f in ipairs(files) do
     T.current_file = f
     local chunk, err = loadfile(f)
@@ -57,10 +63,14 @@ function T.run(files, filter)
   end
   for _, c in ipairs(cases) do
     if not filter or c.name:find(filter, 1, true) then
+      -- debug.traceback returns a non-string message (a skip) unchanged
       local ok, err = xpcall(c.fn, debug.traceback)
       if ok then
         passed = passed + 1
         print("ok   " .. c.name)
+      elseif getmetatable(err) == SKIP then
+        skipped = skipped + 1
+        print("skip " .. c.name .. ": " .. tostring(err.reason))
       else
         failed = failed + 1
         print("FAIL " .. c.name .. " (" .. c.file .. ")\n" .. tostring(err))
@@ -69,7 +79,8 @@ function T.run(files, filter)
       collectgarbage()
     end
   end
-  print(string.format("lua: %d passed, %d failed", passed, failed))
+  print(string.format("lua: %d passed, %d failed", passed, failed) ..
+        (skipped > 0 and string.format(", %d skipped", skipped) or ""))
   return failed == 0
 end
 

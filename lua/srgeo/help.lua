@@ -1,0 +1,347 @@
+-- srgeo.help: help() in the REPL.
+--
+--   help()                    the topics
+--   help("profile")           a topic (tensors, nn, models, profile, plot, data, train, scripts, shell, ...)
+--   help(srgeo.profile)       the topic of a library table or function
+--   help(srgeo.nn.conv2d)     a layer's constructor options (srgeo.nn.options)
+--   help(srgeo.profile.compare), help(srgeo.data.noise) ...   the doc comment above a Lua function
+--   help("small_resnet")      an architecture of the zoo ; help(m) a model ; help(t) a tensor
+--   srgeo.examples()          the scripts in scripts/ with their one-line descriptions
+--
+-- Text goes to stdout and is also returned (so tests and notebooks can use it).
+local srgeo = require "srgeo"
+
+local H = {}
+
+local TOPICS = {
+  { "tensors", "srgeo.tensor, zeros, rand, randn: NCHW float32/float64 tensors and their methods" },
+  { "nn", "srgeo.nn: layers and containers with forward / jvp / vjp" },
+  { "models", "srgeo.models: the encoder zoo, checkpoints (safetensors), taps" },
+  { "profile", "srgeo.profile: the scale-resolved statistic r_η, descriptors, comparisons" },
+  { "plot", "srgeo.plot: gnuplot figures (profiles, heatmaps, multiples, descriptor charts, text)" },
+  { "data", "srgeo.data: Fashion-MNIST, CIFAR-10, image folders, noise sets, evaluation sets" },
+  { "train", "srgeo.train: training runs with checkpoints, controls, adversarial objectives" },
+  { "metrics", "srgeo.metrics: activation flips, local linearity, trajectory length" },
+  { "experiment", "srgeo.experiment and srgeo.cli: what the scripts share (specs, caching, outputs)" },
+  { "scripts", "scripts/*.lua: runnable experiments (srgeo.examples() lists them)" },
+  { "notebook", "srgeo scripts/notebook.lua FILE.md: run a Markdown notebook into an HTML report" },
+  { "shell", "the srgeo shell: REPL keys, command line, environment" },
+}
+
+local TEXT = {}
+
+TEXT.tensors = [[
+Tensors: contiguous, refcounted, float32 (default) or float64, images as (N,C,H,W) in raw [0,1].
+  t = srgeo.tensor{{1, 2}, {3, 4}}      srgeo.zeros{2, 3}   srgeo.ones{2, 3}   srgeo.full({2, 3}, 7)
+  srgeo.rand({2, 3}, seed)  uniform [0,1)      srgeo.randn({2, 3}, seed)  standard normal
+  srgeo.arange(n)   srgeo.cat({a, b}, dim)   srgeo.stack({a, b})
+  t:shape() -> {2, 3}   t:dim()   t:numel()   #t (size of dim 1)   t:dtype()   t:float()   t:double()
+  t:get(i, j)  t:set(v, i, j)   t:totable()   t:narrow(start, len [, dim])   t:slice(...)   t:row(i)
+  t:reshape{...}  t:view{...}  t:transpose(a, b)  t:t()  t:squeeze()  t:unsqueeze(d)  t:clone()  t:copy(src)
+  arithmetic: t + u, t - u, t * 2, t / u, -t ; t:add/sub/mul/div  t:matmul(u)  t:dot(u)
+  reductions: t:sum()  t:mean()  t:max()  t:min()  t:norm()  t:argmax()   elementwise: abs exp log sqrt pow clamp
+  files: srgeo.npy.load(path) / srgeo.npy.save(path, t) ; srgeo.image.load(path, {size = 224}) -> (1,3,224,224)
+Indices are 1-based like Lua.  Kernels serve both float32 and float64.]]
+
+TEXT.nn = [[
+Layers (srgeo.nn): each constructor takes one options table; help(srgeo.nn.NAME) shows its options.
+  m = srgeo.nn.sequential{ {"fc1", srgeo.nn.linear{in_features = 12, out_features = 16}}, {"act", srgeo.nn.relu{}} }
+  y = m:forward(x [, {tap = "fc1"}])       y, jv = m:jvp(x, v)   (v: k directions per input)   g = m:vjp(x, w)
+  m:parameters()  m:param_names()  m:get(name)  m:set(name, t)  m:init(seed)  m:children()  m:find(path)
+  m:train() / m:eval()   m:double() / m:float()   m:load(path)  m:save(path)  m:summary({C, H, W})
+Leaves: %s.
+Containers: sequential (named children), residual.  Module paths and parameter names follow
+torchvision's state_dict keys, so converted checkpoints load as they are.]]
+
+TEXT.models = [[
+The zoo (srgeo.models): architectures in models/*.lua, trained checkpoints in models/shipped/.
+  m = srgeo.models.small_resnet{seed = 1}     -- random init (any NAME below; options per help("NAME"))
+  m = srgeo.models.load("models/shipped/small_resnet.safetensors")   -- architecture + config from metadata
+  srgeo.models.list()   -- {name, family, doc, input, options, params}
+  srgeo.models.info(m)  -- {arch, config}   m:save(path, meta) / m:load(path)
+Taps: every zoo model answers to "features" (pooled penultimate embedding, the default) and "logits";
+any module path works too: m:forward(x, {tap = "layer2"}), srgeo.profile(m, X, {tap = "layer2"}).
+Architectures: %s.
+Shipped models here: %s.]]
+
+TEXT.profile = [[
+r_η = E_u ‖Φ(x+ηu) − Φ(x)‖² / (η² E_u ‖J(x)u‖²): 1 where Φ is locally linear, > 1 at a bump.
+  p = srgeo.profile(model, X, {preset = "paper"})     -- X: a (N,C,H,W) tensor, a list of tensors or a dataset
+  presets: "paper" (1024 directions ±, 256 exact JVPs, 17 rungs), "sequential" (stops at a 2% CI), "quick"
+  options: directions, antipodal, jvp_directions (n or "all"), nscales, scales, rms_scales, seed, tap,
+           precision ("float32" with a noise check, or "float64"), bootstrap, ci, family ("gaussian",
+           "lowpass", "toward", "jacobian_top", "gradient", "user"), progress, label
+  fields: p.scales  p.median  p.lo  p.hi  p.mean  p.per_image  p.descriptors  p.jacobian_fro  p.forwards
+  print(p:summary())   p:save_csv(path)   p:save_json(path)   q = srgeo.profile.load(path)
+  descriptors (each {value, lo, hi}): plateau, onset, peak_eta, peak_height, half_width, decay_slope, area
+  c = srgeo.profile.compare(p1, p2, {permutations = 1000})   -- c.p.curve, c.p.peak_eta, ...
+  srgeo.plot.profile({p1, p2}, {out = "bump.png", labels = {"trained", "init"}})   srgeo.plot.show(p)]]
+
+TEXT.plot = [[
+Figures through gnuplot; beside every OUT go OUT's .dat (data) and .gp (script: `gnuplot x.gp` redraws).
+The terminal follows the extension: .png, .svg, .pdf, .txt (text).
+  srgeo.plot.profile(p_or_list, {out = "bump.png", labels = {...}, title =, per_image =, band =, logy =})
+  srgeo.plot.show(p)                                 -- text rendering in the terminal
+  srgeo.plot.multiples({{p1, p2}, {p3, p4}}, {out =, titles = {...}, labels = {...}})   -- one panel each
+  srgeo.plot.heatmap(rows, {out =, rows = steps, cols = p.scales})                     -- e.g. step × η
+  srgeo.plot.descriptors(ps, {out =, field = "peak_eta"})                              -- bars/points with CIs
+  srgeo.plot.lines(xs, {ys1, ys2}, {out =, labels =, logx =, logy =, hline =})]]
+
+TEXT.data = [[
+Datasets: #ds, x, label = ds:get(i) (1,C,H,W), X, labels = ds:batch{i, j} or ds:batch(first, last).
+  ds = srgeo.data.fashion_mnist{split = "test"}        (Debian package dataset-fashion-mnist)
+  ds = srgeo.data.cifar10{root = dir, split = "train"} ; srgeo.data.folder(dir, {size = 224}) ; srgeo.data.images{...}
+  ds = srgeo.data.noise{n = 64, shape = {1, 28, 28}, seed = 1, kind = "uniform" | "gaussian" | "pink" | "dead_leaves"}
+  ds = srgeo.data.tensor(X, labels)
+  ds:sample(n, seed)   ds:subset{...}   ds:random_labels(seed)   ds:blurred(sigma)   ds:batches(128)
+  sets = srgeo.data.eval_set{n = 100, seed = 0}   -- test, train, test_blur1, test_blur2, uniform (sets.order)]]
+
+TEXT.train = [[
+  run = srgeo.train{model = m, data = train_ds, test_data = test_ds, epochs = 20, batch = 128, lr = 0.1,
+                    optimizer = "sgd" | "adamw", schedule = "cosine", augment = {crop = 4, flip = true} | false,
+                    labels = "random", objective = "pgd" (pgd = {eps = 0.5, norm = "l2"}) | "gaussian" | "llr",
+                    checkpoints = "log", out = "runs/x", seed = 1, resume = true}
+  run.checkpoints  run.history  run.final.test_acc   -- out/ckpt_SSSSSSSS.safetensors + log.csv
+  srgeo.train.evaluate(m, ds)   srgeo.train.attack(m, X, labels, {eps =})   srgeo.train.robust_accuracy(m, ds, {...})
+  srgeo.train.latest(out) -> path, step
+Checkpoints load with srgeo.models.load(path); scripts/dynamics.lua profiles a whole run.]]
+
+TEXT.metrics = [[
+Related finite-scale metrics on the same inputs and directions (srgeo.metrics):
+  relu_flips (activation-pattern change along x → x+ηu), boundary (exact distance to the first ReLU boundary),
+  local_linearity (Qin et al.'s γ(ε)), trajectory_length, unit_directions.
+  p.jacobian_fro: per image Hutchinson ‖J‖_F with a 95% CI (from the profile's JVPs).]]
+
+TEXT.experiment = [[
+What the scripts share (lua/srgeo/experiment.lua; options parsing in lua/srgeo/cli.lua):
+  local E = srgeo.experiment
+  m, info = E.load_model("small_resnet")           -- shipped name | NAME@init | ARCH{cfg}@init | path.safetensors
+  ds = E.load_eval("fmnist-test:64@0", {model = m}) -- fmnist-test|train, blurσ, noise[-kind], cifar10-*; :N @SEED
+  ex = E.new{out = "out/x", preset = "quick", seed = 0}
+  p = ex:profile("small_resnet", "fmnist-test:64")  -- cached in out/x/units/ (rerun = resume)
+  ex:figure("bump", srgeo.plot.profile, {p}) ; ex:finish()   -- results.json, CSVs, summary.txt
+  print(E.descriptor_table({p1, p2}))  E.jacobian_fro(p)  E.checkpoints(dir)  E.twin(spec)]]
+
+TEXT.notebook = [[
+Notebooks are Markdown files with ```lua blocks (notebooks/*.md):
+  srgeo scripts/notebook.lua notebooks/trained_vs_init.md [--out DIR]    (also: srgeo notebook FILE.md)
+  srgeo.notebook.run("notebooks/x.md", {out = "out/notebooks/x"})   -- from Lua
+Blocks run in one Lua state; print output is captured per block, a block's returned values are shown,
+figures written by srgeo.plot inside a block are embedded.  Writes DIR/NAME.html (self-contained:
+images inlined, CSS inline) and DIR/NAME.md (outputs included); an error stops the run naming the block.]]
+
+TEXT.shell = [[
+srgeo shell: Lua 5.4 with the srgeo library as the global 'srgeo'.
+  expressions print their value       srgeo.version   1 + 1   p.median
+  Tab completes names, fields and methods (srgeo.nn.<Tab>, x:<Tab>); history in ~/.srgeo_history
+  Ctrl-C stops a running computation (a profile keeps the images done); Ctrl-D or os.exit() quits
+  srgeo FILE.lua [args] (args in arg and ...)   srgeo -e 'chunk'   srgeo -i FILE.lua   srgeo --version
+  srgeo.threads(n) or SRGEO_THREADS sets the thread count; SRGEO_ROOT the library root
+  help(x) for any library table or function; srgeo.examples() lists the scripts]]
+
+-- The text is built by H.text_of(x); help(x) prints it and returns nothing
+-- (so the REPL does not print it twice).
+local function write(s) return s end
+
+local function names_of(t, pred)
+  local out = {}
+  for k, v in pairs(t) do
+    if type(k) == "string" and k:sub(1, 1) ~= "_" and (not pred or pred(k, v)) then out[#out + 1] = k end
+  end
+  table.sort(out)
+  return out
+end
+
+local function topic_text(name)
+  local t = TEXT[name]
+  if name == "nn" then
+    return t:format(table.concat(names_of(srgeo.nn.options or {}), ", "))
+  elseif name == "models" then
+    local archs = {}
+    for _, r in ipairs(srgeo.models.list { params = false }) do archs[#archs + 1] = r.name end
+    local ok, E = pcall(require, "srgeo.experiment")
+    local shipped = ok and E.shipped() or {}
+    return t:format(table.concat(archs, ", "), #shipped > 0 and table.concat(shipped, ", ") or "none yet (make models)")
+  elseif name == "scripts" then
+    return H.examples_text()
+  end
+  return t
+end
+
+-- The "---" doc comment right above a Lua function's definition.
+local function doc_comment(f)
+  local info = debug.getinfo(f, "S")
+  if not info or info.what ~= "Lua" or info.source:sub(1, 1) ~= "@" then return nil end
+  local path = info.source:sub(2)
+  local fh = io.open(path, "r")
+  if not fh then return nil end
+  local lines = {}
+  for l in fh:lines() do lines[#lines + 1] = l end
+  fh:close()
+  local def = info.linedefined
+  local out = {}
+  local i = def - 1
+  while i >= 1 and lines[i]:match("^%s*%-%-%-") do
+    table.insert(out, 1, (lines[i]:gsub("^%s*%-%-%-%s?", "")))
+    i = i - 1
+  end
+  local args = lines[def] and lines[def]:match("function%s*[%w_%.:]*(%b())")
+  if #out == 0 then return nil, args end
+  return table.concat(out, "\n"), args
+end
+
+-- Which library table/function is v, as a dotted path (searched one and two
+-- levels down the loaded parts of srgeo; lazy parts are not loaded for this).
+local TOPIC_OF_MODULE = { nn = "nn", models = "models", profile = "profile", plot = "plot", data = "data",
+  train = "train", metrics = "metrics", experiment = "experiment", cli = "experiment", notebook = "notebook",
+  image = "data", npy = "tensors", safetensors = "models" }
+
+local function find_path(v)
+  if v == srgeo then return "srgeo" end
+  for k, sub in pairs(srgeo) do
+    if sub == v then return "srgeo." .. k, k end
+  end
+  for k, sub in pairs(package.loaded) do
+    if type(k) == "string" and k:match("^srgeo%.") and sub == v then return k, k:match("^srgeo%.(.+)$") end
+  end
+  for k, sub in pairs(srgeo) do
+    if type(sub) == "table" and type(k) == "string" then
+      for k2, x in pairs(sub) do
+        if x == v and type(k2) == "string" then return "srgeo." .. k .. "." .. k2, k, k2 end
+      end
+    end
+  end
+  return nil
+end
+
+local function topics_text()
+  local lines = { "srgeo " .. srgeo.version .. " — help(topic) with one of:" }
+  for _, t in ipairs(TOPICS) do lines[#lines + 1] = string.format("  %-11s %s", t[1], t[2]) end
+  lines[#lines + 1] = "help(x) also takes a library table or function (help(srgeo.profile), help(srgeo.nn.conv2d)),"
+  lines[#lines + 1] = "a model or tensor, or an architecture name (help(\"small_resnet\")).  srgeo.examples() lists the scripts."
+  return table.concat(lines, "\n")
+end
+
+local function arch_text(name)
+  for _, r in ipairs(srgeo.models.list { params = false }) do
+    if r.name == name then
+      return string.format("srgeo.models.%s{...}: %s\n  input %s; options: %s\n  e.g. m = srgeo.models.%s{seed = 1}",
+        name, r.doc or "", r.input and table.concat(r.input, "x") or "?", table.concat(r.options or {}, ", "), name)
+    end
+  end
+end
+
+--- help([topic]): print help on a topic name, a library table or function,
+--- a layer, a model, a tensor or an architecture name.
+function H.help(...)
+  local s = H.text_of(...)
+  io.write(s, s:sub(-1) == "\n" and "" or "\n")
+  io.flush()
+end
+
+--- H.text_of([topic]) -> the text help(topic) prints.
+function H.text_of(x)
+  if x == nil then return write(topics_text()) end
+  if type(x) == "string" then
+    local key = x:gsub("^srgeo%.", "")
+    if key == "tensor" then key = "tensors" end
+    if key == "examples" then key = "scripts" end
+    if TEXT[key] or key == "scripts" then return write(topic_text(key)) end
+    if srgeo.nn.options and srgeo.nn.options[key] then
+      return write(string.format("srgeo.nn.%s{...}: %s", key, srgeo.nn.options[key]))
+    end
+    local a = arch_text(key)
+    if a then return write(a) end
+    -- a dotted path: srgeo.profile.compare
+    local v = srgeo
+    for part in key:gmatch("[^%.]+") do
+      v = type(v) == "table" and v[part] or nil
+    end
+    if v ~= nil and v ~= srgeo then return H.text_of(v) end
+    return write(string.format("help: no topic '%s'.\n%s", x, topics_text()))
+  end
+  local ty = type(x)
+  if ty == "userdata" then
+    local ok, kind = pcall(function() return x:kind() end)
+    if ok and kind then
+      local mi = srgeo.models.info(x)
+      local head = mi and string.format("a %s model (srgeo.models.%s)", mi.arch, mi.arch) or ("a module: " .. kind)
+      return write(head .. "\n" .. tostring(x) .. "\nMethods: forward jvp vjp parameters param_names get set init load save"
+        .. " summary train eval double float children find aliases (help(\"nn\"), help(\"models\"))")
+    end
+    local sok, shape = pcall(function() return x:shape() end)
+    if sok and shape then
+      return write(string.format("a %s tensor of shape {%s}\n%s", x:dtype(), table.concat(shape, ", "), TEXT.tensors))
+    end
+  end
+  if ty == "table" and x.scales and x.median then return write(topic_text("profile")) end
+  local path, mod, field = find_path(x)
+  if path then
+    if mod == "nn" and field and srgeo.nn.options and srgeo.nn.options[field] then
+      return write(string.format("srgeo.nn.%s{...}: %s", field, srgeo.nn.options[field]))
+    end
+    if ty == "function" and field then
+      local d, args = doc_comment(x)
+      if d then return write(path .. (args or "") .. "\n" .. d) end
+    end
+    if mod and TOPIC_OF_MODULE[mod] and not field then return write(topic_text(TOPIC_OF_MODULE[mod])) end
+    if mod and TOPIC_OF_MODULE[mod] then
+      return write(path .. " (no doc comment); see help(\"" .. TOPIC_OF_MODULE[mod] .. "\")\n" .. topic_text(TOPIC_OF_MODULE[mod]))
+    end
+    if ty == "function" then
+      local d, args = doc_comment(x)
+      if d then return write(path .. (args or "") .. "\n" .. d) end
+      if mod == "tensor" or ({ zeros = 1, ones = 1, rand = 1, randn = 1, full = 1, arange = 1, cat = 1, stack = 1 })[mod] then
+        return write(TEXT.tensors)
+      end
+      return write(path .. ": a C function; see help() for the topics")
+    end
+  end
+  if ty == "function" then
+    local d = doc_comment(x)
+    if d then return write(d) end
+  end
+  return write("help: nothing known about this " .. ty .. ".\n" .. topics_text())
+end
+
+-- First line of a script's header comment: "-- NAME.lua: description".
+local function script_line(path)
+  local f = io.open(path, "r")
+  if not f then return nil end
+  local first = f:read("l") or ""
+  f:close()
+  return first:match("^%-%-%s*[%w_%-]+%.lua:%s*(.-)%s*$") or first:match("^%-%-%s*(.-)%s*$")
+end
+
+--- srgeo.examples(): print the scripts in scripts/ with the one-line
+--- description of their header comment (H.scripts() returns them as a list
+--- of {name, path, description}).
+function H.scripts()
+  local dir = srgeo.root .. "/scripts"
+  local names = srgeo._listdir(dir) or {}
+  table.sort(names)
+  local out = {}
+  for _, f in ipairs(names) do
+    if f:match("%.lua$") then
+      out[#out + 1] = { name = f, path = "scripts/" .. f, description = script_line(dir .. "/" .. f) or "" }
+    end
+  end
+  return out
+end
+
+function H.examples()
+  io.write(H.examples_text(), "\n")
+  io.flush()
+end
+
+function H.examples_text(list)
+  list = list or H.scripts()
+  local lines = { "Scripts (srgeo scripts/NAME.lua --help for options):" }
+  for _, e in ipairs(list) do lines[#lines + 1] = string.format("  %-22s %s", e.name, e.description) end
+  return table.concat(lines, "\n")
+end
+
+H.topics = TOPICS
+H.text = TEXT
+
+return setmetatable(H, { __call = function(_, ...) return H.help(...) end })

@@ -1,0 +1,479 @@
+-- experiments_spec.lua: the experiment library (cli, experiment), every
+-- script end to end on a tiny model and a tiny set, caching on rerun, the
+-- notebook renderer, help(), and a headless-Chromium look at a report.
+--
+-- The models are built here: an MLP on 1x8x8 inputs trained for 40 steps by
+-- srgeo.train (its checkpoints are the "run" for dynamics.lua), saved under
+-- fake shipped names in a folder that SRGEO_SHIPPED points the scripts at.
+local T = ...
+local srgeo = require "srgeo"
+local cli = require "srgeo.cli"
+local E = require "srgeo.experiment"
+local json = require "srgeo.json"
+local util = require "srgeo.util"
+
+local ROOT = "build/test-experiments"
+
+-- The srgeo binary running these tests (arg[-1] for `build/X/srgeo tests/run.lua`).
+local function exe()
+  local i = 0
+  while arg and arg[i - 1] do i = i - 1 end
+  local e = arg and arg[i]
+  if e and e:find("srgeo") then return e end
+  return "build/srgeo"
+end
+
+local function sh(cmd)
+  local p = io.popen(cmd .. " 2>&1")
+  local out = p:read("a")
+  local ok, _, code = p:close()
+  return out, ok and 0 or code
+end
+
+local function read(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+local function exists(path) return read(path) ~= nil end
+
+-- Fixtures, built once: SHIP/{tiny, tiny_random_labels, tiny_pgd_eps0.5}.safetensors and RUN/ckpt_*.
+local fixtures
+local function setup()
+  if fixtures then return fixtures end
+  os.execute("rm -rf " .. ROOT .. " && mkdir -p " .. ROOT .. "/ship " .. ROOT .. "/run")
+  local m = srgeo.models.mlp { hidden = { 16 }, input = { 1, 8, 8 }, seed = 1 }
+  local ds = srgeo.data.noise { n = 256, shape = { 1, 8, 8 }, seed = 3, kind = "uniform" }
+  srgeo.train { model = m, data = ds, steps = 40, batch = 32, lr = 0.05, augment = false, out = ROOT .. "/run",
+                seed = 1, progress = false, per_decade = 2 }
+  local ckpts = E.checkpoints(ROOT .. "/run")
+  local function cp(src, name)
+    util.write_atomic(ROOT .. "/ship/" .. name .. ".safetensors", read(src))
+  end
+  cp(ckpts[#ckpts].path, "tiny")
+  cp(ckpts[math.max(1, #ckpts - 2)].path, "tiny_random_labels")
+  cp(ckpts[math.max(1, #ckpts - 1)].path, "tiny_pgd_eps0.5")
+  -- a PGD-trained twin whose name says nothing: its ε comes from the metadata
+  local mr = srgeo.models.mlp { hidden = { 16 }, input = { 1, 8, 8 }, seed = 2 }
+  local run = srgeo.train { model = mr, data = ds, steps = 4, batch = 32, lr = 0.05, augment = false, seed = 1,
+                            out = ROOT .. "/run_pgd", progress = false, objective = "pgd", pgd = { eps = 0.25, steps = 2 } }
+  cp(ROOT .. "/run_pgd/" .. run.checkpoints[#run.checkpoints].path, "tiny_robust")
+  fixtures = { ship = ROOT .. "/ship", run = ROOT .. "/run", n_ckpts = #ckpts }
+  return fixtures
+end
+
+-- Small estimator settings: every unit takes well under a second.
+local SMALL = "--images 4 --directions 16 --jvp-directions all --nscales 7 --bootstrap 50"
+
+local function script(name, args)
+  local f = setup()
+  return sh(string.format("SRGEO_SHIPPED=%s %s scripts/%s.lua %s", f.ship, exe(), name, args))
+end
+
+-- The invariants every unit of a finished experiment must hold.
+local function check_results(out, expect_figures, n_units)
+  for _, f in ipairs { "summary.txt", "results.json", "profiles.csv", "descriptors.csv" } do
+    T.truthy(exists(out .. "/" .. f), out .. "/" .. f .. " missing")
+  end
+  for _, fig in ipairs(expect_figures) do
+    local png = read(out .. "/" .. fig .. ".png")
+    T.truthy(png and png:sub(1, 8) == "\137PNG\r\n\26\n", fig .. ".png missing or not a PNG")
+    local svg = read(out .. "/" .. fig .. ".svg")
+    T.truthy(svg and svg:find("<svg", 1, true), fig .. ".svg missing or not an SVG")
+  end
+  local r = E.load_results(out)
+  if n_units then T.eq(#r.units, n_units, "units in results.json") end
+  local rows = 0
+  for _, u in ipairs(r.units) do
+    local p = srgeo.profile.load(u.json)
+    T.eq(#p.scales, 7, "rungs")
+    -- ReLU network with exact JVPs on every direction: r = 1 on the plateau
+    local checked = 0
+    for s = 1, 3 do
+      if p.median[s] == p.median[s] then
+        T.close(p.median[s], 1, 1e-3, u.key .. " plateau rung " .. s)
+        checked = checked + 1
+      end
+    end
+    T.truthy(checked > 0, u.key .. ": no valid plateau rung")
+    for s = 1, #p.scales do
+      local lo, md, hi = p.lo[s], p.median[s], p.hi[s]
+      if md == md then
+        T.truthy(lo <= md + 1e-12 and md <= hi + 1e-12, string.format("%s rung %d: lo %g median %g hi %g", u.key, s, lo, md, hi))
+      end
+    end
+    for _, k in ipairs(srgeo.profile.descriptor_names) do
+      local d = u.descriptors[k]
+      T.truthy(d ~= nil, "descriptor " .. k)
+      if type(d.lo) == "number" and type(d.hi) == "number" and d.lo == d.lo and d.hi == d.hi then
+        T.truthy(d.lo <= d.hi + 1e-12, k .. " CI ordered")
+      end
+    end
+    local j = u.jacobian_fro
+    T.truthy(j.value > 0 and j.lo <= j.value + 1e-12 and j.value <= j.hi + 1e-12, "‖J‖_F and its CI")
+    rows = rows + #p.scales
+  end
+  local n = 0
+  for _ in read(out .. "/profiles.csv"):gmatch("\n") do n = n + 1 end
+  T.eq(n, rows + 1, "profiles.csv rows")
+  T.truthy(read(out .. "/summary.txt"):find("peak η", 1, true), "summary has the descriptor table")
+  return r
+end
+
+-- ---------------------------------------------------------------------------
+-- cli
+
+local SPEC = {
+  name = "t.lua", about = "a test",
+  options = {
+    { "model", "small_resnet", "model" },
+    { "models", { "a", "b" }, "models" },
+    { "eps", { 0.5, 1 }, "eps" },
+    { "n", 4, "count" },
+    { "lr", 0.1, "rate" },
+    { "twin", false, "flag" },
+    { "band", true, "on by default" },
+    { "preset", "quick", "preset", choices = { "paper", "quick" } },
+    { "jvp_directions", type = "string", help = "n or all" },
+  },
+  positional = { { "file", "a file", required = false } },
+}
+
+T.test("cli: typed defaults, values, flags, lists, positionals", function()
+  local o = cli.parse(SPEC, {})
+  T.eq(o.model, "small_resnet"); T.eq(o.n, 4); T.eq(o.twin, false); T.eq(o.band, true); T.eq(#o.models, 2)
+  o = cli.parse(SPEC, { "--model", "x@init", "--models", "p,q,r", "--eps=0,0.25", "--n", "7", "--lr", "-1e-3",
+                        "--twin", "--no-band", "--jvp-directions", "all", "nb.md" })
+  T.eq(o.model, "x@init"); T.eq(#o.models, 3); T.eq(o.models[3], "r"); T.eq(o.eps[2], 0.25)
+  T.eq(math.type(o.n), "integer"); T.eq(o.n, 7); T.close(o.lr, -1e-3, 1e-15)
+  T.eq(o.twin, true); T.eq(o.band, false); T.eq(o.jvp_directions, "all"); T.eq(o.file, "nb.md")
+  T.eq(cli.parse(SPEC, { "--twin=false" }).twin, false)
+end)
+
+T.test("cli: bad command lines name the problem and the valid options", function()
+  local err = T.raises(function() cli.parse(SPEC, { "--modle", "x" }) end, "unknown option '--modle'")
+  T.truthy(tostring(err):find("did you mean --model", 1, true), tostring(err))
+  T.truthy(tostring(err):find("--jvp-directions", 1, true), "lists the valid options")
+  T.raises(function() cli.parse(SPEC, { "--n", "1.5" }) end, "--n expects an integer")
+  T.raises(function() cli.parse(SPEC, { "--lr", "fast" }) end, "--lr expects a number")
+  T.raises(function() cli.parse(SPEC, { "--preset", "slow" }) end, "--preset must be one of paper, quick")
+  T.raises(function() cli.parse(SPEC, { "--model" }) end, "--model needs a value")
+  T.raises(function() cli.parse(SPEC, { "a", "b" }) end, "unexpected argument 'b'")
+end)
+
+T.test("cli: --help text from the spec", function()
+  local o, help = cli.parse(SPEC, { "--help" })
+  T.eq(o, nil)
+  for _, s in ipairs { "usage: srgeo scripts/t.lua", "a test", "--model VALUE", "[small_resnet]", "--models A,B,...",
+                       "[a,b]", "--twin", "--no-band", "(paper|quick)", "-h, --help", "[FILE]" } do
+    T.truthy(help:find(s, 1, true), "help lacks '" .. s .. "':\n" .. help)
+  end
+end)
+
+-- ---------------------------------------------------------------------------
+-- experiment specs
+
+T.test("experiment: model specs", function()
+  local ms = E.parse_model("small_resnet")
+  T.eq(ms.name, "small_resnet"); T.eq(ms.init, nil); T.eq(ms.label, "small_resnet")
+  ms = E.parse_model("mlp{hidden={16}}@init:7")
+  T.eq(ms.name, "mlp"); T.eq(ms.cfg.hidden[1], 16); T.eq(ms.init, true); T.eq(ms.init_seed, 7); T.eq(ms.label, "mlp@init:7")
+  ms = E.parse_model("runs/x/ckpt_00000100.safetensors")
+  T.eq(ms.path, "runs/x/ckpt_00000100.safetensors"); T.eq(ms.label, "ckpt_00000100")
+  ms = E.parse_model("trained=runs/x/a.safetensors")
+  T.eq(ms.label, "trained"); T.eq(ms.path, "runs/x/a.safetensors")
+  T.eq(E.twin("small_resnet"), "small_resnet@init")
+  T.eq(E.parse_model(E.twin("t=a/b.safetensors")).label, "t@init")
+  T.raises(function() E.parse_model("mlp{hidden=}@init") end, "is not a Lua table")
+  T.raises(function() E.load_model("small_resnet_nonexistent") end, "unknown model 'small_resnet_nonexistent'")
+  T.raises(function() E.load_model("mlp") end, "is an architecture, not a shipped model")
+  local m, info = E.load_model("mlp{hidden={4},input={1,2,2}}@init")
+  T.eq(info.arch, "mlp"); T.eq(E.input_shape(m)[3], 2)
+  T.eq(E.model_eps("small_resnet_pgd_eps0.5"), 0.5)
+  local f = setup()
+  T.eq(E.model_eps(f.ship .. "/tiny_robust.safetensors"), 0.25, "PGD eps from the training metadata")
+  T.eq(E.model_eps(f.ship .. "/tiny.safetensors"), 0, "standard training: 0")
+end)
+
+T.test("experiment: bump classification (interior peak, rising edge, flat)", function()
+  local function prof(median)
+    local peak = math.max(table.unpack(median))
+    return { median = median, descriptors = { plateau = { value = median[1] }, peak_height = { value = peak } } }
+  end
+  T.eq(E.bump(prof { 1, 1, 1.3, 1.05 }), "yes")
+  T.eq(E.bump(prof { 1, 1, 1.3, 0 / 0 }), "edge", "NaN rungs are skipped: the last valid rung is the peak")
+  T.eq(E.bump(prof { 1, 1.1, 1.3 }), "edge")
+  T.eq(E.bump(prof { 1, 1.02, 0.9 }), "no")
+end)
+
+T.test("experiment: evaluation-set specs", function()
+  local es = E.parse_eval("fmnist-test:64@3")
+  T.eq(es.base, "fmnist-test"); T.eq(es.n, 64); T.eq(es.seed, 3); T.eq(es.key, "fmnist-test:64@3")
+  es = E.parse_eval("blur2", { images = 8, seed = 1 })
+  T.eq(es.base, "fmnist-test"); T.eq(es.blur, 2); T.eq(es.n, 8); T.eq(es.seed, 1)
+  es = E.parse_eval("train-blur1:5")
+  T.eq(es.base, "train"); T.eq(es.blur, 1)
+  es = E.parse_eval("noise-pink:3")
+  T.eq(es.noise, "pink")
+  T.raises(function() E.parse_eval("imagenet:5") end, "unknown evaluation set 'imagenet:5'")
+  T.raises(function() E.parse_eval("noise-plaid") end, "unknown noise kind 'plaid'")
+  local m = srgeo.models.mlp { hidden = { 4 }, input = { 1, 5, 5 } }
+  local ds = E.load_eval("noise:3@2", { model = m })
+  T.eq(#ds, 3); T.eq(ds:get(1):shape()[4], 5)
+end)
+
+-- ---------------------------------------------------------------------------
+-- scripts end to end
+
+local function out_dir(name) return ROOT .. "/out/" .. name end
+
+T.test("scripts: every script documents --help and rejects unknown options", function()
+  for _, name in ipairs { "bump", "zoo", "init_vs_trained", "dynamics", "controls", "distributions", "robustness",
+                          "layers", "demo", "notebook" } do
+    local out, code = sh(exe() .. " scripts/" .. name .. ".lua --help")
+    T.eq(code, 0, name .. " --help exit status")
+    T.truthy(out:find("usage: srgeo scripts/" .. name .. ".lua", 1, true), name .. " --help:\n" .. out)
+    T.truthy(out:find("--out", 1, true), name .. " --help lists --out")
+    out, code = sh(exe() .. " scripts/" .. name .. ".lua --bogus-option 1")
+    T.eq(code, 2, name .. " bad option exit status")
+    T.truthy(out:find("unknown option '--bogus-option'", 1, true) and out:find("valid options", 1, true), out)
+  end
+end)
+
+T.test("bump.lua: trained + twin; rerun reuses cached units; --force and new options recompute", function()
+  local out = out_dir("bump")
+  local log, code = script("bump", SMALL .. " --model tiny --twin --eval noise --out " .. out)
+  T.eq(code, 0, log)
+  check_results(out, { "bump" }, 2)
+  T.truthy(log:find("peak η", 1, true), "prints the descriptor table")
+  local unit = out .. "/units/tiny__noise_4@0.json"
+  local before = read(unit)
+  log, code = script("bump", SMALL .. " --model tiny --twin --eval noise --out " .. out)
+  T.eq(code, 0, log)
+  T.truthy(log:find("[1/2] tiny on noise:4@0: cached", 1, true) and log:find("[2/2] tiny@init on noise:4@0: cached", 1, true), log)
+  T.truthy(log:find("2 units (0 computed, 2 cached)", 1, true), log)
+  T.eq(read(unit), before, "cached unit untouched")
+  check_results(out, { "bump" }, 2)
+  log = script("bump", SMALL .. " --model tiny --twin --eval noise --out " .. out .. " --force")
+  T.truthy(log:find("2 units (2 computed, 0 cached)", 1, true), log)
+  log = script("bump", SMALL:gsub("--directions 16", "--directions 8") .. " --model tiny --eval noise --out " .. out)
+  T.truthy(log:find("options or model changed", 1, true) and log:find("1 units (1 computed, 0 cached)", 1, true), log)
+end)
+
+T.test("zoo.lua and init_vs_trained.lua", function()
+  local out = out_dir("zoo")
+  local log, code = script("zoo", SMALL .. " --models tiny,tiny@init,'mlp{hidden={8},input={1,8,8}}@init' --eval noise --out " .. out)
+  T.eq(code, 0, log)
+  check_results(out, { "zoo", "zoo_peak_eta", "zoo_peak_height" }, 3)
+  out = out_dir("init_vs_trained")
+  log, code = script("init_vs_trained", SMALL .. " --models tiny,tiny_pgd_eps0.5 --eval noise --permutations 50 --out " .. out)
+  T.eq(code, 0, log)
+  local r = check_results(out, { "init_vs_trained", "init_vs_trained_peak" }, 4)
+  local c = r.extra.compare.tiny
+  T.truthy(c and c.p.curve > 0 and c.p.curve <= 1, "permutation p-value in (0, 1]")
+  T.truthy(read(out .. "/summary.txt"):find("tiny: trained vs init", 1, true))
+end)
+
+T.test("dynamics.lua: checkpoints of a run, heatmap and descriptors vs step", function()
+  local f = setup()
+  local out = out_dir("dynamics")
+  local log, code = script("dynamics", SMALL .. " --run " .. f.run .. " --max-checkpoints 4 --eval noise --out " .. out)
+  T.eq(code, 0, log)
+  local r = check_results(out, { "dynamics", "dynamics_profiles", "dynamics_peak", "dynamics_peak_eta", "dynamics_jacobian" }, 4)
+  T.eq(r.extra.steps[1], "0", "first checkpoint is step 0")
+  T.eq(r.units[1].label, "step 0")
+end)
+
+T.test("controls.lua and distributions.lua (with two-sample tests)", function()
+  local out = out_dir("controls")
+  local log, code = script("controls", SMALL .. " --models tiny,tiny_random_labels --evals noise,noise-pink --out " .. out)
+  T.eq(code, 0, log)
+  check_results(out, { "controls", "controls_peak" }, 4)
+  out = out_dir("distributions")
+  log, code = script("distributions", SMALL .. " --model tiny --evals noise,noise-pink,noise-gaussian:3 --others tiny@init"
+    .. " --permutations 50 --out " .. out)
+  T.eq(code, 0, log)
+  local r = check_results(out, { "distributions", "distributions_peak", "encoders" }, 4)
+  local c = r.extra.compare["noise vs noise-pink"]
+  T.truthy(c and c.p.curve > 0 and c.p.curve <= 1 and c.permutations == 50, "compare result stored")
+  T.truthy(read(out .. "/summary.txt"):find("noise vs noise-gaussian", 1, true))
+end)
+
+T.test("robustness.lua: ε from names and explicit; layers.lua: one panel per tap", function()
+  local out = out_dir("robustness")
+  local log, code = script("robustness", SMALL .. " --models tiny,tiny_pgd_eps0.5 --eval noise --out " .. out)
+  T.eq(code, 0, log)
+  local r = check_results(out, { "robustness", "robustness_peak_eta", "robustness_jacobian", "robustness_vs_eps" }, 2)
+  T.eq(r.extra.eps[1], 0); T.eq(r.extra.eps[2], 0.5)
+  log, code = script("robustness", SMALL .. " --models tiny,tiny@init --eps 0 --eval noise --out " .. out)
+  T.eq(code, 2, "mismatched --eps count")
+  out = out_dir("layers")
+  log, code = script("layers", SMALL .. " --model 'mlp{hidden={16,8},input={1,8,8}}@init' --eval noise --out " .. out)
+  T.eq(code, 0, log)
+  r = check_results(out, { "layers", "layers_overlay" }, 2)
+  T.eq(r.units[1].tap, "relu1"); T.eq(r.units[2].tap, "features")
+end)
+
+T.test("experiment library: the same unit from Lua, cached across experiment objects", function()
+  setup()
+  local out = out_dir("lib")
+  local env_ship = fixtures.ship
+  local m = E.load_model(env_ship .. "/tiny.safetensors")
+  T.truthy(m ~= nil)
+  local ex = E.new { out = out, images = 3, directions = 8, nscales = 7, bootstrap = 20, quiet = true }
+  local p = ex:profile(env_ship .. "/tiny.safetensors", "noise")
+  T.eq(p.n_images, 3)
+  local ex2 = E.new { out = out, images = 3, directions = 8, nscales = 7, bootstrap = 20, quiet = true }
+  local q, rec = ex2:profile(env_ship .. "/tiny.safetensors", "noise")
+  T.eq(rec.cached, true)
+  for s = 1, #p.scales do T.close(q.median[s], p.median[s], 1e-12) end
+  local txt = ex2:finish()
+  T.truthy(txt:find("1 units (0 computed, 1 cached)", 1, true), txt)
+  T.truthy(E.descriptor_table({ p }):find("‖J‖_F", 1, true))
+end)
+
+-- ---------------------------------------------------------------------------
+-- notebooks
+
+local N = require "srgeo.notebook"
+
+local function write_nb(name, text)
+  util.mkdir(ROOT .. "/nb")
+  local path = ROOT .. "/nb/" .. name .. ".md"
+  util.write_atomic(path, text)
+  return path
+end
+
+local FIG_NB = [[
+# Figure notebook
+
+Text with *emphasis*, `code` and a table:
+
+| model | peak |
+|---|---:|
+| a | 1.2 |
+
+```lua
+X = srgeo.data.noise{n = 3, shape = {1, 8, 8}, seed = 1}
+m = srgeo.models.mlp{hidden = {8}, input = {1, 8, 8}, seed = 1}
+p = srgeo.profile(m, X, {preset = "quick", directions = 8, nscales = 5, bootstrap = 20, progress = false})
+print("images:", p.n_images)
+io.write("written <b>not html</b>\n")
+```
+
+```lua
+srgeo.plot.profile(p, {out = OUT .. "/fig.png"})
+return p.n_images * 2
+```
+
+```lua norun
+error("shown, not run")
+```
+]]
+
+T.test("notebook: blocks share a state, output captured, figure inlined as a PNG data URI", function()
+  local path = write_nb("fig", FIG_NB)
+  local out = ROOT .. "/nb/fig_out"
+  local print0, write0, plot0 = print, io.write, srgeo.plot.profile
+  local r = N.run(path, { out = out, quiet = true })
+  T.eq(r.ok, true); T.eq(r.figures, 1)
+  T.eq(print, print0, "print restored"); T.eq(io.write, write0, "io.write restored")
+  T.eq(srgeo.plot.profile, plot0, "srgeo.plot.profile restored")
+  local html = read(r.html)
+  T.truthy(html:find('<img alt="fig.png" src="data:image/png;base64,iVBORw0KGgo', 1, true), "inlined PNG")
+  T.truthy(html:find("images:\t3", 1, true), "print output")
+  T.truthy(html:find("written &lt;b&gt;not html&lt;/b&gt;", 1, true), "io.write output, escaped")
+  T.truthy(html:find("<td style=\"text-align:right\">1.2</td>", 1, true), "pipe table")
+  T.truthy(html:find("<em>emphasis</em>", 1, true))
+  T.truthy(not html:find('src="http', 1, true) and not html:find('href="http', 1, true) and not html:find("<script", 1, true),
+    "no external resources, no scripts")
+  T.truthy(html:find("shown, not run", 1, true), "norun block shown")
+  local md = read(r.md)
+  T.truthy(md:find("```text\n6\n```", 1, true), "returned value in the Markdown copy:\n" .. md)
+  T.truthy(md:find("![fig.png](fig.png)", 1, true), "figure linked in the Markdown copy")
+  -- base64 against a known value
+  T.eq(N.base64("Man"), "TWFu"); T.eq(N.base64("Ma"), "TWE="); T.eq(N.base64("M"), "TQ==")
+end)
+
+T.test("notebook: an error stops the run, names the block and its first line", function()
+  local path = write_nb("bad", "# Bad\n\n```lua\nx = 1\n```\n\nText.\n\n```lua\nlocal y = x + 1\nerror('boom here')\n```\n\n```lua\nprint('never')\n```\n")
+  local out = ROOT .. "/nb/bad_out"
+  local print0 = print
+  local err = T.raises(function() N.run(path, { out = out, quiet = true }) end, "block 2 (line 9: `local y = x + 1`) failed")
+  T.eq(print, print0, "print restored after a failing block")
+  T.truthy(tostring(err):find("bad.md:11: boom here", 1, true), "message carries the .md line: " .. tostring(err))
+  local html = read(out .. "/bad.html")
+  T.truthy(html and html:find("stopped at block 2", 1, true) and html:find("not run", 1, true), "report shows the error")
+  local log, code = sh(exe() .. " scripts/notebook.lua " .. path .. " --out " .. out .. " --quiet")
+  T.eq(code, 1, "notebook.lua exit status on error")
+  T.truthy(log:find("block 2 (line 9", 1, true), log)
+  local syn = write_nb("syn", "```lua\nlocal = 3\n```\n")
+  T.raises(function() N.run(syn, { out = ROOT .. "/nb/syn_out", quiet = true }) end, "block 1 (line 1: `local = 3`) failed")
+end)
+
+T.test("notebook: the HTML report renders in headless Chromium without console errors", function()
+  local chromium = "/usr/bin/chromium"
+  if not exists(chromium) then
+    print("skipped: " .. chromium .. " not installed")
+    T.skip("skipped: " .. chromium .. " not installed")
+  end
+  local path = write_nb("shot", FIG_NB)
+  local out = ROOT .. "/nb/shot_out"
+  local r = N.run(path, { out = out, quiet = true })
+  local abs = sh("realpath " .. r.html):gsub("%s+$", "")
+  local shot = ROOT .. "/nb/shot.png"
+  os.remove(shot)
+  local profile_dir = sh("mktemp -d"):gsub("%s+$", "")
+  local log = sh(string.format("timeout 60 %s --headless --no-sandbox --disable-gpu --disable-background-networking "
+    .. "--disable-component-update --disable-sync --no-first-run --user-data-dir=%s --enable-logging=stderr --v=0 "
+    .. "--window-size=1000,1400 --screenshot=%s file://%s", chromium, profile_dir, shot, abs))
+  os.execute("rm -rf " .. util.shell_quote(profile_dir))
+  local png = read(shot)
+  T.truthy(png and png:sub(1, 8) == "\137PNG\r\n\26\n" and #png > 10000, "screenshot written:\n" .. log)
+  for _, bad in ipairs { ":CONSOLE(", "Failed to load resource", "net::ERR_", "Uncaught" } do
+    T.truthy(not log:find(bad, 1, true), "console error in the report: " .. bad .. "\n" .. log)
+  end
+end)
+
+-- ---------------------------------------------------------------------------
+-- help and examples
+
+-- What help(x) prints, captured.
+local function quietly(fn, ...)
+  local w, buf = io.write, {}
+  io.write = function(...) for i = 1, select("#", ...) do buf[#buf + 1] = tostring((select(i, ...))) end end
+  local ok, r = pcall(fn, ...)
+  io.write = w
+  if not ok then error(r, 0) end
+  T.eq(r, nil, "help returns nothing (the REPL would print it twice)")
+  return table.concat(buf)
+end
+
+T.test("help: topics, library tables, layers, functions' doc comments; srgeo.examples()", function()
+  local t = quietly(srgeo.help)
+  for _, topic in ipairs { "tensors", "nn", "models", "profile", "plot", "data", "train", "scripts", "shell" } do
+    T.truthy(t:find("\n  " .. topic .. " ", 1, true), "topic " .. topic)
+  end
+  T.truthy(quietly(srgeo.help, srgeo.profile):find("p:summary()", 1, true))
+  T.eq(quietly(srgeo.help, "profile"), quietly(srgeo.help, srgeo.profile))
+  T.truthy(quietly(srgeo.help, srgeo.nn.conv2d):find("srgeo.nn.conv2d{...}: in_channels, out_channels", 1, true))
+  T.truthy(quietly(srgeo.help, srgeo.profile.compare):find("srgeo.profile.compare(p1, p2, opts)\nTwo-sample", 1, true))
+  T.truthy(quietly(srgeo.help, "small_resnet"):find("srgeo.models.small_resnet{...}", 1, true))
+  T.truthy(quietly(srgeo.help, "no_such_topic"):find("no topic 'no_such_topic'", 1, true))
+  local listing = quietly(srgeo.examples)
+  local found = {}
+  for _, e in ipairs(srgeo.help.scripts()) do
+    found[e.name] = e.description
+    T.truthy(listing:find(e.name .. "%s+" .. e.description:sub(1, 20):gsub("%p", "%%%0")), "listed: " .. e.name)
+  end
+  for _, s in ipairs { "bump.lua", "zoo.lua", "init_vs_trained.lua", "dynamics.lua", "controls.lua", "distributions.lua",
+                       "robustness.lua", "layers.lua", "demo.lua", "notebook.lua" } do
+    T.truthy(found[s] and #found[s] > 10, "srgeo.examples lists " .. s .. " with a description")
+  end
+  -- the shell's help() defers to srgeo.help
+  local out = sh(exe() .. " -e 'help(srgeo.nn.linear)'")
+  T.truthy(out:find("in_features, out_features", 1, true), out)
+end)
