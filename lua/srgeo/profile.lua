@@ -32,7 +32,8 @@ P.presets = {
   sequential = { directions = 1024, antipodal = true, jvp_directions = 256, nscales = 17,
                  log10_lo = -2, log10_hi = 2, noise_directions = 8, noise_max = 0.05,
                  bootstrap = 1000, ci = 0.95, target_ci = 0.02, seq_chunk = 32 },
-  quick = { directions = 64, antipodal = true, jvp_directions = 32, nscales = 9,
+  -- JVPs on the whole (small) set, so the plateau sits at 1 for smooth nets
+  quick = { directions = 64, antipodal = true, jvp_directions = "all", nscales = 9,
             log10_lo = -2, log10_hi = 2, noise_directions = 4, noise_max = 0.05,
             bootstrap = 200, ci = 0.95 },
 }
@@ -201,9 +202,11 @@ function P.descriptors(scales, r)
   end
   d.peak_eta = 10 ^ px
   local excess = ys[ip] - d.plateau
-  -- Below a 5% rise there is no bump whose width means anything.
-  d.bump = excess > 0.05 * math.abs(d.plateau)
-  if d.bump then
+  -- A bump rises more than 5% above the plateau, peaks inside the ladder
+  -- and comes down again (by at least a fifth of its excess); a curve still
+  -- rising at the last rung is a rise, not a bump.
+  d.bump = excess > 0.05 * math.abs(d.plateau) and ip > 1 and ip < n and ys[n] < ys[ip] - 0.2 * excess
+  if excess > 0.05 * math.abs(d.plateau) then
     local half = d.plateau + excess / 2
     local function cross(i, j) -- interpolate where y crosses `half` between rungs i and j
       local t = (half - ys[i]) / (ys[j] - ys[i])

@@ -196,3 +196,11 @@ T.test("profile: Ctrl-C stops cleanly and keeps the images already done", functi
   local err = io.open("build/test-profile/int.err"):read("a")
   T.truthy(err:find("interrupted after", 1, true), err)
 end)
+
+T.test("profile.descriptors: a curve still rising at the last rung is not a bump", function()
+  local scales, r = {}, {}
+  for i = 1, 17 do scales[i] = 10 ^ (-2 + (i - 1) * 0.25); r[i] = 1 + (i > 10 and (i - 10) ^ 2 or 0) end
+  local d = srgeo.profile.descriptors(scales, r)
+  T.eq(d.bump, false)
+  T.truthy(d.peak_height > 40)
+end)
