@@ -29,6 +29,9 @@ local function convnext(depths, dims, cfg, defaults)
   cfg = cfg or {}
   local cin = cfg.in_channels or 3
   local stem_k = cfg.stem_kernel or defaults.stem_kernel or 4
+  if #depths ~= #dims then
+    error(string.format("convnext: depths has %d entries, dims %d", #depths, #dims), 3)
+  end
   local feats = {
     nn.sequential {
       nn.conv2d { in_channels = cin, out_channels = dims[1], kernel_size = stem_k, stride = stem_k },
@@ -64,14 +67,17 @@ end
 local R = {
   convnext_tiny = { doc = "torchvision ConvNeXt-T ([3,3,9,3], 96..768); features: 768 after the final norm",
                     input = { 3, 224, 224 },
-                    build = function(cfg) return convnext({ 3, 3, 9, 3 }, { 96, 192, 384, 768 }, cfg, {}) end },
+                    build = function(cfg) return convnext({ 3, 3, 9, 3 }, { 96, 192, 384, 768 }, cfg, {}) end,
+                    options = { "in_channels" } },
   convnext_small = { doc = "torchvision ConvNeXt-S ([3,3,27,3], 96..768); features: 768", input = { 3, 224, 224 },
-                     build = function(cfg) return convnext({ 3, 3, 27, 3 }, { 96, 192, 384, 768 }, cfg, {}) end },
+                     build = function(cfg) return convnext({ 3, 3, 27, 3 }, { 96, 192, 384, 768 }, cfg, {}) end,
+                     options = { "in_channels" } },
   convnext_nano = { doc = "small ConvNeXt for 28/32-px inputs ([2,2,2], 32-64-128, 2x2 stem); features: 128",
                     input = { 3, 32, 32 },
                     build = function(cfg)
                       return convnext(cfg.depths or { 2, 2, 2 }, cfg.dims or { 32, 64, 128 }, cfg,
                                       { stem_kernel = 2, num_classes = 10, small = true })
-                    end },
+                    end,
+                    options = { "in_channels", "depths", "dims", "stem_kernel" } },
 }
 return C.order(R, { "convnext_tiny", "convnext_small", "convnext_nano" })

@@ -59,12 +59,16 @@ local function stage(kind, cin, planes, n, stride, base_width)
 end
 
 --- ImageNet-style ResNet (7x7 stem, max-pool) or CIFAR-style (3x3 stem, no
---- pool: cfg.stem = "cifar").  widths: stage plane counts.
+--- pool: defaults.stem = "cifar").  widths: stage plane counts (cfg.widths
+--- for the CIFAR variants).
 local function resnet(kind, layers, cfg, defaults)
   cfg = cfg or {}
   local cin = cfg.in_channels or 3
   local widths = cfg.widths or defaults.widths or { 64, 128, 256, 512 }
-  local cifar = (cfg.stem or defaults.stem) == "cifar"
+  if #widths ~= #layers then
+    error(string.format("resnet: widths has %d entries for %d stages", #widths, #layers), 3)
+  end
+  local cifar = defaults.stem == "cifar"
   local norm = C.normalizer(cfg, cin, cin == 3 and not cifar and C.IMAGENET_MEAN or defaults.mean,
                             cin == 3 and not cifar and C.IMAGENET_STD or defaults.std)
   local children = { { "normalize", norm } }
@@ -80,7 +84,7 @@ local function resnet(kind, layers, cfg, defaults)
   local c = w0
   for i, n in ipairs(layers) do
     local s
-    s, c = stage(kind, c, widths[i], n, i == 1 and 1 or 2, cfg.base_width or defaults.base_width)
+    s, c = stage(kind, c, widths[i], n, i == 1 and 1 or 2, defaults.base_width)
     children[#children + 1] = { "layer" .. i, s }
   end
   children[#children + 1] = { "avgpool", nn.adaptive_avgpool2d { output_size = 1 } }
@@ -93,8 +97,8 @@ end
 
 local R = {}
 local imagenet = { input = { 3, 224, 224 } }
-local function def(name, doc, input, fn)
-  R[name] = { doc = doc, input = input, build = fn }
+local function def(name, doc, input, fn, options)
+  R[name] = { doc = doc, input = input, build = fn, options = options or { "in_channels" } }
 end
 
 def("resnet18", "torchvision ResNet-18 (BasicBlock [2,2,2,2]); features: 512", imagenet.input,
@@ -108,11 +112,12 @@ def("resnet101", "torchvision ResNet-101 (Bottleneck [3,4,23,3]); features: 2048
 def("wide_resnet50_2", "torchvision Wide ResNet-50-2 (bottleneck width x2); features: 2048", imagenet.input,
   function(cfg) return resnet("bottleneck", { 3, 4, 6, 3 }, cfg, { base_width = 128 }) end)
 def("resnet18_cifar", "ResNet-18 for 32x32 inputs (3x3 stem, no max-pool); features: 512", { 3, 32, 32 },
-  function(cfg) return resnet("basic", { 2, 2, 2, 2 }, cfg, { stem = "cifar", num_classes = 10 }) end)
+  function(cfg) return resnet("basic", { 2, 2, 2, 2 }, cfg, { stem = "cifar", num_classes = 10 }) end,
+  { "in_channels", "widths" })
 def("resnet20", "ResNet-20 of He et al. for CIFAR (16-32-64, 3 blocks per stage, 1x1 projection shortcuts); features: 64",
   { 3, 32, 32 },
   function(cfg)
     return resnet("basic", (cfg or {}).blocks or { 3, 3, 3 }, cfg, { stem = "cifar", widths = { 16, 32, 64 }, num_classes = 10 })
-  end)
+  end, { "in_channels", "widths", "blocks" })
 
 return C.order(R, { "resnet18", "resnet34", "resnet50", "resnet101", "wide_resnet50_2", "resnet18_cifar", "resnet20" })

@@ -21,6 +21,7 @@ R.small_resnet = {
     c.blocks = c.blocks or { 2, 2, 2 }
     return defs.resnet20.build(c)
   end,
+  options = { "in_channels", "widths", "blocks" },
 }
 
 R.small_vgg = {
@@ -50,6 +51,7 @@ R.small_vgg = {
     C.taps(m, "flatten")
     return C.init(m, cfg, "kaiming_out")
   end,
+  options = { "in_channels", "layout" },
 }
 
 R.small_vit = {
@@ -65,6 +67,7 @@ R.small_vit = {
     c.std = c.std or (c.in_channels == 1 and { 0.353 } or nil)
     return defs.vit_nano.build(c)
   end,
+  options = { "in_channels", "image_size", "patch_size", "dim", "depth", "heads" },
 }
 
 R.mlp = {
@@ -87,6 +90,7 @@ R.mlp = {
     C.taps(m, "relu" .. #hidden)
     return C.init(m, cfg, "none")
   end,
+  options = { "input", "hidden" },
 }
 
 return C.order(R, { "small_resnet", "small_vgg", "small_vit", "mlp" })

@@ -66,12 +66,14 @@ end
 local R, order = {}, {}
 for _, n in ipairs { "vgg11", "vgg13", "vgg16", "vgg19" } do
   R[n] = { doc = "torchvision " .. n:upper() .. "; features: classifier.4 (4096)", input = { 3, 224, 224 },
-           build = function(cfg) return vgg(n, false, cfg) end }
+           build = function(cfg) return vgg(n, false, cfg) end, options = { "in_channels" } }
   R[n .. "_bn"] = { doc = "torchvision " .. n:upper() .. " with BatchNorm; features: classifier.4 (4096)",
-                    input = { 3, 224, 224 }, build = function(cfg) return vgg(n, true, cfg) end }
+                    input = { 3, 224, 224 }, build = function(cfg) return vgg(n, true, cfg) end,
+                    options = { "in_channels" } }
   order[#order + 1] = n
   order[#order + 1] = n .. "_bn"
 end
-R.vgg16_cifar = { doc = "VGG-16 (BN) for 32x32 inputs; features: 512", input = { 3, 32, 32 }, build = vgg_cifar }
+R.vgg16_cifar = { doc = "VGG-16 (BN) for 32x32 inputs; features: 512 (x width)", input = { 3, 32, 32 }, build = vgg_cifar,
+                  options = { "in_channels", "width", "batch_norm" } }
 order[#order + 1] = "vgg16_cifar"
 return C.order(R, order)

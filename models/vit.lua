@@ -31,7 +31,6 @@ local function timm_vit(cfg, d)
   local np = (size // patch) ^ 2
   local blocks = {}
   for i = 1, depth do blocks[i] = timm_block(dim, heads, 4 * dim, 1e-6) end
-  local imagenet = cin == 3 and not d.small
   local m = C.seq {
     -- timm augreg ViTs normalise with mean = std = 0.5
     { "normalize", C.normalizer(cfg, cin, nil, nil) },
@@ -52,6 +51,7 @@ local function tv_vit_b_16(cfg)
   cfg = cfg or {}
   local cin, dim, heads, depth, patch = cfg.in_channels or 3, 768, 12, 12, 16
   local size = cfg.image_size or 224
+  if size % patch ~= 0 then error(string.format("vit: image_size %d is not a multiple of patch %d", size, patch), 3) end
   local np = (size // patch) ^ 2
   local layers = {}
   for i = 1, depth do
@@ -79,18 +79,25 @@ local function tv_vit_b_16(cfg)
   return C.init(m, cfg, "trunc02")
 end
 
+-- timm ViTs take their shape from cfg too (image_size with a matching
+-- pos_embed, patch_size, dim, depth, heads), so any class-token timm ViT
+-- checkpoint loads.
+local TIMM_OPTIONS = { "in_channels", "image_size", "patch_size", "dim", "depth", "heads" }
+local function timm_def(doc, input, d)
+  return { doc = doc, input = input, options = TIMM_OPTIONS, build = function(cfg) return timm_vit(cfg, d) end }
+end
+
 local R = {
-  vit_s_16 = { doc = "timm ViT-S/16 (384-d, 12 blocks, 6 heads); features: class token after the final norm (384)",
-               input = { 3, 224, 224 },
-               build = function(cfg) return timm_vit(cfg, { image_size = 224, patch = 16, dim = 384, depth = 12, heads = 6 }) end },
-  vit_ti_16 = { doc = "timm ViT-Ti/16 (192-d, 12 blocks, 3 heads); features: 192", input = { 3, 224, 224 },
-                build = function(cfg) return timm_vit(cfg, { image_size = 224, patch = 16, dim = 192, depth = 12, heads = 3 }) end },
+  vit_s_16 = timm_def("timm ViT-S/16 (384-d, 12 blocks, 6 heads); features: class token after the final norm (384)",
+                      { 3, 224, 224 }, { image_size = 224, patch = 16, dim = 384, depth = 12, heads = 6 }),
+  vit_ti_16 = timm_def("timm ViT-Ti/16 (192-d, 12 blocks, 3 heads); features: 192", { 3, 224, 224 },
+                       { image_size = 224, patch = 16, dim = 192, depth = 12, heads = 3 }),
+  vit_b_16_timm = timm_def("timm ViT-B/16 (768-d, 12 blocks, 12 heads; e.g. SynCLR); features: 768", { 3, 224, 224 },
+                           { image_size = 224, patch = 16, dim = 768, depth = 12, heads = 12 }),
   vit_b_16 = { doc = "torchvision ViT-B/16 (768-d, 12 blocks, 12 heads); features: class token after encoder.ln (768)",
-               input = { 3, 224, 224 }, build = tv_vit_b_16 },
-  vit_nano = { doc = "small ViT for 28/32-px inputs (patch 4, 64-d, 4 blocks, 4 heads; timm names); features: 64",
-               input = { 3, 32, 32 },
-               build = function(cfg)
-                 return timm_vit(cfg, { image_size = 32, patch = 4, dim = 64, depth = 4, heads = 4, num_classes = 10, small = true })
-               end },
+               input = { 3, 224, 224 }, build = tv_vit_b_16, options = { "in_channels", "image_size" } },
+  vit_nano = timm_def("small ViT for 28/32-px inputs (patch 4, 64-d, 4 blocks, 4 heads; timm names); features: 64",
+                      { 3, 32, 32 },
+                      { image_size = 32, patch = 4, dim = 64, depth = 4, heads = 4, num_classes = 10, small = true }),
 }
-return C.order(R, { "vit_s_16", "vit_ti_16", "vit_b_16", "vit_nano" })
+return C.order(R, { "vit_s_16", "vit_ti_16", "vit_b_16_timm", "vit_b_16", "vit_nano" })

@@ -28,9 +28,10 @@ local function wide_block(cin, cout, stride)
   }
 end
 
-local function wrn(depth, k, cfg)
+local function wrn(cfg, defaults)
   cfg = cfg or {}
-  if (depth - 4) % 6 ~= 0 then error("wrn: depth must be 6n+4", 3) end
+  local depth, k = cfg.depth or defaults.depth, cfg.widen_factor or defaults.widen_factor
+  if depth < 10 or (depth - 4) % 6 ~= 0 then error("wrn: depth must be 6n+4 with n >= 1 (got " .. depth .. ")", 3) end
   local n = (depth - 4) // 6
   local widths = { 16, 16 * k, 32 * k, 64 * k }
   local cin = cfg.in_channels or 3
@@ -55,10 +56,12 @@ local function wrn(depth, k, cfg)
   return C.init(m, cfg, "kaiming_out")
 end
 
+-- depth and widen_factor override the name's, e.g. wrn_16_4{widen_factor=1}.
+local OPTIONS = { "in_channels", "depth", "widen_factor" }
 local R = {
-  wrn_28_10 = { doc = "WRN-28-10 for CIFAR (160-320-640); features: 640", input = { 3, 32, 32 },
-                build = function(cfg) return wrn(28, 10, cfg) end },
-  wrn_16_4 = { doc = "WRN-16-4 for CIFAR (64-128-256); features: 256", input = { 3, 32, 32 },
-               build = function(cfg) return wrn(16, 4, cfg) end },
+  wrn_28_10 = { doc = "WRN-28-10 for CIFAR (160-320-640); features: 640", input = { 3, 32, 32 }, options = OPTIONS,
+                build = function(cfg) return wrn(cfg, { depth = 28, widen_factor = 10 }) end },
+  wrn_16_4 = { doc = "WRN-16-4 for CIFAR (64-128-256); features: 256", input = { 3, 32, 32 }, options = OPTIONS,
+               build = function(cfg) return wrn(cfg, { depth = 16, widen_factor = 4 }) end },
 }
 return C.order(R, { "wrn_28_10", "wrn_16_4" })

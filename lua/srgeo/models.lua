@@ -1,9 +1,11 @@
 -- srgeo.models: the encoder zoo.  Architectures live in models/*.lua (one
 -- file per family); each returns a table of entries
 --   name = { build = function(cfg) -> module, doc = "...", input = {C,H,W} }
+--   name = { build = function(cfg) -> module, doc = "...", input = {C,H,W},
+--            options = {"widths", ...} }    -- cfg keys beyond the common ones
 -- and this module exposes them as srgeo.models.NAME{...}, lists them, and
 -- records each built model's architecture and config so checkpoints can be
--- reloaded with srgeo.models.load(path).
+-- reloaded with srgeo.models.load(path) (m:save writes both).
 local srgeo = require "srgeo"
 local json = require "srgeo.json"
 
@@ -35,33 +37,101 @@ M._info = info
 --- srgeo.models.info(m) -> {arch=, config=} or nil
 function M.info(m) return info[m] end
 
-local function build(name, cfg)
+-- Keys every architecture takes; an entry's `options` adds its own.
+local COMMON = { "init", "seed", "normalize", "mean", "std", "num_classes" }
+
+--- The cfg keys NAME accepts, sorted.
+function M.options(name)
   load_families()
   local e = entries[name]
-  if not e then error("srgeo.models: no architecture '" .. tostring(name) .. "' (see srgeo.models.list())", 3) end
-  cfg = cfg or {}
-  local m = e.build(cfg)
+  if not e then return nil end
+  local keys = {}
+  for _, k in ipairs(COMMON) do keys[#keys + 1] = k end
+  for _, k in ipairs(e.options or {}) do keys[#keys + 1] = k end
+  table.sort(keys)
+  return keys
+end
+
+-- A misspelt key would otherwise be ignored silently and give a model of a
+-- different shape than asked for.
+local function check_cfg(name, cfg, level)
+  local valid = {}
+  for _, k in ipairs(M.options(name)) do valid[k] = true end
+  for k in pairs(cfg) do
+    if not valid[k] then
+      error(string.format("srgeo.models.%s: unknown option '%s'; options: %s", name, tostring(k),
+                          table.concat(M.options(name), ", ")), level + 1)
+    end
+  end
+end
+
+local function copy(t)
+  if type(t) ~= "table" then return t end
+  local c = {}
+  for k, v in pairs(t) do c[k] = copy(v) end
+  return c
+end
+
+-- level: where errors point (the user's call).
+local function build(name, cfg, level)
+  load_families()
+  local e = entries[name]
+  if not e then error("srgeo.models: no architecture '" .. tostring(name) .. "' (see srgeo.models.list())", level + 1) end
+  if cfg ~= nil and type(cfg) ~= "table" then
+    error("srgeo.models." .. name .. ": config must be a table (got " .. type(cfg) .. ")", level + 1)
+  end
+  cfg = copy(cfg or {})
+  check_cfg(name, cfg, level + 1)
+  local m = e.build(copy(cfg))
+  cfg.init = nil
   info[m] = { arch = name, config = cfg }
   return m
 end
 
 --- srgeo.models.build(name, cfg)
-function M.build(name, cfg) return build(name, cfg) end
+function M.build(name, cfg) return build(name, cfg, 2) end
 
---- A list of {name, family, doc, input, params} (params counted by building
---- each model once without init, only when asked: {params=true}).
+-- Trainable parameters of each architecture at its default config, recorded
+-- because counting means building (the VGGs alone allocate and initialise
+-- over 4 GB); models_spec checks every entry against a build and against
+-- PyTorch's count.  Architectures without a record are counted on demand.
+local PARAMS = {
+  resnet18 = 11689512, resnet34 = 21797672, resnet50 = 25557032, resnet101 = 44549160,
+  wide_resnet50_2 = 68883240, resnet18_cifar = 11173962, resnet20 = 272474, vgg11 = 132863336,
+  vgg11_bn = 132868840, vgg13 = 133047848, vgg13_bn = 133053736, vgg16 = 138357544, vgg16_bn = 138365992,
+  vgg19 = 143667240, vgg19_bn = 143678248, vgg16_cifar = 14728266, convnext_tiny = 28589128,
+  convnext_small = 50223688, convnext_nano = 413418, vit_s_16 = 22050664, vit_ti_16 = 5717416,
+  vit_b_16_timm = 86567656, vit_b_16 = 86567656, vit_nano = 208074, wrn_28_10 = 36479194, wrn_16_4 = 2748890,
+  small_resnet = 174970, small_vgg = 35834, small_vit = 205066, mlp = 235146,
+}
+M._recorded_params = PARAMS
+
+-- Counted from the shapes of a model built without init, once per session.
+local counts = {}
+local function count_params(name)
+  if not counts[name] then
+    local m = entries[name].build({ init = false })
+    local n = 0
+    for _, t in pairs(m:parameters({ trainable = true })) do
+      local k = 1
+      for _, d in ipairs(t:shape()) do k = k * d end
+      n = n + k
+    end
+    counts[name] = n
+  end
+  return counts[name]
+end
+
+--- A list of {name, family, doc, input, options, params} in registry order
+--- (params: trainable parameters at the default config).  {count=true}
+--- counts them from a build instead of the record.
 function M.list(opts)
   load_families()
   local out = {}
   for _, name in ipairs(order) do
     local e = entries[name]
-    local row = { name = name, family = e.family, doc = e.doc, input = e.input }
-    if opts and opts.params then
-      local m = e.build({ init = false })
-      local n = 0
-      for _, t in pairs(m:parameters({ trainable = true })) do n = n + t:numel() end
-      row.params = n
-    end
+    local row = { name = name, family = e.family, doc = e.doc, input = e.input, options = M.options(name) }
+    row.params = (not (opts and opts.count) and PARAMS[name]) or count_params(name)
     out[#out + 1] = row
   end
   return out
@@ -74,10 +144,12 @@ function M.load(path, opts)
   f:close()
   local arch = meta.architecture
   if not arch then error("srgeo.models.load: " .. path .. " has no 'architecture' in its metadata", 2) end
-  local cfg = meta.config and json.decode(meta.config) or {}
+  local ok, cfg = pcall(json.decode, meta.config or "{}")
+  if not ok or type(cfg) ~= "table" then
+    error("srgeo.models.load: " .. path .. ": metadata 'config' is not a JSON object: " .. tostring(meta.config), 2)
+  end
   cfg.init = false
-  local m = build(arch, cfg)
-  info[m].config.init = nil
+  local m = build(arch, cfg, 2)
   info[m].metadata = meta
   m:load(path, opts)
   m:eval()
@@ -87,6 +159,6 @@ end
 return setmetatable(M, {
   __index = function(_, name)
     load_families()
-    if entries[name] then return function(cfg) return build(name, cfg) end end
+    if entries[name] then return function(cfg) return build(name, cfg, 2) end end
   end,
 })

@@ -1,9 +1,9 @@
 -- srgeo/module.lua: module methods written in Lua (added to the C module
 -- metatable): weight files and the tree summary.
 --
---   m:load(path [, {strict=true, prefix="module.", ignore={patterns}}]) -> report
+--   m:load(path [, {strict=true, prefix="module.", ignore={patterns}, warn=fn}]) -> report
 --   m:save(path [, metadata])
---   m:summary([input_shape]) -> text (tree, output shapes, parameters, FLOPs)
+--   m:summary([sample_shape]) -> text (tree, output shapes, parameters, FLOPs)
 local srgeo = ...
 
 local methods = debug.getregistry()["srgeo.module"].__index
@@ -22,11 +22,22 @@ local function ignored(key, patterns)
   return false
 end
 
+local LOAD_OPTS = { strict = true, prefix = true, ignore = true, warn = true }
+
 --- Load parameters and buffers from a safetensors file.  Every missing,
 --- unexpected or shape-mismatched key is reported in one error (or, with
---- strict=false, as warnings on stderr; matching keys are loaded).
+--- strict=false, as one warning passed to opts.warn, by default written to
+--- stderr; the matching keys are loaded).  prefix: a string or a list of
+--- prefixes stripped from the file's keys (the first that matches);
+--- ignore: Lua patterns of file keys to skip.  BatchNorm num_batches_tracked
+--- may be absent from the file (listed in absent_counters, not an error).
+--- Returns {missing=, unexpected=, mismatched=, absent_counters=, loaded=,
+--- metadata=}.
 function methods.load(m, path, opts)
   opts = opts or {}
+  for k in pairs(opts) do
+    if not LOAD_OPTS[k] then error("load: unknown option '" .. tostring(k) .. "'; options: strict, prefix, ignore, warn", 2) end
+  end
   local prefixes = opts.prefix or {}
   if type(prefixes) == "string" then prefixes = { prefixes } end
   local ignore = opts.ignore or {}
@@ -42,10 +53,14 @@ function methods.load(m, path, opts)
     end
   end
   local params = m:parameters()
-  local missing, unexpected, mismatched = {}, {}, {}
+  local missing, unexpected, mismatched, absent = {}, {}, {}, {}
   for _, name in ipairs(m:param_names()) do
     local fk = file_keys[name]
-    if not fk then
+    if not fk and (name == "num_batches_tracked" or name:sub(-20) == ".num_batches_tracked") then
+      -- older checkpoints (torchvision's original ImageNet weights among
+      -- them) predate this counter, and evaluation never reads it
+      absent[#absent + 1] = name
+    elseif not fk then
       missing[#missing + 1] = name
     else
       local want, got = params[name]:shape(), info[fk].shape
@@ -58,7 +73,8 @@ function methods.load(m, path, opts)
     if not params[mk] then unexpected[#unexpected + 1] = fk end
   end
   table.sort(unexpected)
-  local report = { missing = missing, unexpected = unexpected, mismatched = mismatched, metadata = f:metadata() }
+  local report = { missing = missing, unexpected = unexpected, mismatched = mismatched, absent_counters = absent,
+                   metadata = f:metadata() }
   local problems = {}
   if #missing > 0 then problems[#problems + 1] = #missing .. " missing: " .. table.concat(missing, ", ") end
   if #unexpected > 0 then problems[#problems + 1] = #unexpected .. " unexpected: " .. table.concat(unexpected, ", ") end
@@ -66,7 +82,7 @@ function methods.load(m, path, opts)
   if #problems > 0 then
     local msg = "load " .. path .. ": " .. table.concat(problems, " | ")
     if strict then error(msg .. " (strict=false loads the matching keys)", 2) end
-    io.stderr:write("warning: " .. msg .. "\n")
+    if opts.warn then opts.warn(msg) else io.stderr:write("warning: " .. msg .. "\n") end
   end
   local bad = {}
   for _, b in ipairs(mismatched) do bad[b:match("^([^:]+)")] = true end
@@ -82,10 +98,19 @@ function methods.load(m, path, opts)
   return report
 end
 
---- Save every parameter and buffer (torchvision key names) with metadata.
+--- Save every parameter and buffer (torchvision key names) with metadata;
+--- a zoo model's architecture and config go in too, so
+--- srgeo.models.load(path) rebuilds it.
 function methods.save(m, path, meta)
+  local json = require "srgeo.json"
   local md = {}
-  for k, v in pairs(meta or {}) do md[k] = type(v) == "table" and require("srgeo.json").encode(v) or tostring(v) end
+  for k, v in pairs(meta or {}) do md[k] = type(v) == "table" and json.encode(v) or tostring(v) end
+  local zoo = package.loaded["srgeo.models"]
+  local info = zoo and zoo.info(m)
+  if info then
+    md.architecture = md.architecture or info.arch
+    md.config = md.config or json.encode(info.config)
+  end
   md.srgeo_version = md.srgeo_version or srgeo.version
   srgeo.safetensors.save(path, m:parameters(), md)
   return path
@@ -97,31 +122,41 @@ local function numel(shape)
   return n
 end
 
---- The tree with output shapes (from a forward on zeros of input_shape, if
---- given), parameter counts and GEMM FLOPs per sample of conv/linear leaves.
-function methods.summary(m, input_shape)
-  local shapes = {}
-  if input_shape then
+-- GEMM FLOPs per sample of a leaf from its weight and output shape (batch
+-- 1): conv/linear 2·|W|·(output positions); attention adds the two T×T
+-- products (scores and attention-weighted values).
+local function leaf_flops(mod, p, shape)
+  local w = p.weight or p["qkv.weight"] or p.in_proj_weight
+  if not (w and shape and (#w:shape() == 4 or #w:shape() == 2)) then return 0 end
+  if mod:kind() == "attention" then
+    local t, d = shape[2], shape[3]
+    local proj = p["proj.weight"] or p["out_proj.weight"]
+    return 2 * t * (numel(w:shape()) + numel(proj:shape())) + 4 * t * t * d
+  end
+  return 2 * numel(w:shape()) * (numel(shape) / w:shape()[1])
+end
+
+--- The tree with output shapes (from a forward on zeros of one sample of
+--- sample_shape, e.g. {3,224,224}: the batch dimension is added), parameter
+--- counts and GEMM FLOPs per sample of conv/linear/attention leaves.
+function methods.summary(m, sample_shape)
+  local input_shape
+  if sample_shape then
+    input_shape = { 1 }
+    for i, d in ipairs(sample_shape) do input_shape[i + 1] = d end
     local x = srgeo.zeros(input_shape, m:dtype())
     m:forward(x, { tap = "" }) -- the full model, whatever the default tap
   end
   local rows, total_params, total_flops = {}, 0, 0
   local function visit(mod, path, depth)
     local own = 0
-    local params = {}
-    for _, c in ipairs(mod:children()) do params[c[1]] = true end
-    local p = mod:parameters()
-    local nchildren = #mod:children()
     local shape = input_shape and mod:output_shape() or nil
     local flops = 0
-    if nchildren == 0 then
-      for name, t in pairs(p) do own = own + t:numel() end
-      local w = p.weight or p["qkv.weight"] or p.in_proj_weight
-      if w and shape and (#w:shape() == 4 or #w:shape() == 2) then
-        local out_ch = w:shape()[1]
-        flops = 2 * w:numel() * (numel(shape) / shape[1] / (mod:kind() == "attention" and 1 or out_ch))
-        if mod:kind() == "attention" then flops = 0 end
-      end
+    if #mod:children() == 0 then
+      local p = mod:parameters()
+      local trainable = mod:parameters({ trainable = true })
+      for _, t in pairs(trainable) do own = own + numel(t:shape()) end
+      flops = leaf_flops(mod, p, shape)
       total_params = total_params + own
       total_flops = total_flops + flops
     end
@@ -129,8 +164,11 @@ function methods.summary(m, input_shape)
                         shape and shape_str(shape) or "", own > 0 and tostring(own) or "",
                         flops > 0 and string.format("%.3g", flops) or "" }
     for _, c in ipairs(mod:children()) do
-      local sub = c[1] == "" and path or (path == "" and c[1] or path .. "." .. c[1])
-      visit(c[2], c[1] == "" and sub or sub, c[1] == "" and depth or depth + 1)
+      if c[1] == "" then
+        visit(c[2], path, depth) -- transparent: its children sit at this path
+      else
+        visit(c[2], path == "" and c[1] or path .. "." .. c[1], depth + 1)
+      end
     end
   end
   visit(m, "", 0)
@@ -142,12 +180,12 @@ function methods.summary(m, input_shape)
   local function line(r)
     local cells = {}
     for i, c in ipairs(r) do cells[i] = c .. string.rep(" ", w[i] - (utf8.len(c) or #c)) end
-    out[#out + 1] = table.concat(cells, "  "):gsub("%s+$", "")
+    out[#out + 1] = (table.concat(cells, "  "):gsub("%s+$", ""))
   end
   line(head)
   for _, r in ipairs(rows) do line(r) end
-  out[#out + 1] = string.format("total: %d parameters%s", total_params,
-    input_shape and string.format(", %.4g GEMM FLOPs per sample (conv/linear)", total_flops) or "")
+  out[#out + 1] = string.format("total: %d trainable parameters%s", total_params,
+    input_shape and string.format(", %.4g GEMM FLOPs per sample (conv/linear/attention)", total_flops) or "")
   return table.concat(out, "\n")
 end
 
