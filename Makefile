@@ -7,6 +7,7 @@
 #   make bench      benchmarks (ratios against sgemm peak / PyTorch, same run)
 #   make demo       deps + build + the headline experiment on a shipped model
 #   make fixtures   regenerate PyTorch reference fixtures (needs python3-torch)
+#   make models     retrain the shipped models (scripts/make_models.sh)
 #   make clean
 
 CC      ?= cc
@@ -76,6 +77,11 @@ fuzz: $(FUZZ_SRC:tests/fuzz/%.c=build/fuzz/%)
 deps:
 	sh scripts/install-deps.sh
 
+# Retrain the shipped default encoders from scratch with the recorded
+# commands (hours on 2 cores; resumable: rerun to continue).
+models: all
+	sh scripts/make_models.sh $(BUILD)
+
 test: all $(BUILD)/test_core
 	@sh tests/run.sh $(BUILD)
 
@@ -98,5 +104,5 @@ fixtures:
 clean:
 	rm -rf build
 
-.PHONY: all deps test sanitize bench demo fixtures fuzz clean
+.PHONY: all deps test sanitize bench demo fixtures fuzz models clean
 -include $(CORE_OBJ:.o=.d) $(LUA_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/core/shell.d

@@ -4,7 +4,12 @@
  *   opt = srgeo.optim.sgd{lr=0.1, momentum=0.9, nesterov=false, weight_decay=5e-4}
  *   opt = srgeo.optim.adamw{lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.05}
  *   opt:step(model)  opt:set_lr(lr)  opt:state(model) -> {name = tensor}  opt.steps
- *   loss, correct = srgeo._train_step(model, opt, X, labels [, {tap="logits", input_grad=false}])
+ *   loss, correct [, gx] = srgeo._train_step(model, opt|nil, X, labels [, {input_grad=false}])
+ *   opt:load_state(model, {name = tensor})
+ *   loss, correct, losses, gx = srgeo._grad_pass(model, X, labels, {weights=, param_grads=, input_grad=})
+ *   loss_sum, correct = srgeo._eval_batch(model, X, labels)
+ *   xadv, loss, correct = srgeo._pgd(model, X, labels, {norm=, eps=, steps=, ...})
+ *   r = srgeo._llr_step(model, opt|nil, X, labels, {eps=, lambda=, mu=, ...})
  *
  * Labels are 0-based class indices (as in PyTorch), given as a Lua list. */
 #include <stdlib.h>
@@ -195,9 +200,10 @@ static int opt_set_steps(lua_State *L)
 }
 
 /* One SGD/AdamW step on a batch: forward in the model's current mode with
- * save, softmax cross-entropy on the tap (default: the full output),
- * backward with parameter gradients, update, zero the gradients.  With
- * input_grad=true also returns dL/dX (for adversarial objectives). */
+ * save, softmax cross-entropy on the full output, backward with parameter
+ * gradients, update, zero the gradients.  With opt = nil nothing is updated
+ * (no parameter gradients either); with input_grad=true also returns dL/dX
+ * (for adversarial objectives). */
 static int l_train_step(lua_State *L)
 {
     sr_module *m = sr_lua_check_module(L, 1);
@@ -212,14 +218,9 @@ static int l_train_step(lua_State *L)
         input_grad = lua_toboolean(L, -1);
         lua_pop(L, 1);
     }
-    sr_run run = SR_RUN_INIT;
-    run.save = 1;
-    run.param_grads = o != NULL;
-    sr_tensor *grad = sr_lua_new_tensor(L);
     double loss;
     int64_t correct;
-    if (sr_module_forward(m, x, &run) || sr_cross_entropy(&m->out, lab, &loss, &correct, grad) ||
-        sr_module_backward(m, grad, &run))
+    if (sr_ce_pass(m, x, lab, NULL, o != NULL, &loss, &correct, NULL))
         return sr_lua_fail(L);
     if (o && sr_optim_step(o, m))
         return sr_lua_fail(L);
@@ -234,8 +235,297 @@ static int l_train_step(lua_State *L)
     return 2;
 }
 
+static int opt_bool(lua_State *L, int t, const char *k, int def)
+{
+    if (!lua_istable(L, t))
+        return def;
+    lua_getfield(L, t, k);
+    int v = lua_isnil(L, -1) ? def : lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    return v;
+}
+
+/* Per-row weights from a Lua list or a tensor of n values into a GC-owned
+ * array. */
+static double *check_weights(lua_State *L, int idx, int64_t n)
+{
+    double *w = lua_newuserdatauv(L, (size_t)(n > 0 ? n : 1) * sizeof *w, 0);
+    sr_tensor *t = sr_lua_test_tensor(L, idx);
+    if (t) {
+        if (sr_numel(t) != n)
+            luaL_error(L, "weights: %d values for %d rows", (int)sr_numel(t), (int)n);
+        for (int64_t i = 0; i < n; i++)
+            w[i] = sr_get_flat(t, i);
+        return w;
+    }
+    luaL_checktype(L, idx, LUA_TTABLE);
+    if ((int64_t)luaL_len(L, idx) != n)
+        luaL_error(L, "weights: %d values for %d rows", (int)luaL_len(L, idx), (int)n);
+    for (int64_t i = 0; i < n; i++) {
+        lua_geti(L, idx, i + 1);
+        int ok;
+        w[i] = lua_tonumberx(L, -1, &ok);
+        if (!ok)
+            luaL_error(L, "weights: entry %d is not a number", (int)i + 1);
+        lua_pop(L, 1);
+    }
+    return w;
+}
+
+/* loss, correct, losses, gx = srgeo._grad_pass(model, X, labels,
+ *     {weights=, param_grads=true, input_grad=false, losses=false})
+ * One forward (save) + weighted cross-entropy Σ w_i ℓ_i (default: the mean)
+ * + backward, accumulating parameter gradients (no update, no zeroing):
+ * the building block for objectives made of several passes.  losses: a
+ * float64 tensor (N) of ℓ_i; gx: dL/dX. */
+static int l_grad_pass(lua_State *L)
+{
+    sr_module *m = sr_lua_check_module(L, 1);
+    sr_tensor *x = sr_lua_check_tensor(L, 2);
+    if (x->ndim < 1 || x->shape[0] < 1)
+        return luaL_error(L, "grad_pass: input %s has no batch dimension", SR_SHAPE(x));
+    int64_t n = x->shape[0];
+    int64_t *lab = check_labels(L, 3, n);
+    double *w = NULL;
+    if (lua_istable(L, 4)) {
+        lua_getfield(L, 4, "weights");
+        if (!lua_isnil(L, -1))
+            w = check_weights(L, lua_gettop(L), n);
+    }
+    int pg = opt_bool(L, 4, "param_grads", 1), ig = opt_bool(L, 4, "input_grad", 0),
+        want_losses = opt_bool(L, 4, "losses", 0);
+    sr_tensor *lt = NULL;
+    double *losses = NULL;
+    int lidx = 0;
+    if (want_losses) {
+        lt = sr_lua_new_tensor(L);
+        lidx = lua_gettop(L);
+        if (sr_tensor_alloc(lt, SR_F64, 1, &n))
+            return sr_lua_fail(L);
+        losses = sr_f64(lt);
+    }
+    double loss;
+    int64_t correct;
+    if (sr_ce_pass(m, x, lab, w, pg, &loss, &correct, losses))
+        return sr_lua_fail(L);
+    lua_pushnumber(L, loss);
+    lua_pushinteger(L, correct);
+    if (lidx)
+        lua_pushvalue(L, lidx);
+    else
+        lua_pushnil(L);
+    if (ig) {
+        sr_tensor_share(sr_lua_new_tensor(L), &m->gin);
+        return 4;
+    }
+    return 3;
+}
+
+/* loss_sum, correct = srgeo._eval_batch(model, X, labels): forward only (the
+ * model's current mode), cross-entropy summed over the rows, top-1 hits. */
+static int l_eval_batch(lua_State *L)
+{
+    sr_module *m = sr_lua_check_module(L, 1);
+    sr_tensor *x = sr_lua_check_tensor(L, 2);
+    if (x->ndim < 1 || x->shape[0] < 1)
+        return luaL_error(L, "eval: input %s has no batch dimension", SR_SHAPE(x));
+    int64_t n = x->shape[0];
+    int64_t *lab = check_labels(L, 3, n);
+    sr_run run = SR_RUN_INIT;
+    if (sr_module_forward(m, x, &run))
+        return sr_lua_fail(L);
+    if (m->out.ndim != 2 || m->out.shape[0] != n)
+        return luaL_error(L, "eval: the model's output %s is not (N, classes)", SR_SHAPE(&m->out));
+    double *w = lua_newuserdatauv(L, (size_t)n * sizeof *w, 0);
+    for (int64_t i = 0; i < n; i++)
+        w[i] = 1;
+    double loss;
+    int64_t correct;
+    if (sr_cross_entropy_ex(&m->out, lab, w, &loss, &correct, NULL, NULL, NULL))
+        return sr_lua_fail(L);
+    lua_pushnumber(L, loss);
+    lua_pushinteger(L, correct);
+    return 2;
+}
+
+static double num_field(lua_State *L, int t, const char *k, double def)
+{
+    if (!lua_istable(L, t))
+        return def;
+    lua_getfield(L, t, k);
+    double v = def;
+    if (!lua_isnil(L, -1)) {
+        if (!lua_isnumber(L, -1))
+            luaL_error(L, "option %s must be a number", k);
+        v = lua_tonumber(L, -1);
+    }
+    lua_pop(L, 1);
+    return v;
+}
+
+static sr_norm norm_field(lua_State *L, int t, sr_norm def)
+{
+    if (!lua_istable(L, t))
+        return def;
+    lua_getfield(L, t, "norm");
+    sr_norm v = def;
+    if (!lua_isnil(L, -1)) {
+        const char *s = lua_tostring(L, -1);
+        if (s && (strcmp(s, "l2") == 0 || strcmp(s, "L2") == 0 || strcmp(s, "2") == 0))
+            v = SR_NORM_L2;
+        else if (s && (strcmp(s, "linf") == 0 || strcmp(s, "Linf") == 0 || strcmp(s, "inf") == 0))
+            v = SR_NORM_LINF;
+        else
+            luaL_error(L, "option norm must be \"l2\" or \"linf\"");
+    }
+    lua_pop(L, 1);
+    return v;
+}
+
+static void check_keys(lua_State *L, int t, const char *op, const char *const *keys)
+{
+    if (!lua_istable(L, t))
+        return;
+    lua_pushnil(L);
+    while (lua_next(L, t)) {
+        lua_pop(L, 1);
+        int ok = 0;
+        for (int i = 0; keys[i]; i++)
+            ok |= lua_type(L, -1) == LUA_TSTRING && strcmp(lua_tostring(L, -1), keys[i]) == 0;
+        if (!ok)
+            luaL_error(L, "%s: unknown option '%s'", op, lua_tostring(L, -1));
+    }
+}
+
+/* Shared by PGD and LLR: norm, eps, steps, step_size, random_start, clip,
+ * eval_mode, seed. */
+static void attack_fields(lua_State *L, int t, sr_norm *norm, double *eps, int *steps, double *step,
+                          int *random_start, double *lo, double *hi, int *eval_mode, uint64_t *seed)
+{
+    *norm = norm_field(L, t, *norm);
+    double e = num_field(L, t, "eps", *eps);
+    int st = (int)num_field(L, t, "steps", *steps);
+    /* The default step follows Madry et al.: 2.5 ε / steps. */
+    *step = num_field(L, t, "step_size", st > 0 ? 2.5 * e / st : 0);
+    *eps = e;
+    *steps = st;
+    *random_start = opt_bool(L, t, "random_start", *random_start);
+    *eval_mode = opt_bool(L, t, "eval_mode", *eval_mode);
+    if (!opt_bool(L, t, "clip", 1)) {
+        *lo = 1;
+        *hi = 0;
+    }
+    *seed = (uint64_t)num_field(L, t, "seed", (double)*seed);
+}
+
+/* xadv, loss, correct = srgeo._pgd(model, X, labels, {norm="l2"|"linf",
+ *     eps=0.5, steps=7, step_size=2.5*eps/steps, random_start=true,
+ *     use_best=false, clip=true, eval_mode=true, seed=0}) */
+static int l_pgd(lua_State *L)
+{
+    static const char *const keys[] = {"norm", "eps", "steps", "step_size", "random_start", "use_best",
+                                       "clip", "eval_mode", "seed", NULL};
+    sr_module *m = sr_lua_check_module(L, 1);
+    sr_tensor *x = sr_lua_check_tensor(L, 2);
+    if (x->ndim < 1 || x->shape[0] < 1)
+        return luaL_error(L, "pgd: input %s has no batch dimension", SR_SHAPE(x));
+    int64_t *lab = check_labels(L, 3, x->shape[0]);
+    check_keys(L, 4, "pgd", keys);
+    sr_pgd_opts o;
+    sr_pgd_defaults(&o);
+    attack_fields(L, 4, &o.norm, &o.eps, &o.steps, &o.step_size, &o.random_start, &o.lo, &o.hi, &o.eval_mode,
+                  &o.seed);
+    o.use_best = opt_bool(L, 4, "use_best", 0);
+    sr_tensor *xa = sr_lua_new_tensor(L);
+    double loss;
+    int64_t correct;
+    if (sr_pgd_attack(m, x, lab, &o, xa, &loss, &correct))
+        return sr_lua_fail(L);
+    lua_pushnumber(L, loss);
+    lua_pushinteger(L, correct);
+    return 3;
+}
+
+/* r = srgeo._llr_step(model, opt|nil, X, labels, {norm="linf", eps=8/255,
+ *     steps=3, step_size, random_start=true, lambda=4, mu=3, fd=0.1,
+ *     clip=true, eval_mode=true, seed=0})
+ * -> {loss=, ce=, gamma=, align=, correct=}.  opt = nil: only the inner
+ * maximisation (γ and |δᵀ∇ℓ| of the model as it is). */
+static int l_llr_step(lua_State *L)
+{
+    static const char *const keys[] = {"norm", "eps", "steps", "step_size", "random_start", "lambda", "mu",
+                                       "fd", "clip", "eval_mode", "seed", NULL};
+    sr_module *m = sr_lua_check_module(L, 1);
+    sr_optim *opt = lua_isnil(L, 2) ? NULL : check_opt(L, 2);
+    sr_tensor *x = sr_lua_check_tensor(L, 3);
+    if (x->ndim < 1 || x->shape[0] < 1)
+        return luaL_error(L, "llr: input %s has no batch dimension", SR_SHAPE(x));
+    int64_t *lab = check_labels(L, 4, x->shape[0]);
+    check_keys(L, 5, "llr", keys);
+    sr_llr_opts o;
+    sr_llr_defaults(&o);
+    attack_fields(L, 5, &o.norm, &o.eps, &o.steps, &o.step_size, &o.random_start, &o.lo, &o.hi, &o.eval_mode,
+                  &o.seed);
+    o.lambda = num_field(L, 5, "lambda", o.lambda);
+    o.mu = num_field(L, 5, "mu", o.mu);
+    o.fd = num_field(L, 5, "fd", o.fd);
+    sr_llr_result r;
+    if (sr_llr_step(m, opt, x, lab, &o, &r))
+        return sr_lua_fail(L);
+    lua_createtable(L, 0, 5);
+    lua_pushnumber(L, r.loss);
+    lua_setfield(L, -2, "loss");
+    lua_pushnumber(L, r.ce);
+    lua_setfield(L, -2, "ce");
+    lua_pushnumber(L, r.gamma);
+    lua_setfield(L, -2, "gamma");
+    lua_pushnumber(L, r.align);
+    lua_setfield(L, -2, "align");
+    lua_pushinteger(L, r.correct);
+    lua_setfield(L, -2, "correct");
+    return 1;
+}
+
+typedef struct {
+    lua_State *L;
+    int tbl;
+    int missing;
+} load_state_ud;
+
+static int load_state_cb(const char *name, sr_tensor *t, void *ud)
+{
+    load_state_ud *s = ud;
+    lua_getfield(s->L, s->tbl, name);
+    sr_tensor *src = sr_lua_test_tensor(s->L, -1);
+    if (!src) {
+        lua_pop(s->L, 1);
+        return sr_fail("optimizer state: no tensor '%s' to load", name);
+    }
+    if (!sr_same_shape(src, t)) {
+        lua_pop(s->L, 1);
+        return sr_fail("optimizer state %s: tensor %s, state %s", name, SR_SHAPE(src), SR_SHAPE(t));
+    }
+    int rc = sr_tensor_assign(t, src);
+    lua_pop(s->L, 1);
+    return rc;
+}
+
+/* opt:load_state(model, {name = tensor}): copy every state tensor in (the
+ * names opt:state(model) lists; all must be present). */
+static int opt_load_state(lua_State *L)
+{
+    sr_optim *o = check_opt(L, 1);
+    sr_module *m = sr_lua_check_module(L, 2);
+    luaL_checktype(L, 3, LUA_TTABLE);
+    load_state_ud s = {L, 3, 0};
+    if (sr_optim_walk_state(o, m, load_state_cb, &s))
+        return sr_lua_fail(L);
+    return 0;
+}
+
 static const luaL_Reg opt_methods[] = {
-    {"step", opt_step}, {"set_lr", opt_set_lr}, {"state", opt_state}, {"set_steps", opt_set_steps}, {NULL, NULL},
+    {"step", opt_step},           {"set_lr", opt_set_lr}, {"state", opt_state},
+    {"load_state", opt_load_state}, {"set_steps", opt_set_steps}, {NULL, NULL},
 };
 
 void sr_lua_open_train(lua_State *L)
@@ -258,4 +548,12 @@ void sr_lua_open_train(lua_State *L)
     lua_setfield(L, -2, "cross_entropy");
     lua_pushcfunction(L, l_train_step);
     lua_setfield(L, -2, "_train_step");
+    lua_pushcfunction(L, l_grad_pass);
+    lua_setfield(L, -2, "_grad_pass");
+    lua_pushcfunction(L, l_eval_batch);
+    lua_setfield(L, -2, "_eval_batch");
+    lua_pushcfunction(L, l_pgd);
+    lua_setfield(L, -2, "_pgd");
+    lua_pushcfunction(L, l_llr_step);
+    lua_setfield(L, -2, "_llr_step");
 }
