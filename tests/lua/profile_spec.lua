@@ -204,3 +204,20 @@ T.test("profile.descriptors: a curve still rising at the last rung is not a bump
   T.eq(d.bump, false)
   T.truthy(d.peak_height > 40)
 end)
+
+T.test("the shipped trained encoder has a bump; its random-init twin does not", function()
+  local path = srgeo.root .. "/models/shipped/small_resnet.safetensors"
+  if not io.open(path) then T.skip("no shipped small_resnet") end
+  local trained = srgeo.models.load(path)
+  local init = srgeo.models.small_resnet { seed = 3 }
+  init:eval()
+  local X = srgeo.data.fashion_mnist { split = "test" }:sample(4, 1)
+  local o = { directions = 24, jvp_directions = "all", nscales = 9, progress = false, noise_directions = 2 }
+  local pt, pi = srgeo.profile(trained, X, o), srgeo.profile(init, X, o)
+  T.eq(pt.bump, true)
+  T.eq(pi.bump, false)
+  -- the trained bump is tall: its peak clears the init curve's value at the same rung
+  local d = pt.descriptors
+  T.truthy(d.peak_height.value > 1.5, "peak " .. d.peak_height.value)
+  T.truthy(math.abs(pt.median[1] - 1) < 0.05 and math.abs(pi.median[1] - 1) < 0.05, "both plateaus near 1")
+end)
