@@ -1,9 +1,13 @@
-/* check.c - finite-difference and adjoint checks shared by the layer tests. */
+/* check.c - finite-difference and adjoint checks, and the PyTorch fixture
+ * runner, shared by the layer tests. */
 #include "check.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "../../core/npy.h"
 
 int check_randn(sr_tensor *t, int ndim, const int64_t *shape, uint64_t seed)
 {
@@ -227,4 +231,170 @@ done:
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
         sr_tensor_free(all[i]);
     return rc;
+}
+
+static int torch_load(sr_tensor *t, const torch_files *f, const char *c, const char *what, sr_dtype dt)
+{
+    char path[256];
+    if (f->converted) {
+        snprintf(path, sizeof path, "%s%s_%s.npy", f->dir, c, what);
+        return sr_npy_load(t, path) || sr_tensor_convert(t, t, dt);
+    }
+    snprintf(path, sizeof path, "%s%s_%s_%s.npy", f->dir, c, what, dt == SR_F64 ? "f64" : "f32");
+    return sr_npy_load(t, path);
+}
+
+/* Shape-checked relative error folded into *worst. */
+static int torch_cmp(const torch_case *c, const sr_tensor *got, const sr_tensor *want, const char *what,
+                     double *worst)
+{
+    if (!sr_same_shape(got, want))
+        return sr_fail("%s %s: shape %s, torch %s", c->name, what, SR_SHAPE(got), SR_SHAPE(want));
+    double e = check_rel_diff(got, want);
+    if (e > *worst)
+        *worst = e;
+    return 0;
+}
+
+int check_torch(const torch_files *f, const torch_case *c, sr_dtype dt, double *worst)
+{
+    int rc = -1;
+    sr_tensor x = SR_TENSOR_INIT, y = SR_TENSOR_INIT, v = SR_TENSOR_INIT, jv = SR_TENSOR_INIT,
+              gy = SR_TENSOR_INIT, gx = SR_TENSOR_INIT, stack = SR_TENSOR_INIT, t = SR_TENSOR_INIT,
+              view = SR_TENSOR_INIT;
+    sr_opts o;
+    sr_opts_kv_data d;
+    sr_opts_kv(&o, &d, c->op, c->kv);
+    sr_module *m = c->create(&o);
+    *worst = 0;
+    if (!m) {
+        sr_fail("%s: create: %s", c->name, sr_errmsg());
+        goto done;
+    }
+    if (sr_module_to_dtype(m, dt))
+        goto done;
+    sr_module_set_training(m, c->training);
+    if (torch_load(&x, f, c->name, "x", dt) || torch_load(&y, f, c->name, "y", dt) ||
+        torch_load(&v, f, c->name, "v", dt) || torch_load(&jv, f, c->name, f->jv, dt) ||
+        torch_load(&gy, f, c->name, "gy", dt) || torch_load(&gx, f, c->name, "gx", dt))
+        goto done;
+    if (x.dtype != dt) {
+        sr_fail("%s: fixture x is %s", c->name, sr_dtype_name(x.dtype));
+        goto done;
+    }
+    int np = 0;
+    for (; c->params[np]; np++) {
+        char what[64];
+        snprintf(what, sizeof what, "%s%s", f->param_prefix, c->params[np]);
+        sr_param *p = sr_module_find_param(m, c->params[np]);
+        if (!p) {
+            sr_fail("%s: no parameter %s", c->name, c->params[np]);
+            goto done;
+        }
+        if (torch_load(&t, f, c->name, what, dt))
+            goto done;
+        if (!sr_same_shape(&t, &p->value)) {
+            sr_fail("%s: parameter %s is %s, fixture %s", c->name, c->params[np], SR_SHAPE(&p->value),
+                    SR_SHAPE(&t));
+            goto done;
+        }
+        if (sr_tensor_assign(&p->value, &t))
+            goto done;
+    }
+    /* a parameter the fixture does not set would keep its random init */
+    if (c->exact_params && np != m->nparams) {
+        sr_fail("%s: module has %d params, fixture %d", c->name, m->nparams, np);
+        goto done;
+    }
+
+    /* forward; in train mode it also moves the running statistics once */
+    sr_run run = SR_RUN_INIT;
+    if (sr_module_forward(m, &x, &run) || torch_cmp(c, &m->out, &y, "forward", worst))
+        goto done;
+    if (c->training) {
+        if (torch_load(&t, f, c->name, "rm1", dt) ||
+            torch_cmp(c, &sr_module_local_param(m, "running_mean")->value, &t, "running_mean", worst) ||
+            torch_load(&t, f, c->name, "rv1", dt) ||
+            torch_cmp(c, &sr_module_local_param(m, "running_var")->value, &t, "running_var", worst))
+            goto done;
+        if (sr_get_flat(&sr_module_local_param(m, "num_batches_tracked")->value, 0) != 1) {
+            sr_fail("%s: num_batches_tracked is not 1", c->name);
+            goto done;
+        }
+    }
+
+    /* jvp: stack [x; v] with v already input-major, (N,K,...) or (N*K,...) */
+    int64_t n = x.shape[0], k = c->k ? c->k : v.shape[1], shape[SR_MAXDIM];
+    if (sr_numel(&v) != k * sr_numel(&x)) {
+        sr_fail("%s: v %s is not %d tangents of x %s", c->name, SR_SHAPE(&v), (int)k, SR_SHAPE(&x));
+        goto done;
+    }
+    memcpy(shape, x.shape, sizeof shape);
+    shape[0] = n * (1 + k);
+    if (sr_tensor_alloc(&stack, dt, x.ndim, shape))
+        goto done;
+    size_t es = sr_dtype_size(dt);
+    memcpy(sr_data(&stack), sr_data(&x), (size_t)sr_numel(&x) * es);
+    memcpy((char *)sr_data(&stack) + (size_t)sr_numel(&x) * es, sr_data(&v), (size_t)sr_numel(&v) * es);
+    run = (sr_run)SR_RUN_INIT;
+    run.n = n;
+    run.k = k;
+    if (sr_module_jvp(m, &stack, &run) || sr_tensor_narrow(&view, &m->out, 0, n) ||
+        torch_cmp(c, &view, &y, "jvp primal", worst))
+        goto done;
+    /* torch's jv may be (N,K,...); ours is (N*K,...) in the same order */
+    int64_t js[SR_MAXDIM];
+    js[0] = n * k;
+    for (int i = 1; i < y.ndim; i++)
+        js[i] = y.shape[i];
+    if (sr_numel(&jv) != n * k * sr_rowsize(&y)) {
+        sr_fail("%s: %s %s, y %s", c->name, f->jv, SR_SHAPE(&jv), SR_SHAPE(&y));
+        goto done;
+    }
+    if (sr_tensor_reshape(&t, &jv, y.ndim, js) || sr_tensor_narrow(&view, &m->out, n, n * k) ||
+        torch_cmp(c, &view, &t, "jvp tangents", worst))
+        goto done;
+
+    /* backward with parameter grads */
+    sr_module_zero_grad(m);
+    run = (sr_run)SR_RUN_INIT;
+    run.save = 1;
+    run.param_grads = 1;
+    if (sr_module_forward(m, &x, &run) || sr_module_backward(m, &gy, &run) ||
+        torch_cmp(c, &m->gin, &gx, "input grad", worst))
+        goto done;
+    const char *const *grads = c->grads[0] ? c->grads : c->params;
+    for (int i = 0; grads[i]; i++) {
+        char what[64];
+        snprintf(what, sizeof what, "%s%s", f->grad_prefix, grads[i]);
+        sr_param *p = sr_module_find_param(m, grads[i]);
+        if (!p || !p->grad.storage) {
+            sr_fail("%s: no gradient for %s", c->name, grads[i]);
+            goto done;
+        }
+        if (torch_load(&t, f, c->name, what, dt) || torch_cmp(c, &p->grad, &t, what, worst))
+            goto done;
+    }
+    rc = 0;
+done:;
+    sr_tensor *all[] = {&x, &y, &v, &jv, &gy, &gx, &stack, &t, &view};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        sr_tensor_free(all[i]);
+    sr_module_release(m);
+    return rc;
+}
+
+int check_torch_cases(const torch_files *f, const torch_case *cases, size_t n, sr_dtype dt, double tol)
+{
+    int verbose = getenv("SRGEO_TEST_VERBOSE") != NULL;
+    for (size_t i = 0; i < n; i++) {
+        double e;
+        if (check_torch(f, &cases[i], dt, &e))
+            return -1;
+        if (verbose)
+            printf("  %-22s %s worst rel %.3g\n", cases[i].name, sr_dtype_name(dt), e);
+        if (!(e <= tol))
+            return sr_fail("%s %s: rel %g > %g", cases[i].name, sr_dtype_name(dt), e, tol);
+    }
+    return 0;
 }

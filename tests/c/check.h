@@ -30,4 +30,39 @@ int check_randn(sr_tensor *t, int ndim, const int64_t *shape, uint64_t seed);
 /* max |a-b| / max(|b|_inf, tiny) */
 double check_rel_diff(const sr_tensor *a, const sr_tensor *b);
 
+/* --- PyTorch fixtures ---------------------------------------------------
+ * check_torch runs one module against references written by
+ * tests/fixtures/gen_*.py: forward (and, in train mode, the running
+ * statistics after that one forward), the stacked JVP [x; v] -> [y; Jv], and
+ * backward with input and parameter gradients.  Files are
+ * DIR<case>_<what>[_f32|_f64].npy with what = x, y, v, <jv>, gy, gx,
+ * <param_prefix><param>, <grad_prefix><param>. */
+typedef struct torch_files {
+    const char *dir;          /* "tests/fixtures/conv/" */
+    int converted;            /* files carry no dtype suffix and are converted to the run dtype */
+    const char *jv;           /* name of the tangent output ("jv", "jvp") */
+    const char *param_prefix; /* "p_" or "" */
+    const char *grad_prefix;  /* "g_", "grad_" */
+} torch_files;
+
+typedef struct torch_case {
+    const char *name;
+    sr_layer_ctor create;
+    const char *op;
+    const char *kv[20];     /* options, NULL-terminated */
+    const char *params[6];  /* dotted paths loaded from the fixture, NULL-terminated */
+    const char *grads[6];   /* trainable ones compared; empty: all of params */
+    int k;                  /* tangents per input (v holds n*k rows); 0: v is (N,K,...) */
+    int training;           /* train mode; also checks running_mean/var and num_batches_tracked */
+    int exact_params;       /* the module has no parameters besides params */
+} torch_case;
+
+/* One case in one dtype; *worst gets the largest relative error over every
+ * compared tensor. Returns 0 or -1 (error, shape mismatch). */
+int check_torch(const torch_files *f, const torch_case *c, sr_dtype dt, double *worst);
+
+/* Every case; fails (-1) on the first error or worst error above tol
+ * (SRGEO_TEST_VERBOSE prints each case's worst error). */
+int check_torch_cases(const torch_files *f, const torch_case *cases, size_t n, sr_dtype dt, double tol);
+
 #endif
