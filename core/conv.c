@@ -2,31 +2,44 @@
  *   y = W ⋆ x + b,  x (N,C,H,W) -> y (N,O,Ho,Wo);  W (O, C/groups, kh, kw), b (O)
  *   Ho = (H + 2·ph − dh·(kh−1) − 1) / sh + 1   (likewise Wo)
  *
- * Fast path: im2col + GEMM per group.  For one group g, the columns of an
- * output pixel p are the K = (C/groups)·kh·kw input values its kernel window
- * covers, so y_g (O/groups, pixels) = W_g (O/groups, K) · col (K, pixels).
- * The pixel axis is the GEMM's N dimension and is what we keep fat:
- *  - big images: one image at a time, its pixel range split into chunks only
- *    when the column buffer would grow past CONV_COL_BYTES; the GEMM writes
- *    straight into y (ldc = Ho·Wo), no copy;
- *  - small images (deep layers, 7x7 or 14x14): several images' columns side
- *    by side in one GEMM (e.g. 512 × 392 × 4608 instead of 512 × 49 × 4608,
- *    which runs at half speed), then a scatter into NCHW;
- *  - 1x1, stride 1, no padding: the input already is the column matrix, so
- *    the GEMM reads x in place (only small images are gathered).
- * Depthwise convolutions (groups == C > 1) have K = kh·kw and one output
- * channel per GEMM row: im2col would copy kh·kw times the input to do a few
- * FLOPs per byte, so they run a direct kernel instead.
+ * Three forward kernels, chosen per call (conv_plan_make):
  *
- * The JVP is the same linear map, so the stacked [x; v] batch goes through
- * the same GEMMs (chunks are cut across it as if it were one batch); only
- * the first run->n images get the bias.  Backward: gW += gy_g · colᵀ (col
- * recomputed from the saved input), gcol = W_gᵀ · gy_g scattered back by
- * col2im into gx, gb += Σ gy.
+ * im2col + GEMM per group.  The K = (C/groups)·kh·kw input values under an
+ * output pixel's window form its column, so y_g (O/groups, pixels) =
+ * W_g (O/groups, K) · col (K, pixels).  The pixel axis is the GEMM's N and
+ * is kept fat: big images go one at a time (split into pixel chunks only if
+ * the column buffer would pass max_workspace) with the GEMM writing straight
+ * into y; small images (7x7, 14x14) are laid side by side in one GEMM
+ * (512 × 392 × 4608 instead of 512 × 49 × 4608, which runs at half speed)
+ * and scattered into NCHW; a 1x1 stride-1 unpadded conv reads x in place.
  *
- * Workspaces (column buffer, chunk output) belong to the module and are
- * reused across calls: first touch of fresh pages is slow on these VMs.
- * im2col/col2im/scatter run under OpenMP, never around a BLAS call. */
+ * Tap-wise GEMMs (big images, long rows).  im2col writes kh·kw copies of the
+ * input, which OpenBLAS then reads again to pack: for 64-channel layers that
+ * traffic costs ~25% on top of the GEMM.  Instead the padded input is split
+ * by stride phase once, after which every tap's column matrix is a shifted
+ * view (computing w2 − wo junk columns per output row), and y accumulates
+ * kh·kw GEMMs with K = C/groups that read the planes in place.
+ *
+ * Depthwise (groups == C > 1): K = kh·kw and one output channel per GEMM
+ * row, a few FLOPs per byte: a direct kernel under OpenMP.
+ *
+ * The JVP is the same linear map: the stacked [x; v] batch goes through the
+ * same GEMMs (chunks cut across it as if it were one batch) and only the
+ * first run->n images get the bias.  Backward (im2col): gW += gy_g · colᵀ
+ * (col recomputed from the saved input), gcol = W_gᵀ · gy_g added back into
+ * gx by col2im, gb += Σ gy.
+ *
+ * Threads: the copies between GEMMs (im2col, col2im, phase split, scatter)
+ * run on the calling thread, not under OpenMP.  OpenBLAS's pthread pool
+ * busy-waits ~0.1 s after every call and libgomp's team spins after every
+ * region, so alternating the two puts three or four spinning threads on two
+ * cores: measured at 2 threads, a parallel im2col made both the copy and the
+ * following GEMM slower (overall conv/sgemm 0.41-0.47 vs 0.61-0.65 serial).
+ *
+ * Workspaces (column buffer, phase planes, chunk output) belong to the
+ * module and are reused across calls: first touch of fresh pages is slow on
+ * these VMs.  Options gemm_cols, max_workspace and algo ("auto", "im2col",
+ * "taps") tune the plan; tests use them to drive every branch. */
 #ifdef SR_REAL
 
 /* Output columns [lo, hi) whose input column ow·sw + off lies in [0, w). */
@@ -81,7 +94,6 @@ static void SR_FN(im2col)(real *col, const real *x, const conv_geom *g, int64_t 
                           int64_t nimg, int64_t p0, int64_t np)
 {
     const int64_t K = g->K, ld = nimg * np, kk = g->kh * g->kw;
-#pragma omp parallel for collapse(2) schedule(static) if (K * ld > CONV_OMP_MIN)
     for (int64_t b = 0; b < nimg; b++)
         for (int64_t r = 0; r < K; r++) {
             int64_t c = r / kk, i = r / g->kw % g->kh, j = r % g->kw;
@@ -90,14 +102,12 @@ static void SR_FN(im2col)(real *col, const real *x, const conv_geom *g, int64_t 
         }
 }
 
-/* Adjoint of im2col: gx += col2im(col).  Rows of one input plane (all taps
- * of channel c) land on the same gx plane, so the parallel loop is over
- * (image, channel) and each task owns its plane. */
+/* Adjoint of im2col: gx += col2im(col), plane by plane (all taps of channel
+ * c land on the same gx plane). */
 static void SR_FN(col2im)(real *gx, const real *col, const conv_geom *g, int64_t grp, int64_t img0,
                           int64_t nimg, int64_t p0, int64_t np)
 {
     const int64_t ld = nimg * np, wo = g->wo, sw = g->sw, end = p0 + np;
-#pragma omp parallel for collapse(2) schedule(static) if (g->K * ld > CONV_OMP_MIN)
     for (int64_t b = 0; b < nimg; b++)
         for (int64_t c = 0; c < g->cg; c++) {
             real *gp = gx + ((img0 + b) * g->c + grp * g->cg + c) * g->h * g->w;
@@ -130,7 +140,6 @@ static void SR_FN(col2im)(real *gx, const real *col, const conv_geom *g, int64_t
  * beta = 1, which costs no more than the zeroing pass beta = 0 does). */
 static void SR_FN(fill_bias)(real *y, const real *b, int64_t rows, int64_t cols, int64_t ld)
 {
-#pragma omp parallel for schedule(static) if (rows * cols > CONV_OMP_MIN)
     for (int64_t o = 0; o < rows; o++)
         for (int64_t p = 0; p < cols; p++)
             y[o * ld + p] = b[o];
@@ -141,7 +150,6 @@ static void SR_FN(fill_bias)(real *y, const real *b, int64_t rows, int64_t cols,
 static void SR_FN(scatter)(real *y, const real *tmp, const real *b, int64_t og, int64_t nimg,
                            int64_t P, int64_t ys, int64_t bias_imgs)
 {
-#pragma omp parallel for collapse(2) schedule(static) if (og * nimg * P > CONV_OMP_MIN)
     for (int64_t i = 0; i < nimg; i++)
         for (int64_t o = 0; o < og; o++) {
             real *d = y + i * ys + o * P;
@@ -155,7 +163,6 @@ static void SR_FN(scatter)(real *y, const real *tmp, const real *b, int64_t og, 
 /* Inverse layout move for backward: gy images -> tmp (og, nimg·P). */
 static void SR_FN(gather)(real *tmp, const real *gy, int64_t og, int64_t nimg, int64_t P, int64_t ys)
 {
-#pragma omp parallel for collapse(2) schedule(static) if (og * nimg * P > CONV_OMP_MIN)
     for (int64_t i = 0; i < nimg; i++)
         for (int64_t o = 0; o < og; o++)
             memcpy(tmp + (o * nimg + i) * P, gy + i * ys + o * P, (size_t)P * sizeof(real));
@@ -333,7 +340,6 @@ static int SR_FN(conv_bwd)(real *gx, real *gw, real *gb, const real *gy, const r
         }
     }
     if (gb) {
-#pragma omp parallel for schedule(static) if (g->n * ys > CONV_OMP_MIN)
         for (int64_t o = 0; o < g->o; o++) {
             real s = 0;
             for (int64_t i = 0; i < g->n; i++) {
@@ -519,6 +525,8 @@ static void SR_FN(conv_ref_bwd)(double *gx, double *gw, double *gb, const real *
  * convolutions' workspaces stay modest. */
 #define CONV_COLS 1024
 #define CONV_COL_BYTES (16L << 20)
+/* Least output grid (ho·w2 columns) for the tap-wise path. */
+#define CONV_TAP_COLS 192
 
 typedef struct {
     int64_t cin, cout, kh, kw, sh, sw, ph, pw, dh, dw, groups;
@@ -592,7 +600,7 @@ static int conv_geometry(const conv_cfg *c, const sr_tensor *x, conv_geom *g)
     g->og = c->cout / c->groups;
     g->K = g->cg * c->kh * c->kw;
     /* BLAS takes int dimensions. */
-    if (g->K > INT32_MAX || g->P > INT32_MAX / 64 || g->h * g->w > INT32_MAX)
+    if (g->K > INT32_MAX || g->P > INT32_MAX / 64 || (g->h + 2 * g->ph) * (g->w + 2 * g->pw) > INT32_MAX / 2)
         return sr_fail("conv2d: input %s is too large for one GEMM", SR_SHAPE(x));
     return 0;
 }
@@ -608,16 +616,19 @@ static void conv_plan_make(const conv_cfg *c, const conv_geom *g, size_t esize, 
     pl->w2 = (g->w + 2 * g->pw + g->sw - 1) / g->sw;
     pl->slack = (g->kw - 1) * g->dw / g->sw;
     /* Tap-wise pays for w2 − wo junk columns per row and kh·kw GEMM calls
-     * per image; worth it when rows are long and the image alone makes a
-     * fat GEMM (ResNet's 56x56 and 28x28 stages). */
+     * per image; worth it when rows are long and one image makes a wide
+     * enough GEMM.  Measured on ResNet-18's 3x3 convs (1 thread): faster
+     * from 56x56 down to 14x14 (16/14 junk), slower at 7x7 outputs. */
     int64_t q = g->ho * pl->w2;
     pl->taps = fwd && !pl->in_place &&
                (c->algo == CONV_TAPS ||
-                (c->algo == CONV_AUTO && g->kh * g->kw > 1 && (pl->w2 - g->wo) * 10 <= g->wo &&
-                 2 * q >= c->gemm_cols));
+                (c->algo == CONV_AUTO && g->kh * g->kw > 1 && (pl->w2 - g->wo) * 100 <= 15 * g->wo &&
+                 q >= CONV_TAP_COLS));
     int64_t max_cols = (int64_t)((size_t)c->max_workspace / esize) / g->K;
     if (max_cols < 16)
         max_cols = 16;
+    if (max_cols > INT32_MAX / 2) /* BLAS dimensions are int */
+        max_cols = INT32_MAX / 2;
     pl->nimg = 1;
     pl->np = g->P;
     if (g->P >= c->gemm_cols) {
@@ -628,12 +639,17 @@ static void conv_plan_make(const conv_cfg *c, const conv_geom *g, size_t esize, 
             pl->np = ((g->P + chunks - 1) / chunks + 15) / 16 * 16;
         }
     } else {
-        int64_t want = (c->gemm_cols + g->P - 1) / g->P, fit = max_cols / g->P;
+        int64_t target = c->gemm_cols < max_cols ? c->gemm_cols : max_cols;
+        int64_t want = (target + g->P - 1) / g->P, fit = max_cols / g->P;
         pl->nimg = want < fit ? want : fit;
         if (pl->nimg > g->n)
             pl->nimg = g->n;
         if (pl->nimg < 1)
             pl->nimg = 1;
+        /* Equal chunks: 8 images as 4 + 4, not 6 + 2 (a skinny last GEMM). */
+        int64_t chunks = (g->n + pl->nimg - 1) / pl->nimg;
+        if (chunks > 1)
+            pl->nimg = (g->n + chunks - 1) / chunks;
         if (pl->nimg == 1 && !pl->in_place && g->P > max_cols)
             pl->np = max_cols;
     }
@@ -680,6 +696,8 @@ static int conv_run(sr_module *m, const sr_tensor *x, int64_t bias_rows, sr_run 
     if (run->save)
         sr_tensor_share(&m->saved, x);
     void *b = im->cfg.bias ? sr_data(&m->params[1].value) : NULL;
+    if (sr_numel(&m->out) == 0)
+        return 0;
     if (is_depthwise(&g)) {
         SR_DISPATCH(x->dtype, dw_fwd, sr_data(&m->out), sr_data(x), sr_data(&m->params[0].value), b, &g,
                     bias_rows);
@@ -730,7 +748,9 @@ static int conv_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
     void *gw = NULL, *gb = NULL;
     if (run->param_grads && (grad_of(m, w, &gw) || (b && grad_of(m, b, &gb))))
         return -1;
-    if (is_depthwise(&g)) {
+    if (sr_numel(gy) == 0) {
+        memset(sr_data(&m->gin), 0, (size_t)sr_numel(x) * sr_dtype_size(x->dtype));
+    } else if (is_depthwise(&g)) {
         SR_DISPATCH(x->dtype, dw_bwd, sr_data(&m->gin), gw, gb, sr_data(gy), sr_data(x),
                     sr_data(&w->value), &g);
     } else {

@@ -144,6 +144,24 @@ static double time_fwd(sr_module *m, const sr_tensor *x)
     return now() - t;
 }
 
+/* Forward with save + backward with parameter grads; returns the backward time. */
+static double time_bwd(sr_module *m, const sr_tensor *x, const sr_tensor *gy)
+{
+    sr_run run = SR_RUN_INIT;
+    run.save = 1;
+    run.param_grads = 1;
+    if (sr_module_forward(m, x, &run)) {
+        fprintf(stderr, "forward: %s\n", sr_errmsg());
+        exit(1);
+    }
+    double t = now();
+    if (sr_module_backward(m, gy, &run)) {
+        fprintf(stderr, "backward: %s\n", sr_errmsg());
+        exit(1);
+    }
+    return now() - t;
+}
+
 static double time_jvp(sr_module *m, const sr_tensor *xv)
 {
     sr_run run = SR_RUN_INIT;
@@ -189,7 +207,7 @@ int main(int argc, char **argv)
     printf("conv2d forward, ResNet-18 3x3 convolutions, 224x224, batch %d, float32; OpenBLAS core %s\n", BATCH,
            openblas_get_corename());
     printf("median of %d runs; sgemm: square n^3 GEMM with the conv's FLOP count, same run\n", runs);
-    double jvp_ratio[2][NCONV] = {{0}};
+    double jvp_ratio[2][NCONV] = {{0}}, bwd_ratio[2][NCONV] = {{0}};
     for (int th = th_lo; th <= th_hi; th++) {
         sr_threads_set(th);
         printf("\nthreads %d\n%-18s %8s %9s %9s %6s %9s %7s\n", th, "conv", "GFLOP", "ms", "GFLOP/s", "n", "sgemm", "ratio");
@@ -227,6 +245,20 @@ int main(int argc, char **argv)
                 tf[r] = time_fwd(mods[i], &xs[i]);
             }
             jvp_ratio[th - 1][i] = median(tj, runs) / KTAN / median(tf, runs);
+
+            /* Backward (input and parameter gradients) relative to forward. */
+            sr_tensor gy = SR_TENSOR_INIT;
+            if (sr_tensor_copy(&gy, &mods[i]->out)) {
+                fprintf(stderr, "setup: %s\n", sr_errmsg());
+                return 1;
+            }
+            time_bwd(mods[i], &xs[i], &gy);
+            for (int r = 0; r < runs; r++) {
+                tj[r] = time_bwd(mods[i], &xs[i], &gy);
+                tf[r] = time_fwd(mods[i], &xs[i]);
+            }
+            bwd_ratio[th - 1][i] = median(tj, runs) / median(tf, runs);
+            sr_tensor_free(&gy);
         }
         printf("%-18s %8s %9.2f %9s %6s %9s %7.2f  (FLOP-weighted: sum sgemm time / sum conv time)\n",
                "overall", "", tc_sum * 1e3, "", "", "", tg_sum / tc_sum);
@@ -235,6 +267,10 @@ int main(int argc, char **argv)
            "conv", "1 thread", "2 threads");
     for (int i = 0; i < NCONV; i++)
         printf("%-18s %9.3f %9.3f\n", convs[i].name, jvp_ratio[0][i], jvp_ratio[1][i]);
+    printf("\nbackward (input + parameter gradients) time / forward time (no target; 2 is the FLOP ratio)\n"
+           "%-18s %9s %9s\n", "conv", "1 thread", "2 threads");
+    for (int i = 0; i < NCONV; i++)
+        printf("%-18s %9.3f %9.3f\n", convs[i].name, bwd_ratio[0][i], bwd_ratio[1][i]);
     for (int i = 0; i < NCONV; i++) {
         sr_module_release(mods[i]);
         sr_tensor_free(&xs[i]);

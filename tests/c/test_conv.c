@@ -358,3 +358,27 @@ TEST(conv_bad_input_is_an_error)
           "negative padding accepted");
     CHECK(strstr(sr_errmsg(), "padding must be >= 0"), "msg: %s", sr_errmsg());
 }
+
+TEST(conv_empty_batch)
+{
+    for (int dw = 0; dw < 2; dw++) {
+        sr_module *m = make_kv((const char *[]){"in_channels", "4", "out_channels", "4", "kernel_size", "3",
+                                                "padding", "1", "groups", dw ? "4" : "1", NULL});
+        CHECK(m, "create: %s", sr_errmsg());
+        sr_tensor x = SR_TENSOR_INIT, gy = SR_TENSOR_INIT;
+        CHECK_OK(sr_tensor_zeros(&x, SR_F32, 4, (int64_t[]){0, 4, 5, 6}));
+        sr_run run = SR_RUN_INIT;
+        run.save = 1;
+        run.param_grads = 1;
+        CHECK_OK(sr_module_forward(m, &x, &run));
+        CHECK(m->out.ndim == 4 && m->out.shape[0] == 0 && m->out.shape[1] == 4 && m->out.shape[2] == 5 &&
+                  m->out.shape[3] == 6,
+              "out %s", SR_SHAPE(&m->out));
+        CHECK_OK(sr_tensor_zeros(&gy, SR_F32, 4, (int64_t[]){0, 4, 5, 6}));
+        CHECK_OK(sr_module_backward(m, &gy, &run));
+        CHECK(sr_same_shape(&m->gin, &x), "gin %s", SR_SHAPE(&m->gin));
+        sr_tensor_free(&x);
+        sr_tensor_free(&gy);
+        sr_module_release(m);
+    }
+}
