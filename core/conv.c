@@ -41,6 +41,12 @@
  * these VMs.  Options gemm_cols, max_workspace and algo ("auto", "im2col",
  * "taps") tune the plan; tests use them to drive every branch. */
 #ifdef SR_REAL
+#ifndef CONV_PROF_DEFINED
+#define CONV_PROF_DEFINED
+#include <time.h>
+double conv_prof[4];
+static inline double conv_now(void){struct timespec t;clock_gettime(CLOCK_MONOTONIC,&t);return t.tv_sec+1e-9*t.tv_nsec;}
+#endif
 
 /* Output columns [lo, hi) whose input column ow·sw + off lies in [0, w). */
 static inline void SR_FN(valid_cols)(int64_t off, int64_t sw, int64_t w, int64_t wo, int64_t *lo,
@@ -54,85 +60,102 @@ static inline void SR_FN(valid_cols)(int64_t off, int64_t sw, int64_t w, int64_t
         *hi = *lo;
 }
 
-/* One im2col row: kernel tap (i, j) of one input plane, for output pixels
- * [p0, p0+np) of the image (may start and end mid-row). */
-static void SR_FN(im2col_row)(real *dst, const real *xp, const conv_geom *g, int64_t i, int64_t j,
-                              int64_t p0, int64_t np)
+/* One input plane zero-padded into pad (h + 2·ph rows of w + 2·pw), so the
+ * im2col copies below need no bounds checks: for small planes (7x7) the
+ * checks and short zero runs cost more than the copying. */
+static void SR_FN(pad_plane)(real *pad, const real *xp, const conv_geom *g)
 {
-    const int64_t wo = g->wo, sw = g->sw, off = j * g->dw - g->pw, end = p0 + np;
-    int64_t lo, hi;
-    SR_FN(valid_cols)(off, sw, g->w, wo, &lo, &hi);
-    for (int64_t p = p0; p < end;) {
-        int64_t oh = p / wo, a = p % wo, b = a + (end - p) < wo ? a + (end - p) : wo;
-        int64_t ih = oh * g->sh - g->ph + i * g->dh;
-        real *d = dst + (p - p0) - a; /* d[ow] for ow in [a, b) */
-        if (ih < 0 || ih >= g->h) {
-            for (int64_t ow = a; ow < b; ow++)
-                d[ow] = 0;
-        } else {
-            const real *xr = xp + ih * g->w + off;
-            int64_t l = lo > a ? lo : a, r = hi < b ? hi : b;
-            if (r < l)
-                r = l = (lo >= b ? b : a);
-            for (int64_t ow = a; ow < l; ow++)
-                d[ow] = 0;
-            if (sw == 1)
-                memcpy(d + l, xr + l, (size_t)(r - l) * sizeof(real));
-            else
-                for (int64_t ow = l; ow < r; ow++)
-                    d[ow] = xr[ow * sw];
-            for (int64_t ow = r; ow < b; ow++)
-                d[ow] = 0;
-        }
-        p += b - a;
+    const int64_t wp = g->w + 2 * g->pw, pw = g->pw;
+    memset(pad, 0, (size_t)(g->ph * wp) * sizeof(real));
+    for (int64_t h = 0; h < g->h; h++) {
+        real *r = pad + (h + g->ph) * wp;
+        for (int64_t k = 0; k < pw; k++)
+            r[k] = r[pw + g->w + k] = 0;
+        memcpy(r + pw, xp + h * g->w, (size_t)g->w * sizeof(real));
     }
+    memset(pad + (g->h + g->ph) * wp, 0, (size_t)(g->ph * wp) * sizeof(real));
+}
+
+/* The kh·kw im2col rows of one padded plane (row (i, j) at dst + (i·kw + j)·ld)
+ * for output pixels [p0, p0+np), which may start and end mid-row. */
+static void SR_FN(im2col_plane)(real *dst, int64_t ld, const real *pad, const conv_geom *g, int64_t p0,
+                                int64_t np)
+{
+    const int64_t wo = g->wo, sw = g->sw, wp = g->w + 2 * g->pw, end = p0 + np;
+    for (int64_t i = 0; i < g->kh; i++)
+        for (int64_t j = 0; j < g->kw; j++) {
+            real *d = dst + (i * g->kw + j) * ld - p0;
+            for (int64_t p = p0, oh = p0 / wo, a = p0 % wo; p < end; oh++, a = 0) {
+                int64_t b = a + (end - p) < wo ? a + (end - p) : wo;
+                real *restrict dr = d + p - a;
+                const real *restrict sr = pad + (oh * g->sh + i * g->dh) * wp + j * g->dw;
+                if (sw == 1) {
+                    CONV_SIMD
+                    for (int64_t ow = a; ow < b; ow++)
+                        dr[ow] = sr[ow];
+                } else if (sw == 2) { /* a constant stride vectorises as shuffles */
+                    CONV_SIMD
+                    for (int64_t ow = a; ow < b; ow++)
+                        dr[ow] = sr[2 * ow];
+                } else {
+                    CONV_SIMD
+                    for (int64_t ow = a; ow < b; ow++)
+                        dr[ow] = sr[ow * sw];
+                }
+                p += b - a;
+            }
+        }
 }
 
 /* col (K, nimg·np) for group grp of images [img0, img0+nimg), pixels
  * [p0, p0+np): row r = (c·kh + i)·kw + j, image b's pixels at column b·np. */
 static void SR_FN(im2col)(real *col, const real *x, const conv_geom *g, int64_t grp, int64_t img0,
-                          int64_t nimg, int64_t p0, int64_t np)
+                          int64_t nimg, int64_t p0, int64_t np, real *pad)
 {
-    const int64_t K = g->K, ld = nimg * np, kk = g->kh * g->kw;
+    const int64_t ld = nimg * np, kk = g->kh * g->kw;
     for (int64_t b = 0; b < nimg; b++)
-        for (int64_t r = 0; r < K; r++) {
-            int64_t c = r / kk, i = r / g->kw % g->kh, j = r % g->kw;
-            const real *xp = x + ((img0 + b) * g->c + grp * g->cg + c) * g->h * g->w;
-            SR_FN(im2col_row)(col + r * ld + b * np, xp, g, i, j, p0, np);
+        for (int64_t c = 0; c < g->cg; c++) {
+            SR_FN(pad_plane)(pad, x + ((img0 + b) * g->c + grp * g->cg + c) * g->h * g->w, g);
+            SR_FN(im2col_plane)(col + c * kk * ld + b * np, ld, pad, g, p0, np);
         }
 }
 
-/* Adjoint of im2col: gx += col2im(col), plane by plane (all taps of channel
- * c land on the same gx plane). */
+/* Adjoint of im2col: gx += col2im(col), plane by plane: the taps of channel
+ * c are summed into the padded plane, whose interior is then added to gx. */
 static void SR_FN(col2im)(real *gx, const real *col, const conv_geom *g, int64_t grp, int64_t img0,
-                          int64_t nimg, int64_t p0, int64_t np)
+                          int64_t nimg, int64_t p0, int64_t np, real *pad)
 {
-    const int64_t ld = nimg * np, wo = g->wo, sw = g->sw, end = p0 + np;
+    const int64_t ld = nimg * np, wo = g->wo, sw = g->sw, end = p0 + np, wp = g->w + 2 * g->pw;
     for (int64_t b = 0; b < nimg; b++)
         for (int64_t c = 0; c < g->cg; c++) {
-            real *gp = gx + ((img0 + b) * g->c + grp * g->cg + c) * g->h * g->w;
+            memset(pad, 0, (size_t)((g->h + 2 * g->ph) * wp) * sizeof(real));
             for (int64_t i = 0; i < g->kh; i++)
                 for (int64_t j = 0; j < g->kw; j++) {
-                    const real *src = col + ((c * g->kh + i) * g->kw + j) * ld + b * np;
-                    int64_t off = j * g->dw - g->pw, lo, hi;
-                    SR_FN(valid_cols)(off, sw, g->w, wo, &lo, &hi);
-                    for (int64_t p = p0; p < end;) {
-                        int64_t oh = p / wo, a = p % wo, e = a + (end - p) < wo ? a + (end - p) : wo;
-                        int64_t ih = oh * g->sh - g->ph + i * g->dh;
-                        if (ih >= 0 && ih < g->h) {
-                            const real *s = src + (p - p0) - a;
-                            real *gr = gp + ih * g->w + off;
-                            int64_t l = lo > a ? lo : a, r = hi < e ? hi : e;
-                            if (sw == 1)
-                                for (int64_t ow = l; ow < r; ow++)
-                                    gr[ow] += s[ow];
-                            else
-                                for (int64_t ow = l; ow < r; ow++)
-                                    gr[ow * sw] += s[ow];
+                    const real *src = col + ((c * g->kh + i) * g->kw + j) * ld + b * np - p0;
+                    for (int64_t p = p0, oh = p0 / wo, a = p0 % wo; p < end; oh++, a = 0) {
+                        int64_t e = a + (end - p) < wo ? a + (end - p) : wo;
+                        const real *restrict s = src + p - a;
+                        real *restrict gr = pad + (oh * g->sh + i * g->dh) * wp + j * g->dw;
+                        if (sw == 1) {
+                            CONV_SIMD
+                            for (int64_t ow = a; ow < e; ow++)
+                                gr[ow] += s[ow];
+                        } else {
+                            CONV_SIMD
+                            for (int64_t ow = a; ow < e; ow++)
+                                gr[ow * sw] += s[ow];
                         }
                         p += e - a;
                     }
                 }
+            real *gp = gx + ((img0 + b) * g->c + grp * g->cg + c) * g->h * g->w;
+            for (int64_t h = 0; h < g->h; h++) {
+                real *restrict d = gp + h * g->w;
+                const real *restrict s = pad + (h + g->ph) * wp + g->pw;
+                CONV_SIMD
+                for (int64_t w = 0; w < g->w; w++)
+                    d[w] += s[w];
+            }
         }
 }
 
@@ -140,9 +163,12 @@ static void SR_FN(col2im)(real *gx, const real *col, const conv_geom *g, int64_t
  * beta = 1, which costs no more than the zeroing pass beta = 0 does). */
 static void SR_FN(fill_bias)(real *y, const real *b, int64_t rows, int64_t cols, int64_t ld)
 {
-    for (int64_t o = 0; o < rows; o++)
+    for (int64_t o = 0; o < rows; o++) {
+        real *r = y + o * ld, v = b[o];
+        CONV_SIMD
         for (int64_t p = 0; p < cols; p++)
-            y[o * ld + p] = b[o];
+            r[p] = v;
+    }
 }
 
 /* tmp (og, nimg·P) -> y images [b][o][P] (y at image 0, channel grp·og;
@@ -155,6 +181,7 @@ static void SR_FN(scatter)(real *y, const real *tmp, const real *b, int64_t og, 
             real *d = y + i * ys + o * P;
             const real *s = tmp + (o * nimg + i) * P;
             real bv = b && i < bias_imgs ? b[o] : 0;
+            CONV_SIMD
             for (int64_t p = 0; p < P; p++)
                 d[p] = s[p] + bv;
         }
@@ -170,7 +197,7 @@ static void SR_FN(gather)(real *tmp, const real *gy, int64_t og, int64_t nimg, i
 
 /* Forward over a whole (possibly stacked) batch; bias on images < bias_rows. */
 static int SR_FN(conv_fwd)(real *y, const real *x, const real *w, const real *bias, const conv_geom *g,
-                           const conv_plan *pl, real *col, real *tmp, int64_t bias_rows)
+                           const conv_plan *pl, real *col, real *tmp, real *pad, int64_t bias_rows)
 {
     const int64_t P = g->P, K = g->K, og = g->og, ys = g->o * P;
     for (int64_t img0 = 0; img0 < g->n; img0 += pl->nimg) {
@@ -187,7 +214,7 @@ static int SR_FN(conv_fwd)(real *y, const real *x, const real *w, const real *bi
                     B = x + (img0 * g->c + grp * g->cg) * P + p0;
                     ldb = P;
                 } else {
-                    SR_FN(im2col)(col, x, g, grp, img0, nb, p0, cnt);
+                    SR_FN(im2col)(col, x, g, grp, img0, nb, p0, cnt, pad);
                 }
                 if (nb == 1) {
                     real *C = y + img0 * ys + grp * og * P + p0;
@@ -214,78 +241,103 @@ static int SR_FN(conv_fwd)(real *y, const real *x, const real *w, const real *bi
  * (i·dh mod sh, j·dw mod sw) at (oh + i·dh div sh, ow + j·dw div sw), so
  * over the grid ho x w2 (w2 − wo junk columns per row) its column matrix is
  * a shifted view of the planes: the GEMM reads it in place, ldb = h2·w2. */
-static void SR_FN(phase_split)(real *xph, const real *x, const conv_geom *g, const conv_plan *pl)
+static void SR_FN(phase_split)(real *xph, const real *x, const conv_geom *g, const conv_plan *pl,
+                               const conv_taps *tp)
 {
-    const int64_t h2 = pl->h2, w2 = pl->w2, plane = h2 * w2;
-    for (int64_t a = 0; a < g->sh; a++)
-        for (int64_t b = 0; b < g->sw; b++) {
-            int64_t lo, hi;
-            SR_FN(valid_cols)(b - g->pw, g->sw, g->w, w2, &lo, &hi);
-            for (int64_t c = 0; c < g->c; c++) {
-                real *d = xph + ((a * g->sw + b) * g->c + c) * plane;
+    const int64_t h2 = pl->h2, w2 = pl->w2, plane = h2 * w2, sw = g->sw;
+    /* Channel outermost: its plane stays in L1 while all phases are cut.
+     * Rows are short (7..58), so no memcpy/memset calls per row. */
+    for (int64_t c = 0; c < g->c; c++)
+        for (int64_t a = 0; a < g->sh; a++)
+            for (int64_t b = 0; b < sw; b++) {
+                int64_t lo, hi;
+                SR_FN(valid_cols)(b - g->pw, sw, g->w, w2, &lo, &hi);
+                real *d = xph + (tp->perm[a * sw + b] * g->c + c) * plane;
                 const real *xc = x + c * g->h * g->w + (b - g->pw);
                 for (int64_t r = 0; r < h2; r++) {
-                    real *dr = d + r * w2;
+                    real *restrict dr = d + r * w2;
                     int64_t ih = r * g->sh + a - g->ph;
                     if (ih < 0 || ih >= g->h) {
-                        memset(dr, 0, (size_t)w2 * sizeof(real));
+                        CONV_SIMD
+                        for (int64_t q = 0; q < w2; q++)
+                            dr[q] = 0;
                         continue;
                     }
-                    const real *xr = xc + ih * g->w;
+                    const real *restrict xr = xc + ih * g->w;
                     for (int64_t q = 0; q < lo; q++)
                         dr[q] = 0;
-                    if (g->sw == 1)
-                        memcpy(dr + lo, xr + lo, (size_t)(hi - lo) * sizeof(real));
-                    else
+                    if (sw == 1) {
+                        CONV_SIMD
                         for (int64_t q = lo; q < hi; q++)
-                            dr[q] = xr[q * g->sw];
+                            dr[q] = xr[q];
+                    } else if (sw == 2) { /* a constant stride vectorises as shuffles */
+                        CONV_SIMD
+                        for (int64_t q = lo; q < hi; q++)
+                            dr[q] = xr[2 * q];
+                    } else {
+                        CONV_SIMD
+                        for (int64_t q = lo; q < hi; q++)
+                            dr[q] = xr[q * sw];
+                    }
                     for (int64_t q = hi; q < w2; q++)
                         dr[q] = 0;
                 }
             }
-        }
     /* Junk columns of the last rows read a little past the last plane. */
-    memset(xph + g->sh * g->sw * g->c * plane, 0, (size_t)pl->slack * sizeof(real));
+    memset(xph + g->sh * sw * g->c * plane, 0, (size_t)pl->slack * sizeof(real));
 }
 
-/* Forward by kh·kw accumulating GEMMs per image and group, K = C/groups:
- * y_g += W_g[:, :, i, j] · shift_ij(xph).  No im2col buffer: the only copies
- * are the phase split (input-sized) and the output crop, so between GEMMs
- * there is little work left to contend with OpenBLAS's spinning threads. */
+/* Forward by accumulating GEMMs per image and group: y_g += W_g[:, :, taps] ·
+ * shift(xph).  A GEMM covers one tap, or with groups == 1 a run of taps with
+ * the same shift whose phase planes are adjacent (conv_taps), K = m·C/groups:
+ * a 3x3 stride-2 conv makes 4 GEMMs (K = 4C, 2C, 2C, C), a 16x16 stride-16
+ * patch embedding one.  No im2col buffer: the only copies are the phase
+ * split (input-sized) and the output crop. */
 static int SR_FN(conv_fwd_taps)(real *y, const real *x, const real *w, const real *bias, const conv_geom *g,
-                                const conv_plan *pl, real *xph, real *wt, real *tmp, int64_t bias_rows)
+                                const conv_plan *pl, const conv_taps *tp, real *xph, real *wt, real *tmp,
+                                int64_t bias_rows)
 {
     const int64_t kk = g->kh * g->kw, og = g->og, cg = g->cg, w2 = pl->w2, Q = g->ho * w2;
     const int64_t plane = pl->h2 * w2;
-    /* wt[grp][tap] = W_g[:, :, i, j], (og, cg) row-major for lda = cg. */
-    for (int64_t o = 0; o < g->o; o++)
-        for (int64_t c = 0; c < cg; c++)
-            for (int64_t t = 0; t < kk; t++)
-                wt[(((o / og) * kk + t) * og + o % og) * cg + c] = w[(o * cg + c) * kk + t];
+    /* wt[grp][gemm] = W_g[:, :, taps of the GEMM], (og, m·cg) row-major. */
+    for (int64_t grp = 0; grp < g->groups; grp++)
+        for (int e = 0; e < tp->ngemm; e++) {
+            int64_t s0 = tp->start[e], m = tp->start[e + 1] - s0;
+            real *A = wt + (grp * kk + s0) * og * cg;
+            for (int64_t o = 0; o < og; o++)
+                for (int64_t k = 0; k < m; k++)
+                    for (int64_t c = 0; c < cg; c++)
+                        A[(o * m + k) * cg + c] = w[((grp * og + o) * cg + c) * kk + tp->order[s0 + k]];
+        }
     for (int64_t n = 0; n < g->n; n++) {
         if (sr_interrupted())
             return -1;
-        SR_FN(phase_split)(xph, x + n * g->c * g->h * g->w, g, pl);
+        double t0 = conv_now();
+        SR_FN(phase_split)(xph, x + n * g->c * g->h * g->w, g, pl, tp);
+        double t1 = conv_now(); conv_prof[0] += t1 - t0;
         for (int64_t grp = 0; grp < g->groups; grp++)
-            for (int64_t i = 0; i < g->kh; i++)
-                for (int64_t j = 0; j < g->kw; j++) {
-                    int64_t ri = i * g->dh, rj = j * g->dw, t = i * g->kw + j;
-                    int64_t ph = (ri % g->sh) * g->sw + rj % g->sw;
-                    const real *B = xph + (ph * g->c + grp * cg) * plane + (ri / g->sh) * w2 + rj / g->sw;
-                    SR_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)og, (int)Q, (int)cg, 1,
-                            wt + (grp * kk + t) * og * cg, (int)cg, B, (int)plane, t ? 1 : 0,
-                            tmp + grp * og * Q, (int)Q);
-                }
+            for (int e = 0; e < tp->ngemm; e++) {
+                int64_t s0 = tp->start[e], m = tp->start[e + 1] - s0, t = tp->order[s0];
+                int64_t ri = t / g->kw * g->dh, rj = t % g->kw * g->dw;
+                int64_t pos = tp->perm[(ri % g->sh) * g->sw + rj % g->sw];
+                const real *B = xph + (pos * g->c + grp * cg) * plane + (ri / g->sh) * w2 + rj / g->sw;
+                SR_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)og, (int)Q, (int)(m * cg), 1,
+                        wt + (grp * kk + s0) * og * cg, (int)(m * cg), B, (int)plane, e ? 1 : 0,
+                        tmp + grp * og * Q, (int)Q);
+            }
+        double t2 = conv_now(); conv_prof[1] += t2 - t1;
         real *yn = y + n * g->o * g->P;
         for (int64_t o = 0; o < g->o; o++) {
             real bv = bias && n < bias_rows ? bias[o] : 0;
             for (int64_t oh = 0; oh < g->ho; oh++) {
-                real *d = yn + (o * g->ho + oh) * g->wo;
-                const real *s = tmp + o * Q + oh * w2;
+                real *restrict d = yn + (o * g->ho + oh) * g->wo;
+                const real *restrict s = tmp + o * Q + oh * w2;
+                CONV_SIMD
                 for (int64_t ow = 0; ow < g->wo; ow++)
                     d[ow] = s[ow] + bv;
             }
         }
+        conv_prof[2] += conv_now() - t2;
     }
     return 0;
 }
@@ -294,7 +346,7 @@ static int SR_FN(conv_fwd_taps)(real *y, const real *x, const real *w, const rea
  * (accumulated; either may be NULL).  col holds im2col(x) for the gw GEMM,
  * then is overwritten by the column gradient. */
 static int SR_FN(conv_bwd)(real *gx, real *gw, real *gb, const real *gy, const real *x, const real *w,
-                           const conv_geom *g, const conv_plan *pl, real *col, real *tmp)
+                           const conv_geom *g, const conv_plan *pl, real *col, real *tmp, real *pad)
 {
     const int64_t P = g->P, K = g->K, og = g->og, ys = g->o * P;
     /* The in-place 1x1 path writes every gx element with beta = 0. */
@@ -323,7 +375,7 @@ static int SR_FN(conv_bwd)(real *gx, real *gw, real *gb, const real *gy, const r
                         B = x + (img0 * g->c + grp * g->cg) * P + p0;
                         ldb = P;
                     } else {
-                        SR_FN(im2col)(col, x, g, grp, img0, nb, p0, cnt);
+                        SR_FN(im2col)(col, x, g, grp, img0, nb, p0, cnt, pad);
                     }
                     SR_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)og, (int)K, (int)cols, 1, G,
                             (int)ldg, B, (int)ldb, 1, gw + grp * og * K, (int)K);
@@ -334,7 +386,7 @@ static int SR_FN(conv_bwd)(real *gx, real *gw, real *gb, const real *gy, const r
                 } else {
                     SR_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)K, (int)cols, (int)og, 1, wg,
                             (int)K, G, (int)ldg, 0, col, (int)cols);
-                    SR_FN(col2im)(gx, col, g, grp, img0, nb, p0, cnt);
+                    SR_FN(col2im)(gx, col, g, grp, img0, nb, p0, cnt, pad);
                 }
             }
         }
@@ -344,6 +396,7 @@ static int SR_FN(conv_bwd)(real *gx, real *gw, real *gb, const real *gy, const r
             real s = 0;
             for (int64_t i = 0; i < g->n; i++) {
                 const real *r = gy + i * ys + o * P;
+                _Pragma("omp simd reduction(+ : s)")
                 for (int64_t p = 0; p < P; p++)
                     s += r[p];
             }
@@ -367,7 +420,8 @@ static void SR_FN(dw_fwd)(real *y, const real *x, const real *w, const real *b, 
             real *yp = y + (n * g->o + o) * P;
             real bv = b && n < bias_rows ? b[o] : 0;
             for (int64_t oh = 0; oh < g->ho; oh++) {
-                real *yr = yp + oh * g->wo;
+                real *restrict yr = yp + oh * g->wo;
+                CONV_SIMD
                 for (int64_t ow = 0; ow < g->wo; ow++)
                     yr[ow] = bv;
                 for (int64_t i = 0; i < g->kh; i++) {
@@ -377,14 +431,17 @@ static void SR_FN(dw_fwd)(real *y, const real *x, const real *w, const real *b, 
                     for (int64_t j = 0; j < g->kw; j++) {
                         int64_t off = j * g->dw - g->pw, lo, hi;
                         SR_FN(valid_cols)(off, sw, g->w, g->wo, &lo, &hi);
-                        const real *xr = xp + ih * g->w + off;
+                        const real *restrict xr = xp + ih * g->w + off;
                         real wv = wp[i * g->kw + j];
-                        if (sw == 1)
+                        if (sw == 1) {
+                            CONV_SIMD
                             for (int64_t ow = lo; ow < hi; ow++)
                                 yr[ow] += wv * xr[ow];
-                        else
+                        } else {
+                            CONV_SIMD
                             for (int64_t ow = lo; ow < hi; ow++)
                                 yr[ow] += wv * xr[ow * sw];
+                        }
                     }
                 }
             }
@@ -413,9 +470,10 @@ static void SR_FN(dw_bwd)(real *gx, real *gw, real *gb, const real *gy, const re
                         for (int64_t j = 0; j < g->kw; j++) {
                             int64_t off = j * g->dw - g->pw, lo, hi;
                             SR_FN(valid_cols)(off, sw, g->w, g->wo, &lo, &hi);
-                            real *gr = gp + ih * g->w + off;
-                            const real *s = gyp + oh * g->wo;
+                            real *restrict gr = gp + ih * g->w + off;
+                            const real *restrict s = gyp + oh * g->wo;
                             real wv = wp[i * g->kw + j];
+                            CONV_SIMD
                             for (int64_t ow = lo; ow < hi; ow++)
                                 gr[ow * sw] += wv * s[ow];
                         }
@@ -428,9 +486,12 @@ static void SR_FN(dw_bwd)(real *gx, real *gw, real *gb, const real *gy, const re
     for (int64_t o = 0; o < g->o; o++) {
         if (gb) {
             real s = 0;
-            for (int64_t n = 0; n < g->n; n++)
+            for (int64_t n = 0; n < g->n; n++) {
+                const real *r = gy + (n * g->o + o) * P;
+                _Pragma("omp simd reduction(+ : s)")
                 for (int64_t p = 0; p < P; p++)
-                    s += gy[(n * g->o + o) * P + p];
+                    s += r[p];
+            }
             gb[o] += s;
         }
         if (!gw)
@@ -447,6 +508,7 @@ static void SR_FN(dw_bwd)(real *gx, real *gw, real *gb, const real *gy, const re
                         if (ih < 0 || ih >= g->h)
                             continue;
                         const real *xr = xp + ih * g->w + off, *gr = gyp + oh * g->wo;
+                        _Pragma("omp simd reduction(+ : s)")
                         for (int64_t ow = lo; ow < hi; ow++)
                             s += gr[ow] * xr[ow * sw];
                     }
@@ -516,6 +578,9 @@ static void SR_FN(conv_ref_bwd)(double *gx, double *gw, double *gb, const real *
 
 #include "layers.h"
 
+/* The build's -O2 vectorises only loops whose trip count it knows, so the
+ * hot copy and axpy loops ask for SIMD explicitly (iterations independent). */
+#define CONV_SIMD _Pragma("omp simd")
 /* Below this many elements a loop is not worth waking the OpenMP team. */
 #define CONV_OMP_MIN 32768
 /* Defaults of the two plan options (see conv_plan_make).  gemm_cols: below
@@ -525,8 +590,10 @@ static void SR_FN(conv_ref_bwd)(double *gx, double *gw, double *gb, const real *
  * convolutions' workspaces stay modest. */
 #define CONV_COLS 1024
 #define CONV_COL_BYTES (16L << 20)
-/* Least output grid (ho·w2 columns) for the tap-wise path. */
+/* Tap-wise path: least output grid (ho·w2 columns), least mean K per GEMM
+ * (a 7x7 stem over 3 channels makes K = 12 GEMMs: im2col's K = 147 wins). */
 #define CONV_TAP_COLS 192
+#define CONV_TAP_K 32
 
 typedef struct {
     int64_t cin, cout, kh, kw, sh, sw, ph, pw, dh, dw, groups;
@@ -554,11 +621,22 @@ typedef struct {
     int64_t h2, w2, slack;
 } conv_plan;
 
+/* Tap grouping of the tap-wise forward, fixed per configuration: phase
+ * (a, b) = (i·dh mod sh, j·dw mod sw) is stored as plane block perm[a·sw + b];
+ * GEMM e covers taps order[start[e] .. start[e+1]), which share one shift
+ * and occupy consecutive blocks. */
+typedef struct {
+    int ngemm;
+    int *perm, *order, *start;
+} conv_taps;
+
 typedef struct {
     conv_cfg cfg;
+    conv_taps tp;
     sr_tensor col; /* (K, nimg·np) column buffer, then the column gradient; taps: phase planes */
     sr_tensor tmp; /* (O/groups, nimg·P) GEMM output / gathered gy of a multi-image chunk */
     sr_tensor wt;  /* taps: weights regrouped per tap */
+    sr_tensor pad; /* im2col: one zero-padded input plane */
 } conv_impl;
 
 #define SR_GENERIC_FILE "conv.c"
@@ -609,7 +687,8 @@ static int is_depthwise(const conv_geom *g) { return g->groups > 1 && g->groups 
 
 /* Tests set tiny gemm_cols / max_workspace and algo to drive every branch.
  * fwd: the forward may take the tap-wise path (backward always im2col). */
-static void conv_plan_make(const conv_cfg *c, const conv_geom *g, size_t esize, int fwd, conv_plan *pl)
+static void conv_plan_make(const conv_cfg *c, const conv_taps *tp, const conv_geom *g, size_t esize, int fwd,
+                           conv_plan *pl)
 {
     pl->in_place = g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0;
     pl->h2 = (g->h + 2 * g->ph + g->sh - 1) / g->sh;
@@ -623,7 +702,7 @@ static void conv_plan_make(const conv_cfg *c, const conv_geom *g, size_t esize, 
     pl->taps = fwd && !pl->in_place &&
                (c->algo == CONV_TAPS ||
                 (c->algo == CONV_AUTO && g->kh * g->kw > 1 && (pl->w2 - g->wo) * 100 <= 15 * g->wo &&
-                 q >= CONV_TAP_COLS));
+                 q >= CONV_TAP_COLS && g->K >= CONV_TAP_K * tp->ngemm));
     int64_t max_cols = (int64_t)((size_t)c->max_workspace / esize) / g->K;
     if (max_cols < 16)
         max_cols = 16;
@@ -671,8 +750,8 @@ static int conv_workspace(conv_impl *im, const conv_geom *g, const conv_plan *pl
         return 0;
     }
     if (!(pl->in_place && pl->nimg == 1)) {
-        int64_t n = g->K * pl->nimg * pl->np;
-        if (sr_tensor_ensure(&im->col, dt, 1, &n))
+        int64_t n = g->K * pl->nimg * pl->np, np = (g->h + 2 * g->ph) * (g->w + 2 * g->pw);
+        if (sr_tensor_ensure(&im->col, dt, 1, &n) || sr_tensor_ensure(&im->pad, dt, 1, &np))
             return -1;
         *col = sr_data(&im->col);
     }
@@ -705,15 +784,15 @@ static int conv_run(sr_module *m, const sr_tensor *x, int64_t bias_rows, sr_run 
     }
     conv_plan pl;
     void *col, *tmp;
-    conv_plan_make(&im->cfg, &g, sr_dtype_size(x->dtype), 1, &pl);
+    conv_plan_make(&im->cfg, &im->tp, &g, sr_dtype_size(x->dtype), 1, &pl);
     if (conv_workspace(im, &g, &pl, x->dtype, &col, &tmp))
         return -1;
     if (pl.taps)
         return SR_DISPATCH_RET(x->dtype, conv_fwd_taps, sr_data(&m->out), sr_data(x),
-                               sr_data(&m->params[0].value), b, &g, &pl, col, sr_data(&im->wt), tmp,
-                               bias_rows);
+                               sr_data(&m->params[0].value), b, &g, &pl, &im->tp, col, sr_data(&im->wt),
+                               tmp, bias_rows);
     return SR_DISPATCH_RET(x->dtype, conv_fwd, sr_data(&m->out), sr_data(x), sr_data(&m->params[0].value),
-                           b, &g, &pl, col, tmp, bias_rows);
+                           b, &g, &pl, col, tmp, sr_data(&im->pad), bias_rows);
 }
 
 static int conv_forward(sr_module *m, const sr_tensor *x, sr_run *run)
@@ -756,10 +835,10 @@ static int conv_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
     } else {
         conv_plan pl;
         void *col, *tmp;
-        conv_plan_make(&im->cfg, &g, sr_dtype_size(x->dtype), 0, &pl);
+        conv_plan_make(&im->cfg, &im->tp, &g, sr_dtype_size(x->dtype), 0, &pl);
         if (conv_workspace(im, &g, &pl, x->dtype, &col, &tmp) ||
             SR_DISPATCH_RET(x->dtype, conv_bwd, sr_data(&m->gin), gw, gb, sr_data(gy), sr_data(x),
-                            sr_data(&w->value), &g, &pl, col, tmp))
+                            sr_data(&w->value), &g, &pl, col, tmp, sr_data(&im->pad)))
             return -1;
     }
     sr_tensor_free(&m->saved);
@@ -783,6 +862,10 @@ static void conv_free_impl(sr_module *m)
     sr_tensor_free(&im->col);
     sr_tensor_free(&im->tmp);
     sr_tensor_free(&im->wt);
+    sr_tensor_free(&im->pad);
+    free(im->tp.perm);
+    free(im->tp.order);
+    free(im->tp.start);
 }
 
 static void conv_describe(const sr_module *m, char *buf, size_t n)
@@ -804,6 +887,87 @@ static void conv_describe(const sr_module *m, char *buf, size_t n)
 
 static const sr_module_ops conv_ops = {"conv2d", conv_forward, conv_jvp, conv_backward,
                                        conv_reset, conv_free_impl, conv_describe};
+
+/* Lay the taps out for a phase order perm: sort by (shift, block), then a
+ * GEMM continues while the shift is the same and the block is the next one
+ * (only with groups == 1: otherwise a group's channels are not contiguous
+ * across blocks).  Returns the GEMM count. */
+static int taps_layout(const conv_cfg *c, const int *perm, int *order, int *start)
+{
+    int kk = (int)(c->kh * c->kw);
+    int64_t *key = malloc(2 * (size_t)kk * sizeof(int64_t)), *blk = key + kk;
+    if (!key)
+        return -1;
+    for (int t = 0; t < kk; t++) {
+        int64_t ri = t / c->kw * c->dh, rj = t % c->kw * c->dw;
+        key[t] = (ri / c->sh) * (c->kw * c->dw + 1) + rj / c->sw;
+        blk[t] = perm[(ri % c->sh) * c->sw + rj % c->sw];
+        order[t] = t;
+    }
+    for (int a = 1; a < kk; a++) /* insertion sort: kk is small */
+        for (int b = a; b > 0; b--) {
+            int u = order[b - 1], v = order[b];
+            if (key[u] < key[v] || (key[u] == key[v] && blk[u] <= blk[v]))
+                break;
+            order[b - 1] = v, order[b] = u;
+        }
+    int n = 0;
+    for (int t = 0; t < kk; t++) {
+        int u = t ? order[t - 1] : 0, v = order[t];
+        if (!t || c->groups != 1 || key[u] != key[v] || blk[v] != blk[u] + 1)
+            start[n++] = t;
+    }
+    start[n] = kk;
+    free(key);
+    return n;
+}
+
+/* Next permutation in lexicographic order; 0 after the last. */
+static int next_perm(int *p, int n)
+{
+    int i = n - 2;
+    while (i >= 0 && p[i] >= p[i + 1])
+        i--;
+    if (i < 0)
+        return 0;
+    int j = n - 1;
+    while (p[j] <= p[i])
+        j--;
+    int t = p[i];
+    p[i] = p[j], p[j] = t;
+    for (int a = i + 1, b = n - 1; a < b; a++, b--)
+        t = p[a], p[a] = p[b], p[b] = t;
+    return 1;
+}
+
+/* Choose the phase order with the fewest GEMMs (all orders up to 4 phases,
+ * e.g. stride 2; the natural one beyond). */
+static int taps_build(conv_taps *tp, const conv_cfg *c)
+{
+    int kk = (int)(c->kh * c->kw), np = (int)(c->sh * c->sw);
+    tp->perm = malloc((size_t)np * sizeof(int));
+    tp->order = malloc((size_t)kk * sizeof(int));
+    tp->start = malloc((size_t)(kk + 1) * sizeof(int));
+    int *p = malloc((size_t)np * sizeof(int));
+    if (!tp->perm || !tp->order || !tp->start || !p) {
+        free(p);
+        return sr_fail("conv2d: out of memory");
+    }
+    for (int i = 0; i < np; i++)
+        p[i] = tp->perm[i] = i;
+    tp->ngemm = taps_layout(c, tp->perm, tp->order, tp->start);
+    while (tp->ngemm > 0 && np <= 4 && c->groups == 1 && next_perm(p, np)) {
+        int n = taps_layout(c, p, tp->order, tp->start);
+        if (n > 0 && n < tp->ngemm) {
+            tp->ngemm = n;
+            memcpy(tp->perm, p, (size_t)np * sizeof(int));
+        }
+    }
+    free(p);
+    if (tp->ngemm <= 0 || taps_layout(c, tp->perm, tp->order, tp->start) <= 0)
+        return sr_fail("conv2d: out of memory");
+    return 0;
+}
 
 static int check_pair(const char *key, const int64_t v[2], int64_t min)
 {
@@ -861,8 +1025,9 @@ sr_module *sr_conv2d_create(const sr_opts *o)
     im->col = (sr_tensor)SR_TENSOR_INIT;
     im->tmp = (sr_tensor)SR_TENSOR_INIT;
     im->wt = (sr_tensor)SR_TENSOR_INIT;
+    im->pad = (sr_tensor)SR_TENSOR_INIT;
     int64_t ws[4] = {c.cout, c.cin / c.groups, c.kh, c.kw};
-    if (!sr_module_add_param(m, "weight", 4, ws, 1) ||
+    if (taps_build(&im->tp, &c) || !sr_module_add_param(m, "weight", 4, ws, 1) ||
         (c.bias && !sr_module_add_param(m, "bias", 1, &c.cout, 1))) {
         sr_module_release(m);
         return NULL;

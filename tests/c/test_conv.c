@@ -32,6 +32,10 @@ static const conv_case cases[] = {
     {"3x1 dilation 1x2", 5, 4, 3, 1, 2, 1, 0, 1, 1, 2, 1, 0, 3, 7, 3},
     {"kernel = padded input", 2, 3, 4, 3, 1, 1, 1, 0, 1, 1, 1, 1, 3, 2, 3},
     {"cin 1", 1, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3, 5, 4},
+    {"stride 3x2 dilation 2x3", 3, 4, 3, 2, 3, 2, 2, 1, 2, 3, 1, 1, 3, 11, 10},
+    {"4x4 stride 2 (merged taps)", 3, 5, 4, 4, 2, 2, 1, 1, 1, 1, 1, 1, 2, 9, 8},
+    {"patchify 4x4 stride 4", 3, 6, 4, 4, 4, 4, 0, 0, 1, 1, 1, 1, 2, 8, 12},
+    {"5x5 stride 2 pad 3 groups 3", 6, 3, 5, 5, 2, 2, 3, 3, 1, 1, 3, 1, 2, 7, 9},
 };
 #define NCASES (int)(sizeof cases / sizeof *cases)
 
