@@ -110,7 +110,12 @@ local function errors(m, ref, dtype)
   T.eq(shape(out.features), shape(ref.features), "features shape")
   T.eq(shape(out.logits), shape(ref.logits), "logits shape")
   T.eq(shape(jv), shape(ref.jvp), "jvp shape")
-  T.truthy(rel(y, out.features) <= 1e-6, "jvp primal = forward")
+  -- The primal rides in a stacked batch whose GEMMs block (and so round)
+  -- differently from a lone forward's: in float32 a deep net amplifies that
+  -- to ~1e-6, so the primal is held to the forward's own reference tolerance.
+  local tol = dtype == "float32" and TOL32 or TOL64
+  local ep = rel(y, ref.features)
+  T.truthy(ep <= tol, string.format("jvp primal vs reference features rel error %.3g > %g", ep, tol))
   return { rel(out.features, ref.features), rel(out.logits, ref.logits), rel(jv, ref.jvp) }
 end
 
