@@ -89,10 +89,19 @@ static int st_info(lua_State *L)
     return 1;
 }
 
+/* f:get(name [, dtype]) -> new tensor; f:get(name, t) reads into t (same
+ * shape, t's dtype; its storage is written in place) and returns t. */
 static int st_get(lua_State *L)
 {
     sr_st_file *f = check_st(L, 1);
     const sr_st_entry *e = check_entry(L, f, 2);
+    sr_tensor *dst = sr_lua_test_tensor(L, 3);
+    if (dst) {
+        if (sr_st_read_into(f, e, dst))
+            return sr_lua_fail(L);
+        lua_settop(L, 3);
+        return 1;
+    }
     sr_dtype dt = sr_lua_opt_dtype(L, 3, e->dtype == SR_ST_F64 ? SR_F64 : SR_F32);
     sr_tensor *t = sr_lua_new_tensor(L);
     if (sr_st_read(f, e, t, dt))

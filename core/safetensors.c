@@ -283,24 +283,38 @@ static double load(const unsigned char *p, sr_st_dtype d, int64_t i)
     }
 }
 
-int sr_st_read(const sr_st_file *f, const sr_st_entry *e, sr_tensor *out, sr_dtype dtype)
+int sr_st_read_into(const sr_st_file *f, const sr_st_entry *e, sr_tensor *dst)
 {
-    if (sr_tensor_alloc(out, dtype, e->ndim, e->shape))
-        return sr_fail_context("safetensors %s: tensor '%s'", f->path, e->name);
+    int same = dst->ndim == e->ndim;
+    for (int i = 0; same && i < e->ndim; i++)
+        same = dst->shape[i] == e->shape[i];
+    if (!same) {
+        sr_tensor want = {.ndim = e->ndim};
+        memcpy(want.shape, e->shape, (size_t)e->ndim * sizeof *e->shape);
+        return sr_fail("safetensors %s: tensor '%s' has shape %s, the destination %s", f->path, e->name,
+                       SR_SHAPE(&want), SR_SHAPE(dst));
+    }
     const unsigned char *p = f->data + e->begin;
-    int64_t n = sr_numel(out);
-    if ((e->dtype == SR_ST_F32 && dtype == SR_F32) || (e->dtype == SR_ST_F64 && dtype == SR_F64)) {
-        memcpy(sr_data(out), p, (size_t)(e->end - e->begin));
-    } else if (dtype == SR_F32) {
-        float *o = sr_f32(out);
+    int64_t n = sr_numel(dst);
+    if ((e->dtype == SR_ST_F32 && dst->dtype == SR_F32) || (e->dtype == SR_ST_F64 && dst->dtype == SR_F64)) {
+        memcpy(sr_data(dst), p, (size_t)(e->end - e->begin));
+    } else if (dst->dtype == SR_F32) {
+        float *o = sr_f32(dst);
         for (int64_t i = 0; i < n; i++)
             o[i] = (float)load(p, e->dtype, i);
     } else {
-        double *o = sr_f64(out);
+        double *o = sr_f64(dst);
         for (int64_t i = 0; i < n; i++)
             o[i] = load(p, e->dtype, i);
     }
     return 0;
+}
+
+int sr_st_read(const sr_st_file *f, const sr_st_entry *e, sr_tensor *out, sr_dtype dtype)
+{
+    if (sr_tensor_alloc(out, dtype, e->ndim, e->shape))
+        return sr_fail_context("safetensors %s: tensor '%s'", f->path, e->name);
+    return sr_st_read_into(f, e, out);
 }
 
 int sr_st_write(const char *path, int n, const char *const *names, const sr_tensor *const *tensors,

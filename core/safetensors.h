@@ -54,6 +54,10 @@ void sr_st_close(sr_st_file *f);
 const sr_st_entry *sr_st_find(const sr_st_file *f, const char *name);
 /* Read entry into out converted to dtype. */
 int sr_st_read(const sr_st_file *f, const sr_st_entry *e, sr_tensor *out, sr_dtype dtype);
+/* Read entry into the existing tensor dst (same shape; converted to dst's
+ * dtype), writing its storage in place: loading a model's parameters this
+ * way needs no temporary copy of each. */
+int sr_st_read_into(const sr_st_file *f, const sr_st_entry *e, sr_tensor *dst);
 const char *sr_st_meta(const sr_st_file *f, const char *key);
 
 /* Write tensors (stored as their own dtype, F32 or F64) and metadata,

@@ -59,6 +59,8 @@ The zoo (srgeo.models): architectures in models/*.lua, trained checkpoints in mo
   m = srgeo.models.load("models/shipped/small_resnet.safetensors")   -- architecture + config from metadata
   srgeo.models.list()   -- {name, family, doc, input, options, params}
   srgeo.models.info(m)  -- {arch, config}   m:save(path, meta) / m:load(path)
+Files: f = srgeo.safetensors.open(path); f:keys() f:info() f:metadata(); f:get(name [, dtype])
+  -> new tensor; f:get(name, t) reads into t in place.  srgeo.safetensors.save(path, {name = t}, meta).
 Taps: every zoo model answers to "features" (pooled penultimate embedding, the default) and "logits";
 any module path works too: m:forward(x, {tap = "layer2"}), srgeo.profile(m, X, {tap = "layer2"}).
 Architectures: %s.

@@ -86,11 +86,10 @@ function methods.load(m, path, opts)
   end
   local bad = {}
   for _, b in ipairs(mismatched) do bad[b:match("^([^:]+)")] = true end
-  local dtype = m:dtype()
   local n = 0
   for name, fk in pairs(file_keys) do
     if params[name] and not bad[name] then
-      m:set(name, f:get(fk, dtype))
+      f:get(fk, params[name]) -- straight into the parameter's storage: no temporary
       n = n + 1
     end
   end

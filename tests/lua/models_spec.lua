@@ -296,6 +296,23 @@ T.test("save: a zoo model round-trips through m:save and srgeo.models.load", fun
   T.eq(rel(m2:forward(ref.x:float()), m:forward(ref.x:float())), 0)
 end)
 
+T.test("safetensors: f:get(name, t) reads into t's storage (converting the dtype), checking the shape", function()
+  local path = DIR .. "resnet18_cifar_w8.safetensors" -- F16 weights
+  local f <close> = srgeo.safetensors.open(path)
+  local key = "layer1.0.conv1.weight"
+  local fresh = f:get(key, "float64")
+  local m = srgeo.models.load(path)
+  m:set(key, fresh * 0)
+  local p = m:get(key):double() * 0 -- a float64 destination of the right shape
+  T.truthy(f:get(key, p) == p, "returns the destination")
+  T.eq(rel(p, fresh), 0)
+  local w = m:get(key) -- shares the float32 parameter's storage
+  f:get(key, w)
+  T.eq(rel(m:get(key), fresh), 0, "the module's parameter was written in place")
+  T.raises(function() f:get(key, srgeo.zeros { 8, 8, 3, 2 }) end,
+           "tensor 'layer1.0.conv1.weight' has shape (8,8,3,3), the destination (8,8,3,2)")
+end)
+
 -- --- registry --------------------------------------------------------------
 
 T.test("models: unknown config keys are errors listing the valid ones", function()
