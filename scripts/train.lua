@@ -140,8 +140,18 @@ elseif o.objective == "gaussian" then
   opts.gaussian = { sigma = o.sigma }
 end
 
-print(string.format("srgeo %s: training %s on %s (%d images), %d threads -> %s", srgeo.version, o.model, o.data,
-  #train, srgeo.threads(), opts.out))
+local function plural(n, word) return string.format("%d %s%s", n, word, n == 1 and "" or "s") end
+
+-- The CPU, for the model card (training time means little without it).
+local function cpu_name()
+  local f = io.open("/proc/cpuinfo")
+  local name = f and f:read("a"):match("model name%s*:%s*([^\n]+)")
+  if f then f:close() end
+  return name or "an unknown CPU"
+end
+
+print(string.format("srgeo %s: training %s on %s (%d images), %s -> %s", srgeo.version, o.model, o.data,
+  #train, plural(srgeo.threads(), "thread"), opts.out))
 local t0 = srgeo._clock()
 local run = srgeo.train(opts)
 local wall = srgeo._clock() - t0
@@ -197,8 +207,9 @@ if o.ship ~= "" then
       o.eval_test > 0 and tostring(o.eval_test) or "all 10000"),
     string.format("| train accuracy | %.4f (seeded subset of %d training images, as trained: same labels/inputs) |",
       last.train_acc or 0 / 0, math.min(o.eval_train, #train)),
-    string.format("| training time | %.1f min on %d threads (%s) |", elapsed / 60, srgeo.threads(),
-      os.getenv("OPENBLAS_CORETYPE") and ("OPENBLAS_CORETYPE=" .. os.getenv("OPENBLAS_CORETYPE")) or "OpenBLAS auto-detect"),
+    string.format("| training time | %.1f min on %s of %s (%s) |", elapsed / 60, plural(srgeo.threads(), "thread"),
+      cpu_name(), os.getenv("OPENBLAS_CORETYPE") and ("OPENBLAS_CORETYPE=" .. os.getenv("OPENBLAS_CORETYPE"))
+      or "OpenBLAS auto-detect"),
     string.format("| srgeo version | %s |", srgeo.version),
     string.format("| seed | data/augmentation %d, model init %d |", o.seed, o.model_seed),
   }
