@@ -1,21 +1,32 @@
--- bench_models.lua: forward images/s and stacked-JVP cost per tangent for
--- zoo models, against srgeo's own forward (the ratio the foundation issue
--- targets: JVP time per tangent <= 1.2x one forward with k = 8) and, when
+-- bench_models.lua: forward images/s, stacked-JVP cost per tangent and peak
+-- RSS for zoo models, against srgeo's own forward (the foundation issue's
+-- target: JVP time per tangent <= 1.2x one forward with k = 8) and, when
 -- PyTorch is installed, against PyTorch 1.13 on the same task in the same run
--- (tests/bench/torch_models.py).
---   build/srgeo tests/bench/bench_models.lua [model ...] [--batch N] [--threads N]
+-- (tests/bench/torch_models.py; zoo issue: forward >= 1.0x, JVP >= 2.0x,
+-- peak RSS <= 1.5x PyTorch's).  Each model runs in a process of its own, so
+-- its peak RSS is its own.
+--   build/srgeo tests/bench/bench_models.lua [model ...] [--all] [--batch N] [--threads N] [--size N] [-k N]
 local srgeo = require "srgeo"
 
-local models, batch, threads, k, size = {}, 8, nil, 8, nil
+-- The default set: one of each family at ImageNet size.  --all adds every
+-- torchvision architecture of the zoo.
+local DEFAULT = { "resnet18", "resnet50", "vgg11", "convnext_tiny", "vit_b_16" }
+local ALL = { "resnet18", "resnet34", "resnet50", "resnet101", "wide_resnet50_2", "vgg11", "vgg11_bn", "vgg16",
+              "vgg16_bn", "convnext_tiny", "convnext_small", "vit_b_16" }
+
+local models, batch, threads, k, size, one, all = {}, 8, nil, 8, nil, nil, false
 local i = 1
 while arg[i] do
   if arg[i] == "--batch" then batch = tonumber(arg[i + 1]); i = i + 2
   elseif arg[i] == "--threads" then threads = tonumber(arg[i + 1]); i = i + 2
   elseif arg[i] == "--size" then size = tonumber(arg[i + 1]); i = i + 2
   elseif arg[i] == "-k" then k = tonumber(arg[i + 1]); i = i + 2
+  elseif arg[i] == "--one" then one = arg[i + 1]; i = i + 2
+  elseif arg[i] == "--all" then all = true; i = i + 1
   else models[#models + 1] = arg[i]; i = i + 1 end
 end
-if #models == 0 then models = { "resnet18", "resnet50" } end
+if #models == 0 then models = all and ALL or DEFAULT end
+if threads then srgeo.threads(threads) end
 
 local function time(fn, reps)
   fn() -- warm up: buffers allocated and touched once
@@ -28,29 +39,33 @@ local function time(fn, reps)
   return best
 end
 
-local function torch_figures(name, shape)
-  local py = io.open("/usr/bin/python3") and "/usr/bin/python3" or nil
-  if not py then return nil end
-  local cmd = string.format("%s tests/bench/torch_models.py %s %d %d %d %d %d 2>/dev/null", py, name, batch,
-    shape[1], shape[2], k, srgeo.threads())
-  local p = io.popen(cmd)
-  local out = p:read("a")
-  p:close()
-  local fwd, jvp = out:match("forward ([%d%.e%-]+) jvp ([%d%.e%-]+)")
-  return tonumber(fwd), tonumber(jvp)
+local function peak_rss_mb()
+  local f = io.open("/proc/self/status")
+  if not f then return 0 / 0 end
+  local kb = f:read("a"):match("VmHWM:%s*(%d+)")
+  f:close()
+  return tonumber(kb) / 1024
 end
 
-if threads then srgeo.threads(threads) end
-print(string.format("threads %d, batch %d, k = %d tangents per input", srgeo.threads(), batch, k))
-print(string.format("%-16s %10s %10s %12s %14s %10s %10s", "model", "fwd img/s", "jvp dir/s", "jvp/tangent",
-  "(x forward)", "torch fwd", "torch jvp"))
-for _, name in ipairs(models) do
-  local m = srgeo.models[name] { init = true }
+local function input_shape(name)
+  for _, e in ipairs(srgeo.models.list()) do
+    if e.name == name then
+      local s = e.input
+      return size and { s[1], size, size } or s
+    end
+  end
+  error("bench_models: no architecture " .. name)
+end
+
+-- Child: measure one model, print one machine-readable line.
+if one then
+  local cfg = {}
+  for _, o in ipairs(srgeo.models.options(one)) do
+    if o == "image_size" and size then cfg.image_size = size end -- ViTs are built for their size
+  end
+  local m = srgeo.models[one](cfg)
   m:eval()
-  local info = nil
-  for _, e in ipairs(srgeo.models.list()) do if e.name == name then info = e end end
-  local shape = info.input
-  if size then shape = { shape[1], size, size } end
+  local shape = input_shape(one)
   local x = srgeo.rand({ batch, shape[1], shape[2], shape[3] }, 1)
   local tf = time(function() m:forward(x) end, 3)
   -- one input, k tangents: the profile engine's shape of work
@@ -59,9 +74,52 @@ for _, name in ipairs(models) do
   local x1f = srgeo.rand({ 1 + k, shape[1], shape[2], shape[3] }, 2)
   local tj = time(function() m:jvp(x1, v) end, 3)
   local t1 = time(function() m:forward(x1f) end, 3) -- forward of the same 1+k rows
-  local per_tangent = tj / k
-  local fwd_one = t1 / (1 + k)
-  local tfwd, tjvp = torch_figures(name, { shape[2], shape[3] })
-  print(string.format("%-16s %10.1f %10.1f %10.2f ms %13.2fx %10s %10s", name, batch / tf, k / tj, 1e3 * per_tangent,
-    per_tangent / fwd_one, tfwd and string.format("%.1f", tfwd) or "-", tjvp and string.format("%.1f", tjvp) or "-"))
+  print(string.format("RESULT %.6g %.6g %.6g %.6g %.1f %dx%d", batch / tf, k / tj, tj / k, (tj / k) / (t1 / (1 + k)),
+                      peak_rss_mb(), shape[2], shape[3]))
+  os.exit(0)
 end
+
+local function run(cmd)
+  local p = io.popen(cmd)
+  local out = p:read("a")
+  p:close()
+  return out
+end
+
+local py = io.open("/usr/bin/python3") and "/usr/bin/python3"
+local has_torch = py and run(py .. " -c 'import torch; print(\"yes\")' 2>/dev/null"):match("yes")
+local self = arg[0]
+local srgeo_bin = arg[-1] or "build/srgeo"
+
+print(string.format("OPENBLAS_CORETYPE=%s, threads %d, batch %d, k = %d tangents per input%s",
+  os.getenv("OPENBLAS_CORETYPE") or "<unset>", srgeo.threads(), batch, k,
+  has_torch and "" or "  (PyTorch not installed: srgeo figures only)"))
+print(string.format("%-16s %7s %9s %9s %8s %8s | %9s %9s %8s | %6s %6s %6s", "model", "input", "fwd img/s", "jvp dir/s",
+  "jvp/tan", "RSS MB", "torch fwd", "torch jvp", "RSS MB", "fwd x", "jvp x", "RSS x"))
+local function fmt(v, f) return v and string.format(f, v) or "-" end
+for _, name in ipairs(models) do
+  local out = run(string.format("%s %s --one %s --batch %d -k %d%s%s 2>&1", srgeo_bin, self, name, batch, k,
+    threads and (" --threads " .. threads) or "", size and (" --size " .. size) or ""))
+  local f, j, _, ratio, rss, hw = out:match("RESULT (%S+) (%S+) (%S+) (%S+) (%S+) (%S+)")
+  if not f then
+    print(string.format("%-16s failed: %s", name, out:gsub("\n", " "):sub(1, 200)))
+  else
+    f, j, ratio, rss = tonumber(f), tonumber(j), tonumber(ratio), tonumber(rss)
+    local tf, tj, trss, terr
+    if has_torch then
+      local h, w = hw:match("(%d+)x(%d+)")
+      local tout = run(string.format("%s tests/bench/torch_models.py %s %d %s %s %d %d 2>&1", py, name, batch, h, w, k,
+        srgeo.threads()))
+      tf, tj, trss = tout:match("forward (%S+) jvp (%S+) rss (%S+)")
+      tf, trss = tonumber(tf), tonumber(trss)
+      tj = tonumber(tj) -- "fail": forward AD does not run this model
+      terr = tout:match("jvp_error (.-)\n")
+    end
+    print(string.format("%-16s %7s %9.1f %9.1f %7.2fx %8.0f | %9s %9s %8s | %6s %6s %6s", name, hw, f, j, ratio, rss,
+      fmt(tf, "%.1f"), tj and string.format("%.1f", tj) or (terr and "fails" or "-"), fmt(trss, "%.0f"),
+      tf and fmt(f / tf, "%.2f") or "-", tj and fmt(j / tj, "%.2f") or "-", trss and fmt(rss / trss, "%.2f") or "-"))
+    if terr then print("    (PyTorch forward AD: " .. terr .. ")") end
+  end
+end
+print("jvp/tan: JVP time per tangent / forward time per row (target <= 1.2); fwd x, jvp x: srgeo / PyTorch "
+  .. "throughput (targets >= 1.0, >= 2.0); RSS x: srgeo / PyTorch peak RSS (target <= 1.5)")
