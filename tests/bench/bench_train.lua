@@ -1,0 +1,81 @@
+-- bench_train.lua: training images/s (one SGD step: forward with BatchNorm in
+-- train mode, softmax cross-entropy, backward, momentum + weight-decay update)
+-- and peak RSS, srgeo vs PyTorch 1.13 on the same model, batch and cores in
+-- the same run (tests/bench/torch_train.py).  Training issue target: >= 1.0x.
+-- Each model runs in a process of its own, so its peak RSS is its own.
+--   build/srgeo tests/bench/bench_train.lua [model ...] [--batch 128] [--steps 10] [--threads N]
+local srgeo = require "srgeo"
+
+local models, batch, steps, threads, one = {}, 128, 10, nil, nil
+local i = 1
+while arg[i] do
+  if arg[i] == "--batch" then batch = tonumber(arg[i + 1]); i = i + 2
+  elseif arg[i] == "--steps" then steps = tonumber(arg[i + 1]); i = i + 2
+  elseif arg[i] == "--threads" then threads = tonumber(arg[i + 1]); i = i + 2
+  elseif arg[i] == "--one" then one = arg[i + 1]; i = i + 2
+  else models[#models + 1] = arg[i]; i = i + 1 end
+end
+if #models == 0 then models = { "small_resnet", "resnet18_cifar" } end
+if threads then srgeo.threads(threads) end
+
+local function peak_rss_mb()
+  local f = io.open("/proc/self/status")
+  if not f then return 0 / 0 end
+  local kb = f:read("a"):match("VmHWM:%s*(%d+)")
+  f:close()
+  return tonumber(kb) / 1024
+end
+
+if one then
+  local m = srgeo.models[one] {}
+  m:train()
+  local shape
+  for _, e in ipairs(srgeo.models.list()) do if e.name == one then shape = e.input end end
+  local X = srgeo.rand({ batch, shape[1], shape[2], shape[3] }, 1)
+  local labels = {}
+  for b = 1, batch do labels[b] = (b * 7) % 10 end
+  local opt = srgeo.optim.sgd { lr = 0.01, momentum = 0.9, weight_decay = 5e-4 }
+  for _ = 1, 2 do srgeo._train_step(m, opt, X, labels) end -- warm up: buffers allocated and touched
+  local t0 = srgeo._clock()
+  for _ = 1, steps do srgeo._train_step(m, opt, X, labels) end
+  local t = srgeo._clock() - t0
+  print(string.format("RESULT %.6g %.1f %dx%dx%d", steps * batch / t, peak_rss_mb(), shape[1], shape[2], shape[3]))
+  os.exit(0)
+end
+
+local function run(cmd)
+  local p = io.popen(cmd)
+  local out = p:read("a")
+  p:close()
+  return out
+end
+
+local py = io.open("/usr/bin/python3") and "/usr/bin/python3"
+local has_torch = py and run(py .. " -c 'import torch; print(\"yes\")' 2>/dev/null"):match("yes")
+print(string.format("OPENBLAS_CORETYPE=%s, threads %d, batch %d, %d timed steps after 2 warm-up%s",
+  os.getenv("OPENBLAS_CORETYPE") or "<unset>", srgeo.threads(), batch, steps,
+  has_torch and "" or "  (PyTorch not installed: srgeo figures only)"))
+print(string.format("%-16s %9s %10s %8s | %10s %8s | %6s %6s", "model", "input", "img/s", "RSS MB", "torch img/s",
+  "RSS MB", "x", "RSS x"))
+for _, name in ipairs(models) do
+  local out = run(string.format("%s %s --one %s --batch %d --steps %d%s 2>&1", arg[-1] or "build/srgeo", arg[0], name,
+    batch, steps, threads and (" --threads " .. threads) or ""))
+  local ips, rss, shape = out:match("RESULT (%S+) (%S+) (%S+)")
+  if not ips then
+    print(string.format("%-16s failed: %s", name, out:gsub("\n", " "):sub(1, 200)))
+  else
+    ips, rss = tonumber(ips), tonumber(rss)
+    local tips, trss
+    if has_torch then
+      local tout = run(string.format("%s tests/bench/torch_train.py %s %d %d %d 2>&1", py, name, batch, steps,
+        srgeo.threads()))
+      tips, trss = tout:match("images_per_s (%S+) rss (%S+)")
+      tips, trss = tonumber(tips), tonumber(trss)
+      if not tips then print("    (torch_train.py: " .. tout:gsub("\n", " "):sub(1, 200) .. ")") end
+    end
+    print(string.format("%-16s %9s %10.1f %8.0f | %10s %8s | %6s %6s", name, shape, ips, rss,
+      tips and string.format("%.1f", tips) or "-", trss and string.format("%.0f", trss) or "-",
+      tips and string.format("%.2f", ips / tips) or "-", trss and string.format("%.2f", rss / trss) or "-"))
+  end
+end
+print("x: srgeo / PyTorch training images/s (target >= 1.0); RSS x: srgeo / PyTorch peak RSS")
