@@ -7,34 +7,17 @@
  *   Y = srgeo.augment.gaussian(X, sigma, seed [, clip])  -- X + sigma N(0,1) (a new tensor; clip: to [0,1])
  *   s = srgeo.augment.seed_mix(seed, a [, b])        -- derived seed (53 bits)
  *   U = srgeo.augment.uniform{n=, shape={C,H,W}, seed=0, first=0, dtype=}   -- noise images
- *   X = srgeo.augment.cat{t1, t2, ...}               -- concatenate along dim 0
+ *   X = srgeo.augment.cat{t1, t2, ...}               -- srgeo.cat: concatenate along dim 0
  *   names = srgeo._listdir(dir)                      -- entries of a directory (or nil, msg)
  *
  * Seeds make every draw a function of (seed, row), so a batch is the same
  * whatever the thread count and whenever it is made (resume). */
-#include <dirent.h>
 #include <errno.h>
 #include <string.h>
 
 #include "augment.h"
 #include "lua_srgeo.h"
 #include "tensor_ops.h"
-
-static uint64_t opt_seed(lua_State *L, int t, const char *k)
-{
-    if (!lua_istable(L, t))
-        return 0;
-    lua_getfield(L, t, k);
-    uint64_t v = 0;
-    if (!lua_isnil(L, -1)) {
-        int ok;
-        v = (uint64_t)lua_tointegerx(L, -1, &ok);
-        if (!ok)
-            luaL_error(L, "augment: option %s must be an integer", k);
-    }
-    lua_pop(L, 1);
-    return v;
-}
 
 static int l_permutation(lua_State *L)
 {
@@ -44,11 +27,7 @@ static int l_permutation(lua_State *L)
     int64_t *p = lua_newuserdatauv(L, (size_t)(n > 0 ? n : 1) * sizeof *p, 0);
     if (sr_permutation(p, n, seed))
         return sr_lua_fail(L);
-    lua_createtable(L, (int)n, 0);
-    for (lua_Integer i = 0; i < n; i++) {
-        lua_pushinteger(L, p[i] + 1);
-        lua_rawseti(L, -2, i + 1);
-    }
+    sr_lua_push_integers(L, p, n, 1);
     return 1;
 }
 
@@ -58,17 +37,11 @@ static int l_batch(lua_State *L)
     luaL_checktype(L, 2, LUA_TTABLE);
     int64_t n = (int64_t)luaL_len(L, 2);
     luaL_argcheck(L, n >= 1, 2, "empty index list");
-    int pad = 0, flip = 0;
-    uint64_t seed = 0;
+    int pad = (int)sr_lua_opt_integer_in(L, 3, "augment.batch", "crop", 0, 0, 65536);
+    int flip = sr_lua_opt_boolean(L, 3, "augment.batch", "flip", 0);
+    uint64_t seed = (uint64_t)sr_lua_opt_integer(L, 3, "augment.batch", "seed", 0);
     int out_idx = 0;
     if (lua_istable(L, 3)) {
-        lua_getfield(L, 3, "crop");
-        if (!lua_isnil(L, -1) && !(lua_isboolean(L, -1) && !lua_toboolean(L, -1)))
-            pad = (int)luaL_checkinteger(L, -1);
-        lua_getfield(L, 3, "flip");
-        flip = lua_toboolean(L, -1);
-        lua_pop(L, 2);
-        seed = opt_seed(L, 3, "seed");
         lua_getfield(L, 3, "out");
         if (sr_lua_test_tensor(L, -1))
             out_idx = lua_gettop(L);
@@ -133,90 +106,33 @@ static int l_uniform(lua_State *L)
     lua_Integer first = luaL_optinteger(L, -1, 0);
     lua_getfield(L, 1, "dtype");
     sr_dtype dt = sr_lua_opt_dtype(L, lua_gettop(L), SR_F32);
-    uint64_t seed = opt_seed(L, 1, "seed");
+    uint64_t seed = (uint64_t)sr_lua_opt_integer(L, 1, "augment.uniform", "seed", 0);
     sr_tensor *t = sr_lua_new_tensor(L);
     if (sr_tensor_alloc(t, dt, nd + 1, shape) || (n > 0 && sr_fill_uniform_rows(t, seed, first)))
         return sr_lua_fail(L);
     return 1;
 }
 
-/* cat{t1, t2, ...}: same dtype and row shape; rows concatenated. */
-static int l_cat(lua_State *L)
-{
-    luaL_checktype(L, 1, LUA_TTABLE);
-    int k = (int)luaL_len(L, 1);
-    luaL_argcheck(L, k >= 1, 1, "cat: empty list");
-    int64_t rows = 0;
-    sr_tensor *first = NULL;
-    for (int i = 1; i <= k; i++) {
-        lua_geti(L, 1, i);
-        sr_tensor *t = sr_lua_test_tensor(L, -1);
-        if (!t || t->ndim < 1)
-            return luaL_error(L, "cat: entry %d is not a tensor with a batch dimension", i);
-        if (!first)
-            first = t;
-        else if (t->dtype != first->dtype || t->ndim != first->ndim ||
-                 memcmp(t->shape + 1, first->shape + 1, (size_t)(t->ndim - 1) * sizeof *t->shape) != 0)
-            return luaL_error(L, "cat: entry %d %s %s does not match entry 1 %s %s", i, SR_SHAPE(t),
-                              sr_dtype_name(t->dtype), SR_SHAPE(first), sr_dtype_name(first->dtype));
-        rows += t->shape[0];
-        lua_pop(L, 1);
-    }
-    int64_t shape[SR_MAXDIM];
-    memcpy(shape, first->shape, sizeof shape);
-    shape[0] = rows;
-    sr_tensor *out = sr_lua_new_tensor(L);
-    if (sr_tensor_alloc(out, first->dtype, first->ndim, shape))
-        return sr_lua_fail(L);
-    int64_t at = 0;
-    for (int i = 1; i <= k; i++) {
-        lua_geti(L, 1, i);
-        sr_tensor *t = sr_lua_test_tensor(L, -1);
-        if (t->shape[0] > 0) {
-            sr_tensor view = SR_TENSOR_INIT;
-            if (sr_tensor_narrow(&view, out, at, t->shape[0]))
-                return sr_lua_fail(L);
-            int rc = sr_tensor_assign(&view, t);
-            sr_tensor_free(&view);
-            if (rc)
-                return sr_lua_fail(L);
-        }
-        at += t->shape[0];
-        lua_pop(L, 1);
-    }
-    return 1;
-}
-
 static int l_listdir(lua_State *L)
 {
     const char *dir = luaL_checkstring(L, 1);
-    DIR *d = opendir(dir);
-    if (!d) {
-        lua_pushnil(L);
-        lua_pushfstring(L, "%s: %s", dir, strerror(errno));
-        return 2;
-    }
-    lua_newtable(L);
-    int i = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-            continue;
-        lua_pushstring(L, e->d_name);
-        lua_rawseti(L, -2, ++i);
-    }
-    closedir(d);
-    return 1;
+    if (sr_lua_push_dir_names(L, dir) >= 0)
+        return 1;
+    lua_pushnil(L);
+    lua_pushfstring(L, "%s: %s", dir, strerror(errno));
+    return 2;
 }
 
 static const luaL_Reg augment_funcs[] = {
     {"permutation", l_permutation}, {"batch", l_batch}, {"gaussian", l_gaussian}, {"uniform", l_uniform},
-    {"cat", l_cat},                 {"seed_mix", l_seed_mix}, {NULL, NULL},
+    {"seed_mix", l_seed_mix},       {NULL, NULL},
 };
 
 void sr_lua_open_augment(lua_State *L)
 {
     luaL_newlib(L, augment_funcs);
+    lua_getfield(L, -2, "cat"); /* srgeo.cat (lua_tensor.c, opened first) */
+    lua_setfield(L, -2, "cat");
     lua_setfield(L, -2, "augment");
     lua_pushcfunction(L, l_listdir);
     lua_setfield(L, -2, "_listdir");

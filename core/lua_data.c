@@ -12,7 +12,7 @@
  *   idx = _data.permutation(n, k, seed)   -- k distinct 1-based indices of 1..n
  *   entries = _data.listdir(dir)          -- {{name=, dir=bool}, ...} sorted by name
  *   X = _data.gather(T, indices)          -- rows of any tensor
- *   X = _data.stack{t1, t2, ...}          -- concatenate along dim 0
+ *   X = _data.stack{t1, t2, ...}          -- srgeo.cat: concatenate along dim 0
  *   P = _data.radial_spectrum(T)          -- radially averaged power spectrum
  *   mn, mx, mean = _data.stats(T) ; d = _data.maxdiff(A, B)
  *   size, mtime, isdir = _data.stat(path)
@@ -20,7 +20,6 @@
  * Indices are 1-based (Lua) here and 0-based in the core; labels are 0-based
  * class ids everywhere (they index classifier outputs, as in torchvision).
  */
-#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -77,15 +76,6 @@ static int64_t *check_indices(lua_State *L, int idx, int64_t n, int64_t *b)
         v[i] = x - 1;
     }
     return v;
-}
-
-static void push_labels(lua_State *L, const int64_t *lab, int64_t n)
-{
-    lua_createtable(L, (int)n, 0);
-    for (int64_t i = 0; i < n; i++) {
-        lua_pushinteger(L, lab[i]);
-        lua_rawseti(L, -2, i + 1);
-    }
 }
 
 static int store_gather(lua_State *L)
@@ -170,7 +160,7 @@ static int l_idx_labels(lua_State *L)
     int64_t *keep = lua_newuserdatauv(L, sizeof *keep * (size_t)(n ? n : 1), 0);
     memcpy(keep, lab, sizeof *keep * (size_t)n);
     free(lab);
-    push_labels(L, keep, n);
+    sr_lua_push_integers(L, keep, n, 0);
     return 1;
 }
 
@@ -202,18 +192,8 @@ static int l_cifar(lua_State *L)
     memcpy(keep, lab, sizeof *keep * (size_t)n);
     free(lab);
     lua_pushvalue(L, -2); /* the store; keep stays on the stack below it */
-    push_labels(L, keep, n);
+    sr_lua_push_integers(L, keep, n, 0);
     return 2;
-}
-
-static double opt_num(lua_State *L, int t, const char *k, double def)
-{
-    if (!lua_istable(L, t))
-        return def;
-    lua_getfield(L, t, k);
-    double v = luaL_optnumber(L, -1, def);
-    lua_pop(L, 1);
-    return v;
 }
 
 static int l_synth(lua_State *L)
@@ -231,11 +211,11 @@ static int l_synth(lua_State *L)
     sr_synth_opts o = SR_SYNTH_OPTS_INIT;
     if (sr_synth_kind_parse(kind, &o.kind))
         return sr_lua_fail(L);
-    o.mean = opt_num(L, 5, "mean", o.mean);
-    o.std = opt_num(L, 5, "std", o.std);
-    o.alpha = opt_num(L, 5, "alpha", o.alpha);
-    o.rmin = opt_num(L, 5, "rmin", o.rmin);
-    o.rmax = opt_num(L, 5, "rmax", o.rmax);
+    o.mean = sr_lua_opt_number(L, 5, "synth", "mean", o.mean);
+    o.std = sr_lua_opt_number(L, 5, "synth", "std", o.std);
+    o.alpha = sr_lua_opt_number(L, 5, "synth", "alpha", o.alpha);
+    o.rmin = sr_lua_opt_number(L, 5, "synth", "rmin", o.rmin);
+    o.rmax = sr_lua_opt_number(L, 5, "synth", "rmax", o.rmax);
     sr_dtype dt = sr_lua_opt_dtype(L, 6, SR_F32);
     sr_tensor *t = sr_lua_new_tensor(L);
     if (sr_synth_items(t, &o, seed, idx, b, shape[0], shape[1], shape[2], dt))
@@ -268,11 +248,7 @@ static int l_permutation(lua_State *L)
     int64_t *p = lua_newuserdatauv(L, sizeof *p * (size_t)(k ? k : 1), 0);
     if (sr_sample_indices(p, n, k, seed))
         return sr_lua_fail(L);
-    lua_createtable(L, (int)k, 0);
-    for (lua_Integer i = 0; i < k; i++) {
-        lua_pushinteger(L, p[i] + 1);
-        lua_rawseti(L, -2, i + 1);
-    }
+    sr_lua_push_integers(L, p, k, 1);
     return 1;
 }
 
@@ -286,20 +262,10 @@ static int cmp_names(const void *a, const void *b)
 static int l_listdir(lua_State *L)
 {
     const char *path = luaL_checkstring(L, 1);
-    DIR *d = opendir(path);
-    if (!d)
-        return luaL_error(L, "listdir %s: %s", path, strerror(errno));
     /* names collected in a Lua table first (no C allocation to leak) */
-    lua_newtable(L);
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-            continue;
-        lua_pushstring(L, e->d_name);
-        lua_rawseti(L, -2, ++n);
-    }
-    closedir(d);
+    int n = sr_lua_push_dir_names(L, path);
+    if (n < 0)
+        return luaL_error(L, "listdir %s: %s", path, strerror(errno));
     const char **names = lua_newuserdatauv(L, sizeof *names * (size_t)(n ? n : 1), 0);
     for (int i = 0; i < n; i++) {
         lua_rawgeti(L, -2, i + 1);
@@ -345,49 +311,6 @@ static int l_gather(lua_State *L)
     size_t row = (size_t)sr_rowsize(x) * sr_dtype_size(x->dtype);
     for (int64_t i = 0; i < b; i++)
         memcpy((char *)sr_data(t) + i * row, (const char *)sr_data(x) + idx[i] * row, row);
-    return 1;
-}
-
-static int l_stack(lua_State *L)
-{
-    luaL_checktype(L, 1, LUA_TTABLE);
-    int n = (int)luaL_len(L, 1);
-    luaL_argcheck(L, n > 0, 1, "empty list of tensors");
-    lua_geti(L, 1, 1);
-    sr_tensor *first = sr_lua_check_tensor(L, -1);
-    luaL_argcheck(L, first->ndim >= 1, 1, "tensors need a batch dim");
-    int64_t shape[SR_MAXDIM];
-    memcpy(shape, first->shape, sizeof shape);
-    int nd = first->ndim;
-    sr_dtype dt = first->dtype;
-    lua_pop(L, 1);
-    shape[0] = 0;
-    for (int i = 1; i <= n; i++) {
-        lua_geti(L, 1, i);
-        sr_tensor *t = sr_lua_test_tensor(L, -1);
-        if (!t)
-            return luaL_error(L, "stack: entry %d is not a tensor", i);
-        int same = t->ndim == nd && t->dtype == dt;
-        for (int d = 1; same && d < nd; d++)
-            same = t->shape[d] == first->shape[d];
-        if (!same)
-            return luaL_error(L, "stack: entry %d is %s %s, entry 1 is %s %s", i, SR_SHAPE(t),
-                              sr_dtype_name(t->dtype), SR_SHAPE(first), sr_dtype_name(dt));
-        shape[0] += t->shape[0];
-        lua_pop(L, 1);
-    }
-    sr_tensor *out = sr_lua_new_tensor(L);
-    if (sr_tensor_alloc(out, dt, nd, shape))
-        return sr_lua_fail(L);
-    size_t at = 0;
-    for (int i = 1; i <= n; i++) {
-        lua_geti(L, 1, i);
-        sr_tensor *t = sr_lua_test_tensor(L, -1);
-        size_t bytes = (size_t)sr_numel(t) * sr_dtype_size(dt);
-        memcpy((char *)sr_data(out) + at, sr_data(t), bytes);
-        at += bytes;
-        lua_pop(L, 1);
-    }
     return 1;
 }
 
@@ -484,7 +407,6 @@ static const luaL_Reg data_funcs[] = {
     {"permutation", l_permutation},
     {"listdir", l_listdir},
     {"gather", l_gather},
-    {"stack", l_stack},
     {"radial_spectrum", l_radial_spectrum},
     {"stats", l_stats},
     {"maxdiff", l_maxdiff},
@@ -494,11 +416,9 @@ static const luaL_Reg data_funcs[] = {
 
 void sr_lua_open_data(lua_State *L)
 {
-    luaL_newmetatable(L, SR_U8_MT);
-    luaL_setfuncs(L, store_meta, 0);
-    luaL_newlib(L, store_methods);
-    lua_setfield(L, -2, "__index");
-    lua_pop(L, 1);
+    sr_lua_new_class(L, SR_U8_MT, store_meta, store_methods);
     luaL_newlib(L, data_funcs);
+    lua_getfield(L, -2, "cat"); /* stack = srgeo.cat (lua_tensor.c, opened first) */
+    lua_setfield(L, -2, "stack");
     lua_setfield(L, -2, "_data");
 }

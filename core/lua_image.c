@@ -15,47 +15,9 @@
  */
 #include <math.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "image.h"
 #include "lua_srgeo.h"
-
-/* An optional integer field; false counts as 0, nil as `def`. */
-static int opt_int_field(lua_State *L, int t, const char *k, int def, int lo, int hi)
-{
-    int ty = lua_getfield(L, t, k);
-    int v = def;
-    if (ty == LUA_TBOOLEAN) {
-        if (lua_toboolean(L, -1))
-            luaL_error(L, "image: option %s = true is not a number", k);
-        v = 0;
-    } else if (ty != LUA_TNIL) {
-        int ok;
-        lua_Integer x = lua_tointegerx(L, -1, &ok);
-        if (!ok || x < lo || x > hi)
-            luaL_error(L, "image: option %s must be an integer in %d..%d", k, lo, hi);
-        v = (int)x;
-    }
-    lua_pop(L, 1);
-    return v;
-}
-
-/* Reject unknown option names: a misspelt "szie" silently ignored would
- * load 224 crops the user did not ask for. */
-static void check_keys(lua_State *L, int t, const char *fn, const char *const *known)
-{
-    lua_pushnil(L);
-    while (lua_next(L, t)) {
-        lua_pop(L, 1);
-        int ok = 0;
-        if (lua_type(L, -1) == LUA_TSTRING)
-            for (const char *const *k = known; *k; k++)
-                if (strcmp(*k, lua_tostring(L, -1)) == 0)
-                    ok = 1;
-        if (!ok)
-            luaL_error(L, "%s: unknown option '%s'", fn, luaL_tolstring(L, -1, NULL));
-    }
-}
 
 static const char *const load_keys[] = {"size", "resize", "channels", "on_error", NULL};
 
@@ -64,8 +26,7 @@ static void read_load_opts(lua_State *L, int t, sr_image_opts *o, const char *fn
     *o = (sr_image_opts)SR_IMAGE_OPTS_INIT;
     if (lua_isnoneornil(L, t))
         return;
-    luaL_checktype(L, t, LUA_TTABLE);
-    check_keys(L, t, fn, load_keys);
+    sr_lua_check_keys(L, t, fn, load_keys);
     int ty = lua_getfield(L, t, "size");
     int side = 224;
     if (ty == LUA_TTABLE) {
@@ -88,8 +49,8 @@ static void read_load_opts(lua_State *L, int t, sr_image_opts *o, const char *fn
         o->crop_h = o->crop_w = side = (int)s;
     }
     lua_pop(L, 1);
-    o->resize = opt_int_field(L, t, "resize", (int)lround(side * 256.0 / 224.0), 0, 65536);
-    o->channels = opt_int_field(L, t, "channels", 3, 0, 3);
+    o->resize = (int)sr_lua_opt_integer_in(L, t, fn, "resize", lround(side * 256.0 / 224.0), 0, 65536);
+    o->channels = (int)sr_lua_opt_integer_in(L, t, fn, "channels", 3, 0, 3);
     if (o->channels == 2)
         luaL_error(L, "%s: channels must be 1, 3 or false (as stored)", fn);
 }
@@ -129,13 +90,8 @@ static int l_load_batch(lua_State *L)
     const char **paths = check_paths(L, 1, &n);
     sr_image_opts o;
     read_load_opts(L, 2, &o, "image.load_batch");
-    int skip = 0;
-    if (lua_istable(L, 2)) {
-        lua_getfield(L, 2, "on_error");
-        static const char *const modes[] = {"fail", "skip", NULL};
-        skip = luaL_checkoption(L, -1, "fail", modes) == 1;
-        lua_pop(L, 1);
-    }
+    static const char *const modes[] = {"fail", "skip", NULL};
+    int skip = sr_lua_opt_choice(L, 2, "image.load_batch", "on_error", 0, modes) == 1;
     unsigned char *bad = skip ? lua_newuserdatauv(L, (size_t)n, 0) : NULL;
     sr_tensor *t = sr_lua_new_tensor(L);
     if (sr_image_load_batch(t, paths, n, &o, bad))
@@ -159,15 +115,10 @@ static int l_save(lua_State *L)
     const char *path = luaL_checkstring(L, 1);
     sr_tensor *t = sr_lua_check_tensor(L, 2);
     sr_image_save_opts o = SR_IMAGE_SAVE_OPTS_INIT;
-    if (!lua_isnoneornil(L, 3)) {
-        luaL_checktype(L, 3, LUA_TTABLE);
-        static const char *const keys[] = {"rescale", "quality", NULL};
-        check_keys(L, 3, "image.save", keys);
-        lua_getfield(L, 3, "rescale");
-        o.rescale = lua_toboolean(L, -1);
-        lua_pop(L, 1);
-        o.quality = opt_int_field(L, 3, "quality", 0, 1, 100);
-    }
+    static const char *const keys[] = {"rescale", "quality", NULL};
+    sr_lua_check_keys(L, 3, "image.save", keys);
+    o.rescale = sr_lua_opt_boolean(L, 3, "image.save", "rescale", 0);
+    o.quality = (int)sr_lua_opt_integer_in(L, 3, "image.save", "quality", 0, 1, 100);
     if (sr_image_save(path, t, &o))
         return sr_lua_fail(L);
     return 0;
@@ -178,13 +129,9 @@ static int l_blur(lua_State *L)
     sr_tensor *t = sr_lua_check_tensor(L, 1);
     double sigma = luaL_checknumber(L, 2);
     luaL_argcheck(L, sigma >= 0 && sigma <= 1e4, 2, "sigma must be in [0, 1e4]");
-    int ksize = 0;
-    if (!lua_isnoneornil(L, 3)) {
-        luaL_checktype(L, 3, LUA_TTABLE);
-        static const char *const keys[] = {"ksize", NULL};
-        check_keys(L, 3, "image.blur", keys);
-        ksize = opt_int_field(L, 3, "ksize", 0, 1, 100001);
-    }
+    static const char *const keys[] = {"ksize", NULL};
+    sr_lua_check_keys(L, 3, "image.blur", keys);
+    int ksize = (int)sr_lua_opt_integer_in(L, 3, "image.blur", "ksize", 0, 1, 100001);
     sr_tensor *y = sr_lua_new_tensor(L);
     if (sr_image_blur(y, t, sigma, ksize))
         return sr_lua_fail(L);

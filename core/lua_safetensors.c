@@ -230,22 +230,15 @@ static const luaL_Reg st_methods[] = {
     {"metadata", st_metadata}, {"close", st_close}, {NULL, NULL},
 };
 
+static const luaL_Reg st_meta[] = {
+    {"__gc", st_gc}, {"__close", st_gc}, {"__tostring", st_tostring}, {NULL, NULL},
+};
+
+static const luaL_Reg st_funcs[] = {{"open", l_open}, {"save", l_save}, {NULL, NULL}};
+
 void sr_lua_open_safetensors(lua_State *L)
 {
-    luaL_newmetatable(L, ST_MT);
-    lua_pushcfunction(L, st_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_pushcfunction(L, st_gc);
-    lua_setfield(L, -2, "__close");
-    lua_pushcfunction(L, st_tostring);
-    lua_setfield(L, -2, "__tostring");
-    luaL_newlib(L, st_methods);
-    lua_setfield(L, -2, "__index");
-    lua_pop(L, 1);
-    lua_createtable(L, 0, 2);
-    lua_pushcfunction(L, l_open);
-    lua_setfield(L, -2, "open");
-    lua_pushcfunction(L, l_save);
-    lua_setfield(L, -2, "save");
+    sr_lua_new_class(L, ST_MT, st_meta, st_methods);
+    luaL_newlib(L, st_funcs);
     lua_setfield(L, -2, "safetensors");
 }

@@ -43,6 +43,38 @@ int sr_lua_check_shape(lua_State *L, int idx, int64_t *shape);
 /* Check that argument idx is a "float32"/"float64" string (or absent: def). */
 sr_dtype sr_lua_opt_dtype(lua_State *L, int idx, sr_dtype def);
 
+/* Options tables.  Each reader returns field k of the options table at
+ * (absolute) index t, or def when t is none or nil or the field is nil; t
+ * anything else is an argument error.  A value of the wrong type raises
+ * "<op>: option <k> must be ... (got ...)", op naming the function the user
+ * called ("pgd", "image.load"). */
+lua_Number sr_lua_opt_number(lua_State *L, int t, const char *op, const char *k, lua_Number def);
+lua_Integer sr_lua_opt_integer(lua_State *L, int t, const char *op, const char *k, lua_Integer def);
+/* An integer in lo..hi.  false reads as 0, for options where 0 is "none"
+ * (crop=false, resize=false) and, like def, is not range-checked. */
+lua_Integer sr_lua_opt_integer_in(lua_State *L, int t, const char *op, const char *k, lua_Integer def,
+                                  lua_Integer lo, lua_Integer hi);
+/* true/false, or a number (0 is false, as sr_opt_bool reads it). */
+int sr_lua_opt_boolean(lua_State *L, int t, const char *op, const char *k, int def);
+/* The position in names (NULL-terminated) of the string field k (a number
+ * counts as its string form: norm=2 is "2"), or def when absent. */
+int sr_lua_opt_choice(lua_State *L, int t, const char *op, const char *k, int def, const char *const *names);
+/* Raise "<op>: unknown option '<key>'" for a key of the table at t (none or
+ * nil: no keys) not in keys (NULL-terminated): a misspelt option silently
+ * ignored would give a result the user did not ask for. */
+void sr_lua_check_keys(lua_State *L, int t, const char *op, const char *const *keys);
+
+/* Push the list {v[0] + add, ..., v[n-1] + add} (add = 1: 0-based core
+ * indices as 1-based Lua ones). */
+void sr_lua_push_integers(lua_State *L, const int64_t *v, int64_t n, int64_t add);
+/* Push a list of the entry names of directory dir (unsorted, without "."
+ * and ".."); returns their count, or -1 with errno set and nothing pushed. */
+int sr_lua_push_dir_names(lua_State *L, const char *dir);
+/* Register metatable mt: the metamethods in meta, and methods (NULL: none)
+ * as its __index table, or, when meta has its own __index function, as the
+ * table mt.methods for that function to look methods up in. */
+void sr_lua_new_class(lua_State *L, const char *mt, const luaL_Reg *meta, const luaL_Reg *methods);
+
 /* Binding entry points (one per lua_*.c file). */
 void sr_lua_open_tensor(lua_State *L);
 void sr_lua_open_nn(lua_State *L);

@@ -21,36 +21,50 @@
 
 #define OPT_MT "srgeo.optim"
 
-/* Labels from a Lua list into a GC-owned int64 array of n entries. */
-static int64_t *check_labels(lua_State *L, int idx, int64_t n)
+/* One value per row from the Lua list at idx (what: "labels") into a
+ * GC-owned array pushed on the stack: int64 when integers, else double. */
+static void *check_rows(lua_State *L, int idx, int64_t n, const char *what, int integers)
 {
     luaL_checktype(L, idx, LUA_TTABLE);
     if ((int64_t)luaL_len(L, idx) != n)
-        luaL_error(L, "labels: %d labels for %d rows", (int)luaL_len(L, idx), (int)n);
-    int64_t *lab = lua_newuserdatauv(L, (size_t)(n > 0 ? n : 1) * sizeof *lab, 0);
+        luaL_error(L, "%s: %d %s for %d rows", what, (int)luaL_len(L, idx), what, (int)n);
+    void *v = lua_newuserdatauv(L, (size_t)(n > 0 ? n : 1) * (integers ? sizeof(int64_t) : sizeof(double)), 0);
     for (int64_t i = 0; i < n; i++) {
         lua_geti(L, idx, i + 1);
         int ok;
-        lab[i] = lua_tointegerx(L, -1, &ok);
+        if (integers)
+            ((int64_t *)v)[i] = lua_tointegerx(L, -1, &ok);
+        else
+            ((double *)v)[i] = lua_tonumberx(L, -1, &ok);
         if (!ok)
-            luaL_error(L, "labels: entry %d is not an integer", (int)i + 1);
+            luaL_error(L, "%s: entry %d is not %s", what, (int)i + 1, integers ? "an integer" : "a number");
         lua_pop(L, 1);
     }
-    return lab;
+    return v;
+}
+
+/* Labels (0-based class ids) from a Lua list of n. */
+static int64_t *check_labels(lua_State *L, int idx, int64_t n) { return check_rows(L, idx, n, "labels", 1); }
+
+/* The batch at idx (at least one row) and its labels at idx + 1; op names
+ * the caller in the message. */
+static sr_tensor *check_batch(lua_State *L, int idx, const char *op, int64_t **lab)
+{
+    sr_tensor *x = sr_lua_check_tensor(L, idx);
+    if (x->ndim < 1 || x->shape[0] < 1)
+        luaL_error(L, "%s: input %s has no batch dimension", op, SR_SHAPE(x));
+    *lab = check_labels(L, idx + 1, x->shape[0]);
+    return x;
 }
 
 static int l_cross_entropy(lua_State *L)
 {
+    lua_settop(L, 3); /* check_labels pushes its buffer above the arguments */
     sr_tensor *logits = sr_lua_check_tensor(L, 1);
     if (logits->ndim != 2)
         return luaL_error(L, "cross_entropy: logits %s must be (N, classes)", SR_SHAPE(logits));
     int64_t *lab = check_labels(L, 2, logits->shape[0]);
-    int want_grad = 1;
-    if (lua_istable(L, 3)) {
-        lua_getfield(L, 3, "grad");
-        want_grad = lua_isnil(L, -1) ? 1 : lua_toboolean(L, -1);
-        lua_pop(L, 1);
-    }
+    int want_grad = sr_lua_opt_boolean(L, 3, "cross_entropy", "grad", 1);
     sr_tensor *g = want_grad ? sr_lua_new_tensor(L) : NULL;
     double loss;
     int64_t correct;
@@ -71,57 +85,27 @@ static int opt_gc(lua_State *L)
     return 0;
 }
 
-static double field_num(lua_State *L, int t, const char *k, double def)
-{
-    lua_getfield(L, t, k);
-    double v = def;
-    if (!lua_isnil(L, -1)) {
-        if (lua_type(L, -1) == LUA_TBOOLEAN)
-            v = lua_toboolean(L, -1);
-        else if (lua_isnumber(L, -1))
-            v = lua_tonumber(L, -1);
-        else
-            luaL_error(L, "optim: option %s must be a number", k);
-    }
-    lua_pop(L, 1);
-    return v;
-}
-
 static int new_opt(lua_State *L, sr_opt_kind kind)
 {
     static const char *const sgd_keys[] = {"lr", "momentum", "nesterov", "weight_decay", NULL};
     static const char *const adam_keys[] = {"lr", "beta1", "beta2", "eps", "weight_decay", NULL};
-    const char *const *keys = kind == SR_OPT_SGD ? sgd_keys : adam_keys;
-    if (!lua_isnoneornil(L, 1)) {
-        luaL_checktype(L, 1, LUA_TTABLE);
-        lua_pushnil(L);
-        while (lua_next(L, 1)) {
-            lua_pop(L, 1);
-            int ok = 0;
-            for (int i = 0; keys[i]; i++)
-                ok |= lua_type(L, -1) == LUA_TSTRING && strcmp(lua_tostring(L, -1), keys[i]) == 0;
-            if (!ok)
-                return luaL_error(L, "optim.%s: unknown option '%s'", kind == SR_OPT_SGD ? "sgd" : "adamw",
-                                  lua_tostring(L, -1));
-        }
-    } else {
-        lua_newtable(L);
-        lua_replace(L, 1);
-    }
+    const char *op = kind == SR_OPT_SGD ? "optim.sgd" : "optim.adamw";
+    lua_settop(L, 1);
+    sr_lua_check_keys(L, 1, op, kind == SR_OPT_SGD ? sgd_keys : adam_keys);
     sr_optim *o = lua_newuserdatauv(L, sizeof *o, 0);
     sr_optim_init(o, kind);
     luaL_setmetatable(L, OPT_MT);
-    o->lr = field_num(L, 1, "lr", o->lr);
-    o->weight_decay = field_num(L, 1, "weight_decay", o->weight_decay);
+    o->lr = sr_lua_opt_number(L, 1, op, "lr", o->lr);
+    o->weight_decay = sr_lua_opt_number(L, 1, op, "weight_decay", o->weight_decay);
     if (kind == SR_OPT_SGD) {
-        o->momentum = field_num(L, 1, "momentum", o->momentum);
-        o->nesterov = field_num(L, 1, "nesterov", 0) != 0;
+        o->momentum = sr_lua_opt_number(L, 1, op, "momentum", o->momentum);
+        o->nesterov = sr_lua_opt_boolean(L, 1, op, "nesterov", 0);
         if (o->nesterov && o->momentum <= 0)
             return luaL_error(L, "optim.sgd: nesterov needs momentum > 0");
     } else {
-        o->beta1 = field_num(L, 1, "beta1", o->beta1);
-        o->beta2 = field_num(L, 1, "beta2", o->beta2);
-        o->eps = field_num(L, 1, "eps", o->eps);
+        o->beta1 = sr_lua_opt_number(L, 1, op, "beta1", o->beta1);
+        o->beta2 = sr_lua_opt_number(L, 1, op, "beta2", o->beta2);
+        o->eps = sr_lua_opt_number(L, 1, op, "eps", o->eps);
     }
     if (!(o->lr >= 0) || o->weight_decay < 0 || o->momentum < 0)
         return luaL_error(L, "optim: lr, momentum and weight_decay must be non-negative");
@@ -206,18 +190,12 @@ static int opt_set_steps(lua_State *L)
  * (for adversarial objectives). */
 static int l_train_step(lua_State *L)
 {
+    lua_settop(L, 5);
     sr_module *m = sr_lua_check_module(L, 1);
     sr_optim *o = lua_isnil(L, 2) ? NULL : check_opt(L, 2);
-    sr_tensor *x = sr_lua_check_tensor(L, 3);
-    if (x->ndim < 1)
-        return luaL_error(L, "train_step: input %s has no batch dimension", SR_SHAPE(x));
-    int64_t *lab = check_labels(L, 4, x->shape[0]);
-    int input_grad = 0;
-    if (lua_istable(L, 5)) {
-        lua_getfield(L, 5, "input_grad");
-        input_grad = lua_toboolean(L, -1);
-        lua_pop(L, 1);
-    }
+    int64_t *lab;
+    sr_tensor *x = check_batch(L, 3, "train_step", &lab);
+    int input_grad = sr_lua_opt_boolean(L, 5, "train_step", "input_grad", 0);
     double loss;
     int64_t correct;
     if (sr_ce_pass(m, x, lab, NULL, o != NULL, &loss, &correct, NULL))
@@ -235,40 +213,18 @@ static int l_train_step(lua_State *L)
     return 2;
 }
 
-static int opt_bool(lua_State *L, int t, const char *k, int def)
-{
-    if (!lua_istable(L, t))
-        return def;
-    lua_getfield(L, t, k);
-    int v = lua_isnil(L, -1) ? def : lua_toboolean(L, -1);
-    lua_pop(L, 1);
-    return v;
-}
-
 /* Per-row weights from a Lua list or a tensor of n values into a GC-owned
  * array. */
 static double *check_weights(lua_State *L, int idx, int64_t n)
 {
-    double *w = lua_newuserdatauv(L, (size_t)(n > 0 ? n : 1) * sizeof *w, 0);
     sr_tensor *t = sr_lua_test_tensor(L, idx);
-    if (t) {
-        if (sr_numel(t) != n)
-            luaL_error(L, "weights: %d values for %d rows", (int)sr_numel(t), (int)n);
-        for (int64_t i = 0; i < n; i++)
-            w[i] = sr_get_flat(t, i);
-        return w;
-    }
-    luaL_checktype(L, idx, LUA_TTABLE);
-    if ((int64_t)luaL_len(L, idx) != n)
-        luaL_error(L, "weights: %d values for %d rows", (int)luaL_len(L, idx), (int)n);
-    for (int64_t i = 0; i < n; i++) {
-        lua_geti(L, idx, i + 1);
-        int ok;
-        w[i] = lua_tonumberx(L, -1, &ok);
-        if (!ok)
-            luaL_error(L, "weights: entry %d is not a number", (int)i + 1);
-        lua_pop(L, 1);
-    }
+    if (!t)
+        return check_rows(L, idx, n, "weights", 0);
+    if (sr_numel(t) != n)
+        luaL_error(L, "weights: %d weights for %d rows", (int)sr_numel(t), (int)n);
+    double *w = lua_newuserdatauv(L, (size_t)(n > 0 ? n : 1) * sizeof *w, 0);
+    for (int64_t i = 0; i < n; i++)
+        w[i] = sr_get_flat(t, i);
     return w;
 }
 
@@ -280,20 +236,20 @@ static double *check_weights(lua_State *L, int idx, int64_t n)
  * float64 tensor (N) of ℓ_i; gx: dL/dX. */
 static int l_grad_pass(lua_State *L)
 {
+    lua_settop(L, 4);
     sr_module *m = sr_lua_check_module(L, 1);
-    sr_tensor *x = sr_lua_check_tensor(L, 2);
-    if (x->ndim < 1 || x->shape[0] < 1)
-        return luaL_error(L, "grad_pass: input %s has no batch dimension", SR_SHAPE(x));
+    int64_t *lab;
+    sr_tensor *x = check_batch(L, 2, "grad_pass", &lab);
     int64_t n = x->shape[0];
-    int64_t *lab = check_labels(L, 3, n);
     double *w = NULL;
     if (lua_istable(L, 4)) {
         lua_getfield(L, 4, "weights");
         if (!lua_isnil(L, -1))
             w = check_weights(L, lua_gettop(L), n);
     }
-    int pg = opt_bool(L, 4, "param_grads", 1), ig = opt_bool(L, 4, "input_grad", 0),
-        want_losses = opt_bool(L, 4, "losses", 0);
+    int pg = sr_lua_opt_boolean(L, 4, "grad_pass", "param_grads", 1),
+        ig = sr_lua_opt_boolean(L, 4, "grad_pass", "input_grad", 0),
+        want_losses = sr_lua_opt_boolean(L, 4, "grad_pass", "losses", 0);
     sr_tensor *lt = NULL;
     double *losses = NULL;
     int lidx = 0;
@@ -326,11 +282,9 @@ static int l_grad_pass(lua_State *L)
 static int l_eval_batch(lua_State *L)
 {
     sr_module *m = sr_lua_check_module(L, 1);
-    sr_tensor *x = sr_lua_check_tensor(L, 2);
-    if (x->ndim < 1 || x->shape[0] < 1)
-        return luaL_error(L, "eval: input %s has no batch dimension", SR_SHAPE(x));
+    int64_t *lab;
+    sr_tensor *x = check_batch(L, 2, "eval", &lab);
     int64_t n = x->shape[0];
-    int64_t *lab = check_labels(L, 3, n);
     sr_run run = SR_RUN_INIT;
     if (sr_module_forward(m, x, &run))
         return sr_lua_fail(L);
@@ -348,74 +302,28 @@ static int l_eval_batch(lua_State *L)
     return 2;
 }
 
-static double num_field(lua_State *L, int t, const char *k, double def)
+/* Shared by PGD and LLR (op names which): norm, eps, steps, step_size,
+ * random_start, clip, eval_mode, seed. */
+static void attack_fields(lua_State *L, int t, const char *op, sr_norm *norm, double *eps, int *steps,
+                          double *step, int *random_start, double *lo, double *hi, int *eval_mode,
+                          uint64_t *seed)
 {
-    if (!lua_istable(L, t))
-        return def;
-    lua_getfield(L, t, k);
-    double v = def;
-    if (!lua_isnil(L, -1)) {
-        if (!lua_isnumber(L, -1))
-            luaL_error(L, "option %s must be a number", k);
-        v = lua_tonumber(L, -1);
-    }
-    lua_pop(L, 1);
-    return v;
-}
-
-static sr_norm norm_field(lua_State *L, int t, sr_norm def)
-{
-    if (!lua_istable(L, t))
-        return def;
-    lua_getfield(L, t, "norm");
-    sr_norm v = def;
-    if (!lua_isnil(L, -1)) {
-        const char *s = lua_tostring(L, -1);
-        if (s && (strcmp(s, "l2") == 0 || strcmp(s, "L2") == 0 || strcmp(s, "2") == 0))
-            v = SR_NORM_L2;
-        else if (s && (strcmp(s, "linf") == 0 || strcmp(s, "Linf") == 0 || strcmp(s, "inf") == 0))
-            v = SR_NORM_LINF;
-        else
-            luaL_error(L, "option norm must be \"l2\" or \"linf\"");
-    }
-    lua_pop(L, 1);
-    return v;
-}
-
-static void check_keys(lua_State *L, int t, const char *op, const char *const *keys)
-{
-    if (!lua_istable(L, t))
-        return;
-    lua_pushnil(L);
-    while (lua_next(L, t)) {
-        lua_pop(L, 1);
-        int ok = 0;
-        for (int i = 0; keys[i]; i++)
-            ok |= lua_type(L, -1) == LUA_TSTRING && strcmp(lua_tostring(L, -1), keys[i]) == 0;
-        if (!ok)
-            luaL_error(L, "%s: unknown option '%s'", op, lua_tostring(L, -1));
-    }
-}
-
-/* Shared by PGD and LLR: norm, eps, steps, step_size, random_start, clip,
- * eval_mode, seed. */
-static void attack_fields(lua_State *L, int t, sr_norm *norm, double *eps, int *steps, double *step,
-                          int *random_start, double *lo, double *hi, int *eval_mode, uint64_t *seed)
-{
-    *norm = norm_field(L, t, *norm);
-    double e = num_field(L, t, "eps", *eps);
-    int st = (int)num_field(L, t, "steps", *steps);
+    static const char *const norms[] = {"l2", "L2", "2", "linf", "Linf", "inf", NULL};
+    *norm = sr_lua_opt_choice(L, t, op, "norm", *norm == SR_NORM_L2 ? 0 : 3, norms) < 3 ? SR_NORM_L2
+                                                                                        : SR_NORM_LINF;
+    double e = sr_lua_opt_number(L, t, op, "eps", *eps);
+    int st = (int)sr_lua_opt_integer_in(L, t, op, "steps", *steps, 0, 100000); /* core/train.c's range */
     /* The default step follows Madry et al.: 2.5 ε / steps. */
-    *step = num_field(L, t, "step_size", st > 0 ? 2.5 * e / st : 0);
+    *step = sr_lua_opt_number(L, t, op, "step_size", st > 0 ? 2.5 * e / st : 0);
     *eps = e;
     *steps = st;
-    *random_start = opt_bool(L, t, "random_start", *random_start);
-    *eval_mode = opt_bool(L, t, "eval_mode", *eval_mode);
-    if (!opt_bool(L, t, "clip", 1)) {
+    *random_start = sr_lua_opt_boolean(L, t, op, "random_start", *random_start);
+    *eval_mode = sr_lua_opt_boolean(L, t, op, "eval_mode", *eval_mode);
+    if (!sr_lua_opt_boolean(L, t, op, "clip", 1)) {
         *lo = 1;
         *hi = 0;
     }
-    *seed = (uint64_t)num_field(L, t, "seed", (double)*seed);
+    *seed = (uint64_t)sr_lua_opt_integer(L, t, op, "seed", (lua_Integer)*seed);
 }
 
 /* xadv, loss, correct = srgeo._pgd(model, X, labels, {norm="l2"|"linf",
@@ -425,17 +333,16 @@ static int l_pgd(lua_State *L)
 {
     static const char *const keys[] = {"norm", "eps", "steps", "step_size", "random_start", "use_best",
                                        "clip", "eval_mode", "seed", NULL};
+    lua_settop(L, 4);
     sr_module *m = sr_lua_check_module(L, 1);
-    sr_tensor *x = sr_lua_check_tensor(L, 2);
-    if (x->ndim < 1 || x->shape[0] < 1)
-        return luaL_error(L, "pgd: input %s has no batch dimension", SR_SHAPE(x));
-    int64_t *lab = check_labels(L, 3, x->shape[0]);
-    check_keys(L, 4, "pgd", keys);
+    int64_t *lab;
+    sr_tensor *x = check_batch(L, 2, "pgd", &lab);
+    sr_lua_check_keys(L, 4, "pgd", keys);
     sr_pgd_opts o;
     sr_pgd_defaults(&o);
-    attack_fields(L, 4, &o.norm, &o.eps, &o.steps, &o.step_size, &o.random_start, &o.lo, &o.hi, &o.eval_mode,
+    attack_fields(L, 4, "pgd", &o.norm, &o.eps, &o.steps, &o.step_size, &o.random_start, &o.lo, &o.hi, &o.eval_mode,
                   &o.seed);
-    o.use_best = opt_bool(L, 4, "use_best", 0);
+    o.use_best = sr_lua_opt_boolean(L, 4, "pgd", "use_best", 0);
     sr_tensor *xa = sr_lua_new_tensor(L);
     double loss;
     int64_t correct;
@@ -455,20 +362,19 @@ static int l_llr_step(lua_State *L)
 {
     static const char *const keys[] = {"norm", "eps", "steps", "step_size", "random_start", "lambda", "mu",
                                        "fd", "clip", "eval_mode", "seed", NULL};
+    lua_settop(L, 5);
     sr_module *m = sr_lua_check_module(L, 1);
     sr_optim *opt = lua_isnil(L, 2) ? NULL : check_opt(L, 2);
-    sr_tensor *x = sr_lua_check_tensor(L, 3);
-    if (x->ndim < 1 || x->shape[0] < 1)
-        return luaL_error(L, "llr: input %s has no batch dimension", SR_SHAPE(x));
-    int64_t *lab = check_labels(L, 4, x->shape[0]);
-    check_keys(L, 5, "llr", keys);
+    int64_t *lab;
+    sr_tensor *x = check_batch(L, 3, "llr", &lab);
+    sr_lua_check_keys(L, 5, "llr", keys);
     sr_llr_opts o;
     sr_llr_defaults(&o);
-    attack_fields(L, 5, &o.norm, &o.eps, &o.steps, &o.step_size, &o.random_start, &o.lo, &o.hi, &o.eval_mode,
+    attack_fields(L, 5, "llr", &o.norm, &o.eps, &o.steps, &o.step_size, &o.random_start, &o.lo, &o.hi, &o.eval_mode,
                   &o.seed);
-    o.lambda = num_field(L, 5, "lambda", o.lambda);
-    o.mu = num_field(L, 5, "mu", o.mu);
-    o.fd = num_field(L, 5, "fd", o.fd);
+    o.lambda = sr_lua_opt_number(L, 5, "llr", "lambda", o.lambda);
+    o.mu = sr_lua_opt_number(L, 5, "llr", "mu", o.mu);
+    o.fd = sr_lua_opt_number(L, 5, "llr", "fd", o.fd);
     sr_llr_result r;
     if (sr_llr_step(m, opt, x, lab, &o, &r))
         return sr_lua_fail(L);
@@ -528,32 +434,21 @@ static const luaL_Reg opt_methods[] = {
     {"load_state", opt_load_state}, {"set_steps", opt_set_steps}, {NULL, NULL},
 };
 
+/* opt_index serves the fields and looks methods up in the metatable. */
+static const luaL_Reg opt_meta[] = {{"__gc", opt_gc}, {"__index", opt_index}, {NULL, NULL}};
+
+static const luaL_Reg optim_funcs[] = {{"sgd", l_sgd}, {"adamw", l_adamw}, {NULL, NULL}};
+
+static const luaL_Reg train_funcs[] = {
+    {"cross_entropy", l_cross_entropy}, {"_train_step", l_train_step}, {"_grad_pass", l_grad_pass},
+    {"_eval_batch", l_eval_batch},      {"_pgd", l_pgd},               {"_llr_step", l_llr_step},
+    {NULL, NULL},
+};
+
 void sr_lua_open_train(lua_State *L)
 {
-    luaL_newmetatable(L, OPT_MT);
-    lua_pushcfunction(L, opt_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_pushcfunction(L, opt_index);
-    lua_setfield(L, -2, "__index");
-    luaL_newlib(L, opt_methods);
-    lua_setfield(L, -2, "methods");
-    lua_pop(L, 1);
-    lua_createtable(L, 0, 2);
-    lua_pushcfunction(L, l_sgd);
-    lua_setfield(L, -2, "sgd");
-    lua_pushcfunction(L, l_adamw);
-    lua_setfield(L, -2, "adamw");
+    sr_lua_new_class(L, OPT_MT, opt_meta, opt_methods);
+    luaL_newlib(L, optim_funcs);
     lua_setfield(L, -2, "optim");
-    lua_pushcfunction(L, l_cross_entropy);
-    lua_setfield(L, -2, "cross_entropy");
-    lua_pushcfunction(L, l_train_step);
-    lua_setfield(L, -2, "_train_step");
-    lua_pushcfunction(L, l_grad_pass);
-    lua_setfield(L, -2, "_grad_pass");
-    lua_pushcfunction(L, l_eval_batch);
-    lua_setfield(L, -2, "_eval_batch");
-    lua_pushcfunction(L, l_pgd);
-    lua_setfield(L, -2, "_pgd");
-    lua_pushcfunction(L, l_llr_step);
-    lua_setfield(L, -2, "_llr_step");
+    luaL_setfuncs(L, train_funcs, 0);
 }
