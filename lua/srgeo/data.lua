@@ -20,6 +20,7 @@
 -- stay uint8 in memory and are converted per batch; folders decode per batch
 -- (in parallel, libvips); noise sets generate per batch from (seed, index).
 local srgeo = require "srgeo"
+local util = require "srgeo.util"
 local C = srgeo._data
 
 local D = {}
@@ -218,12 +219,6 @@ local function cached(key, load)
   return v
 end
 
-local function exists(path)
-  local f = io.open(path, "rb")
-  if f then f:close() return true end
-  return false
-end
-
 local function isdir(path)
   local _, _, d = C.stat(path)
   return d == true
@@ -254,7 +249,7 @@ D.FASHION_MNIST_CLASSES = { "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat
 
 local function find_idx(root, base)
   for _, p in ipairs { root .. "/" .. base .. ".gz", root .. "/" .. base } do
-    if exists(p) then return p end
+    if util.exists(p) then return p end
   end
 end
 
@@ -319,7 +314,7 @@ local function cifar_dir(root)
     end
   end
   for _, d in ipairs(cands) do
-    if exists(d .. "/test_batch.bin") or exists(d .. "/data_batch_1.bin") then return d end
+    if util.exists(d .. "/test_batch.bin") or util.exists(d .. "/data_batch_1.bin") then return d end
   end
   return nil, table.concat(cands, ", ")
 end
@@ -341,7 +336,7 @@ function D.cifar10(opts)
     files[1] = dir .. "/test_batch.bin"
   end
   for _, f in ipairs(files) do
-    if not exists(f) then fail("cifar10", "%s is missing (the %s split needs %s)", f, split, table.concat(files, ", ")) end
+    if not util.exists(f) then fail("cifar10", "%s is missing (the %s split needs %s)", f, split, table.concat(files, ", ")) end
   end
   local entry = cached("cifar:" .. file_key(files), function() return C.cifar(files) end)
   local store, labels = entry[1], entry[2]

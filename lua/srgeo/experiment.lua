@@ -42,18 +42,7 @@ local function fail(fmt, ...)
   error(setmetatable({ msg = "experiment: " .. string.format(fmt, ...) }, E.Error), 0)
 end
 
-local function copy(t)
-  if type(t) ~= "table" then return t end
-  local c = {}
-  for k, v in pairs(t) do c[k] = copy(v) end
-  return c
-end
-
-local function exists(path)
-  local f = io.open(path, "rb")
-  if f then f:close() return true end
-  return false
-end
+local copy, exists = util.copy, util.exists
 
 local function basename(p) return (p:match("([^/]+)$") or p) end
 

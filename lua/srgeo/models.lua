@@ -8,6 +8,7 @@
 -- reloaded with srgeo.models.load(path) (m:save writes both).
 local srgeo = require "srgeo"
 local json = require "srgeo.json"
+local util = require "srgeo.util"
 
 local M = {}
 local families = { "resnet", "vgg", "convnext", "vit", "wrn", "small" }
@@ -65,12 +66,7 @@ local function check_cfg(name, cfg, level)
   end
 end
 
-local function copy(t)
-  if type(t) ~= "table" then return t end
-  local c = {}
-  for k, v in pairs(t) do c[k] = copy(v) end
-  return c
-end
+local copy = util.copy
 
 -- level: where errors point (the user's call).
 local function build(name, cfg, level)

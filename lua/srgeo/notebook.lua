@@ -77,14 +77,6 @@ end
 -- ---------------------------------------------------------------------------
 -- Running
 
-local function readfile(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
-
 local PLOT_FNS = { "profile", "multiples", "heatmap", "descriptors", "lines" }
 
 local function fmt_value(v)
@@ -114,7 +106,7 @@ end
 --- title.  Raises N.Error when a block fails (after writing the report).
 function N.run(path, opts)
   opts = opts or {}
-  local text = readfile(path)
+  local text = util.try_read(path)
   if not text then error(setmetatable({ msg = "notebook: cannot read " .. tostring(path) }, N.Error), 2) end
   local name = (path:match("([^/]+)$") or path):gsub("%.md$", ""):gsub("%.markdown$", "")
   local out = opts.out or ("out/notebooks/" .. name)
@@ -136,7 +128,7 @@ function N.run(path, opts)
     current.figures[#current.figures + 1] = { path = p, ext = ext }
   end
   env.figure = function(p)
-    if not readfile(p) then error("figure: no such file " .. tostring(p), 2) end
+    if not util.exists(p) then error("figure: no such file " .. tostring(p), 2) end
     add_figure(p)
     return p
   end
@@ -277,7 +269,7 @@ local MIME = { png = "image/png", svg = "image/svg+xml", jpg = "image/jpeg", jpe
 local function data_uri(path)
   local ext = (path:match("%.(%w+)$") or ""):lower()
   local mime = MIME[ext]
-  local bytes = mime and readfile(path)
+  local bytes = mime and util.try_read(path)
   if not bytes then return nil end
   return "data:" .. mime .. ";base64," .. N.base64(bytes)
 end
@@ -513,7 +505,7 @@ function N.render_html(cells, meta)
 end
 
 local function copy_file(src, dst)
-  local bytes = readfile(src)
+  local bytes = util.try_read(src)
   if bytes then util.write_atomic(dst, bytes) end
   return bytes ~= nil
 end

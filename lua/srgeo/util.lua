@@ -21,12 +21,35 @@ function M.write_atomic(path, content)
   return path
 end
 
-function M.read_file(path)
+--- A file's contents, or nil and the reason when it cannot be opened.
+function M.try_read(path)
   local f, err = io.open(path, "rb")
-  if not f then error("read " .. path .. ": " .. tostring(err), 2) end
+  if not f then return nil, err end
   local s = f:read("a")
   f:close()
   return s
+end
+
+--- A file's contents; an error when it cannot be read.
+function M.read_file(path)
+  local s, err = M.try_read(path)
+  if not s then error("read " .. path .. ": " .. tostring(err), 2) end
+  return s
+end
+
+--- Can `path` be opened for reading?
+function M.exists(path)
+  local f = io.open(path, "rb")
+  if f then f:close() return true end
+  return false
+end
+
+--- A deep copy of a table of plain values (anything else is returned as is).
+function M.copy(t)
+  if type(t) ~= "table" then return t end
+  local c = {}
+  for k, v in pairs(t) do c[k] = M.copy(v) end
+  return c
 end
 
 local function shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
