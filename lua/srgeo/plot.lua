@@ -11,8 +11,8 @@
 -- (pngcairo), .svg, .pdf (pdfcairo), .txt (dumb text); or opts.terminal.
 -- With terminal "dumb" and no OUT nothing is kept and the text is returned.
 --
--- Each function returns OUT (nil when nothing was written) and, for text
--- output, the text.  Every write is atomic: data and script go through a
+-- Each function but show returns OUT (nil when nothing was written) and, for
+-- text output, the text; show prints the text and returns nothing.  Every write is atomic: data and script go through a
 -- temporary file and a rename, and gnuplot draws into a temporary name that
 -- the script takes from the variable OUT (`gnuplot -e "OUT='x'" bump.gp`).
 --
@@ -206,19 +206,22 @@ local function split_path(path)
   return dir, base
 end
 
-local function read_all(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
-
 -- A gnuplot double-quoted string literal.
 local function gpstr(s)
   s = tostring(s):gsub("\\", "\\\\"):gsub('"', '\\"'):gsub("\n", "\\n")
   return '"' .. s .. '"'
 end
+
+-- Text a user gave (a title, a label, a key entry): literal, so `_` and `^`
+-- in "small_resnet" stay characters rather than enhanced-text subscripts.
+local function literal(s) return gpstr(s) .. " noenhanced" end
+
+-- The library's own axis labels, written as enhanced text on purpose
+-- (r_η: r with a subscript η); FIELD_LABELS below adds the descriptors'.
+local ENHANCED = { [ETA_LABEL] = true, [R_LABEL] = true }
+
+-- An axis label: enhanced when it is one of the library's own, else literal.
+local function label_text(s) return ENHANCED[s] and gpstr(s) or literal(s) end
 
 -- A value in a data file: numbers in full precision, NaN when missing,
 -- strings quoted (gnuplot reads "a b" as one column).
@@ -313,15 +316,19 @@ function Figure:base_style(connect)
   end
 end
 
+function Figure:title(title)
+  if title then self:cmd("set title %s", literal(title)) end
+end
+
 function Figure:labels(xlabel, ylabel)
-  if xlabel and xlabel ~= "" then self:cmd("set xlabel %s", gpstr(xlabel)) end
+  if xlabel and xlabel ~= "" then self:cmd("set xlabel %s", label_text(xlabel)) end
   if ylabel and ylabel ~= "" then
     if self.dumb and (utf8.len(ylabel) or #ylabel) > 6 then
       -- Text cannot rotate: a long y label would fall off the left edge, so
       -- it goes above the axis instead.
-      self:cmd("set label 99 %s at graph 0, graph 1 offset -3, 1.5 left", gpstr(ylabel))
+      self:cmd("set label 99 %s at graph 0, graph 1 offset -3, 1.5 left", label_text(ylabel))
     else
-      self:cmd("set ylabel %s", gpstr(ylabel))
+      self:cmd("set ylabel %s", label_text(ylabel))
     end
   end
 end
@@ -415,7 +422,7 @@ function Figure:render()
   local p = io.popen(cmd, "r")
   local stdout = p:read("a")
   local ok, how, code = p:close()
-  local stderr = (read_all(errfile) or ""):gsub("%s+$", "")
+  local stderr = (util.try_read(errfile) or ""):gsub("%s+$", "")
   os.remove(errfile)
   local tmppath = tmpname and dir .. "/" .. tmpname
   if not ok then
@@ -432,7 +439,7 @@ function Figure:render()
     f:close()
     local rok, rerr = os.rename(tmppath, out)
     if not rok then os.remove(tmppath); fail(fn, "cannot move the figure to %s: %s", out, tostring(rerr)) end
-    if self.dumb then text = read_all(out) end
+    if self.dumb then text = util.try_read(out) end
   else
     text = stdout
     cleanup_tmp()
@@ -622,7 +629,7 @@ function Figure:profile_panel(ps, o, e, entries, show_key)
       images[#images + 1] = string.format('for [j=2:%d] DATA index %d using 1:j with lines lw 0.5 lc rgb "%s" notitle',
         #q.per_image + 1, pidx, dumb and c or "#A0" .. c:sub(2))
     end
-    local title = (show_key and q.title) and "title " .. gpstr(q.title) .. " noenhanced" or "notitle"
+    local title = (show_key and q.title) and "title " .. literal(q.title) or "notitle"
     medians[#medians + 1] = string.format('DATA index %d using 1:2 with linespoints lw 2 %s lc rgb "%s" %s',
       idx, point_style(self, i), c, title)
   end
@@ -649,7 +656,7 @@ local function draw_profiles(fn, p, opts)
   local ps = panel_profiles(fn, p, opts.labels)
   local o = profile_opts(fn, opts)
   fig:base_style(opts.connect)
-  if opts.title then fig:cmd("set title %s", gpstr(opts.title)) end
+  fig:title(opts.title)
   fig:labels(opts.xlabel or ETA_LABEL, opts.ylabel or R_LABEL)
   local e, entries = profiles_extent(ps, o)
   fig:profile_panel(ps, o, e, entries, true)
@@ -666,9 +673,11 @@ function M.profile(p, opts)
   return draw_profiles("profile", p, check_opts("profile", opts, PROFILE_OPTS))
 end
 
---- plot.show(p, opts) -> text: a text rendering printed to stdout (REPL).
---- Same options as plot.profile (opts.out also keeps a .txt); the width
---- follows $COLUMNS.
+--- plot.show(p, opts): prints a text rendering to stdout (for the REPL) and
+--- returns nothing, so the REPL does not print the figure a second time
+--- (plot.profile with terminal = "dumb" returns the text instead).  Same
+--- options as plot.profile (opts.out also keeps a .txt); the width follows
+--- $COLUMNS.
 function M.show(p, opts)
   local fn = "show"
   opts = check_opts(fn, opts, PROFILE_OPTS)
@@ -683,7 +692,6 @@ function M.show(p, opts)
   local _, text = draw_profiles(fn, p, o)
   io.write(text)
   io.flush()
-  return text
 end
 
 --- plot.multiples(entries, opts) -> out[, text]
@@ -737,7 +745,7 @@ function M.multiples(entries, opts)
   end
   local W, H = fig.size[1], fig.size[2]
   fig:cmd("set multiplot layout %d,%d%s margins %.4f,%.4f,%.4f,%.4f spacing %.4f,%.4f", rows, cols,
-    opts.title and " title " .. gpstr(opts.title) or "",
+    opts.title and " title " .. literal(opts.title) or "",
     px.left * ux / W, 1 - px.right * ux / W, px.bottom * uy / H, 1 - px.top * uy / H, px.dx * ux / W, px.dy * uy / H)
   -- Colours by position, except that a label seen in an earlier panel keeps
   -- its colour (unless that would repeat a colour within the panel).
@@ -766,7 +774,7 @@ function M.multiples(entries, opts)
             xmin = pn.e.xmin, xmax = pn.e.xmax }
     end
     local title = titles and titles[i] or pn.ps[1].label or ("panel " .. i)
-    fig:cmd("set title %s noenhanced", gpstr(title))
+    fig:cmd("set title %s", literal(title))
     local row, col = (i - 1) // cols + 1, (i - 1) % cols + 1
     local bottom = row == rows or i + cols > n
     fig:cmd("unset xlabel; unset ylabel; unset label 99")
@@ -875,9 +883,9 @@ function M.heatmap(matrix, opts)
   local fig = new_figure(fn, opts)
   fig:base_style(true) -- no lines to break: NaN cells are simply skipped
   fig:cmd("set grid noxtics noytics")
-  if opts.title then fig:cmd("set title %s", gpstr(opts.title)) end
+  fig:title(opts.title)
   fig:labels(opts.xlabel or (numeric_cols and ETA_LABEL or nil), opts.ylabel)
-  fig:cmd("set cblabel %s", gpstr(opts.cblabel or R_LABEL))
+  fig:cmd("set cblabel %s", label_text(opts.cblabel or R_LABEL))
   if logx then fig:log_axis("x") end
   if logy then fig:log_axis("y") end
   if xtics then category_tics(fig, "x", xtics) end
@@ -932,6 +940,7 @@ local FIELD_LABELS = {
   area = "area above r = 1 (decades)",
 }
 local LOG_FIELDS = { onset = true, peak_eta = true }
+for _, l in pairs(FIELD_LABELS) do ENHANCED[l] = true end
 
 -- {value, lo, hi} of a descriptor: a number or a table {value=, lo=, hi=}
 -- (or {v, lo, hi}); missing parts are NaN.
@@ -1021,7 +1030,7 @@ function M.descriptors(profiles, opts)
   local fig = new_figure(fn, opts)
   fig:base_style(true) -- no lines to break: NaN cells are simply skipped
   if not fig.dumb then fig:cmd("set grid noxtics ytics") end
-  if opts.title then fig:cmd("set title %s", gpstr(opts.title)) end
+  fig:title(opts.title)
   fig:labels(opts.xlabel, opts.ylabel or FIELD_LABELS[field] or field)
   if logy then fig:log_axis("y") end
   local parts = {}
@@ -1047,7 +1056,7 @@ function M.descriptors(profiles, opts)
     local name = grouped and (labels and labels[s] or labels_from[s]) or nil
     local idx = fig:block(string.format("%s%s", field, name and " of " .. name or ""),
       { "x", "value", "lo", "hi", "colour", "group" }, rows)
-    local title = name and "title " .. gpstr(name) .. " noenhanced" or "notitle"
+    local title = name and "title " .. literal(name) or "notitle"
     if any then
       if style == "bars" then
         bars[#bars + 1] = string.format("DATA index %d using 1:2:(%g):5 with boxes fs solid 0.85 noborder lc rgb variable %s",
@@ -1098,7 +1107,7 @@ function M.lines(xs, ys_list, opts)
   local labels = check_labels(fn, opts.labels, ns, "series")
   local fig = new_figure(fn, opts)
   fig:base_style(opts.connect)
-  if opts.title then fig:cmd("set title %s", gpstr(opts.title)) end
+  fig:title(opts.title)
   fig:labels(opts.xlabel, opts.ylabel)
   if opts.logx then fig:log_axis("x") end
   if opts.logy then fig:log_axis("y") end
@@ -1128,7 +1137,7 @@ function M.lines(xs, ys_list, opts)
     local idx = fig:block("series " .. s .. (name and ": " .. name or ""), { "x", "y" }, rows)
     parts[#parts + 1] = string.format('DATA index %d using 1:2 with %s lw 2 lc rgb "%s" %s', idx,
       opts.points == false and "lines" or "linespoints " .. point_style(fig, s),
-      color(s), name and "title " .. gpstr(name) .. " noenhanced" or "notitle")
+      color(s), name and "title " .. literal(name) or "notitle")
   end
   if opts.hline then
     if not finite(opts.hline) then fail(fn, "hline must be a finite number") end

@@ -141,17 +141,77 @@ T.test("plot.profile: NaN and nil rungs are skipped, per-image lines drawn", fun
   T.truthy(plot.profile({ scales = { 0.1, 1, 10 }, median = { 1, 1.2, NAN } }, { out = DIR .. "/profile_bare.png" }))
 end)
 
-T.test("plot.show prints a text rendering and returns it", function()
+T.test("plot.show prints the text rendering once and returns nothing (so the REPL shows it once)", function()
   local printed = {}
   local write = io.write
   io.write = function(...) for _, s in ipairs { ... } do printed[#printed + 1] = s end end
-  local ok, text = pcall(plot.show, { trained, random }, { size = { 90, 26 } })
+  local r = table.pack(pcall(plot.show, { trained, random }, { size = { 90, 26 } }))
   io.write = write
-  T.truthy(ok, tostring(text))
-  T.eq(table.concat(printed), text, "printed what it returns")
+  T.truthy(r[1], tostring(r[2]))
+  T.eq(r.n, 1, "plot.show returns no value")
+  local text = table.concat(printed)
   T.truthy(text:find("trained_net", 1, true) and text:find("10^1", 1, true))
+  local _, drawn = plot.profile({ trained, random }, { terminal = "dumb", size = { 90, 26 } })
+  T.eq(text, drawn, "prints the figure plot.profile draws as text")
   T.raises(function() plot.show({}) end, "srgeo.plot.show: no profiles given")
   T.raises(function() plot.show(trained, { terminal = "png" }) end, "srgeo.plot.show: prints text")
+end)
+
+-- The REPL auto-prints results: the figure must appear once, not twice.  Run
+-- when this spec runs in the srgeo shell (build/X/srgeo tests/run.lua ...).
+T.test("plot.show in the REPL: typing srgeo.plot.show(p) shows the figure once", function()
+  local shell = os.getenv("SRGEO_SHELL")
+  for i = -1, -9, -1 do
+    if not (arg and arg[i]) then break end
+    if not shell and arg[i]:match("srgeo$") then shell = arg[i] end
+  end
+  if not shell then T.skip("not run by the srgeo shell") end
+  local input, output = DIR .. "/repl_in.lua", DIR .. "/repl_out.txt"
+  local f = assert(io.open(input, "wb"))
+  f:write("srgeo.plot.show({scales = {0.1, 1, 10}, median = {1, 1.2, 1}, label = 'solo_net'}, {size = {70, 20}})\n")
+  f:close()
+  T.truthy(os.execute(string.format("SRGEO_HISTORY='%s/repl_hist' '%s' -i < '%s' > '%s' 2>&1", DIR, shell, input,
+    output)))
+  local out = read(output)
+  local n = select(2, out:gsub("solo_net", ""))
+  T.eq(n, 1, "the key entry solo_net appears once in the REPL output:\n" .. out)
+end)
+
+-- gnuplot's enhanced text would make "resnet" a subscript of "small_resnet"
+-- and eat the braces of "x_{init}": user text is literal in every figure;
+-- the library's own r_η label keeps its subscript.
+T.test("plot: user titles, labels, key entries and tics are literal text; r_η stays a subscript", function()
+  local net, other = bump("small_resnet", 0.5, 0.3), bump("vit_s^16", 0.2, 0.5)
+  local svgs = {}
+  local function draw(name, fn, ...)
+    local out = DIR .. "/literal_" .. name .. ".svg"
+    T.eq(fn(...), out)
+    local body, _, gp = check_figure(out, "svg")
+    svgs[name] = body
+    return body, gp
+  end
+  local function literal(name, strings)
+    for _, s in ipairs(strings) do
+      T.truthy(svgs[name]:find(s, 1, true), name .. ": '" .. s .. "' is not drawn literally")
+    end
+  end
+  local _, gp = draw("profile", plot.profile, { net, other }, { out = DIR .. "/literal_profile.svg",
+    title = "small_resnet vs x_{init}", xlabel = "eta_pixel" })
+  literal("profile", { "small_resnet vs x_{init}", "eta_pixel", "small_resnet", "vit_s^16" })
+  T.truthy(gp:find('set ylabel "r_η"\n', 1, true), "the default y label is enhanced text")
+  T.truthy(svgs.profile:find('>r</tspan><tspan[^>]*dy="[%d.]+px">η<'), "r_η is drawn with a subscript η")
+  draw("multiples", plot.multiples, { net, other }, { out = DIR .. "/literal_multiples.svg",
+    title = "all_models", titles = { "panel_a", "panel_b" }, ylabel = "ratio_r" })
+  literal("multiples", { "all_models", "panel_a", "panel_b", "ratio_r" })
+  draw("heatmap", plot.heatmap, { net.median, other.median }, { out = DIR .. "/literal_heatmap.svg",
+    cols = net.scales, rows = { "step_1", "step_2" }, title = "heat_map", ylabel = "ckpt_step", cblabel = "r_at_eta" })
+  literal("heatmap", { "heat_map", "step_1", "ckpt_step", "r_at_eta" })
+  draw("descriptors", plot.descriptors, { net, other }, { out = DIR .. "/literal_descriptors.svg",
+    title = "peak_eta by model", ylabel = "peak_eta_value" })
+  literal("descriptors", { "peak_eta by model", "peak_eta_value", "small_resnet", "vit_s^16" })
+  draw("lines", plot.lines, { 1, 2, 3 }, { { 0.5, 0.7, 0.8 } }, { out = DIR .. "/literal_lines.svg",
+    labels = { "acc_top1" }, title = "train_curve", xlabel = "opt_step", ylabel = "test_acc" })
+  literal("lines", { "acc_top1", "train_curve", "opt_step", "test_acc" })
 end)
 
 T.test("plot.heatmap: step × η with a diverging palette; categories, NaN cells, text values", function()
