@@ -14,11 +14,12 @@
  * and scattered into NCHW; a 1x1 stride-1 unpadded conv reads x in place.
  *
  * Tap-wise GEMMs (big images, long rows).  im2col writes kh·kw copies of the
- * input, which OpenBLAS then reads again to pack: for 64-channel layers that
- * traffic costs ~25% on top of the GEMM.  Instead the padded input is split
+ * input, which OpenBLAS then reads again to pack; at 64 output channels that
+ * traffic costs 20-25% on top of the GEMM.  Instead the padded input is split
  * by stride phase once, after which every tap's column matrix is a shifted
- * view (computing w2 − wo junk columns per output row), and y accumulates
- * kh·kw GEMMs with K = C/groups that read the planes in place.
+ * view of the planes (computing w2 − wo junk columns per output row), and y
+ * accumulates one GEMM per tap, or per run of taps sharing a shift (K = C
+ * per tap), reading the planes in place.
  *
  * Depthwise (groups == C > 1): K = kh·kw and one output channel per GEMM
  * row, a few FLOPs per byte: a direct kernel under OpenMP.
@@ -29,24 +30,19 @@
  * (col recomputed from the saved input), gcol = W_gᵀ · gy_g added back into
  * gx by col2im, gb += Σ gy.
  *
- * Threads: the copies between GEMMs (im2col, col2im, phase split, scatter)
- * run on the calling thread, not under OpenMP.  OpenBLAS's pthread pool
- * busy-waits ~0.1 s after every call and libgomp's team spins after every
- * region, so alternating the two puts three or four spinning threads on two
- * cores: measured at 2 threads, a parallel im2col made both the copy and the
- * following GEMM slower (overall conv/sgemm 0.41-0.47 vs 0.61-0.65 serial).
+ * Threads: the copies between GEMMs (im2col, col2im, phase split, crop,
+ * scatter) run on the calling thread, not under OpenMP.  OpenBLAS's pthread
+ * pool busy-waits ~0.1 s after every call and libgomp's idle team spins after
+ * every region, so short regions alternating with GEMMs put three or four
+ * busy threads on two cores.  Measured at 2 threads: a parallel phase split
+ * ran 14x slower than the serial one and the GEMMs after it 2-3x slower; a
+ * parallel im2col gave conv/sgemm 0.41-0.47 against 0.61-0.65 serial.
  *
  * Workspaces (column buffer, phase planes, chunk output) belong to the
  * module and are reused across calls: first touch of fresh pages is slow on
  * these VMs.  Options gemm_cols, max_workspace and algo ("auto", "im2col",
  * "taps") tune the plan; tests use them to drive every branch. */
 #ifdef SR_REAL
-#ifndef CONV_PROF_DEFINED
-#define CONV_PROF_DEFINED
-#include <time.h>
-double conv_prof[4];
-static inline double conv_now(void){struct timespec t;clock_gettime(CLOCK_MONOTONIC,&t);return t.tv_sec+1e-9*t.tv_nsec;}
-#endif
 
 /* Output columns [lo, hi) whose input column ow·sw + off lies in [0, w). */
 static inline void SR_FN(valid_cols)(int64_t off, int64_t sw, int64_t w, int64_t wo, int64_t *lo,
@@ -84,71 +80,79 @@ static void SR_FN(im2col_plane)(real *dst, int64_t ld, const real *pad, const co
     const int64_t wo = g->wo, sw = g->sw, wp = g->w + 2 * g->pw, end = p0 + np;
     for (int64_t i = 0; i < g->kh; i++)
         for (int64_t j = 0; j < g->kw; j++) {
-            real *d = dst + (i * g->kw + j) * ld - p0;
+            real *d = dst + (i * g->kw + j) * ld;
             for (int64_t p = p0, oh = p0 / wo, a = p0 % wo; p < end; oh++, a = 0) {
-                int64_t b = a + (end - p) < wo ? a + (end - p) : wo;
-                real *restrict dr = d + p - a;
-                const real *restrict sr = pad + (oh * g->sh + i * g->dh) * wp + j * g->dw;
-                if (sw == 1) {
+                int64_t n = (a + (end - p) < wo ? a + (end - p) : wo) - a; /* pixels (oh, a..a+n) */
+                real *restrict dr = d + (p - p0);
+                const real *restrict sr = pad + (oh * g->sh + i * g->dh) * wp + j * g->dw + a * sw;
+                if (sw == 1 && end - (p + n) >= 8) {
+                    /* Not the block's last rows: copy whole blocks of 8; the
+                     * overshoot (< 8) lands on the following rows, which are
+                     * written next, and reads at most 8 past the row (the
+                     * pad buffer has 8 spare).  Short 7..14-pixel rows. */
+                    for (int64_t k = 0; k < n; k += 8)
+                        memcpy(dr + k, sr + k, 8 * sizeof(real));
+                } else if (sw == 1) {
                     CONV_SIMD
-                    for (int64_t ow = a; ow < b; ow++)
-                        dr[ow] = sr[ow];
+                    for (int64_t k = 0; k < n; k++)
+                        dr[k] = sr[k];
                 } else if (sw == 2) { /* a constant stride vectorises as shuffles */
                     CONV_SIMD
-                    for (int64_t ow = a; ow < b; ow++)
-                        dr[ow] = sr[2 * ow];
+                    for (int64_t k = 0; k < n; k++)
+                        dr[k] = sr[2 * k];
                 } else {
                     CONV_SIMD
-                    for (int64_t ow = a; ow < b; ow++)
-                        dr[ow] = sr[ow * sw];
+                    for (int64_t k = 0; k < n; k++)
+                        dr[k] = sr[k * sw];
                 }
-                p += b - a;
+                p += n;
             }
         }
 }
 
-/* col (K, nimg·np) for group grp of images [img0, img0+nimg), pixels
- * [p0, p0+np): row r = (c·kh + i)·kw + j, image b's pixels at column b·np. */
-static void SR_FN(im2col)(real *col, const real *x, const conv_geom *g, int64_t grp, int64_t img0,
-                          int64_t nimg, int64_t p0, int64_t np, real *pad)
+/* The im2col rows of channels [c0, c0+nc) of group grp (a K chunk), images
+ * [img0, img0+nimg), pixels [p0, p0+np): col (nc·kh·kw, nimg·np), row
+ * ((c − c0)·kh + i)·kw + j, image b's pixels at column b·np. */
+static void SR_FN(im2col)(real *col, const real *x, const conv_geom *g, int64_t grp, int64_t c0, int64_t nc,
+                          int64_t img0, int64_t nimg, int64_t p0, int64_t np, real *pad)
 {
     const int64_t ld = nimg * np, kk = g->kh * g->kw;
     for (int64_t b = 0; b < nimg; b++)
-        for (int64_t c = 0; c < g->cg; c++) {
-            SR_FN(pad_plane)(pad, x + ((img0 + b) * g->c + grp * g->cg + c) * g->h * g->w, g);
+        for (int64_t c = 0; c < nc; c++) {
+            SR_FN(pad_plane)(pad, x + ((img0 + b) * g->c + grp * g->cg + c0 + c) * g->h * g->w, g);
             SR_FN(im2col_plane)(col + c * kk * ld + b * np, ld, pad, g, p0, np);
         }
 }
 
 /* Adjoint of im2col: gx += col2im(col), plane by plane: the taps of channel
  * c are summed into the padded plane, whose interior is then added to gx. */
-static void SR_FN(col2im)(real *gx, const real *col, const conv_geom *g, int64_t grp, int64_t img0,
-                          int64_t nimg, int64_t p0, int64_t np, real *pad)
+static void SR_FN(col2im)(real *gx, const real *col, const conv_geom *g, int64_t grp, int64_t c0, int64_t nc,
+                          int64_t img0, int64_t nimg, int64_t p0, int64_t np, real *pad)
 {
     const int64_t ld = nimg * np, wo = g->wo, sw = g->sw, end = p0 + np, wp = g->w + 2 * g->pw;
     for (int64_t b = 0; b < nimg; b++)
-        for (int64_t c = 0; c < g->cg; c++) {
+        for (int64_t c = 0; c < nc; c++) {
             memset(pad, 0, (size_t)((g->h + 2 * g->ph) * wp) * sizeof(real));
             for (int64_t i = 0; i < g->kh; i++)
                 for (int64_t j = 0; j < g->kw; j++) {
-                    const real *src = col + ((c * g->kh + i) * g->kw + j) * ld + b * np - p0;
+                    const real *src = col + ((c * g->kh + i) * g->kw + j) * ld + b * np;
                     for (int64_t p = p0, oh = p0 / wo, a = p0 % wo; p < end; oh++, a = 0) {
-                        int64_t e = a + (end - p) < wo ? a + (end - p) : wo;
-                        const real *restrict s = src + p - a;
-                        real *restrict gr = pad + (oh * g->sh + i * g->dh) * wp + j * g->dw;
+                        int64_t n = (a + (end - p) < wo ? a + (end - p) : wo) - a;
+                        const real *restrict s = src + (p - p0);
+                        real *restrict gr = pad + (oh * g->sh + i * g->dh) * wp + j * g->dw + a * sw;
                         if (sw == 1) {
                             CONV_SIMD
-                            for (int64_t ow = a; ow < e; ow++)
-                                gr[ow] += s[ow];
+                            for (int64_t k = 0; k < n; k++)
+                                gr[k] += s[k];
                         } else {
                             CONV_SIMD
-                            for (int64_t ow = a; ow < e; ow++)
-                                gr[ow * sw] += s[ow];
+                            for (int64_t k = 0; k < n; k++)
+                                gr[k * sw] += s[k];
                         }
-                        p += e - a;
+                        p += n;
                     }
                 }
-            real *gp = gx + ((img0 + b) * g->c + grp * g->cg + c) * g->h * g->w;
+            real *gp = gx + ((img0 + b) * g->c + grp * g->cg + c0 + c) * g->h * g->w;
             for (int64_t h = 0; h < g->h; h++) {
                 real *restrict d = gp + h * g->w;
                 const real *restrict s = pad + (h + g->ph) * wp + g->pw;
@@ -195,11 +199,16 @@ static void SR_FN(gather)(real *tmp, const real *gy, int64_t og, int64_t nimg, i
             memcpy(tmp + (o * nimg + i) * P, gy + i * ys + o * P, (size_t)P * sizeof(real));
 }
 
-/* Forward over a whole (possibly stacked) batch; bias on images < bias_rows. */
+/* Forward over a whole (possibly stacked) batch; bias on images < bias_rows.
+ * Each GEMM chunk (nb images, or cnt pixels of one) runs over K in chunks of
+ * kc channels, so the column buffer stays cache-sized (~1.5 MB): im2col then
+ * writes and OpenBLAS packs from L2 instead of DRAM, which for the 7x7 and
+ * 14x14 layers halved the im2col time.  OpenBLAS blocks K itself (by a few
+ * hundred), so accumulating K chunks of ≥ 256 rows costs the GEMM nothing. */
 static int SR_FN(conv_fwd)(real *y, const real *x, const real *w, const real *bias, const conv_geom *g,
                            const conv_plan *pl, real *col, real *tmp, real *pad, int64_t bias_rows)
 {
-    const int64_t P = g->P, K = g->K, og = g->og, ys = g->o * P;
+    const int64_t P = g->P, K = g->K, og = g->og, ys = g->o * P, kk = g->kh * g->kw;
     for (int64_t img0 = 0; img0 < g->n; img0 += pl->nimg) {
         if (sr_interrupted())
             return -1;
@@ -208,24 +217,26 @@ static int SR_FN(conv_fwd)(real *y, const real *x, const real *w, const real *bi
             int64_t cnt = P - p0 < pl->np ? P - p0 : pl->np, cols = nb * cnt;
             for (int64_t grp = 0; grp < g->groups; grp++) {
                 const real *wg = w + grp * og * K, *bg = bias ? bias + grp * og : NULL;
-                const real *B = col;
-                int64_t ldb = cols;
+                int with_bias = nb == 1 && bg && img0 < bias_rows;
+                /* One image: the GEMM writes into y, prefilled with the bias
+                 * (beta = 1 costs no more than beta = 0's zeroing pass). */
+                real *C = nb == 1 ? y + img0 * ys + grp * og * P + p0 : tmp;
+                int64_t ldc = nb == 1 ? P : cols;
+                if (with_bias)
+                    SR_FN(fill_bias)(C, bg, og, cnt, P);
                 if (pl->in_place && nb == 1) {
-                    B = x + (img0 * g->c + grp * g->cg) * P + p0;
-                    ldb = P;
-                } else {
-                    SR_FN(im2col)(col, x, g, grp, img0, nb, p0, cnt, pad);
-                }
-                if (nb == 1) {
-                    real *C = y + img0 * ys + grp * og * P + p0;
-                    int with_bias = bg && img0 < bias_rows;
-                    if (with_bias)
-                        SR_FN(fill_bias)(C, bg, og, cnt, P);
                     SR_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)og, (int)cnt, (int)K, 1, wg,
-                            (int)K, B, (int)ldb, with_bias ? 1 : 0, C, (int)P);
+                            (int)K, x + (img0 * g->c + grp * g->cg) * P + p0, (int)P, with_bias ? 1 : 0, C,
+                            (int)ldc);
                 } else {
-                    SR_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)og, (int)cols, (int)K, 1, wg,
-                            (int)K, B, (int)ldb, 0, tmp, (int)cols);
+                    for (int64_t c0 = 0; c0 < g->cg; c0 += pl->kc) {
+                        int64_t nc = g->cg - c0 < pl->kc ? g->cg - c0 : pl->kc;
+                        SR_FN(im2col)(col, x, g, grp, c0, nc, img0, nb, p0, cnt, pad);
+                        SR_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)og, (int)cols, (int)(nc * kk), 1,
+                                wg + c0 * kk, (int)K, col, (int)cols, c0 || with_bias ? 1 : 0, C, (int)ldc);
+                    }
+                }
+                if (nb > 1) {
                     int64_t bimgs = bias_rows - img0 < 0 ? 0 : bias_rows - img0;
                     SR_FN(scatter)(y + img0 * ys + grp * og * P, tmp, bg, og, nb, P, ys, bimgs);
                 }
@@ -253,7 +264,8 @@ static void SR_FN(phase_split)(real *xph, const real *x, const conv_geom *g, con
                 int64_t lo, hi;
                 SR_FN(valid_cols)(b - g->pw, sw, g->w, w2, &lo, &hi);
                 real *d = xph + (tp->perm[a * sw + b] * g->c + c) * plane;
-                const real *xc = x + c * g->h * g->w + (b - g->pw);
+                const real *xc = x + c * g->h * g->w;
+                const int64_t off = b - g->pw; /* input column of q = 0 */
                 for (int64_t r = 0; r < h2; r++) {
                     real *restrict dr = d + r * w2;
                     int64_t ih = r * g->sh + a - g->ph;
@@ -269,15 +281,15 @@ static void SR_FN(phase_split)(real *xph, const real *x, const conv_geom *g, con
                     if (sw == 1) {
                         CONV_SIMD
                         for (int64_t q = lo; q < hi; q++)
-                            dr[q] = xr[q];
+                            dr[q] = xr[q + off];
                     } else if (sw == 2) { /* a constant stride vectorises as shuffles */
                         CONV_SIMD
                         for (int64_t q = lo; q < hi; q++)
-                            dr[q] = xr[2 * q];
+                            dr[q] = xr[2 * q + off];
                     } else {
                         CONV_SIMD
                         for (int64_t q = lo; q < hi; q++)
-                            dr[q] = xr[q * sw];
+                            dr[q] = xr[q * sw + off];
                     }
                     for (int64_t q = hi; q < w2; q++)
                         dr[q] = 0;
@@ -312,9 +324,7 @@ static int SR_FN(conv_fwd_taps)(real *y, const real *x, const real *w, const rea
     for (int64_t n = 0; n < g->n; n++) {
         if (sr_interrupted())
             return -1;
-        double t0 = conv_now();
         SR_FN(phase_split)(xph, x + n * g->c * g->h * g->w, g, pl, tp);
-        double t1 = conv_now(); conv_prof[0] += t1 - t0;
         for (int64_t grp = 0; grp < g->groups; grp++)
             for (int e = 0; e < tp->ngemm; e++) {
                 int64_t s0 = tp->start[e], m = tp->start[e + 1] - s0, t = tp->order[s0];
@@ -325,7 +335,6 @@ static int SR_FN(conv_fwd_taps)(real *y, const real *x, const real *w, const rea
                         wt + (grp * kk + s0) * og * cg, (int)(m * cg), B, (int)plane, e ? 1 : 0,
                         tmp + grp * og * Q, (int)Q);
             }
-        double t2 = conv_now(); conv_prof[1] += t2 - t1;
         real *yn = y + n * g->o * g->P;
         for (int64_t o = 0; o < g->o; o++) {
             real bv = bias && n < bias_rows ? bias[o] : 0;
@@ -337,18 +346,18 @@ static int SR_FN(conv_fwd_taps)(real *y, const real *x, const real *w, const rea
                     d[ow] = s[ow] + bv;
             }
         }
-        conv_prof[2] += conv_now() - t2;
     }
     return 0;
 }
 
 /* Backward: gx = col2im(W_gᵀ · gy_g) (written), gw += gy_g · colᵀ and gb += Σ gy
- * (accumulated; either may be NULL).  col holds im2col(x) for the gw GEMM,
- * then is overwritten by the column gradient. */
+ * (accumulated; either may be NULL), chunked like the forward.  col holds
+ * im2col(x) of a K chunk for the gw GEMM, then is overwritten by that
+ * chunk's column gradient. */
 static int SR_FN(conv_bwd)(real *gx, real *gw, real *gb, const real *gy, const real *x, const real *w,
                            const conv_geom *g, const conv_plan *pl, real *col, real *tmp, real *pad)
 {
-    const int64_t P = g->P, K = g->K, og = g->og, ys = g->o * P;
+    const int64_t P = g->P, K = g->K, og = g->og, ys = g->o * P, kk = g->kh * g->kw;
     /* The in-place 1x1 path writes every gx element with beta = 0. */
     if (!(pl->in_place && pl->nimg == 1))
         memset(gx, 0, (size_t)(g->n * g->c * g->h * g->w) * sizeof(real));
@@ -367,26 +376,25 @@ static int SR_FN(conv_bwd)(real *gx, real *gw, real *gb, const real *gy, const r
                     G = tmp;
                     ldg = cols;
                 }
-                int direct = pl->in_place && nb == 1;
-                if (gw) {
-                    const real *B = col;
-                    int64_t ldb = cols;
-                    if (direct) {
-                        B = x + (img0 * g->c + grp * g->cg) * P + p0;
-                        ldb = P;
-                    } else {
-                        SR_FN(im2col)(col, x, g, grp, img0, nb, p0, cnt, pad);
-                    }
-                    SR_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)og, (int)K, (int)cols, 1, G,
-                            (int)ldg, B, (int)ldb, 1, gw + grp * og * K, (int)K);
-                }
-                if (direct) {
+                if (pl->in_place && nb == 1) {
+                    const real *xg = x + (img0 * g->c + grp * g->cg) * P + p0;
+                    if (gw)
+                        SR_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)og, (int)K, (int)cnt, 1, G,
+                                (int)ldg, xg, (int)P, 1, gw + grp * og * K, (int)K);
                     SR_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)K, (int)cnt, (int)og, 1, wg,
                             (int)K, G, (int)ldg, 0, gx + (img0 * g->c + grp * g->cg) * P + p0, (int)P);
-                } else {
-                    SR_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)K, (int)cols, (int)og, 1, wg,
-                            (int)K, G, (int)ldg, 0, col, (int)cols);
-                    SR_FN(col2im)(gx, col, g, grp, img0, nb, p0, cnt, pad);
+                    continue;
+                }
+                for (int64_t c0 = 0; c0 < g->cg; c0 += pl->kc) {
+                    int64_t nc = g->cg - c0 < pl->kc ? g->cg - c0 : pl->kc, kc = nc * kk;
+                    if (gw) {
+                        SR_FN(im2col)(col, x, g, grp, c0, nc, img0, nb, p0, cnt, pad);
+                        SR_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)og, (int)kc, (int)cols, 1, G,
+                                (int)ldg, col, (int)cols, 1, gw + grp * og * K + c0 * kk, (int)K);
+                    }
+                    SR_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)kc, (int)cols, (int)og, 1,
+                            wg + c0 * kk, (int)K, G, (int)ldg, 0, col, (int)cols);
+                    SR_FN(col2im)(gx, col, g, grp, c0, nc, img0, nb, p0, cnt, pad);
                 }
             }
         }
@@ -431,16 +439,16 @@ static void SR_FN(dw_fwd)(real *y, const real *x, const real *w, const real *b, 
                     for (int64_t j = 0; j < g->kw; j++) {
                         int64_t off = j * g->dw - g->pw, lo, hi;
                         SR_FN(valid_cols)(off, sw, g->w, g->wo, &lo, &hi);
-                        const real *restrict xr = xp + ih * g->w + off;
+                        const real *restrict xr = xp + ih * g->w;
                         real wv = wp[i * g->kw + j];
                         if (sw == 1) {
                             CONV_SIMD
                             for (int64_t ow = lo; ow < hi; ow++)
-                                yr[ow] += wv * xr[ow];
+                                yr[ow] += wv * xr[ow + off];
                         } else {
                             CONV_SIMD
                             for (int64_t ow = lo; ow < hi; ow++)
-                                yr[ow] += wv * xr[ow * sw];
+                                yr[ow] += wv * xr[ow * sw + off];
                         }
                     }
                 }
@@ -470,12 +478,12 @@ static void SR_FN(dw_bwd)(real *gx, real *gw, real *gb, const real *gy, const re
                         for (int64_t j = 0; j < g->kw; j++) {
                             int64_t off = j * g->dw - g->pw, lo, hi;
                             SR_FN(valid_cols)(off, sw, g->w, g->wo, &lo, &hi);
-                            real *restrict gr = gp + ih * g->w + off;
+                            real *restrict gr = gp + ih * g->w;
                             const real *restrict s = gyp + oh * g->wo;
                             real wv = wp[i * g->kw + j];
                             CONV_SIMD
                             for (int64_t ow = lo; ow < hi; ow++)
-                                gr[ow * sw] += wv * s[ow];
+                                gr[ow * sw + off] += wv * s[ow];
                         }
                     }
             }
@@ -507,10 +515,10 @@ static void SR_FN(dw_bwd)(real *gx, real *gw, real *gb, const real *gy, const re
                         int64_t ih = oh * g->sh - g->ph + i * g->dh;
                         if (ih < 0 || ih >= g->h)
                             continue;
-                        const real *xr = xp + ih * g->w + off, *gr = gyp + oh * g->wo;
+                        const real *xr = xp + ih * g->w, *gr = gyp + oh * g->wo;
                         _Pragma("omp simd reduction(+ : s)")
                         for (int64_t ow = lo; ow < hi; ow++)
-                            s += gr[ow] * xr[ow * sw];
+                            s += gr[ow] * xr[ow * sw + off];
                     }
                 }
                 gw[o * kk + i * g->kw + j] += s;
@@ -577,6 +585,7 @@ static void SR_FN(conv_ref_bwd)(double *gx, double *gw, double *gb, const real *
 #include <string.h>
 
 #include "layers.h"
+#include "threads.h"
 
 /* The build's -O2 vectorises only loops whose trip count it knows, so the
  * hot copy and axpy loops ask for SIMD explicitly (iterations independent). */
@@ -585,13 +594,18 @@ static void SR_FN(conv_ref_bwd)(double *gx, double *gw, double *gb, const real *
 #define CONV_OMP_MIN 32768
 /* Defaults of the two plan options (see conv_plan_make).  gemm_cols: below
  * ~1000 columns OpenBLAS loses speed on these shapes, so small images are
- * batched up to this many columns.  max_workspace (bytes): bound of the
- * column buffer, large enough for a fat GEMM, small enough that twenty
- * convolutions' workspaces stay modest. */
+ * batched up to this many columns.  max_workspace (bytes): hard bound of the
+ * column buffer (rounded up to whole 16-column chunks); it normally stays
+ * near CONV_COL_CACHE anyway. */
 #define CONV_COLS 1024
 #define CONV_COL_BYTES (16L << 20)
-/* Tap-wise path: least output grid (ho·w2 columns), least mean K per GEMM
- * (a 7x7 stem over 3 channels makes K = 12 GEMMs: im2col's K = 147 wins). */
+/* Column buffer target (bytes, fits L2 with room for OpenBLAS's packs) and
+ * least K chunk (rows) of the im2col path. */
+#define CONV_COL_CACHE ((size_t)3 << 19)
+#define CONV_MIN_K 256
+/* Tap-wise path: least output grid (ho·w2 columns) per thread, least mean
+ * K per GEMM (a 7x7 stem over 3 channels makes K = 12 GEMMs: im2col's
+ * K = 147 wins). */
 #define CONV_TAP_COLS 192
 #define CONV_TAP_K 32
 
@@ -613,10 +627,11 @@ typedef struct {
 } conv_geom;
 
 /* How the batch is cut: nimg images per GEMM (np == P then), or one image
- * in pixel chunks of np. */
+ * in pixel chunks of np; K in chunks of kc channels. */
 typedef struct {
     int in_place; /* 1x1, stride 1, no padding: x is its own column matrix */
     int64_t nimg, np;
+    int64_t kc;   /* channels per K chunk of the column buffer */
     int taps;     /* forward by tap-wise GEMMs over phase-split planes */
     int64_t h2, w2, slack;
 } conv_plan;
@@ -633,7 +648,7 @@ typedef struct {
 typedef struct {
     conv_cfg cfg;
     conv_taps tp;
-    sr_tensor col; /* (K, nimg·np) column buffer, then the column gradient; taps: phase planes */
+    sr_tensor col; /* (kc·kh·kw, nimg·np) column buffer, then its gradient; taps: phase planes */
     sr_tensor tmp; /* (O/groups, nimg·P) GEMM output / gathered gy of a multi-image chunk */
     sr_tensor wt;  /* taps: weights regrouped per tap */
     sr_tensor pad; /* im2col: one zero-padded input plane */
@@ -694,44 +709,54 @@ static void conv_plan_make(const conv_cfg *c, const conv_taps *tp, const conv_ge
     pl->h2 = (g->h + 2 * g->ph + g->sh - 1) / g->sh;
     pl->w2 = (g->w + 2 * g->pw + g->sw - 1) / g->sw;
     pl->slack = (g->kw - 1) * g->dw / g->sw;
-    /* Tap-wise pays for w2 − wo junk columns per row and kh·kw GEMM calls
-     * per image; worth it when rows are long and one image makes a wide
-     * enough GEMM.  Measured on ResNet-18's 3x3 convs (1 thread): faster
-     * from 56x56 down to 14x14 (16/14 junk), slower at 7x7 outputs. */
+    /* Tap-wise pays for w2 − wo junk columns per row and one GEMM per tap
+     * group and image; worth it when rows are long and one image makes a
+     * wide enough GEMM, wider with more threads (OpenBLAS splits the pixel
+     * axis).  Measured on ResNet-18's 3x3 convs: faster at 56x56 and 28x28
+     * (and 14x14 on 1 thread), slower at 7x7 outputs. */
     int64_t q = g->ho * pl->w2;
     pl->taps = fwd && !pl->in_place &&
                (c->algo == CONV_TAPS ||
                 (c->algo == CONV_AUTO && g->kh * g->kw > 1 && (pl->w2 - g->wo) * 100 <= 15 * g->wo &&
-                 q >= CONV_TAP_COLS && g->K >= CONV_TAP_K * tp->ngemm));
-    int64_t max_cols = (int64_t)((size_t)c->max_workspace / esize) / g->K;
-    if (max_cols < 16)
-        max_cols = 16;
-    if (max_cols > INT32_MAX / 2) /* BLAS dimensions are int */
-        max_cols = INT32_MAX / 2;
+                 q >= CONV_TAP_COLS * sr_threads_get() && g->K >= CONV_TAP_K * tp->ngemm));
+    /* Columns per GEMM: one image, or enough small ones for gemm_cols,
+     * balanced (8 images as 4 + 4, not 6 + 2 with a skinny last GEMM). */
+    const int64_t kk = g->kh * g->kw;
     pl->nimg = 1;
     pl->np = g->P;
-    if (g->P >= c->gemm_cols) {
-        /* One image per GEMM; split its pixels only if the buffer is needed
-         * and would be too big, into equal chunks rounded to 16 columns. */
-        if (!pl->in_place && g->P > max_cols) {
+    if (g->P < c->gemm_cols && g->n > 1) {
+        int64_t want = (c->gemm_cols + g->P - 1) / g->P;
+        pl->nimg = want < g->n ? want : g->n;
+        int64_t chunks = (g->n + pl->nimg - 1) / pl->nimg;
+        pl->nimg = (g->n + chunks - 1) / chunks;
+    }
+    /* K chunk: a cache-sized column buffer, but at least CONV_MIN_K rows
+     * so each GEMM still has a deep K; then the hard max_workspace bound,
+     * cutting columns when even one channel's rows do not fit. */
+    size_t chan = (size_t)(kk * pl->nimg * pl->np) * esize, cache = CONV_COL_CACHE;
+    if ((size_t)c->max_workspace < cache)
+        cache = (size_t)c->max_workspace;
+    int64_t kc = (int64_t)(cache / chan), kmin = (CONV_MIN_K + kk - 1) / kk;
+    if (kc < kmin)
+        kc = kmin;
+    if (kc > g->cg)
+        kc = g->cg;
+    if ((size_t)kc * chan > (size_t)c->max_workspace)
+        kc = (int64_t)((size_t)c->max_workspace / chan);
+    pl->kc = kc < 1 ? 1 : kc;
+    if (chan > (size_t)c->max_workspace && !pl->in_place) {
+        /* One image at a time, in equal pixel chunks rounded to 16 columns. */
+        int64_t max_cols = (int64_t)((size_t)c->max_workspace / esize / (size_t)kk);
+        if (max_cols < 16)
+            max_cols = 16;
+        pl->nimg = 1;
+        if (g->P > max_cols) {
             int64_t chunks = (g->P + max_cols - 1) / max_cols;
             pl->np = ((g->P + chunks - 1) / chunks + 15) / 16 * 16;
         }
-    } else {
-        int64_t target = c->gemm_cols < max_cols ? c->gemm_cols : max_cols;
-        int64_t want = (target + g->P - 1) / g->P, fit = max_cols / g->P;
-        pl->nimg = want < fit ? want : fit;
-        if (pl->nimg > g->n)
-            pl->nimg = g->n;
-        if (pl->nimg < 1)
-            pl->nimg = 1;
-        /* Equal chunks: 8 images as 4 + 4, not 6 + 2 (a skinny last GEMM). */
-        int64_t chunks = (g->n + pl->nimg - 1) / pl->nimg;
-        if (chunks > 1)
-            pl->nimg = (g->n + chunks - 1) / chunks;
-        if (pl->nimg == 1 && !pl->in_place && g->P > max_cols)
-            pl->np = max_cols;
     }
+    if (pl->nimg * pl->np > INT32_MAX / 2) /* BLAS dimensions are int */
+        pl->np = INT32_MAX / 2 / pl->nimg;
 }
 
 /* Make the workspaces the plan needs; returns their data pointers. */
@@ -750,7 +775,7 @@ static int conv_workspace(conv_impl *im, const conv_geom *g, const conv_plan *pl
         return 0;
     }
     if (!(pl->in_place && pl->nimg == 1)) {
-        int64_t n = g->K * pl->nimg * pl->np, np = (g->h + 2 * g->ph) * (g->w + 2 * g->pw);
+        int64_t n = pl->kc * g->kh * g->kw * pl->nimg * pl->np, np = (g->h + 2 * g->ph) * (g->w + 2 * g->pw) + 8;
         if (sr_tensor_ensure(&im->col, dt, 1, &n) || sr_tensor_ensure(&im->pad, dt, 1, &np))
             return -1;
         *col = sr_data(&im->col);

@@ -227,10 +227,6 @@ int main(int argc, char **argv)
                 tc[r] = time_fwd(mods[i], &xs[i]);
                 tg[r] = sq_run(&g);
             }
-            extern double conv_prof[4];
-            memset(conv_prof, 0, sizeof conv_prof);
-            for (int r = 0; r < 3; r++) time_fwd(mods[i], &xs[i]);
-            fprintf(stderr, "  [%s: split %.2f ms, gemm %.2f ms, crop %.2f ms per forward]\n", convs[i].name, conv_prof[0]/3e-3, conv_prof[1]/3e-3, conv_prof[2]/3e-3);
             double mc = median(tc, runs), mg = median(tg, runs);
             double gflop_g = 2.0 * g.n * (double)g.n * g.n * 1e-9;
             /* Compare at equal work: scale the GEMM time to the conv's FLOPs. */

@@ -40,15 +40,18 @@ static const conv_case cases[] = {
 #define NCASES (int)(sizeof cases / sizeof *cases)
 
 /* Plan variants {gemm_cols, max_workspace, algo}: default; im2col with one
- * image per GEMM in pixel chunks of 16 columns (max_workspace tiny); two
- * images per GEMM (last chunk single); two images wanted but the buffer too
- * small even for one (pixel chunks); tap-wise GEMMs over phase planes. */
+ * image per GEMM in pixel chunks of 16 columns and K chunks of one channel
+ * (max_workspace tiny); two images per GEMM (last chunk single); two images
+ * wanted but the buffer too small even for one (pixel chunks); tap-wise
+ * GEMMs over phase planes; all images in one GEMM with K chunks of two
+ * channels ("2ch": a buffer of two channels' float64 rows). */
 static const char *const plans[][3] = {{NULL, NULL, NULL},
                                        {"1", "1", "im2col"},
                                        {"2", NULL, "im2col"},
                                        {"2", "1", "im2col"},
-                                       {NULL, NULL, "taps"}};
-#define NPLANS 5
+                                       {NULL, NULL, "taps"},
+                                       {NULL, "2ch", "im2col"}};
+#define NPLANS 6
 
 static sr_module *make_conv(const conv_case *c, sr_dtype dt, int plan, uint64_t seed)
 {
@@ -76,8 +79,13 @@ static sr_module *make_conv(const conv_case *c, sr_dtype dt, int plan, uint64_t 
         int64_t wo = (c->w + 2 * c->pw - c->dw * (c->kw - 1) - 1) / c->sw + 1;
         KV("gemm_cols", "%lld", (long long)(plans[plan][0][0] == '2' ? 2 * ho * wo : 1));
     }
-    if (plans[plan][1])
+    if (plans[plan][1] && strcmp(plans[plan][1], "2ch") == 0) {
+        int64_t ho = (c->h + 2 * c->ph - c->dh * (c->kh - 1) - 1) / c->sh + 1;
+        int64_t wo = (c->w + 2 * c->pw - c->dw * (c->kw - 1) - 1) / c->sw + 1;
+        KV("max_workspace", "%lld", (long long)(2 * c->kh * c->kw * c->n * ho * wo * 8));
+    } else if (plans[plan][1]) {
         KV("max_workspace", "%s", plans[plan][1]);
+    }
     if (plans[plan][2])
         KV("algo", "%s", plans[plan][2]);
 #undef KV
