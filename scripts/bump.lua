@@ -37,6 +37,6 @@ local ps = ex:run(units, o.eval)
 local labels = {}
 for i, p in ipairs(ps) do labels[i] = p.label end
 ex:figure("bump", srgeo.plot.profile, ps, {
-  labels = labels, title = o.title and E.gp_literal(o.title) or E.title(o.eval, ex, #ps == 1 and ps[1].label or nil),
+  labels = labels, title = o.title or E.title(o.eval, ex, #ps == 1 and ps[1].label or nil),
 })
 ex:finish(ps, labels)

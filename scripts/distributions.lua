@@ -34,7 +34,7 @@ for j = 2, ne do
   cmp[labels[1] .. " vs " .. labels[j]] = c
 end
 ex:figure("distributions", srgeo.plot.profile, dist,
-  { labels = labels, title = E.gp_literal(E.parse_model(o.model).label) .. " across evaluation sets (" .. o.preset .. " preset)" })
+  { labels = labels, title = E.parse_model(o.model).label .. " across evaluation sets (" .. o.preset .. " preset)" })
 ex:figure("distributions_peak", srgeo.plot.descriptors, dist, { field = "peak_height", labels = labels })
 local all_labels = {}
 for j = 1, ne do all_labels[j] = E.parse_model(o.model).label .. " @ " .. labels[j] end

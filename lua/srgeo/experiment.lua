@@ -564,16 +564,13 @@ function Ex:figure(name, plotfn, data, opts)
   return written[1]
 end
 
---- Text shown literally in a gnuplot figure title (titles are enhanced
---- text, where _ ^ @ & ~ { } are markup: small_resnet would lose its "_").
-function E.gp_literal(s) return (tostring(s):gsub("[_^@&~{}]", "\\%0")) end
-
 --- A figure title for an evaluation set: "r_η on NAME (N images, seed S, P preset)";
---- prefix: literal text before it (a model name).
+--- prefix: text before it (a model name).  srgeo.plot sets titles
+--- literally (noenhanced), so names need no escaping.
 function E.title(espec, ex, prefix)
   local es = E.parse_eval(espec, ex and { images = ex.images, seed = ex.seed })
-  return string.format("%sr_η on %s (%d images, seed %d, %s preset)", prefix and E.gp_literal(prefix) .. ": " or "",
-    E.gp_literal(es.name), es.n, es.seed, ex and ex.preset or "quick")
+  return string.format("%sr_η on %s (%d images, seed %d, %s preset)", prefix and prefix .. ": " or "",
+    es.name, es.n, es.seed, ex and ex.preset or "quick")
 end
 
 --- A stand-in profile for plot.descriptors carrying ‖J‖_F as the

@@ -249,6 +249,10 @@ T.test("bump.lua: trained + twin; rerun reuses cached units; --force and new opt
   T.eq(code, 0, log)
   check_results(out, { "bump" }, 2)
   T.truthy(log:find("peak η", 1, true), "prints the descriptor table")
+  -- titles are literal text (noenhanced): names appear as typed, not escaped
+  local title = read(out .. "/bump.gp"):match("\nset title (.-)\n")
+  T.truthy(title and title:find('"r_η on noise (4 images, seed 0, ', 1, true) and title:find("noenhanced", 1, true)
+    and not title:find("\\", 1, true), tostring(title))
   local unit = out .. "/units/tiny__noise_4@0.json"
   local before = read(unit)
   log, code = script("bump", SMALL .. " --model tiny --twin --eval noise --out " .. out)
@@ -259,8 +263,10 @@ T.test("bump.lua: trained + twin; rerun reuses cached units; --force and new opt
   check_results(out, { "bump" }, 2)
   log = script("bump", SMALL .. " --model tiny --twin --eval noise --out " .. out .. " --force")
   T.truthy(log:find("2 units (2 computed, 0 cached)", 1, true), log)
-  log = script("bump", SMALL:gsub("--directions 16", "--directions 8") .. " --model tiny --eval noise --out " .. out)
+  log = script("bump", SMALL:gsub("--directions 16", "--directions 8") .. " --model tiny --eval noise --out " .. out
+    .. " --title 'tiny_net^2 {x}'")
   T.truthy(log:find("options or model changed", 1, true) and log:find("1 units (1 computed, 0 cached)", 1, true), log)
+  T.truthy(read(out .. "/bump.gp"):find('\nset title "tiny_net^2 {x}" noenhanced\n', 1, true), "--title verbatim")
 end)
 
 T.test("zoo.lua and init_vs_trained.lua", function()
