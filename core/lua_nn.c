@@ -328,6 +328,28 @@ static void free_taps(taps_t *t)
         sr_tensor_free(&t->out[i]);
 }
 
+/* A run that stopped before its last requested tap is an error, not a
+ * silently short result table. */
+static int tap_check(int rc, const taps_t *t, const sr_run *run, const char *op)
+{
+    if (rc == 0 && t->n && run->ntaps_done < t->n)
+        rc = sr_fail("%s: tap was not reached", op);
+    return rc;
+}
+
+/* The tail shared by m:forward and m:jvp: push the outputs (or raise) and
+ * release the tap buffers either way. */
+static int finish_run(lua_State *L, sr_module *m, taps_t *t, sr_run *run, int rc, const char *op, int jvp)
+{
+    if (tap_check(rc, t, run, op)) {
+        free_taps(t);
+        return sr_lua_fail(L);
+    }
+    int r = push_results(L, m, t, run, jvp);
+    free_taps(t);
+    return r;
+}
+
 /* m:forward(x [, {tap=, taps=}]) */
 static int m_forward(lua_State *L)
 {
@@ -336,16 +358,7 @@ static int m_forward(lua_State *L)
     sr_run run = SR_RUN_INIT;
     taps_t t;
     parse_taps(L, m, 3, &t, &run);
-    int rc = sr_module_forward(m, x, &run);
-    if (rc == 0 && t.n && run.ntaps_done < t.n)
-        rc = sr_fail("forward: tap was not reached");
-    if (rc) {
-        free_taps(&t);
-        return sr_lua_fail(L);
-    }
-    int r = push_results(L, m, &t, &run, 0);
-    free_taps(&t);
-    return r;
+    return finish_run(L, m, &t, &run, sr_module_forward(m, x, &run), "forward", 0);
 }
 
 /* m:jvp(x, v [, opts]) -> y, Jv.  v holds k tangents per input, input-major
@@ -381,16 +394,8 @@ static int m_jvp(lua_State *L)
     memcpy(sr_data(stack), sr_data(x), (size_t)sr_numel(x) * es);
     memcpy((char *)sr_data(stack) + (size_t)sr_numel(x) * es, sr_data(v), (size_t)sr_numel(v) * es);
     int rc = sr_module_jvp(m, stack, &run);
-    if (rc == 0 && t.n && run.ntaps_done < t.n)
-        rc = sr_fail("jvp: tap was not reached");
     sr_tensor_free(stack);
-    if (rc) {
-        free_taps(&t);
-        return sr_lua_fail(L);
-    }
-    int r = push_results(L, m, &t, &run, 1);
-    free_taps(&t);
-    return r;
+    return finish_run(L, m, &t, &run, rc, "jvp", 1);
 }
 
 /* m:vjp(x, w [, {tap=, param_grads=false}]) -> Jᵀw (input gradient), with
@@ -412,9 +417,7 @@ static int m_vjp(lua_State *L)
         lua_pop(L, 1);
     }
     parse_taps(L, m, lua_istable(L, 4) ? 4 : 0, &t, &run);
-    int rc = sr_module_forward(m, x, &run);
-    if (rc == 0 && t.n && run.ntaps_done < t.n)
-        rc = sr_fail("vjp: tap was not reached");
+    int rc = tap_check(sr_module_forward(m, x, &run), &t, &run, "vjp");
     if (rc == 0) {
         const sr_tensor *out = t.n ? &t.out[0] : &m->out;
         if (!sr_same_shape(w, out))
