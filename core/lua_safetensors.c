@@ -20,6 +20,7 @@ static sr_st_file *check_st(lua_State *L, int idx)
     return f;
 }
 
+/* f:close(), __close and __gc: idempotent, so a closed file may be collected. */
 static int st_gc(lua_State *L)
 {
     sr_st_file *f = luaL_checkudata(L, 1, ST_MT);
@@ -118,14 +119,6 @@ static int st_metadata(lua_State *L)
         lua_setfield(L, -2, f->meta_keys[i]);
     }
     return 1;
-}
-
-static int st_close(lua_State *L)
-{
-    sr_st_file *f = luaL_checkudata(L, 1, ST_MT);
-    if (f->path)
-        sr_st_close(f);
-    return 0;
 }
 
 static int st_tostring(lua_State *L)
@@ -227,7 +220,7 @@ static int l_save(lua_State *L)
 
 static const luaL_Reg st_methods[] = {
     {"keys", st_keys}, {"info", st_info}, {"get", st_get},
-    {"metadata", st_metadata}, {"close", st_close}, {NULL, NULL},
+    {"metadata", st_metadata}, {"close", st_gc}, {NULL, NULL},
 };
 
 static const luaL_Reg st_meta[] = {
