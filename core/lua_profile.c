@@ -11,41 +11,6 @@
 #include "metrics.h"
 #include "profile.h"
 
-static lua_Integer opt_int(lua_State *L, int t, const char *k, lua_Integer def)
-{
-    lua_getfield(L, t, k);
-    lua_Integer v = def;
-    if (!lua_isnil(L, -1)) {
-        int ok;
-        v = lua_tointegerx(L, -1, &ok);
-        if (!ok)
-            luaL_error(L, "profile: option %s must be an integer", k);
-    }
-    lua_pop(L, 1);
-    return v;
-}
-
-static double opt_num(lua_State *L, int t, const char *k, double def)
-{
-    lua_getfield(L, t, k);
-    double v = def;
-    if (!lua_isnil(L, -1)) {
-        if (!lua_isnumber(L, -1))
-            luaL_error(L, "profile: option %s must be a number", k);
-        v = lua_tonumber(L, -1);
-    }
-    lua_pop(L, 1);
-    return v;
-}
-
-static int opt_bool(lua_State *L, int t, const char *k, int def)
-{
-    lua_getfield(L, t, k);
-    int v = lua_isnil(L, -1) ? def : lua_toboolean(L, -1);
-    lua_pop(L, 1);
-    return v;
-}
-
 static void push_array(lua_State *L, const double *a, int64_t n)
 {
     lua_createtable(L, (int)n, 0);
@@ -62,21 +27,21 @@ static int l_profile_image(lua_State *L)
     luaL_checktype(L, 3, LUA_TTABLE);
     sr_profile_opts o;
     sr_profile_opts_default(&o);
-    o.ndirs = opt_int(L, 3, "directions", o.ndirs);
-    o.antipodal = opt_bool(L, 3, "antipodal", o.antipodal);
-    o.njvp = opt_int(L, 3, "jvp_directions", o.njvp);
-    o.seed = (uint64_t)opt_int(L, 3, "seed", 0);
-    o.batch = opt_int(L, 3, "batch", 0);
-    o.jvp_k = opt_int(L, 3, "jvp_batch", o.jvp_k);
-    o.noise_dirs = opt_int(L, 3, "noise_directions", o.noise_dirs);
-    o.noise_max = opt_num(L, 3, "noise_max", o.noise_max);
-    o.per_direction = opt_bool(L, 3, "per_direction", 0);
-    o.target_ci = opt_num(L, 3, "target_ci", 0);
-    o.exact_relu = opt_bool(L, 3, "exact_relu", 0);
+    o.ndirs = sr_lua_opt_integer(L, 3, "profile", "directions", o.ndirs);
+    o.antipodal = sr_lua_opt_boolean(L, 3, "profile", "antipodal", o.antipodal);
+    o.njvp = sr_lua_opt_integer(L, 3, "profile", "jvp_directions", o.njvp);
+    o.seed = (uint64_t)sr_lua_opt_integer(L, 3, "profile", "seed", 0);
+    o.batch = sr_lua_opt_integer(L, 3, "profile", "batch", 0);
+    o.jvp_k = sr_lua_opt_integer(L, 3, "profile", "jvp_batch", o.jvp_k);
+    o.noise_dirs = sr_lua_opt_integer(L, 3, "profile", "noise_directions", o.noise_dirs);
+    o.noise_max = sr_lua_opt_number(L, 3, "profile", "noise_max", o.noise_max);
+    o.per_direction = sr_lua_opt_boolean(L, 3, "profile", "per_direction", 0);
+    o.target_ci = sr_lua_opt_number(L, 3, "profile", "target_ci", 0);
+    o.exact_relu = sr_lua_opt_boolean(L, 3, "profile", "exact_relu", 0);
     if (o.exact_relu && o.target_ci > 0)
         return luaL_error(L, "profile: exact_relu and sequential mode (target_ci) cannot be combined yet");
-    o.seq_chunk = opt_int(L, 3, "seq_chunk", o.seq_chunk);
-    o.seq_min = opt_int(L, 3, "seq_min", 0);
+    o.seq_chunk = sr_lua_opt_integer(L, 3, "profile", "seq_chunk", o.seq_chunk);
+    o.seq_min = sr_lua_opt_integer(L, 3, "profile", "seq_min", 0);
     if (o.target_ci < 0)
         return luaL_error(L, "profile: target_ci must be positive (a relative CI half-width such as 0.02)");
     if (o.ndirs < 1)
@@ -95,7 +60,7 @@ static int l_profile_image(lua_State *L)
     }
     lua_pop(L, 1);
 
-    o.lowpass_sigma = opt_num(L, 3, "lowpass_sigma", 0);
+    o.lowpass_sigma = sr_lua_opt_number(L, 3, "profile", "lowpass_sigma", 0);
     if (o.lowpass_sigma < 0)
         return luaL_error(L, "profile: lowpass_sigma must be >= 0");
     if (o.lowpass_sigma > 0)
@@ -184,9 +149,9 @@ static int l_jacobian_top(lua_State *L)
     sr_module *m = sr_lua_check_module(L, 1);
     sr_tensor *x = sr_lua_check_tensor(L, 2);
     int t = lua_istable(L, 3) ? 3 : 0;
-    lua_Integer k = t ? opt_int(L, t, "k", 8) : 8;
-    lua_Integer iters = t ? opt_int(L, t, "iters", 20) : 20;
-    lua_Integer seed = t ? opt_int(L, t, "seed", 0) : 0;
+    lua_Integer k = sr_lua_opt_integer(L, 3, "jacobian_top", "k", 8);
+    lua_Integer iters = sr_lua_opt_integer(L, 3, "jacobian_top", "iters", 20);
+    lua_Integer seed = sr_lua_opt_integer(L, 3, "jacobian_top", "seed", 0);
     const sr_module *tap = NULL;
     const char *tname = NULL;
     if (t && lua_getfield(L, t, "tap") == LUA_TSTRING)
