@@ -362,7 +362,10 @@ function E.common_options(defaults)
     { "threads", 0, "threads (0: SRGEO_THREADS or the machine's default)" },
     { "directions", type = "integer", help = "directions per image (overrides the preset)" },
     { "jvp_directions", type = "string", help = "directions with exact JVPs: a number or 'all' (overrides the preset)" },
-    { "nscales", type = "integer", help = "rungs of the scale ladder (overrides the preset)" },
+    { "nscales", defaults.nscales, "rungs of the scale ladder (overrides the preset)", type = "integer" },
+    { "log10_lo", defaults.log10_lo, "lowest rung, log10 η at 224² (shifted by log10 √(d224/d) for other sizes; preset: -2)",
+      type = "number" },
+    { "log10_hi", defaults.log10_hi, "highest rung, likewise (preset: 2)", type = "number" },
     { "bootstrap", type = "integer", help = "bootstrap resamples for the CI bands (overrides the preset)" },
     { "precision", type = "string", help = "float32 (with the noise check) or float64", choices = { "float32", "float64" } },
     { "tap", type = "string", help = "module to measure (default: the model's 'features')" },
@@ -403,7 +406,7 @@ local Ex = {}
 Ex.__index = Ex
 E.Experiment = Ex
 
-local PROFILE_KEYS = { "directions", "jvp_directions", "nscales", "bootstrap", "precision", "tap" }
+local PROFILE_KEYS = { "directions", "jvp_directions", "nscales", "log10_lo", "log10_hi", "bootstrap", "precision", "tap" }
 
 --- E.new(opts, name) -> experiment.  opts: out, preset, images, seed,
 --- threads, force, quiet and profile overrides (directions, ...), profile =

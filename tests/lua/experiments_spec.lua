@@ -314,6 +314,9 @@ T.test("robustness.lua: ε from names and explicit; layers.lua: one panel per ta
   T.eq(code, 0, log)
   local r = check_results(out, { "robustness", "robustness_peak_eta", "robustness_jacobian", "robustness_vs_eps" }, 2)
   T.eq(r.extra.eps[1], 0); T.eq(r.extra.eps[2], 0.5)
+  -- its own default ladder: 3.5 decades (log10 η -1 .. 2.5 at 224²), past the paper preset's top
+  local sc = srgeo.profile.load(r.units[1].json).scales
+  T.close(math.log(sc[#sc] / sc[1], 10), 3.5, 1e-9, "robustness ladder span")
   log, code = script("robustness", SMALL .. " --models tiny,tiny@init --eps 0 --eval noise --out " .. out)
   T.eq(code, 2, "mismatched --eps count")
   out = out_dir("layers")
