@@ -349,7 +349,7 @@ static int need_batch(const sr_module *m, const sr_tensor *x)
 
 static int relu_run(sr_module *m, const sr_tensor *xv, sr_run *run, int jvp)
 {
-    if (need_batch(m, xv) || sr_tensor_ensure_like(&m->out, xv))
+    if (need_batch(m, xv) || sr_module_output_like(m, run, xv))
         return -1;
     int64_t n = primal_rows(xv, run, jvp), rs = sr_rowsize(xv);
     SR_DISPATCH(xv->dtype, relu_fwd, sr_data(&m->out), sr_data(xv), n * rs);
@@ -400,7 +400,7 @@ typedef struct {
 static int gelu_run(sr_module *m, const sr_tensor *xv, sr_run *run, int jvp)
 {
     gelu_impl *g = m->impl;
-    if (need_batch(m, xv) || sr_tensor_ensure_like(&m->out, xv))
+    if (need_batch(m, xv) || sr_module_output_like(m, run, xv))
         return -1;
     int64_t n = primal_rows(xv, run, jvp), rs = sr_rowsize(xv);
     void *deriv = NULL;
@@ -481,7 +481,7 @@ static int softmax_run(sr_module *m, const sr_tensor *xv, sr_run *run, int jvp)
     int64_t L = xv->shape[xv->ndim - 1];
     if (L < 1)
         return sr_fail("softmax: input %s has an empty last dimension", SR_SHAPE(xv));
-    if (sr_tensor_ensure_like(&m->out, xv))
+    if (sr_module_output_like(m, run, xv))
         return -1;
     int64_t n = primal_rows(xv, run, jvp), R = sr_rowsize(xv) / L;
     SR_DISPATCH(xv->dtype, softmax_fwd, sr_data(&m->out), sr_data(xv), n * R, L);

@@ -322,13 +322,13 @@ static int attn_shapes(const sr_module *m, const sr_tensor *x, int64_t *S, int64
 }
 
 /* qkv and o for the stack of S samples, the first n of them primal. */
-static int attn_project_in(sr_module *m, const sr_tensor *x, int64_t S, int64_t T, int64_t n)
+static int attn_project_in(sr_module *m, const sr_tensor *x, int64_t S, int64_t T, int64_t n, sr_run *run)
 {
     attn_cfg *c = m->impl;
-    if (sr_tensor_ensure(&c->qkv, x->dtype, 3, (int64_t[]){S, T, 3 * c->dim}) ||
-        sr_tensor_ensure(&c->att, x->dtype, 4, (int64_t[]){n, c->heads, T, T}) ||
-        sr_tensor_ensure(&c->o, x->dtype, 3, (int64_t[]){S, T, c->dim}) ||
-        sr_tensor_ensure_like(&m->out, x))
+    if (sr_pool_ensure(run->pool, &c->qkv, x->dtype, 3, (int64_t[]){S, T, 3 * c->dim}) ||
+        sr_pool_ensure(run->pool, &c->att, x->dtype, 4, (int64_t[]){n, c->heads, T, T}) ||
+        sr_pool_ensure(run->pool, &c->o, x->dtype, 3, (int64_t[]){S, T, c->dim}) ||
+        sr_module_output_like(m, run, x))
         return -1;
     return sr_linear_apply(x, param_or_null(m, c->wi), param_or_null(m, c->bi), &c->qkv, n * T, 0);
 }
@@ -339,6 +339,15 @@ static int attn_project_out(sr_module *m, int64_t n, int64_t T)
     return sr_linear_apply(&c->o, param_or_null(m, c->wo), param_or_null(m, c->bo), &m->out, n * T, 0);
 }
 
+/* A pass that keeps nothing for backward gives the scratch back to its
+ * pool, so twelve blocks of ViT-B do not each keep their own. */
+static void attn_scratch_done(attn_cfg *c, sr_run *run)
+{
+    sr_tensor *scratch[] = {&c->qkv, &c->att, &c->o, &c->wa, &c->wb};
+    for (size_t i = 0; i < sizeof scratch / sizeof *scratch; i++)
+        sr_pool_put(run->pool, scratch[i]);
+}
+
 static int attn_forward(sr_module *m, const sr_tensor *x, sr_run *run)
 {
     attn_cfg *c = m->impl;
@@ -346,7 +355,7 @@ static int attn_forward(sr_module *m, const sr_tensor *x, sr_run *run)
     if (attn_shapes(m, x, &N, &T))
         return -1;
     sr_tensor_free(&m->saved); /* the buffers are about to change */
-    if (attn_project_in(m, x, N, T, N))
+    if (attn_project_in(m, x, N, T, N, run))
         return -1;
     if (N > 0)
         SR_DISPATCH(x->dtype, attn_primal, sr_data(&c->o), sr_data(&c->att), sr_data(&c->qkv), N, T,
@@ -355,6 +364,8 @@ static int attn_forward(sr_module *m, const sr_tensor *x, sr_run *run)
         return -1;
     if (run->save)
         sr_tensor_share(&m->saved, x);
+    else
+        attn_scratch_done(c, run);
     return 0;
 }
 
@@ -365,9 +376,9 @@ static int attn_jvp(sr_module *m, const sr_tensor *xv, sr_run *run)
     if (attn_shapes(m, xv, &S, &T))
         return -1;
     sr_tensor_free(&m->saved);
-    if (sr_tensor_ensure(&c->wa, xv->dtype, 2, (int64_t[]){k * T, T}) ||
-        sr_tensor_ensure(&c->wb, xv->dtype, 2, (int64_t[]){T, k * T}) ||
-        attn_project_in(m, xv, S, T, n))
+    if (sr_pool_ensure(run->pool, &c->wa, xv->dtype, 2, (int64_t[]){k * T, T}) ||
+        sr_pool_ensure(run->pool, &c->wb, xv->dtype, 2, (int64_t[]){T, k * T}) ||
+        attn_project_in(m, xv, S, T, n, run))
         return -1;
     if (n > 0) {
         SR_DISPATCH(xv->dtype, attn_primal, sr_data(&c->o), sr_data(&c->att), sr_data(&c->qkv), n, T,
@@ -375,7 +386,10 @@ static int attn_jvp(sr_module *m, const sr_tensor *xv, sr_run *run)
         SR_DISPATCH(xv->dtype, attn_tangent, sr_data(&c->o), sr_data(&c->att), sr_data(&c->qkv),
                     sr_data(&c->wa), sr_data(&c->wb), n, k, T, c->dim, c->heads);
     }
-    return attn_project_out(m, n, T);
+    if (attn_project_out(m, n, T))
+        return -1;
+    attn_scratch_done(c, run);
+    return 0;
 }
 
 static void *grad_of(sr_module *m, int i, int *err)

@@ -759,16 +759,17 @@ static void conv_plan_make(const conv_cfg *c, const conv_taps *tp, const conv_ge
         pl->np = INT32_MAX / 2 / pl->nimg;
 }
 
-/* Make the workspaces the plan needs; returns their data pointers. */
-static int conv_workspace(conv_impl *im, const conv_geom *g, const conv_plan *pl, sr_dtype dt,
-                          void **col, void **tmp)
+/* Make the workspaces the plan needs (lent by the pass's pool when there
+ * is one; conv_workspace_done gives them back); returns their data pointers. */
+static int conv_workspace(conv_impl *im, sr_pool *pool, const conv_geom *g, const conv_plan *pl,
+                          sr_dtype dt, void **col, void **tmp)
 {
     *col = *tmp = NULL;
     if (pl->taps) {
         int64_t nx = g->sh * g->sw * g->c * pl->h2 * pl->w2 + pl->slack, nt = g->o * g->ho * pl->w2,
                 nw = g->o * g->cg * g->kh * g->kw;
-        if (sr_tensor_ensure(&im->col, dt, 1, &nx) || sr_tensor_ensure(&im->tmp, dt, 1, &nt) ||
-            sr_tensor_ensure(&im->wt, dt, 1, &nw))
+        if (sr_pool_ensure(pool, &im->col, dt, 1, &nx) || sr_pool_ensure(pool, &im->tmp, dt, 1, &nt) ||
+            sr_pool_ensure(pool, &im->wt, dt, 1, &nw))
             return -1;
         *col = sr_data(&im->col);
         *tmp = sr_data(&im->tmp);
@@ -776,17 +777,30 @@ static int conv_workspace(conv_impl *im, const conv_geom *g, const conv_plan *pl
     }
     if (!(pl->in_place && pl->nimg == 1)) {
         int64_t n = pl->kc * g->kh * g->kw * pl->nimg * pl->np, np = (g->h + 2 * g->ph) * (g->w + 2 * g->pw) + 8;
-        if (sr_tensor_ensure(&im->col, dt, 1, &n) || sr_tensor_ensure(&im->pad, dt, 1, &np))
+        if (sr_pool_ensure(pool, &im->col, dt, 1, &n) || sr_pool_ensure(pool, &im->pad, dt, 1, &np))
             return -1;
         *col = sr_data(&im->col);
     }
     if (pl->nimg > 1) {
         int64_t n = g->og * pl->nimg * g->P;
-        if (sr_tensor_ensure(&im->tmp, dt, 1, &n))
+        if (sr_pool_ensure(pool, &im->tmp, dt, 1, &n))
             return -1;
         *tmp = sr_data(&im->tmp);
     }
     return 0;
+}
+
+/* Scratch lives only within a call: with a pool, the next layer reuses it
+ * (53 convolutions of ResNet-50 would otherwise each keep their own). */
+static int conv_workspace_done(conv_impl *im, sr_pool *pool, int rc)
+{
+    if (pool) {
+        sr_pool_put(pool, &im->col);
+        sr_pool_put(pool, &im->tmp);
+        sr_pool_put(pool, &im->wt);
+        sr_pool_put(pool, &im->pad);
+    }
+    return rc;
 }
 
 static int conv_run(sr_module *m, const sr_tensor *x, int64_t bias_rows, sr_run *run)
@@ -795,7 +809,7 @@ static int conv_run(sr_module *m, const sr_tensor *x, int64_t bias_rows, sr_run 
     conv_geom g;
     if (conv_geometry(&im->cfg, x, &g))
         return -1;
-    if (sr_tensor_ensure(&m->out, x->dtype, 4, (int64_t[]){g.n, g.o, g.ho, g.wo}))
+    if (sr_module_output(m, run, x->dtype, 4, (int64_t[]){g.n, g.o, g.ho, g.wo}))
         return -1;
     if (run->save)
         sr_tensor_share(&m->saved, x);
@@ -810,14 +824,15 @@ static int conv_run(sr_module *m, const sr_tensor *x, int64_t bias_rows, sr_run 
     conv_plan pl;
     void *col, *tmp;
     conv_plan_make(&im->cfg, &im->tp, &g, sr_dtype_size(x->dtype), 1, &pl);
-    if (conv_workspace(im, &g, &pl, x->dtype, &col, &tmp))
+    if (conv_workspace(im, run->pool, &g, &pl, x->dtype, &col, &tmp))
         return -1;
-    if (pl.taps)
-        return SR_DISPATCH_RET(x->dtype, conv_fwd_taps, sr_data(&m->out), sr_data(x),
-                               sr_data(&m->params[0].value), b, &g, &pl, &im->tp, col, sr_data(&im->wt),
-                               tmp, bias_rows);
-    return SR_DISPATCH_RET(x->dtype, conv_fwd, sr_data(&m->out), sr_data(x), sr_data(&m->params[0].value),
-                           b, &g, &pl, col, tmp, sr_data(&im->pad), bias_rows);
+    int rc = pl.taps ? SR_DISPATCH_RET(x->dtype, conv_fwd_taps, sr_data(&m->out), sr_data(x),
+                                       sr_data(&m->params[0].value), b, &g, &pl, &im->tp, col,
+                                       sr_data(&im->wt), tmp, bias_rows)
+                     : SR_DISPATCH_RET(x->dtype, conv_fwd, sr_data(&m->out), sr_data(x),
+                                       sr_data(&m->params[0].value), b, &g, &pl, col, tmp,
+                                       sr_data(&im->pad), bias_rows);
+    return conv_workspace_done(im, run->pool, rc);
 }
 
 static int conv_forward(sr_module *m, const sr_tensor *x, sr_run *run)
@@ -861,9 +876,11 @@ static int conv_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
         conv_plan pl;
         void *col, *tmp;
         conv_plan_make(&im->cfg, &im->tp, &g, sr_dtype_size(x->dtype), 0, &pl);
-        if (conv_workspace(im, &g, &pl, x->dtype, &col, &tmp) ||
-            SR_DISPATCH_RET(x->dtype, conv_bwd, sr_data(&m->gin), gw, gb, sr_data(gy), sr_data(x),
-                            sr_data(&w->value), &g, &pl, col, tmp, sr_data(&im->pad)))
+        if (conv_workspace(im, run->pool, &g, &pl, x->dtype, &col, &tmp) ||
+            conv_workspace_done(im, run->pool,
+                                SR_DISPATCH_RET(x->dtype, conv_bwd, sr_data(&m->gin), gw, gb, sr_data(gy),
+                                                sr_data(x), sr_data(&w->value), &g, &pl, col, tmp,
+                                                sr_data(&im->pad))))
             return -1;
     }
     sr_tensor_free(&m->saved);

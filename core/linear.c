@@ -95,7 +95,7 @@ static int linear_run(sr_module *m, const sr_tensor *x, int64_t primal_rows, sr_
     sr_tensor ys;
     if (linear_shapes(m, x, &rows, &ys))
         return -1;
-    if (sr_tensor_ensure(&m->out, x->dtype, ys.ndim, ys.shape))
+    if (sr_module_output(m, run, x->dtype, ys.ndim, ys.shape))
         return -1;
     if (run->save)
         sr_tensor_share(&m->saved, x);

@@ -612,11 +612,11 @@ static int m_aliases(lua_State *L)
 static int m_output_shape(lua_State *L)
 {
     sr_module *m = sr_lua_check_module(L, 1);
-    if (!m->out.storage)
+    if (!m->out_ndim) /* never ran (the buffer itself may be back in a pool) */
         return 0;
-    lua_createtable(L, m->out.ndim, 0);
-    for (int i = 0; i < m->out.ndim; i++) {
-        lua_pushinteger(L, m->out.shape[i]);
+    lua_createtable(L, m->out_ndim, 0);
+    for (int i = 0; i < m->out_ndim; i++) {
+        lua_pushinteger(L, m->out_shape[i]);
         lua_rawseti(L, -2, i + 1);
     }
     return 1;

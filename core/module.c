@@ -48,6 +48,7 @@ void sr_module_release(sr_module *m)
     sr_tensor_free(&m->out);
     sr_tensor_free(&m->gin);
     sr_tensor_free(&m->saved);
+    sr_pool_clear(&m->pool);
     for (int i = 0; i < m->naliases; i++) {
         free(m->alias_names[i]);
         free(m->alias_paths[i]);
@@ -136,13 +137,46 @@ void sr_run_clear(sr_run *run)
     run->stopped = 0;
 }
 
+int sr_module_output(sr_module *m, sr_run *run, sr_dtype dtype, int ndim, const int64_t *shape)
+{
+    return sr_pool_ensure(run->pool, &m->out, dtype, ndim, shape);
+}
+
+int sr_module_output_like(sr_module *m, sr_run *run, const sr_tensor *like)
+{
+    return sr_pool_ensure_like(run->pool, &m->out, like);
+}
+
+/* Run one op.  The call that starts a pass lends it this module's pool for
+ * its duration only (a run struct may outlive the model it first ran). */
+static int run_op(sr_module *m, const sr_tensor *x, sr_run *run,
+                  int (*op)(sr_module *, const sr_tensor *, sr_run *))
+{
+    int root = !run->pool;
+    if (root)
+        run->pool = &m->pool;
+    int rc = op(m, x, run);
+    if (root)
+        run->pool = NULL;
+    return rc;
+}
+
+/* After forward or jvp: keep the output's shape (the buffer may go back to
+ * a pool) and record taps. */
+static void ran(sr_module *m, sr_run *run)
+{
+    m->out_ndim = m->out.ndim;
+    memcpy(m->out_shape, m->out.shape, sizeof m->out_shape);
+    sr_run_record(run, m);
+}
+
 int sr_module_forward(sr_module *m, const sr_tensor *x, sr_run *run)
 {
     if (sr_interrupted() || sr_module_check_dtype(m, x))
         return -1;
-    if (m->ops->forward(m, x, run))
+    if (run_op(m, x, run, m->ops->forward))
         return -1;
-    sr_run_record(run, m);
+    ran(m, run);
     return 0;
 }
 
@@ -155,9 +189,9 @@ int sr_module_jvp(sr_module *m, const sr_tensor *xv, sr_run *run)
     if (run->k < 1 || xv->ndim < 1 || xv->shape[0] != run->n * (1 + run->k))
         return sr_fail("%s jvp: input %s does not hold %lld primal rows plus %lld tangents each",
                        m->ops->kind, SR_SHAPE(xv), (long long)run->n, (long long)run->k);
-    if (m->ops->jvp(m, xv, run))
+    if (run_op(m, xv, run, m->ops->jvp))
         return -1;
-    sr_run_record(run, m);
+    ran(m, run);
     return 0;
 }
 
@@ -176,7 +210,7 @@ int sr_module_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
     if (gy->dtype != m->out.dtype)
         return sr_fail("%s backward: gradient is %s, output %s", m->ops->kind,
                        sr_dtype_name(gy->dtype), sr_dtype_name(m->out.dtype));
-    return m->ops->backward(m, gy, run);
+    return run_op(m, gy, run, m->ops->backward);
 }
 
 /* --- tree utilities ---------------------------------------------------- */
@@ -192,6 +226,7 @@ void sr_module_clear_buffers(sr_module *m)
     sr_tensor_free(&m->out);
     sr_tensor_free(&m->gin);
     sr_tensor_free(&m->saved);
+    sr_pool_clear(&m->pool);
     for (int i = 0; i < m->nchildren; i++)
         sr_module_clear_buffers(m->children[i].m);
 }
@@ -208,6 +243,7 @@ int sr_module_to_dtype(sr_module *m, sr_dtype dtype)
     sr_tensor_free(&m->out);
     sr_tensor_free(&m->gin);
     sr_tensor_free(&m->saved);
+    sr_pool_clear(&m->pool);
     for (int i = 0; i < m->nchildren; i++)
         if (sr_module_to_dtype(m->children[i].m, dtype))
             return -1;
@@ -381,11 +417,23 @@ int sr_module_set_default_tap(sr_module *m, const char *tap)
 }
 
 /* --- sequential -------------------------------------------------------- */
+/* A pass that saves nothing for backward calls this on each child once its
+ * output has been consumed: the subtree's outputs go back to the pass's
+ * pool, so peak memory is a few live activations rather than all of them.
+ * Taps, ReLU records and the caller hold references of their own, which
+ * keep those buffers out of the pool. */
+static void drop_outputs(sr_module *m, sr_run *run)
+{
+    sr_pool_put(run->pool, &m->out);
+    for (int i = 0; i < m->nchildren; i++)
+        drop_outputs(m->children[i].m, run);
+}
+
 static int seq_run(sr_module *m, const sr_tensor *x, sr_run *run, int jvp)
 {
     /* Drop our view of the last child's output first, so that child can
      * reuse its buffer instead of allocating a new one. */
-    sr_tensor_free(&m->out);
+    sr_pool_put(run->pool, &m->out);
     const sr_tensor *cur = x;
     for (int i = 0; i < m->nchildren; i++) {
         sr_module *c = m->children[i].m;
@@ -396,6 +444,8 @@ static int seq_run(sr_module *m, const sr_tensor *x, sr_run *run, int jvp)
                 sr_tensor_free(&m->children[j].m->out);
         if (jvp ? sr_module_jvp(c, cur, run) : sr_module_forward(c, cur, run))
             return sr_fail_context("%s", *m->children[i].name ? m->children[i].name : c->ops->kind);
+        if (!run->save && i > 0)
+            drop_outputs(m->children[i - 1].m, run);
         cur = &c->out;
         if (run->stopped) {
             m->stop_at = i;
@@ -432,11 +482,11 @@ sr_module *sr_sequential_new(void) { return sr_module_new(&seq_ops, 0); }
 /* --- residual ---------------------------------------------------------- */
 /* out = body(x) + shortcut(x) (or + x).  Stacked jvp works unchanged since
  * the sum is linear. */
-static int add_into(sr_tensor *out, const sr_tensor *a, const sr_tensor *b, const char *op)
+static int add_into(sr_pool *pool, sr_tensor *out, const sr_tensor *a, const sr_tensor *b, const char *op)
 {
     if (!sr_same_shape(a, b))
         return sr_fail("%s: branch outputs %s and %s differ in shape", op, SR_SHAPE(a), SR_SHAPE(b));
-    if (sr_tensor_ensure_like(out, a))
+    if (sr_pool_ensure_like(pool, out, a))
         return -1;
     int64_t n = sr_numel(a);
     if (a->dtype == SR_F64) {
@@ -478,7 +528,12 @@ static int res_run(sr_module *m, const sr_tensor *x, sr_run *run, int jvp)
             return 0;
         }
     }
-    return add_into(&m->out, &body->out, skip, "residual");
+    if (add_into(run->pool, &m->out, &body->out, skip, "residual"))
+        return -1;
+    if (!run->save)
+        for (int i = 0; i < m->nchildren; i++)
+            drop_outputs(m->children[i].m, run);
+    return 0;
 }
 
 static int res_forward(sr_module *m, const sr_tensor *x, sr_run *run) { return res_run(m, x, run, 0); }
@@ -501,9 +556,9 @@ static int res_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
         sr_module *sc = m->children[1].m;
         if (sr_module_backward(sc, gy, run))
             return -1;
-        return add_into(&m->gin, &body->gin, &sc->gin, "residual backward");
+        return add_into(NULL, &m->gin, &body->gin, &sc->gin, "residual backward");
     }
-    return add_into(&m->gin, &body->gin, gy, "residual backward");
+    return add_into(NULL, &m->gin, &body->gin, gy, "residual backward");
 }
 
 static const sr_module_ops res_ops = {"residual", res_forward, res_jvp, res_backward, NULL, NULL, NULL};

@@ -57,9 +57,14 @@ typedef struct sr_run {
     /* ReLU layers keep their input (stacked, for jvp) in m->saved, for the
      * activation-pattern metrics (core/metrics.c). */
     int record_relu;
+    /* Spare buffers for the pass: the pool of the module the pass started
+     * from, set by sr_module_forward / _jvp / _backward for the duration of
+     * that call (leave it NULL).  A pass without run->save returns each
+     * activation to it once consumed. */
+    sr_pool *pool;
 } sr_run;
 
-#define SR_RUN_INIT {0, 0, 0, 0, 0, NULL, NULL, 0, 0, 0, 0}
+#define SR_RUN_INIT {0, 0, 0, 0, 0, NULL, NULL, 0, 0, 0, 0, NULL}
 
 typedef struct sr_module_ops {
     const char *kind; /* "conv2d", "sequential", ... */
@@ -100,6 +105,12 @@ struct sr_module {
     /* Containers: child index where the last pass stopped at a tap (-1:
      * ran to the end), so backward starts from the tap, not the output. */
     int stop_at;
+    /* Shape of the last output, kept when a pass has returned the buffer to
+     * the pool (m:summary reads it). */
+    int out_ndim;
+    int64_t out_shape[SR_MAXDIM];
+    /* Spare buffers of passes started at this module (see sr_run.pool). */
+    sr_pool pool;
 };
 
 /* --- construction ------------------------------------------------------ */
@@ -122,6 +133,10 @@ int sr_module_check_dtype(const sr_module *m, const sr_tensor *x);
 int sr_module_forward(sr_module *m, const sr_tensor *x, sr_run *run);
 int sr_module_jvp(sr_module *m, const sr_tensor *xv, sr_run *run);
 int sr_module_backward(sr_module *m, const sr_tensor *gy, sr_run *run);
+/* Make m->out a dtype/shape buffer for this pass: m's own when it can serve,
+ * else one lent from the pass's pool, else fresh (sr_tensor_ensure). */
+int sr_module_output(sr_module *m, sr_run *run, sr_dtype dtype, int ndim, const int64_t *shape);
+int sr_module_output_like(sr_module *m, sr_run *run, const sr_tensor *like);
 /* Called by containers after each child: records taps, sets run->stopped. */
 void sr_run_record(sr_run *run, const sr_module *child);
 /* Release the tap outputs held by run (not the array itself). */

@@ -450,7 +450,7 @@ static int bn_check(const sr_module *m, const sr_tensor *x)
 static int bn_run(sr_module *m, const sr_tensor *xv, int64_t n, int64_t k, sr_run *run, int jvp)
 {
     bn_impl *c = m->impl;
-    if (bn_check(m, xv) || sr_tensor_ensure_like(&m->out, xv))
+    if (bn_check(m, xv) || sr_module_output_like(m, run, xv))
         return -1;
     int64_t C = c->C, P = xv->shape[2] * xv->shape[3], M = n * P;
     param_f64(c->w, &m->params[BN_W]);
@@ -621,7 +621,7 @@ static int ln_run(sr_module *m, const sr_tensor *xv, int64_t n, int64_t k, sr_ru
 {
     ln_impl *c = m->impl;
     int64_t G;
-    if (ln_layout(m, xv, &G) || sr_tensor_ensure_like(&m->out, xv))
+    if (ln_layout(m, xv, &G) || sr_module_output_like(m, run, xv))
         return -1;
     const void *w = c->affine ? sr_data(&m->params[0].value) : NULL;
     const void *b = c->affine ? sr_data(&m->params[1].value) : NULL;
@@ -745,10 +745,10 @@ static int nz_check(const sr_module *m, const sr_tensor *x)
     return 0;
 }
 
-static int nz_run(sr_module *m, const sr_tensor *xv, int64_t n)
+static int nz_run(sr_module *m, const sr_tensor *xv, int64_t n, sr_run *run)
 {
     nz_impl *c = m->impl;
-    if (nz_check(m, xv) || sr_tensor_ensure_like(&m->out, xv))
+    if (nz_check(m, xv) || sr_module_output_like(m, run, xv))
         return -1;
     SR_DISPATCH(xv->dtype, chan_affine, sr_data(&m->out), sr_data(xv), xv->shape[0], n, c->C,
                 sr_rowsize(xv) / c->C, c->mean, c->inv, NULL);
@@ -757,11 +757,10 @@ static int nz_run(sr_module *m, const sr_tensor *xv, int64_t n)
 
 static int nz_forward(sr_module *m, const sr_tensor *x, sr_run *run)
 {
-    (void)run;
-    return nz_run(m, x, x->ndim ? x->shape[0] : 0);
+    return nz_run(m, x, x->ndim ? x->shape[0] : 0, run);
 }
 
-static int nz_jvp(sr_module *m, const sr_tensor *xv, sr_run *run) { return nz_run(m, xv, run->n); }
+static int nz_jvp(sr_module *m, const sr_tensor *xv, sr_run *run) { return nz_run(m, xv, run->n, run); }
 
 /* gx = gy / std: the linear part alone, so no input needs saving. */
 static int nz_backward(sr_module *m, const sr_tensor *gy, sr_run *run)

@@ -287,14 +287,14 @@ static int pool_geometry(const pool_impl *c, const sr_tensor *x, pool_geom *g)
     return 0;
 }
 
-static int pool_out(sr_module *m, const sr_tensor *x, pool_geom *g)
+static int pool_out(sr_module *m, const sr_tensor *x, pool_geom *g, sr_run *run)
 {
     pool_impl *c = m->impl;
     if (pool_geometry(c, x, g))
         return -1;
     memcpy(c->in_shape, x->shape, sizeof c->in_shape);
     int64_t ys[4] = {x->shape[0], x->shape[1], g->oh, g->ow};
-    return sr_tensor_ensure(&m->out, x->dtype, 4, ys);
+    return sr_module_output(m, run, x->dtype, 4, ys);
 }
 
 static int idx_reserve(pool_impl *c, int64_t n)
@@ -325,7 +325,7 @@ static int pool_forward(sr_module *m, const sr_tensor *x, sr_run *run)
     pool_impl *c = m->impl;
     pool_geom g;
     c->saved = 0;
-    if (pool_out(m, x, &g))
+    if (pool_out(m, x, &g, run))
         return -1;
     if (c->kind == POOL_MAX) {
         if (maxpool_primal(m, x, x->shape[0], &g))
@@ -342,7 +342,7 @@ static int pool_jvp(sr_module *m, const sr_tensor *xv, sr_run *run)
     pool_impl *c = m->impl;
     pool_geom g;
     c->saved = 0; /* the argmax now covers the primal rows only */
-    if (pool_out(m, xv, &g))
+    if (pool_out(m, xv, &g, run))
         return -1;
     if (c->kind != POOL_MAX) {
         SR_DISPATCH(xv->dtype, avgpool_fwd, sr_data(&m->out), sr_data(xv),
@@ -559,8 +559,10 @@ typedef struct {
 
 static int permute_run(sr_module *m, const sr_tensor *x, sr_run *run)
 {
-    (void)run;
     permute_impl *c = m->impl;
+    /* Same bytes as x: a pooled buffer the permute then shapes. */
+    if (sr_module_output_like(m, run, x))
+        return -1;
     return sr_permute_apply(&m->out, x, c->nd, c->perm);
 }
 

@@ -80,6 +80,12 @@ static sr_storage *storage_new(size_t nbytes)
     return s;
 }
 
+static void storage_release(sr_storage *s)
+{
+    free(s->data);
+    free(s);
+}
+
 static void set_shape(sr_tensor *t, sr_dtype dtype, int ndim, const int64_t *shape)
 {
     t->dtype = dtype;
@@ -90,10 +96,8 @@ static void set_shape(sr_tensor *t, sr_dtype dtype, int ndim, const int64_t *sha
 
 void sr_tensor_free(sr_tensor *t)
 {
-    if (t->storage && --t->storage->refcount == 0) {
-        free(t->storage->data);
-        free(t->storage);
-    }
+    if (t->storage && --t->storage->refcount == 0)
+        storage_release(t->storage);
     t->storage = NULL;
     t->ndim = 0;
     t->offset = 0;
@@ -144,6 +148,77 @@ int sr_tensor_ensure(sr_tensor *out, sr_dtype dtype, int ndim, const int64_t *sh
 int sr_tensor_ensure_like(sr_tensor *out, const sr_tensor *like)
 {
     return sr_tensor_ensure(out, like->dtype, like->ndim, like->shape);
+}
+
+void sr_pool_put(sr_pool *p, sr_tensor *t)
+{
+    sr_storage *s = t->storage;
+    if (!p || !s || s->refcount > 1) {
+        sr_tensor_free(t);
+        return;
+    }
+    if (p->n == p->cap) {
+        int cap = p->cap ? 2 * p->cap : 16;
+        sr_storage **b = realloc(p->blocks, (size_t)cap * sizeof *b);
+        if (!b) {
+            sr_tensor_free(t); /* no room to keep it: just free it */
+            return;
+        }
+        p->blocks = b;
+        p->cap = cap;
+    }
+    p->blocks[p->n++] = s;
+    t->storage = NULL;
+    t->ndim = 0;
+    t->offset = 0;
+}
+
+int sr_pool_ensure(sr_pool *p, sr_tensor *t, sr_dtype dtype, int ndim, const int64_t *shape)
+{
+    size_t nbytes;
+    int64_t shp[SR_MAXDIM];
+    if (ndim > 0 && ndim <= SR_MAXDIM)
+        memcpy(shp, shape, (size_t)ndim * sizeof *shp);
+    if (shape_bytes(dtype, ndim, shp, &nbytes))
+        return -1;
+    int own = t->storage && t->storage->refcount == 1 && t->storage->nbytes >= nbytes;
+    if (p && p->n && !own) {
+        /* Best fit keeps big blocks for big tensors.  A miss means the pool's
+         * blocks are too small for this work (the batch grew): free the
+         * largest of them rather than keep memory nothing will use. */
+        int best = -1, big = -1;
+        for (int i = 0; i < p->n; i++) {
+            size_t b = p->blocks[i]->nbytes;
+            if (b >= nbytes && (best < 0 || b < p->blocks[best]->nbytes))
+                best = i;
+            if (b < nbytes && (big < 0 || b > p->blocks[big]->nbytes))
+                big = i;
+        }
+        int take = best >= 0 ? best : big;
+        sr_storage *s = p->blocks[take];
+        p->blocks[take] = p->blocks[--p->n];
+        if (best < 0) {
+            storage_release(s);
+        } else {
+            sr_tensor_free(t);
+            t->storage = s;
+            t->offset = 0;
+        }
+    }
+    return sr_tensor_ensure(t, dtype, ndim, shp);
+}
+
+int sr_pool_ensure_like(sr_pool *p, sr_tensor *t, const sr_tensor *like)
+{
+    return sr_pool_ensure(p, t, like->dtype, like->ndim, like->shape);
+}
+
+void sr_pool_clear(sr_pool *p)
+{
+    for (int i = 0; i < p->n; i++)
+        storage_release(p->blocks[i]);
+    free(p->blocks);
+    *p = (sr_pool)SR_POOL_INIT;
 }
 
 void sr_tensor_share(sr_tensor *dst, const sr_tensor *src)

@@ -71,6 +71,27 @@ int sr_tensor_ensure(sr_tensor *out, sr_dtype dtype, int ndim, const int64_t *sh
 int sr_tensor_ensure_like(sr_tensor *out, const sr_tensor *like);
 
 void sr_tensor_free(sr_tensor *t);
+
+/* A pool of spare storages, owned by whoever runs a sequence of passes (a
+ * model: core/module.c).  A pass that keeps nothing for backward puts each
+ * activation back once its consumer has run, and the next layer's buffer is
+ * lent from the pool, so peak memory is the few live activations instead of
+ * all of them, and a warm pool never touches fresh pages (first touch is
+ * slow on these VMs).  Not shared between threads. */
+typedef struct sr_pool {
+    int n, cap;
+    sr_storage **blocks;
+} sr_pool;
+#define SR_POOL_INIT {0, 0, NULL}
+/* Release t.  When t held the last reference to its storage, the storage
+ * goes to the pool (p may be NULL: then it is freed). */
+void sr_pool_put(sr_pool *p, sr_tensor *t);
+/* sr_tensor_ensure, but when t's own storage cannot serve, t first gets the
+ * smallest pooled storage that can (p may be NULL). */
+int sr_pool_ensure(sr_pool *p, sr_tensor *t, sr_dtype dtype, int ndim, const int64_t *shape);
+int sr_pool_ensure_like(sr_pool *p, sr_tensor *t, const sr_tensor *like);
+/* Free every pooled storage. */
+void sr_pool_clear(sr_pool *p);
 /* dst becomes a view of src (shares storage, one more reference). */
 void sr_tensor_share(sr_tensor *dst, const sr_tensor *src);
 /* Deep copy (contiguous, same dtype). */

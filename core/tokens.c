@@ -148,11 +148,10 @@ typedef struct {
 
 static int to_tokens_run(sr_module *m, const sr_tensor *x, sr_run *run)
 {
-    (void)run;
     to_tokens_impl *c = m->impl;
     if (x->ndim != 4)
         return sr_fail("to_tokens: input %s must be 4D (N,C,H,W)", SR_SHAPE(x));
-    if (sr_permute_apply(&m->out, x, 4, (const int[]){0, 2, 3, 1}))
+    if (sr_module_output_like(m, run, x) || sr_permute_apply(&m->out, x, 4, (const int[]){0, 2, 3, 1}))
         return -1;
     /* (N,H,W,C) is already (N,H*W,C) in memory. */
     c->h = x->shape[2];
@@ -197,7 +196,7 @@ typedef struct {
 
 static sr_param *pos_param(sr_module *m) { return &m->params[((cls_pos_impl *)m->impl)->cls]; }
 
-static int cls_pos_run(sr_module *m, const sr_tensor *x, int64_t primal_rows)
+static int cls_pos_run(sr_module *m, const sr_tensor *x, int64_t primal_rows, sr_run *run)
 {
     cls_pos_impl *c = m->impl;
     if (x->ndim != 3 || x->shape[1] != c->patches || x->shape[2] != c->dim)
@@ -205,7 +204,7 @@ static int cls_pos_run(sr_module *m, const sr_tensor *x, int64_t primal_rows)
                        SR_SHAPE(x), (long long)c->patches, (long long)c->dim, (long long)c->patches,
                        (long long)c->dim);
     int64_t ys[3] = {x->shape[0], c->patches + c->cls, c->dim};
-    if (sr_tensor_ensure(&m->out, x->dtype, 3, ys))
+    if (sr_module_output(m, run, x->dtype, 3, ys))
         return -1;
     SR_DISPATCH(x->dtype, cls_pos_fwd, sr_data(&m->out), sr_data(x),
                 c->cls ? sr_data(&m->params[0].value) : NULL, sr_data(&pos_param(m)->value),
@@ -215,13 +214,12 @@ static int cls_pos_run(sr_module *m, const sr_tensor *x, int64_t primal_rows)
 
 static int cls_pos_forward(sr_module *m, const sr_tensor *x, sr_run *run)
 {
-    (void)run;
-    return cls_pos_run(m, x, x->shape[0]);
+    return cls_pos_run(m, x, x->shape[0], run);
 }
 
 static int cls_pos_jvp(sr_module *m, const sr_tensor *xv, sr_run *run)
 {
-    return cls_pos_run(m, xv, run->n);
+    return cls_pos_run(m, xv, run->n, run);
 }
 
 static int cls_pos_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
@@ -296,7 +294,6 @@ typedef struct {
 
 static int token_select_run(sr_module *m, const sr_tensor *x, sr_run *run)
 {
-    (void)run;
     token_select_impl *c = m->impl;
     if (x->ndim != 3)
         return sr_fail("token_select: input %s must be 3D (N,T,D)", SR_SHAPE(x));
@@ -305,7 +302,7 @@ static int token_select_run(sr_module *m, const sr_tensor *x, sr_run *run)
                        c->mean ? "start" : "index", (long long)c->first, SR_SHAPE(x),
                        (long long)x->shape[1]);
     c->tokens = x->shape[1];
-    if (sr_tensor_ensure(&m->out, x->dtype, 2, (int64_t[]){x->shape[0], x->shape[2]}))
+    if (sr_module_output(m, run, x->dtype, 2, (int64_t[]){x->shape[0], x->shape[2]}))
         return -1;
     SR_DISPATCH(x->dtype, token_select_fwd, sr_data(&m->out), sr_data(x), x->shape[0], x->shape[1],
                 x->shape[2], c->mean, c->first);
@@ -407,7 +404,7 @@ static int layer_scale_run(sr_module *m, const sr_tensor *x, sr_run *run)
 {
     layer_scale_impl *c = m->impl;
     int64_t outer, S;
-    if (scale_layout(m, x, &outer, &S) || sr_tensor_ensure_like(&m->out, x))
+    if (scale_layout(m, x, &outer, &S) || sr_module_output_like(m, run, x))
         return -1;
     if (run->save)
         sr_tensor_share(&m->saved, x);

@@ -2,12 +2,20 @@
 # install-deps.sh - install the Debian 12 packages srgeo needs, only those
 # missing.  Runs as root (or through sudo when available).
 #   sh scripts/install-deps.sh          build + test + demo dependencies
+#   sh scripts/install-deps.sh --test   also Chromium, which the test suite
+#                                       uses to render a notebook report (CI)
 #   sh scripts/install-deps.sh --torch  also PyTorch, for regenerating fixtures
 #                                       and the comparison benchmarks
 set -e
 PKGS="build-essential pkg-config lua5.4 liblua5.4-dev libopenblas-dev libvips-dev libvips-tools
 gnuplot-nox libreadline-dev libcjson-dev zlib1g-dev dataset-fashion-mnist tmux"
-[ "$1" = "--torch" ] && PKGS="$PKGS python3-torch python3-torchvision python3-numpy"
+for a in "$@"; do
+    case "$a" in
+    --test) PKGS="$PKGS chromium" ;;
+    --torch) PKGS="$PKGS python3-torch python3-torchvision python3-numpy" ;;
+    *) echo "install-deps: unknown option $a (--test, --torch)" >&2; exit 2 ;;
+    esac
+done
 
 missing=""
 for p in $PKGS; do

@@ -9,6 +9,15 @@
 
 #include "../../core/npy.h"
 
+sr_module *check_layer(const char *name, const char *const *kv)
+{
+    sr_opts o;
+    sr_opts_kv_data d;
+    sr_opts_kv(&o, &d, name, kv);
+    const sr_layer_def *def = sr_layer_lookup(name);
+    return def ? def->create(&o) : NULL;
+}
+
 int check_randn(sr_tensor *t, int ndim, const int64_t *shape, uint64_t seed)
 {
     sr_rng r;

@@ -24,6 +24,10 @@ typedef struct check_result {
 int check_module(sr_module *m, const sr_tensor *x, int k, double h, uint64_t seed,
                  check_result *res);
 
+/* A layer from the registry by name with string options
+ * ((const char *[]){"in_features", "3", NULL}); NULL on error. */
+sr_module *check_layer(const char *name, const char *const *kv);
+
 /* Random float64 tensor (normal), for inputs. */
 int check_randn(sr_tensor *t, int ndim, const int64_t *shape, uint64_t seed);
 

@@ -10,23 +10,14 @@
 #include "check.h"
 #include "test.h"
 
-static sr_module *make_layer(const char *name, const char *const *kv)
-{
-    sr_opts o;
-    sr_opts_kv_data d;
-    sr_opts_kv(&o, &d, name, kv);
-    const sr_layer_def *def = sr_layer_lookup(name);
-    return def ? def->create(&o) : NULL;
-}
-
 /* linear(din -> 4), gelu, linear(4 -> k): smooth, so ∇ₓℓ depends on θ
  * with non-zero second derivatives (what LLR's outer gradient needs). */
 static sr_module *make_mlp(const char *din, const char *k, sr_dtype dt, uint64_t seed)
 {
     sr_module *seq = sr_sequential_new();
-    sr_module *l1 = make_layer("linear", (const char *[]){"in_features", din, "out_features", "4", NULL});
-    sr_module *g = make_layer("gelu", (const char *[]){NULL});
-    sr_module *l2 = make_layer("linear", (const char *[]){"in_features", "4", "out_features", k, NULL});
+    sr_module *l1 = check_layer("linear", (const char *[]){"in_features", din, "out_features", "4", NULL});
+    sr_module *g = check_layer("gelu", (const char *[]){NULL});
+    sr_module *l2 = check_layer("linear", (const char *[]){"in_features", "4", "out_features", k, NULL});
     if (!seq || !l1 || !g || !l2)
         return NULL;
     sr_module_add_child(seq, "0", l1);
@@ -120,7 +111,7 @@ TEST(train_cross_entropy_bad_input)
 /* A module with one 3-vector parameter whose gradient we set by hand. */
 static sr_module *make_param_holder(sr_dtype dt)
 {
-    sr_module *m = make_layer("linear", (const char *[]){"in_features", "3", "out_features", "1", "bias", "false", NULL});
+    sr_module *m = check_layer("linear", (const char *[]){"in_features", "3", "out_features", "1", "bias", "false", NULL});
     if (m && dt == SR_F64)
         sr_module_to_dtype(m, SR_F64);
     return m;
@@ -579,7 +570,7 @@ TEST(train_llr_inner_finds_a_gap_in_the_ball)
 
 TEST(train_buffers_snapshot_restores_running_stats)
 {
-    sr_module *bn = make_layer("batchnorm2d", (const char *[]){"num_features", "2", NULL});
+    sr_module *bn = check_layer("batchnorm2d", (const char *[]){"num_features", "2", NULL});
     CHECK(bn, "create: %s", sr_errmsg());
     sr_module_set_training(bn, 1);
     sr_tensor x = SR_TENSOR_INIT;

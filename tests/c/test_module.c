@@ -1,0 +1,197 @@
+/* test_module.c - how a module tree holds its buffers: a pass that keeps
+ * nothing for backward returns each consumed activation to the model's pool,
+ * a warm pool serves the next pass without fresh allocations, and none of
+ * this changes a single output bit (forward, taps, jvp, backward). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../core/module.h"
+#include "check.h"
+#include "test.h"
+
+static int add(sr_module *parent, const char *name, sr_module *child)
+{
+    if (!child)
+        return -1;
+    int rc = sr_module_add_child(parent, name, child);
+    sr_module_release(child);
+    return rc;
+}
+
+/* conv-bn-relu, a residual block (body conv-bn-relu-conv, identity skip),
+ * relu, global pool, flatten, linear: every buffer-handling path of
+ * ResNet, in float64 so comparisons are exact. */
+static sr_module *make_net(sr_module **block)
+{
+    sr_module *root = sr_sequential_new(), *res = sr_residual_new(), *body = sr_sequential_new();
+    const char *conv8[] = {"in_channels", "8", "out_channels", "8", "kernel_size", "3", "padding", "1", NULL};
+    if (!root || !res || !body ||
+        add(body, "conv1", check_layer("conv2d", conv8)) ||
+        add(body, "bn1", check_layer("batchnorm2d", (const char *[]){"num_features", "8", NULL})) ||
+        add(body, "relu", check_layer("relu", (const char *[]){NULL})) ||
+        add(body, "conv2", check_layer("conv2d", conv8)) || add(res, "", body) ||
+        add(root, "conv1", check_layer("conv2d", (const char *[]){"in_channels", "3", "out_channels", "8",
+                                                                   "kernel_size", "3", "padding", "1", NULL})) ||
+        add(root, "bn1", check_layer("batchnorm2d", (const char *[]){"num_features", "8", NULL})) ||
+        add(root, "relu", check_layer("relu", (const char *[]){NULL})) || add(root, "block", res) ||
+        add(root, "relu2", check_layer("relu", (const char *[]){NULL})) ||
+        add(root, "pool", check_layer("adaptive_avgpool2d", (const char *[]){"output_size", "1", NULL})) ||
+        add(root, "flatten", check_layer("flatten", (const char *[]){NULL})) ||
+        add(root, "fc", check_layer("linear", (const char *[]){"in_features", "8", "out_features", "5", NULL})))
+        return NULL;
+    sr_rng r;
+    sr_rng_seed(&r, 7);
+    sr_module_reset(root, &r);
+    sr_module_set_training(root, 0);
+    if (sr_module_to_dtype(root, SR_F64)) {
+        sr_module_release(root);
+        return NULL;
+    }
+    *block = res;
+    return root;
+}
+
+static int cmp_ptr(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t) * (void *const *)a, y = (uintptr_t) * (void *const *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The pool's storages, sorted, into buf (at most 64). */
+static int pool_set(const sr_pool *p, void **buf)
+{
+    int n = p->n < 64 ? p->n : 64;
+    for (int i = 0; i < n; i++)
+        buf[i] = p->blocks[i];
+    qsort(buf, (size_t)n, sizeof *buf, cmp_ptr);
+    return n;
+}
+
+typedef struct {
+    int held; /* modules holding an output buffer */
+} tree_stats;
+
+static int stats_cb(const char *path, sr_module *m, int depth, void *ud)
+{
+    (void)path;
+    (void)depth;
+    tree_stats *s = ud;
+    s->held += m->out.storage != NULL;
+    return 0;
+}
+
+static double max_abs_diff(const sr_tensor *a, const sr_tensor *b)
+{
+    if (!sr_same_shape(a, b))
+        return 1e300;
+    double w = 0;
+    for (int64_t i = 0; i < sr_numel(a); i++) {
+        double d = sr_get_flat(a, i) - sr_get_flat(b, i);
+        w = d < 0 ? (-d > w ? -d : w) : (d > w ? d : w);
+    }
+    return w;
+}
+
+TEST(module_pass_returns_buffers_to_the_pool)
+{
+    sr_module *block = NULL, *m = make_net(&block);
+    CHECK(m, "net: %s", sr_errmsg());
+    sr_tensor x = SR_TENSOR_INIT, y = SR_TENSOR_INIT;
+    CHECK_OK(check_randn(&x, 4, (int64_t[]){3, 3, 12, 12}, 1));
+
+    sr_tensor first = SR_TENSOR_INIT;
+    void *set2[64], *set3[64];
+    int n2 = 0, n3 = 0;
+    for (int pass = 1; pass <= 3; pass++) {
+        sr_run run = SR_RUN_INIT;
+        CHECK_OK(sr_module_forward(m, &x, &run));
+        if (pass == 1)
+            sr_tensor_copy(&first, &m->out);
+        CHECK(max_abs_diff(&m->out, &first) == 0, "pass %d output differs from pass 1", pass);
+        tree_stats s = {0};
+        sr_module_walk(m, stats_cb, &s);
+        /* root and fc share the one output the caller reads */
+        CHECK(s.held == 2, "pass %d: %d modules still hold an output", pass, s.held);
+        /* a handful (the residual's live pair, spares, the conv workspaces;
+         * six here from the second pass on), not one buffer per module */
+        CHECK(m->pool.n <= 6, "pass %d: the pool holds %d blocks for 13 modules", pass, m->pool.n);
+        if (pass == 2)
+            n2 = pool_set(&m->pool, set2);
+        if (pass == 3)
+            n3 = pool_set(&m->pool, set3);
+    }
+    CHECK(n2 > 0 && n2 == n3 && memcmp(set2, set3, (size_t)n2 * sizeof *set2) == 0,
+          "a warm pool serves the pass from its own blocks (%d then %d blocks)", n2, n3);
+
+    /* The same bits as a pass that saves for backward, which keeps every output. */
+    sr_run save = SR_RUN_INIT;
+    save.save = 1;
+    CHECK_OK(sr_module_forward(m, &x, &save));
+    CHECK(max_abs_diff(&m->out, &first) == 0, "pooled passes differ from the save pass by %g",
+          max_abs_diff(&m->out, &first));
+    tree_stats all = {0};
+    sr_module_walk(m, stats_cb, &all);
+    CHECK(all.held >= 12, "a save pass keeps every output (%d held)", all.held);
+
+    /* A tap inside the residual block survives the pass that frees around it. */
+    sr_tensor tap_out[1] = {SR_TENSOR_INIT};
+    const sr_module *taps[1] = {block};
+    sr_run tr = SR_RUN_INIT;
+    tr.ntaps = 1;
+    tr.taps = taps;
+    tr.tap_out = tap_out;
+    CHECK_OK(sr_module_forward(m, &x, &tr));
+    sr_run save2 = SR_RUN_INIT;
+    save2.save = 1;
+    CHECK_OK(sr_module_forward(m, &x, &save2));
+    CHECK(max_abs_diff(&tap_out[0], &block->out) == 0, "tap output differs from the save pass");
+    sr_run_clear(&tr);
+
+    /* jvp passes reuse the same pool and stay exact. */
+    sr_tensor xv = SR_TENSOR_INIT, j1 = SR_TENSOR_INIT;
+    CHECK_OK(check_randn(&xv, 4, (int64_t[]){3 * 3, 3, 12, 12}, 2));
+    for (int pass = 0; pass < 2; pass++) {
+        sr_run jr = SR_RUN_INIT;
+        jr.n = 3;
+        jr.k = 2;
+        CHECK_OK(sr_module_jvp(m, &xv, &jr));
+        if (pass == 0)
+            sr_tensor_copy(&j1, &m->out);
+        else
+            CHECK(max_abs_diff(&m->out, &j1) == 0, "second jvp pass differs");
+    }
+
+    /* Backward after pooled passes: a save pass rebuilds what it needs. */
+    sr_tensor gy = SR_TENSOR_INIT, gx = SR_TENSOR_INIT;
+    CHECK_OK(check_randn(&gy, 2, (int64_t[]){3, 5}, 3));
+    sr_run b1 = SR_RUN_INIT;
+    b1.save = 1;
+    CHECK_OK(sr_module_forward(m, &x, &b1));
+    CHECK_OK(sr_module_backward(m, &gy, &b1));
+    sr_tensor_copy(&gx, &m->gin);
+    sr_run plain = SR_RUN_INIT;
+    CHECK_OK(sr_module_forward(m, &x, &plain));
+    sr_run b2 = SR_RUN_INIT;
+    b2.save = 1;
+    CHECK_OK(sr_module_forward(m, &x, &b2));
+    CHECK_OK(sr_module_backward(m, &gy, &b2));
+    CHECK(max_abs_diff(&m->gin, &gx) == 0, "input gradient after a pooled pass differs");
+
+    /* A bigger batch: the pool's too-small blocks give way, results exact. */
+    sr_tensor x2 = SR_TENSOR_INIT, ref2 = SR_TENSOR_INIT;
+    CHECK_OK(check_randn(&x2, 4, (int64_t[]){7, 3, 12, 12}, 4));
+    sr_run s3 = SR_RUN_INIT;
+    s3.save = 1;
+    CHECK_OK(sr_module_forward(m, &x2, &s3));
+    sr_tensor_copy(&ref2, &m->out);
+    sr_run p3 = SR_RUN_INIT;
+    CHECK_OK(sr_module_forward(m, &x2, &p3));
+    CHECK(max_abs_diff(&m->out, &ref2) == 0, "bigger batch after a warm pool differs");
+
+    sr_module_clear_buffers(m);
+    CHECK(m->pool.n == 0, "clear_buffers empties the pool");
+    sr_tensor *ts[] = {&x, &first, &y, &xv, &j1, &gy, &gx, &x2, &ref2};
+    for (size_t i = 0; i < sizeof ts / sizeof *ts; i++)
+        sr_tensor_free(ts[i]);
+    sr_module_release(m);
+}
