@@ -350,6 +350,16 @@ static int SR_FN(conv_fwd_taps)(real *y, const real *x, const real *w, const rea
     return 0;
 }
 
+/* a += b (n elements): summing per-thread parameter gradients. */
+static void SR_FN(conv_add)(void *a, const void *b, int64_t n)
+{
+    real *restrict p = a;
+    const real *restrict q = b;
+    CONV_SIMD
+    for (int64_t i = 0; i < n; i++)
+        p[i] += q[i];
+}
+
 /* Backward: gx = col2im(W_gᵀ · gy_g) (written), gw += gy_g · colᵀ and gb += Σ gy
  * (accumulated; either may be NULL), chunked like the forward.  col holds
  * im2col(x) of a K chunk for the gw GEMM, then is overwritten by that
@@ -587,6 +597,13 @@ static void SR_FN(conv_ref_bwd)(double *gx, double *gw, double *gb, const real *
 #include "layers.h"
 #include "threads.h"
 
+#ifdef _OPENMP
+#include <omp.h>
+#else
+static int omp_get_thread_num(void) { return 0; }
+static int omp_get_num_threads(void) { return 1; }
+#endif
+
 /* The build's -O2 vectorises only loops whose trip count it knows, so the
  * hot copy and axpy loops ask for SIMD explicitly (iterations independent). */
 #define CONV_SIMD _Pragma("omp simd")
@@ -613,10 +630,12 @@ typedef struct {
     int64_t cin, cout, kh, kw, sh, sw, ph, pw, dh, dw, groups;
     int bias;
     int64_t gemm_cols, max_workspace;
-    int algo; /* CONV_AUTO, CONV_IM2COL, CONV_TAPS */
+    int algo;  /* CONV_AUTO, CONV_IM2COL, CONV_TAPS */
+    int split; /* CONV_AUTO, CONV_SPLIT_IMAGES, CONV_SPLIT_GEMM */
 } conv_cfg;
 
 enum { CONV_AUTO, CONV_IM2COL, CONV_TAPS };
+enum { CONV_SPLIT_IMAGES = 1, CONV_SPLIT_GEMM };
 
 /* Sizes of one call. */
 typedef struct {
@@ -759,35 +778,48 @@ static void conv_plan_make(const conv_cfg *c, const conv_taps *tp, const conv_ge
         pl->np = INT32_MAX / 2 / pl->nimg;
 }
 
-/* Make the workspaces the plan needs (lent by the pass's pool when there
- * is one; conv_workspace_done gives them back); returns their data pointers. */
-static int conv_workspace(conv_impl *im, sr_pool *pool, const conv_geom *g, const conv_plan *pl,
-                          sr_dtype dt, void **col, void **tmp)
+/* Workspaces of one kernel call (elements; 0: not needed). */
+enum { WS_COL, WS_TMP, WS_WT, WS_PAD, WS_N };
+
+static void conv_ws_sizes(const conv_geom *g, const conv_plan *pl, int64_t sz[WS_N])
 {
-    *col = *tmp = NULL;
+    for (int i = 0; i < WS_N; i++)
+        sz[i] = 0;
     if (pl->taps) {
-        int64_t nx = g->sh * g->sw * g->c * pl->h2 * pl->w2 + pl->slack, nt = g->o * g->ho * pl->w2,
-                nw = g->o * g->cg * g->kh * g->kw;
-        if (sr_pool_ensure(pool, &im->col, dt, 1, &nx) || sr_pool_ensure(pool, &im->tmp, dt, 1, &nt) ||
-            sr_pool_ensure(pool, &im->wt, dt, 1, &nw))
-            return -1;
-        *col = sr_data(&im->col);
-        *tmp = sr_data(&im->tmp);
-        return 0;
+        sz[WS_COL] = g->sh * g->sw * g->c * pl->h2 * pl->w2 + pl->slack; /* phase planes */
+        sz[WS_TMP] = g->o * g->ho * pl->w2;
+        sz[WS_WT] = g->o * g->cg * g->kh * g->kw;
+        return;
     }
     if (!(pl->in_place && pl->nimg == 1)) {
-        int64_t n = pl->kc * g->kh * g->kw * pl->nimg * pl->np, np = (g->h + 2 * g->ph) * (g->w + 2 * g->pw) + 8;
-        if (sr_pool_ensure(pool, &im->col, dt, 1, &n) || sr_pool_ensure(pool, &im->pad, dt, 1, &np))
-            return -1;
-        *col = sr_data(&im->col);
+        sz[WS_COL] = pl->kc * g->kh * g->kw * pl->nimg * pl->np;
+        sz[WS_PAD] = (g->h + 2 * g->ph) * (g->w + 2 * g->pw) + 8;
     }
-    if (pl->nimg > 1) {
-        int64_t n = g->og * pl->nimg * g->P;
-        if (sr_pool_ensure(pool, &im->tmp, dt, 1, &n))
+    if (pl->nimg > 1)
+        sz[WS_TMP] = g->og * pl->nimg * g->P;
+}
+
+/* nparts copies of each workspace, lent by the pass's pool when there is
+ * one (conv_workspace_done gives them back). */
+static int conv_workspace(conv_impl *im, sr_pool *pool, sr_dtype dt, int nparts, const int64_t sz[WS_N])
+{
+    sr_tensor *t[WS_N] = {&im->col, &im->tmp, &im->wt, &im->pad};
+    for (int i = 0; i < WS_N; i++) {
+        int64_t n = sz[i] * nparts;
+        if (n && sr_pool_ensure(pool, t[i], dt, 1, &n))
             return -1;
-        *tmp = sr_data(&im->tmp);
     }
     return 0;
+}
+
+/* Element `i` of an array of `es`-byte elements at base. */
+static void *conv_at(const void *base, int64_t i, size_t es) { return (char *)base + (size_t)i * es; }
+
+/* Workspace i of part `part` (NULL when not needed). */
+static void *conv_ws(conv_impl *im, int i, int part, const int64_t sz[WS_N])
+{
+    sr_tensor *t[WS_N] = {&im->col, &im->tmp, &im->wt, &im->pad};
+    return sz[i] ? conv_at(sr_data(t[i]), part * sz[i], sr_dtype_size(t[i]->dtype)) : NULL;
 }
 
 /* Scratch lives only within a call: with a pool, the next layer reuses it
@@ -802,6 +834,83 @@ static int conv_workspace_done(conv_impl *im, sr_pool *pool, int rc)
     }
     return rc;
 }
+
+/* --- splitting a batch across threads --------------------------------
+ * With several threads there are two ways to run a batch: one kernel call
+ * whose GEMMs OpenBLAS splits (copies such as im2col then run on one core
+ * between them), or each thread running the serial kernel on its own run of
+ * images with single-threaded BLAS and its own workspaces.  The second keeps
+ * both cores busy and wins when there are many GEMM chunks: small images and
+ * few channels (small_resnet training got 1.08x from its second thread the
+ * first way), or the profile engine's batches of hundreds of rows.  One big
+ * image per chunk splits well inside OpenBLAS, and a few chunks that do not
+ * divide evenly would leave a thread idle, so those keep the first way. */
+#define CONV_MAX_PARTS 64
+
+typedef struct {
+    conv_geom g;       /* images [lo, lo + g.n) of the batch */
+    conv_plan pl;
+    int64_t lo;
+} conv_part;
+
+/* How many parts to run (1: one call, BLAS-threaded), filled into parts;
+ * sz gets the largest workspace sizes of any part. */
+static int conv_split(const conv_impl *im, const conv_geom *g, size_t es, int fwd, conv_part *parts,
+                      int64_t sz[WS_N])
+{
+    conv_plan whole;
+    conv_plan_make(&im->cfg, &im->tp, g, es, fwd, &whole);
+    int T = sr_threads_get();
+    int64_t chunks = (g->n + whole.nimg - 1) / whole.nimg;
+    int split = im->cfg.split == CONV_SPLIT_IMAGES ? g->n > 1
+              : im->cfg.split == CONV_SPLIT_GEMM  ? 0
+                                                  : T > 1 && (chunks % T == 0 || chunks >= 8 * T);
+    if (split && T < 2)
+        T = 2; /* forced: tests drive this path on one thread too */
+    if (T > g->n)
+        T = (int)g->n;
+    if (T > CONV_MAX_PARTS)
+        T = CONV_MAX_PARTS;
+    if (!split)
+        T = 1;
+    for (int i = 0; i < WS_N; i++)
+        sz[i] = 0;
+    for (int t = 0; t < T; t++) {
+        conv_part *p = &parts[t];
+        p->lo = g->n * t / T;
+        p->g = *g;
+        p->g.n = g->n * (t + 1) / T - p->lo;
+        if (T == 1)
+            p->pl = whole;
+        else
+            conv_plan_make(&im->cfg, &im->tp, &p->g, es, fwd, &p->pl);
+        int64_t s[WS_N];
+        conv_ws_sizes(&p->g, &p->pl, s);
+        for (int i = 0; i < WS_N; i++)
+            sz[i] = s[i] > sz[i] ? s[i] : sz[i];
+    }
+    return T;
+}
+
+/* Run body(t) for each part: on this thread for one part, else one part
+ * per OpenMP thread with OpenBLAS held to one thread meanwhile.  A worker's
+ * failure (only an interrupt) is reported on the calling thread, whose
+ * error buffer the caller reads. */
+#define CONV_PARTS(T, rc, body)                                                          \
+    do {                                                                                 \
+        if ((T) == 1) {                                                                  \
+            const int t = 0;                                                             \
+            rc = (body);                                                                 \
+            break;                                                                       \
+        }                                                                                \
+        int fails = 0;                                                                   \
+        sr_threads_blas(1);                                                              \
+        _Pragma("omp parallel num_threads(T) reduction(+ : fails)")                      \
+        for (int t = omp_get_thread_num(); t < (T); t += omp_get_num_threads())          \
+            fails += (body) != 0;                                                        \
+        sr_threads_blas(sr_threads_get());                                               \
+        rc = fails ? sr_fail("interrupted") : 0;                                         \
+    } while (0)
 
 static int conv_run(sr_module *m, const sr_tensor *x, int64_t bias_rows, sr_run *run)
 {
@@ -821,17 +930,26 @@ static int conv_run(sr_module *m, const sr_tensor *x, int64_t bias_rows, sr_run 
                     bias_rows);
         return 0;
     }
-    conv_plan pl;
-    void *col, *tmp;
-    conv_plan_make(&im->cfg, &im->tp, &g, sr_dtype_size(x->dtype), 1, &pl);
-    if (conv_workspace(im, run->pool, &g, &pl, x->dtype, &col, &tmp))
+    conv_part parts[CONV_MAX_PARTS];
+    int64_t sz[WS_N];
+    const size_t es = sr_dtype_size(x->dtype);
+    int T = conv_split(im, &g, es, 1, parts, sz), rc;
+    if (conv_workspace(im, run->pool, x->dtype, T, sz))
         return -1;
-    int rc = pl.taps ? SR_DISPATCH_RET(x->dtype, conv_fwd_taps, sr_data(&m->out), sr_data(x),
-                                       sr_data(&m->params[0].value), b, &g, &pl, &im->tp, col,
-                                       sr_data(&im->wt), tmp, bias_rows)
-                     : SR_DISPATCH_RET(x->dtype, conv_fwd, sr_data(&m->out), sr_data(x),
-                                       sr_data(&m->params[0].value), b, &g, &pl, col, tmp,
-                                       sr_data(&im->pad), bias_rows);
+    const void *xd = sr_data(x), *w = sr_data(&m->params[0].value);
+    void *yd = sr_data(&m->out);
+#define CONV_FWD_PART(p, t)                                                                              \
+    ((p)->pl.taps                                                                                        \
+         ? SR_DISPATCH_RET(x->dtype, conv_fwd_taps, conv_at(yd, (p)->lo * g.o * g.P, es),               \
+                           conv_at(xd, (p)->lo * g.c * g.h * g.w, es), w, b, &(p)->g, &(p)->pl, &im->tp, \
+                           conv_ws(im, WS_COL, t, sz), conv_ws(im, WS_WT, t, sz), conv_ws(im, WS_TMP, t, sz), \
+                           bias_rows - (p)->lo)                                                          \
+         : SR_DISPATCH_RET(x->dtype, conv_fwd, conv_at(yd, (p)->lo * g.o * g.P, es),                    \
+                           conv_at(xd, (p)->lo * g.c * g.h * g.w, es), w, b, &(p)->g, &(p)->pl,         \
+                           conv_ws(im, WS_COL, t, sz), conv_ws(im, WS_TMP, t, sz), conv_ws(im, WS_PAD, t, sz), \
+                           bias_rows - (p)->lo))
+    CONV_PARTS(T, rc, CONV_FWD_PART(&parts[t], t));
+#undef CONV_FWD_PART
     return conv_workspace_done(im, run->pool, rc);
 }
 
@@ -873,14 +991,39 @@ static int conv_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
         SR_DISPATCH(x->dtype, dw_bwd, sr_data(&m->gin), gw, gb, sr_data(gy), sr_data(x),
                     sr_data(&w->value), &g);
     } else {
-        conv_plan pl;
-        void *col, *tmp;
-        conv_plan_make(&im->cfg, &im->tp, &g, sr_dtype_size(x->dtype), 0, &pl);
-        if (conv_workspace(im, run->pool, &g, &pl, x->dtype, &col, &tmp) ||
-            conv_workspace_done(im, run->pool,
-                                SR_DISPATCH_RET(x->dtype, conv_bwd, sr_data(&m->gin), gw, gb, sr_data(gy),
-                                                sr_data(x), sr_data(&w->value), &g, &pl, col, tmp,
-                                                sr_data(&im->pad))))
+        conv_part parts[CONV_MAX_PARTS];
+        int64_t sz[WS_N];
+        const size_t es = sr_dtype_size(x->dtype);
+        int T = conv_split(im, &g, es, 0, parts, sz), rc;
+        /* Parts after the first accumulate parameter gradients into zeroed
+         * scratch of their own, summed into gw and gb afterwards. */
+        const int64_t nw = w->value.storage ? sr_numel(&w->value) : 0, stride = nw + g.o;
+        sr_tensor acc = SR_TENSOR_INIT;
+        int64_t nacc = (T - 1) * stride;
+        if (conv_workspace(im, run->pool, x->dtype, T, sz) ||
+            (gw && T > 1 && sr_pool_ensure(run->pool, &acc, x->dtype, 1, &nacc)))
+            return conv_workspace_done(im, run->pool, -1);
+        if (gw && T > 1)
+            memset(sr_data(&acc), 0, (size_t)nacc * es);
+        void *gxd = sr_data(&m->gin), *accd = sr_data(&acc);
+        const void *gyd = sr_data(gy), *xd = sr_data(x);
+#define CONV_BWD_PART(p, t)                                                                              \
+    SR_DISPATCH_RET(x->dtype, conv_bwd, conv_at(gxd, (p)->lo * g.c * g.h * g.w, es),                     \
+                    gw && (t) ? conv_at(accd, ((t) - 1) * stride, es) : gw,                              \
+                    gb && (t) ? conv_at(accd, ((t) - 1) * stride + nw, es) : gb,                         \
+                    conv_at(gyd, (p)->lo * g.o * g.P, es), conv_at(xd, (p)->lo * g.c * g.h * g.w, es),   \
+                    sr_data(&w->value), &(p)->g, &(p)->pl, conv_ws(im, WS_COL, t, sz),                   \
+                    conv_ws(im, WS_TMP, t, sz), conv_ws(im, WS_PAD, t, sz))
+        CONV_PARTS(T, rc, CONV_BWD_PART(&parts[t], t));
+#undef CONV_BWD_PART
+        if (!rc && gw)
+            for (int t = 1; t < T; t++) {
+                SR_DISPATCH(x->dtype, conv_add, gw, conv_at(accd, (t - 1) * stride, es), nw);
+                if (gb)
+                    SR_DISPATCH(x->dtype, conv_add, gb, conv_at(accd, (t - 1) * stride + nw, es), g.o);
+            }
+        sr_pool_put(run->pool, &acc);
+        if (conv_workspace_done(im, run->pool, rc))
             return -1;
     }
     sr_tensor_free(&m->saved);
@@ -1023,7 +1166,7 @@ sr_module *sr_conv2d_create(const sr_opts *o)
 {
     conv_cfg c;
     int64_t k[2], s[2], p[2], d[2];
-    const char *algo;
+    const char *algo, *split;
     if (sr_opt_req_int(o, "in_channels", 1, &c.cin) || sr_opt_req_int(o, "out_channels", 1, &c.cout))
         return NULL;
     double kv[2];
@@ -1041,8 +1184,18 @@ sr_module *sr_conv2d_create(const sr_opts *o)
         sr_opt_int_min(o, "groups", 1, 1, &c.groups) || sr_opt_bool(o, "bias", 1, &c.bias) ||
         sr_opt_int_min(o, "gemm_cols", CONV_COLS, 1, &c.gemm_cols) ||
         sr_opt_int_min(o, "max_workspace", CONV_COL_BYTES, 1, &c.max_workspace) ||
-        sr_opt_str(o, "algo", "auto", &algo))
+        sr_opt_str(o, "algo", "auto", &algo) || sr_opt_str(o, "split", "auto", &split))
         return NULL;
+    if (strcmp(split, "auto") == 0)
+        c.split = CONV_AUTO;
+    else if (strcmp(split, "images") == 0)
+        c.split = CONV_SPLIT_IMAGES;
+    else if (strcmp(split, "gemm") == 0)
+        c.split = CONV_SPLIT_GEMM;
+    else {
+        sr_fail("conv2d: option split must be \"auto\", \"images\" or \"gemm\" (got \"%s\")", split);
+        return NULL;
+    }
     if (strcmp(algo, "auto") == 0)
         c.algo = CONV_AUTO;
     else if (strcmp(algo, "im2col") == 0)
@@ -1084,7 +1237,7 @@ static int ref_geometry(const sr_tensor *x, const sr_tensor *w, const sr_conv2d_
         return sr_fail("conv2d ref: input %s and weight %s must be 4D of one dtype", SR_SHAPE(x), SR_SHAPE(w));
     conv_cfg c = {x->shape[1], w->shape[0], w->shape[2], w->shape[3], p->stride[0], p->stride[1],
                   p->padding[0], p->padding[1], p->dilation[0], p->dilation[1], p->groups, 0,
-                  CONV_COLS, CONV_COL_BYTES, CONV_AUTO};
+                  CONV_COLS, CONV_COL_BYTES, CONV_AUTO, CONV_AUTO};
     if (c.sh < 1 || c.sw < 1 || c.dh < 1 || c.dw < 1 || c.ph < 0 || c.pw < 0)
         return sr_fail("conv2d ref: bad stride, dilation or padding");
     if (c.groups < 1 || c.cin % c.groups || c.cout % c.groups || w->shape[1] * c.groups != c.cin)

@@ -29,6 +29,8 @@ void sr_threads_set(int n)
 #endif
 }
 
+void sr_threads_blas(int n) { openblas_set_num_threads(n > 0 ? n : 1); }
+
 int sr_threads_get(void)
 {
     if (!nthreads)

@@ -10,6 +10,10 @@
  * number of cores). */
 void sr_threads_set(int n);
 int sr_threads_get(void);
+/* OpenBLAS's own count alone: a kernel that runs one single-threaded GEMM
+ * per OpenMP thread sets 1 around its parallel region, then restores
+ * sr_threads_get(). */
+void sr_threads_blas(int n);
 /* Apply SRGEO_THREADS from the environment once at start-up. */
 void sr_threads_init(void);
 

@@ -39,19 +39,26 @@ static const conv_case cases[] = {
 };
 #define NCASES (int)(sizeof cases / sizeof *cases)
 
-/* Plan variants {gemm_cols, max_workspace, algo}: default; im2col with one
- * image per GEMM in pixel chunks of 16 columns and K chunks of one channel
- * (max_workspace tiny); two images per GEMM (last chunk single); two images
- * wanted but the buffer too small even for one (pixel chunks); tap-wise
- * GEMMs over phase planes; all images in one GEMM with K chunks of two
- * channels ("2ch": a buffer of two channels' float64 rows). */
-static const char *const plans[][3] = {{NULL, NULL, NULL},
-                                       {"1", "1", "im2col"},
-                                       {"2", NULL, "im2col"},
-                                       {"2", "1", "im2col"},
-                                       {NULL, NULL, "taps"},
-                                       {NULL, "2ch", "im2col"}};
-#define NPLANS 6
+/* Plan variants {gemm_cols, max_workspace, algo, split}: default; im2col
+ * with one image per GEMM in pixel chunks of 16 columns and K chunks of one
+ * channel (max_workspace tiny); two images per GEMM (last chunk single); two
+ * images wanted but the buffer too small even for one (pixel chunks);
+ * tap-wise GEMMs over phase planes; all images in one GEMM with K chunks of
+ * two channels ("2ch": a buffer of two channels' float64 rows); then the
+ * batch split into per-thread runs of images (each with its own workspaces
+ * and, in backward, its own parameter-gradient sums) under im2col with two
+ * images per GEMM, pixel chunks, and taps; and the split forbidden. */
+static const char *const plans[][4] = {{NULL, NULL, NULL, NULL},
+                                       {"1", "1", "im2col", NULL},
+                                       {"2", NULL, "im2col", NULL},
+                                       {"2", "1", "im2col", NULL},
+                                       {NULL, NULL, "taps", NULL},
+                                       {NULL, "2ch", "im2col", NULL},
+                                       {"2", NULL, "im2col", "images"},
+                                       {"1", "1", "im2col", "images"},
+                                       {NULL, NULL, "taps", "images"},
+                                       {NULL, NULL, NULL, "gemm"}};
+#define NPLANS (int)(sizeof plans / sizeof *plans)
 
 static sr_module *make_conv(const conv_case *c, sr_dtype dt, int plan, uint64_t seed)
 {
@@ -88,6 +95,8 @@ static sr_module *make_conv(const conv_case *c, sr_dtype dt, int plan, uint64_t 
     }
     if (plans[plan][2])
         KV("algo", "%s", plans[plan][2]);
+    if (plans[plan][3])
+        KV("split", "%s", plans[plan][3]);
 #undef KV
     kv[n] = NULL;
     sr_opts o;
