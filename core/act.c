@@ -454,18 +454,9 @@ static const sr_module_ops gelu_ops = {"gelu", gelu_forward, gelu_jvp, gelu_back
 
 sr_module *sr_gelu_create(const sr_opts *o)
 {
-    const char *approx;
-    if (sr_opt_str(o, "approximate", "none", &approx))
-        return NULL;
     int tanh_form;
-    if (strcmp(approx, "none") == 0)
-        tanh_form = 0;
-    else if (strcmp(approx, "tanh") == 0)
-        tanh_form = 1;
-    else {
-        sr_fail("%s: option approximate must be \"none\" or \"tanh\" (got \"%s\")", o->op, approx);
+    if (sr_opt_choice(o, "approximate", (const char *[]){"none", "tanh", NULL}, &tanh_form))
         return NULL;
-    }
     sr_module *m = sr_module_new(&gelu_ops, sizeof(gelu_impl));
     if (m)
         ((gelu_impl *)m->impl)->tanh_form = tanh_form;

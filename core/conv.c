@@ -38,10 +38,16 @@
  * ran 14x slower than the serial one and the GEMMs after it 2-3x slower; a
  * parallel im2col gave conv/sgemm 0.41-0.47 against 0.61-0.65 serial.
  *
- * Workspaces (column buffer, phase planes, chunk output) belong to the
- * module and are reused across calls: first touch of fresh pages is slow on
- * these VMs.  Options gemm_cols, max_workspace and algo ("auto", "im2col",
- * "taps") tune the plan; tests use them to drive every branch. */
+ * With many GEMM chunks (small images, big stacked batches) the batch is
+ * instead split into one run of images per thread, each running the serial
+ * kernel with single-threaded BLAS (see "splitting a batch" below).
+ *
+ * Workspaces (column buffer, phase planes, chunk output) are lent by the
+ * pass's buffer pool and given back after the call, so consecutive layers
+ * reuse the same warm pages (first touch is slow on these VMs).  Options
+ * gemm_cols, max_workspace, algo ("auto", "im2col", "taps") and split
+ * ("auto", "images", "gemm") tune the plan; tests use them to drive every
+ * branch. */
 #ifdef SR_REAL
 
 /* Output columns [lo, hi) whose input column ow·sw + off lies in [0, w). */
@@ -1166,7 +1172,6 @@ sr_module *sr_conv2d_create(const sr_opts *o)
 {
     conv_cfg c;
     int64_t k[2], s[2], p[2], d[2];
-    const char *algo, *split;
     if (sr_opt_req_int(o, "in_channels", 1, &c.cin) || sr_opt_req_int(o, "out_channels", 1, &c.cout))
         return NULL;
     double kv[2];
@@ -1184,28 +1189,9 @@ sr_module *sr_conv2d_create(const sr_opts *o)
         sr_opt_int_min(o, "groups", 1, 1, &c.groups) || sr_opt_bool(o, "bias", 1, &c.bias) ||
         sr_opt_int_min(o, "gemm_cols", CONV_COLS, 1, &c.gemm_cols) ||
         sr_opt_int_min(o, "max_workspace", CONV_COL_BYTES, 1, &c.max_workspace) ||
-        sr_opt_str(o, "algo", "auto", &algo) || sr_opt_str(o, "split", "auto", &split))
+        sr_opt_choice(o, "algo", (const char *[]){"auto", "im2col", "taps", NULL}, &c.algo) ||
+        sr_opt_choice(o, "split", (const char *[]){"auto", "images", "gemm", NULL}, &c.split))
         return NULL;
-    if (strcmp(split, "auto") == 0)
-        c.split = CONV_AUTO;
-    else if (strcmp(split, "images") == 0)
-        c.split = CONV_SPLIT_IMAGES;
-    else if (strcmp(split, "gemm") == 0)
-        c.split = CONV_SPLIT_GEMM;
-    else {
-        sr_fail("conv2d: option split must be \"auto\", \"images\" or \"gemm\" (got \"%s\")", split);
-        return NULL;
-    }
-    if (strcmp(algo, "auto") == 0)
-        c.algo = CONV_AUTO;
-    else if (strcmp(algo, "im2col") == 0)
-        c.algo = CONV_IM2COL;
-    else if (strcmp(algo, "taps") == 0)
-        c.algo = CONV_TAPS;
-    else {
-        sr_fail("conv2d: option algo must be \"auto\", \"im2col\" or \"taps\" (got \"%s\")", algo);
-        return NULL;
-    }
     if (c.cin % c.groups || c.cout % c.groups) {
         sr_fail("conv2d: groups=%lld must divide in_channels=%lld and out_channels=%lld",
                 (long long)c.groups, (long long)c.cin, (long long)c.cout);

@@ -696,22 +696,15 @@ static const sr_module_ops ln_ops = {"layernorm", ln_forward, ln_jvp, ln_backwar
 sr_module *sr_layernorm_create(const sr_opts *o)
 {
     ln_impl cfg = {0};
-    const char *dim;
     if (sr_opt_req_int(o, "normalized_shape", 1, &cfg.D) || sr_opt_num(o, "eps", 1e-5, &cfg.eps) ||
-        sr_opt_str(o, "dim", "last", &dim) || sr_opt_bool(o, "affine", 1, &cfg.affine))
+        sr_opt_bool(o, "affine", 1, &cfg.affine))
         return NULL;
     if (!(cfg.eps >= 0)) {
         sr_fail("%s: option eps must be >= 0 (got %g)", o->op, cfg.eps);
         return NULL;
     }
-    if (strcmp(dim, "last") == 0)
-        cfg.channels = 0;
-    else if (strcmp(dim, "channels") == 0)
-        cfg.channels = 1;
-    else {
-        sr_fail("%s: option dim must be \"last\" or \"channels\" (got \"%s\")", o->op, dim);
+    if (sr_opt_choice(o, "dim", (const char *[]){"last", "channels", NULL}, &cfg.channels))
         return NULL;
-    }
     sr_module *m = sr_module_new(&ln_ops, sizeof cfg);
     if (!m)
         return NULL;

@@ -1,6 +1,7 @@
 /* opts.c - typed option getters and the key/value-string implementation. */
 #include "opts.h"
 
+#include <stdio.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,6 +83,26 @@ int sr_opt_str(const sr_opts *o, const char *key, const char *def, const char **
     if (r == 0)
         *out = def;
     return 0;
+}
+
+int sr_opt_choice(const sr_opts *o, const char *key, const char *const *names, int *out)
+{
+    const char *v;
+    if (sr_opt_str(o, key, names[0], &v))
+        return -1;
+    int n = 0;
+    for (; names[n]; n++)
+        if (strcmp(v, names[n]) == 0) {
+            *out = n;
+            return 0;
+        }
+    /* "a", "b" or "c" */
+    char list[256] = "";
+    size_t k = 0;
+    for (int i = 0; i < n && k < sizeof list; i++)
+        k += (size_t)snprintf(list + k, sizeof list - k, "%s\"%s\"", i == 0 ? "" : i == n - 1 ? " or " : ", ",
+                              names[i]);
+    return sr_fail("%s: option %s must be %s (got \"%s\")", o->op, key, list, v);
 }
 
 int sr_opt_pair(const sr_opts *o, const char *key, int64_t def, int64_t out[2])

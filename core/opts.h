@@ -29,6 +29,9 @@ int sr_opt_int_min(const sr_opts *o, const char *key, int64_t def, int64_t min, 
 int sr_opt_num(const sr_opts *o, const char *key, double def, double *out);
 int sr_opt_bool(const sr_opts *o, const char *key, int def, int *out);
 int sr_opt_str(const sr_opts *o, const char *key, const char *def, const char **out);
+/* One of a NULL-terminated list of names (default: the first); *out is
+ * its index.  Anything else is an error listing the names. */
+int sr_opt_choice(const sr_opts *o, const char *key, const char *const *names, int *out);
 /* One int applying to both, or a pair {h, w}. */
 int sr_opt_pair(const sr_opts *o, const char *key, int64_t def, int64_t out[2]);
 /* Required integer option (error if absent). */

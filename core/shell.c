@@ -1311,14 +1311,21 @@ int main(int argc, char **argv)
 {
     /* OpenMP's worker threads spin between parallel loops by default, and so
      * do OpenBLAS's between GEMMs; interleaved, the two pools fight for the
-     * cores (on a loaded 2-core machine a forward ran 12x slower).  libgomp
-     * reads OMP_WAIT_POLICY only when it loads, so set it and re-exec once;
-     * a value the user chose is kept. */
-    if (!getenv("OMP_WAIT_POLICY")) {
-        setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
-        execv("/proc/self/exe", argv);
-        /* exec failed: carry on with the default policy */
-    }
+     * cores (on a loaded 2-core machine a forward ran 12x slower).  OpenBLAS's
+     * workers spin 2^28 cycles (~0.1 s) after a threaded GEMM; a convolution
+     * that then runs one single-threaded GEMM per OpenMP thread shares a core
+     * with the spinner and loses its second thread (ResNet-18 3x3 convs right
+     * after a threaded sgemm: conv/sgemm 0.61; with 2^22 cycles, ~2 ms, which
+     * still bridges back-to-back GEMMs: 0.89).  Both libraries read these only
+     * when they load, so set them and re-exec once; values the user chose are
+     * kept. */
+    int reexec = 0;
+    if (!getenv("OMP_WAIT_POLICY"))
+        reexec = !setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+    if (!getenv("OPENBLAS_THREAD_TIMEOUT"))
+        reexec |= !setenv("OPENBLAS_THREAD_TIMEOUT", "22", 1);
+    if (reexec)
+        execv("/proc/self/exe", argv); /* on failure: carry on with the defaults */
     lua_State *L = luaL_newstate();
     if (L == NULL) {
         l_message(argv[0], "cannot create state: not enough memory");

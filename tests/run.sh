@@ -2,8 +2,9 @@
 # Run the C unit tests and the Lua specs; print one combined closing line
 # "N passed, N failed" (the format CI reads).
 B=${1:-build}
-# See core/shell.c: spinning OpenMP workers fight OpenBLAS's for the cores.
+# See core/shell.c: spinning OpenMP and OpenBLAS workers fight for the cores.
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
+export OPENBLAS_THREAD_TIMEOUT=${OPENBLAS_THREAD_TIMEOUT:-22}
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 status=0

@@ -3,6 +3,7 @@
 # Figures are ratios against references measured in the same run.
 B=${1:-build}
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
+export OPENBLAS_THREAD_TIMEOUT=${OPENBLAS_THREAD_TIMEOUT:-22}
 echo "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-<unset>}  threads: SRGEO_THREADS=${SRGEO_THREADS:-<default>}"
 for b in "$B"/bench_*; do
     [ -x "$b" ] || continue

@@ -378,6 +378,16 @@ TEST(conv_bad_input_is_an_error)
                                     NULL}),
           "negative padding accepted");
     CHECK(strstr(sr_errmsg(), "padding must be >= 0"), "msg: %s", sr_errmsg());
+    CHECK(!make_kv((const char *[]){"in_channels", "3", "out_channels", "4", "kernel_size", "3", "split", "rows",
+                                    NULL}),
+          "split=rows accepted");
+    CHECK(strstr(sr_errmsg(), "conv2d: option split must be \"auto\", \"images\" or \"gemm\" (got \"rows\")"),
+          "msg: %s", sr_errmsg());
+    CHECK(!make_kv((const char *[]){"in_channels", "3", "out_channels", "4", "kernel_size", "3", "algo", "fft",
+                                    NULL}),
+          "algo=fft accepted");
+    CHECK(strstr(sr_errmsg(), "conv2d: option algo must be \"auto\", \"im2col\" or \"taps\" (got \"fft\")"),
+          "msg: %s", sr_errmsg());
 }
 
 TEST(conv_empty_batch)
