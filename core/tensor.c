@@ -131,18 +131,7 @@ int sr_tensor_zeros(sr_tensor *out, sr_dtype dtype, int ndim, const int64_t *sha
 
 int sr_tensor_ensure(sr_tensor *out, sr_dtype dtype, int ndim, const int64_t *shape)
 {
-    size_t nbytes;
-    int64_t shp[SR_MAXDIM];
-    if (ndim > 0 && ndim <= SR_MAXDIM)
-        memcpy(shp, shape, (size_t)ndim * sizeof *shp);
-    if (shape_bytes(dtype, ndim, shp, &nbytes))
-        return -1;
-    if (out->storage && out->storage->refcount == 1 && out->storage->nbytes >= nbytes) {
-        out->offset = 0;
-        set_shape(out, dtype, ndim, shp);
-        return 0;
-    }
-    return sr_tensor_alloc(out, dtype, ndim, shp);
+    return sr_pool_ensure(NULL, out, dtype, ndim, shape);
 }
 
 int sr_tensor_ensure_like(sr_tensor *out, const sr_tensor *like)
@@ -202,10 +191,14 @@ int sr_pool_ensure(sr_pool *p, sr_tensor *t, sr_dtype dtype, int ndim, const int
         } else {
             sr_tensor_free(t);
             t->storage = s;
-            t->offset = 0;
+            own = 1;
         }
     }
-    return sr_tensor_ensure(t, dtype, ndim, shp);
+    if (!own)
+        return sr_tensor_alloc(t, dtype, ndim, shp);
+    t->offset = 0;
+    set_shape(t, dtype, ndim, shp);
+    return 0;
 }
 
 int sr_pool_ensure_like(sr_pool *p, sr_tensor *t, const sr_tensor *like)
