@@ -670,13 +670,18 @@ typedef struct {
     int *perm, *order, *start;
 } conv_taps;
 
+/* Workspace kinds: WS_COL (kc·kh·kw, nimg·np) column buffer, then its
+ * gradient; taps: phase planes.  WS_TMP (O/groups, nimg·P) GEMM output /
+ * gathered gy of a multi-image chunk.  WS_WT taps: weights regrouped per
+ * tap.  WS_PAD im2col: one zero-padded input plane. */
+enum { WS_COL, WS_TMP, WS_WT, WS_PAD, WS_N };
+
 typedef struct {
     conv_cfg cfg;
     conv_taps tp;
-    sr_tensor col; /* (kc·kh·kw, nimg·np) column buffer, then its gradient; taps: phase planes */
-    sr_tensor tmp; /* (O/groups, nimg·P) GEMM output / gathered gy of a multi-image chunk */
-    sr_tensor wt;  /* taps: weights regrouped per tap */
-    sr_tensor pad; /* im2col: one zero-padded input plane */
+    /* Workspaces, one per WS_* kind, each holding a copy per part (see
+     * conv_split), lent by the pass's pool for one call. */
+    sr_tensor ws[WS_N];
 } conv_impl;
 
 #define SR_GENERIC_FILE "conv.c"
@@ -784,9 +789,8 @@ static void conv_plan_make(const conv_cfg *c, const conv_taps *tp, const conv_ge
         pl->np = INT32_MAX / 2 / pl->nimg;
 }
 
-/* Workspaces of one kernel call (elements; 0: not needed). */
-enum { WS_COL, WS_TMP, WS_WT, WS_PAD, WS_N };
 
+/* Workspace sizes of one kernel call (elements; 0: not needed). */
 static void conv_ws_sizes(const conv_geom *g, const conv_plan *pl, int64_t sz[WS_N])
 {
     for (int i = 0; i < WS_N; i++)
@@ -809,10 +813,9 @@ static void conv_ws_sizes(const conv_geom *g, const conv_plan *pl, int64_t sz[WS
  * one (conv_workspace_done gives them back). */
 static int conv_workspace(conv_impl *im, sr_pool *pool, sr_dtype dt, int nparts, const int64_t sz[WS_N])
 {
-    sr_tensor *t[WS_N] = {&im->col, &im->tmp, &im->wt, &im->pad};
     for (int i = 0; i < WS_N; i++) {
         int64_t n = sz[i] * nparts;
-        if (n && sr_pool_ensure(pool, t[i], dt, 1, &n))
+        if (n && sr_pool_ensure(pool, &im->ws[i], dt, 1, &n))
             return -1;
     }
     return 0;
@@ -824,20 +827,17 @@ static void *conv_at(const void *base, int64_t i, size_t es) { return (char *)ba
 /* Workspace i of part `part` (NULL when not needed). */
 static void *conv_ws(conv_impl *im, int i, int part, const int64_t sz[WS_N])
 {
-    sr_tensor *t[WS_N] = {&im->col, &im->tmp, &im->wt, &im->pad};
-    return sz[i] ? conv_at(sr_data(t[i]), part * sz[i], sr_dtype_size(t[i]->dtype)) : NULL;
+    const sr_tensor *t = &im->ws[i];
+    return sz[i] ? conv_at(sr_data(t), part * sz[i], sr_dtype_size(t->dtype)) : NULL;
 }
 
 /* Scratch lives only within a call: with a pool, the next layer reuses it
  * (53 convolutions of ResNet-50 would otherwise each keep their own). */
 static int conv_workspace_done(conv_impl *im, sr_pool *pool, int rc)
 {
-    if (pool) {
-        sr_pool_put(pool, &im->col);
-        sr_pool_put(pool, &im->tmp);
-        sr_pool_put(pool, &im->wt);
-        sr_pool_put(pool, &im->pad);
-    }
+    if (pool)
+        for (int i = 0; i < WS_N; i++)
+            sr_pool_put(pool, &im->ws[i]);
     return rc;
 }
 
@@ -1003,7 +1003,7 @@ static int conv_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
         int T = conv_split(im, &g, es, 0, parts, sz), rc;
         /* Parts after the first accumulate parameter gradients into zeroed
          * scratch of their own, summed into gw and gb afterwards. */
-        const int64_t nw = w->value.storage ? sr_numel(&w->value) : 0, stride = nw + g.o;
+        const int64_t nw = sr_numel(&w->value), stride = nw + g.o;
         sr_tensor acc = SR_TENSOR_INIT;
         int64_t nacc = (T - 1) * stride;
         if (conv_workspace(im, run->pool, x->dtype, T, sz) ||
@@ -1050,10 +1050,8 @@ static void conv_reset(sr_module *m, sr_rng *rng)
 static void conv_free_impl(sr_module *m)
 {
     conv_impl *im = m->impl;
-    sr_tensor_free(&im->col);
-    sr_tensor_free(&im->tmp);
-    sr_tensor_free(&im->wt);
-    sr_tensor_free(&im->pad);
+    for (int i = 0; i < WS_N; i++)
+        sr_tensor_free(&im->ws[i]);
     free(im->tp.perm);
     free(im->tp.order);
     free(im->tp.start);
@@ -1203,10 +1201,8 @@ sr_module *sr_conv2d_create(const sr_opts *o)
         return NULL;
     conv_impl *im = m->impl;
     im->cfg = c;
-    im->col = (sr_tensor)SR_TENSOR_INIT;
-    im->tmp = (sr_tensor)SR_TENSOR_INIT;
-    im->wt = (sr_tensor)SR_TENSOR_INIT;
-    im->pad = (sr_tensor)SR_TENSOR_INIT;
+    for (int i = 0; i < WS_N; i++)
+        im->ws[i] = (sr_tensor)SR_TENSOR_INIT;
     int64_t ws[4] = {c.cout, c.cin / c.groups, c.kh, c.kw};
     if (taps_build(&im->tp, &c) || !sr_module_add_param(m, "weight", 4, ws, 1) ||
         (c.bias && !sr_module_add_param(m, "bias", 1, &c.cout, 1))) {
