@@ -356,16 +356,6 @@ static int SR_FN(conv_fwd_taps)(real *y, const real *x, const real *w, const rea
     return 0;
 }
 
-/* a += b (n elements): summing per-thread parameter gradients. */
-static void SR_FN(conv_add)(void *a, const void *b, int64_t n)
-{
-    real *restrict p = a;
-    const real *restrict q = b;
-    CONV_SIMD
-    for (int64_t i = 0; i < n; i++)
-        p[i] += q[i];
-}
-
 /* Backward: gx = col2im(W_gᵀ · gy_g) (written), gw += gy_g · colᵀ and gb += Σ gy
  * (accumulated; either may be NULL), chunked like the forward.  col holds
  * im2col(x) of a K chunk for the gw GEMM, then is overwritten by that
@@ -601,14 +591,9 @@ static void SR_FN(conv_ref_bwd)(double *gx, double *gw, double *gb, const real *
 #include <string.h>
 
 #include "layers.h"
+#include "tensor_ops.h"
 #include "threads.h"
-
-#ifdef _OPENMP
-#include <omp.h>
-#else
-static int omp_get_thread_num(void) { return 0; }
-static int omp_get_num_threads(void) { return 1; }
-#endif
+#include "winograd.h"
 
 /* The build's -O2 vectorises only loops whose trip count it knows, so the
  * hot copy and axpy loops ask for SIMD explicitly (iterations independent). */
@@ -630,17 +615,19 @@ static int omp_get_num_threads(void) { return 1; }
  * K per GEMM (a 7x7 stem over 3 channels makes K = 12 GEMMs: im2col's
  * K = 147 wins). */
 #define CONV_TAP_COLS 192
+/* Least input and output channels for Winograd under algo = "auto". */
+#define CONV_WINO_CH 16
 #define CONV_TAP_K 32
 
 typedef struct {
     int64_t cin, cout, kh, kw, sh, sw, ph, pw, dh, dw, groups;
     int bias;
     int64_t gemm_cols, max_workspace;
-    int algo;  /* CONV_AUTO, CONV_IM2COL, CONV_TAPS */
+    int algo;  /* CONV_AUTO, CONV_IM2COL, CONV_TAPS, CONV_WINOGRAD */
     int split; /* CONV_AUTO, CONV_SPLIT_IMAGES, CONV_SPLIT_GEMM */
 } conv_cfg;
 
-enum { CONV_AUTO, CONV_IM2COL, CONV_TAPS };
+enum { CONV_AUTO, CONV_IM2COL, CONV_TAPS, CONV_WINOGRAD };
 enum { CONV_SPLIT_IMAGES = 1, CONV_SPLIT_GEMM };
 
 /* Sizes of one call. */
@@ -898,25 +885,69 @@ static int conv_split(const conv_impl *im, const conv_geom *g, size_t es, int fw
     return T;
 }
 
-/* Run body(t) for each part: on this thread for one part, else one part
- * per OpenMP thread with OpenBLAS held to one thread meanwhile.  A worker's
- * failure (only an interrupt) is reported on the calling thread, whose
- * error buffer the caller reads. */
-#define CONV_PARTS(T, rc, body)                                                          \
-    do {                                                                                 \
-        if ((T) == 1) {                                                                  \
-            const int t = 0;                                                             \
-            rc = (body);                                                                 \
-            break;                                                                       \
-        }                                                                                \
-        int fails = 0;                                                                   \
-        sr_threads_blas(1);                                                              \
-        _Pragma("omp parallel num_threads(T) reduction(+ : fails)")                      \
-        for (int t = omp_get_thread_num(); t < (T); t += omp_get_num_threads())          \
-            fails += (body) != 0;                                                        \
-        sr_threads_blas(sr_threads_get());                                               \
-        rc = fails ? sr_fail("interrupted") : 0;                                         \
-    } while (0)
+/* One kernel call's arguments, shared by the parts (sr_threads_parts):
+ * part t runs images [parts[t].lo, ...) with workspace copy t. */
+typedef struct {
+    conv_impl *im;
+    const conv_geom *g;
+    const conv_part *parts;
+    const int64_t *sz;
+    sr_dtype dt;
+    const void *x, *w, *b, *gy;
+    void *y, *gx, *gw, *gb;
+    void *acc;              /* backward: parts after the first sum gw, gb here */
+    int64_t bias_rows, nw;  /* nw: weight elements (acc stride nw + O) */
+} conv_call;
+
+static int conv_fwd_cb(void *ctx, int t)
+{
+    const conv_call *c = ctx;
+    const conv_part *p = &c->parts[t];
+    const conv_geom *g = c->g;
+    const size_t es = sr_dtype_size(c->dt);
+    conv_impl *im = c->im;
+    void *y = conv_at(c->y, p->lo * g->o * g->P, es);
+    const void *x = conv_at(c->x, p->lo * g->c * g->h * g->w, es);
+    if (p->pl.taps)
+        return SR_DISPATCH_RET(c->dt, conv_fwd_taps, y, x, c->w, c->b, &p->g, &p->pl, &im->tp,
+                               conv_ws(im, WS_COL, t, c->sz), conv_ws(im, WS_WT, t, c->sz),
+                               conv_ws(im, WS_TMP, t, c->sz), c->bias_rows - p->lo);
+    return SR_DISPATCH_RET(c->dt, conv_fwd, y, x, c->w, c->b, &p->g, &p->pl, conv_ws(im, WS_COL, t, c->sz),
+                           conv_ws(im, WS_TMP, t, c->sz), conv_ws(im, WS_PAD, t, c->sz), c->bias_rows - p->lo);
+}
+
+static int conv_bwd_cb(void *ctx, int t)
+{
+    const conv_call *c = ctx;
+    const conv_part *p = &c->parts[t];
+    const conv_geom *g = c->g;
+    const size_t es = sr_dtype_size(c->dt);
+    const int64_t stride = c->nw + g->o;
+    conv_impl *im = c->im;
+    void *gw = c->gw && t ? conv_at(c->acc, (t - 1) * stride, es) : c->gw;
+    void *gb = c->gb && t ? conv_at(c->acc, (t - 1) * stride + c->nw, es) : c->gb;
+    return SR_DISPATCH_RET(c->dt, conv_bwd, conv_at(c->gx, p->lo * g->c * g->h * g->w, es), gw, gb,
+                           conv_at(c->gy, p->lo * g->o * g->P, es), conv_at(c->x, p->lo * g->c * g->h * g->w, es),
+                           c->w, &p->g, &p->pl, conv_ws(im, WS_COL, t, c->sz), conv_ws(im, WS_TMP, t, c->sz),
+                           conv_ws(im, WS_PAD, t, c->sz));
+}
+
+/* Winograd F(2x2, 3x3) (winograd.c) takes 3x3 stride-1 dense convolutions:
+ * 2.25x fewer multiply-adds.  With few channels its 16 GEMMs have a short
+ * K (= C) and the transforms, linear in C + O, weigh more than the saving.
+ * algo = "winograd" prefers it wherever it applies. */
+static int conv_winograd(const conv_cfg *c, const conv_geom *g, sr_wino_geom *wg, sr_wino_plan *wp)
+{
+    if (c->kh != 3 || c->kw != 3 || c->sh != 1 || c->sw != 1 || c->dh != 1 || c->dw != 1 || c->groups != 1 ||
+        c->ph > 2 || c->pw > 2)
+        return 0;
+    if (c->algo != CONV_WINOGRAD && !(c->algo == CONV_AUTO && g->c >= CONV_WINO_CH && g->o >= CONV_WINO_CH))
+        return 0;
+    sr_wino_geom_make(wg, g->n, g->c, g->h, g->w, g->o, g->ph, g->pw);
+    wp->max_workspace = c->max_workspace;
+    wp->split = c->split == CONV_SPLIT_IMAGES ? 1 : c->split == CONV_SPLIT_GEMM ? 2 : 0;
+    return 1;
+}
 
 static int conv_run(sr_module *m, const sr_tensor *x, int64_t bias_rows, sr_run *run)
 {
@@ -936,26 +967,20 @@ static int conv_run(sr_module *m, const sr_tensor *x, int64_t bias_rows, sr_run 
                     bias_rows);
         return 0;
     }
+    sr_wino_geom wg;
+    sr_wino_plan wp;
+    if (conv_winograd(&im->cfg, &g, &wg, &wp))
+        return sr_wino_forward(x->dtype, sr_data(&m->out), sr_data(x), sr_data(&m->params[0].value), b,
+                               bias_rows, &wg, &wp, run->pool);
     conv_part parts[CONV_MAX_PARTS];
     int64_t sz[WS_N];
     const size_t es = sr_dtype_size(x->dtype);
     int T = conv_split(im, &g, es, 1, parts, sz), rc;
     if (conv_workspace(im, run->pool, x->dtype, T, sz))
         return -1;
-    const void *xd = sr_data(x), *w = sr_data(&m->params[0].value);
-    void *yd = sr_data(&m->out);
-#define CONV_FWD_PART(p, t)                                                                              \
-    ((p)->pl.taps                                                                                        \
-         ? SR_DISPATCH_RET(x->dtype, conv_fwd_taps, conv_at(yd, (p)->lo * g.o * g.P, es),               \
-                           conv_at(xd, (p)->lo * g.c * g.h * g.w, es), w, b, &(p)->g, &(p)->pl, &im->tp, \
-                           conv_ws(im, WS_COL, t, sz), conv_ws(im, WS_WT, t, sz), conv_ws(im, WS_TMP, t, sz), \
-                           bias_rows - (p)->lo)                                                          \
-         : SR_DISPATCH_RET(x->dtype, conv_fwd, conv_at(yd, (p)->lo * g.o * g.P, es),                    \
-                           conv_at(xd, (p)->lo * g.c * g.h * g.w, es), w, b, &(p)->g, &(p)->pl,         \
-                           conv_ws(im, WS_COL, t, sz), conv_ws(im, WS_TMP, t, sz), conv_ws(im, WS_PAD, t, sz), \
-                           bias_rows - (p)->lo))
-    CONV_PARTS(T, rc, CONV_FWD_PART(&parts[t], t));
-#undef CONV_FWD_PART
+    conv_call call = {.im = im, .g = &g, .parts = parts, .sz = sz, .dt = x->dtype, .x = sr_data(x),
+                      .w = sr_data(&m->params[0].value), .b = b, .y = sr_data(&m->out), .bias_rows = bias_rows};
+    rc = sr_threads_parts(T, conv_fwd_cb, &call);
     return conv_workspace_done(im, run->pool, rc);
 }
 
@@ -983,6 +1008,8 @@ static int conv_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
     conv_impl *im = m->impl;
     const sr_tensor *x = &m->saved;
     conv_geom g;
+    sr_wino_geom wg;
+    sr_wino_plan wp;
     if (!x->storage)
         return sr_fail("conv2d backward: forward was not run with save");
     if (conv_geometry(&im->cfg, x, &g) || sr_tensor_ensure_like(&m->gin, x))
@@ -996,6 +1023,10 @@ static int conv_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
     } else if (is_depthwise(&g)) {
         SR_DISPATCH(x->dtype, dw_bwd, sr_data(&m->gin), gw, gb, sr_data(gy), sr_data(x),
                     sr_data(&w->value), &g);
+    } else if (conv_winograd(&im->cfg, &g, &wg, &wp)) {
+        if (sr_wino_backward(x->dtype, sr_data(&m->gin), gw, gb, sr_data(gy), sr_data(x), sr_data(&w->value),
+                             &wg, &wp, run->pool))
+            return -1;
     } else {
         conv_part parts[CONV_MAX_PARTS];
         int64_t sz[WS_N];
@@ -1011,22 +1042,15 @@ static int conv_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
             return conv_workspace_done(im, run->pool, -1);
         if (gw && T > 1)
             memset(sr_data(&acc), 0, (size_t)nacc * es);
-        void *gxd = sr_data(&m->gin), *accd = sr_data(&acc);
-        const void *gyd = sr_data(gy), *xd = sr_data(x);
-#define CONV_BWD_PART(p, t)                                                                              \
-    SR_DISPATCH_RET(x->dtype, conv_bwd, conv_at(gxd, (p)->lo * g.c * g.h * g.w, es),                     \
-                    gw && (t) ? conv_at(accd, ((t) - 1) * stride, es) : gw,                              \
-                    gb && (t) ? conv_at(accd, ((t) - 1) * stride + nw, es) : gb,                         \
-                    conv_at(gyd, (p)->lo * g.o * g.P, es), conv_at(xd, (p)->lo * g.c * g.h * g.w, es),   \
-                    sr_data(&w->value), &(p)->g, &(p)->pl, conv_ws(im, WS_COL, t, sz),                   \
-                    conv_ws(im, WS_TMP, t, sz), conv_ws(im, WS_PAD, t, sz))
-        CONV_PARTS(T, rc, CONV_BWD_PART(&parts[t], t));
-#undef CONV_BWD_PART
+        conv_call call = {.im = im, .g = &g, .parts = parts, .sz = sz, .dt = x->dtype, .x = sr_data(x),
+                          .w = sr_data(&w->value), .gy = sr_data(gy), .gx = sr_data(&m->gin), .gw = gw, .gb = gb,
+                          .acc = sr_data(&acc), .nw = nw};
+        rc = sr_threads_parts(T, conv_bwd_cb, &call);
         if (!rc && gw)
             for (int t = 1; t < T; t++) {
-                SR_DISPATCH(x->dtype, conv_add, gw, conv_at(accd, (t - 1) * stride, es), nw);
+                sr_add_into(x->dtype, gw, conv_at(call.acc, (t - 1) * stride, es), nw);
                 if (gb)
-                    SR_DISPATCH(x->dtype, conv_add, gb, conv_at(accd, (t - 1) * stride + nw, es), g.o);
+                    sr_add_into(x->dtype, gb, conv_at(call.acc, (t - 1) * stride + nw, es), g.o);
             }
         sr_pool_put(run->pool, &acc);
         if (conv_workspace_done(im, run->pool, rc))
@@ -1187,7 +1211,7 @@ sr_module *sr_conv2d_create(const sr_opts *o)
         sr_opt_int_min(o, "groups", 1, 1, &c.groups) || sr_opt_bool(o, "bias", 1, &c.bias) ||
         sr_opt_int_min(o, "gemm_cols", CONV_COLS, 1, &c.gemm_cols) ||
         sr_opt_int_min(o, "max_workspace", CONV_COL_BYTES, 1, &c.max_workspace) ||
-        sr_opt_choice(o, "algo", (const char *[]){"auto", "im2col", "taps", NULL}, &c.algo) ||
+        sr_opt_choice(o, "algo", (const char *[]){"auto", "im2col", "taps", "winograd", NULL}, &c.algo) ||
         sr_opt_choice(o, "split", (const char *[]){"auto", "images", "gemm", NULL}, &c.split))
         return NULL;
     if (c.cin % c.groups || c.cout % c.groups) {

@@ -483,6 +483,11 @@ static void bcast_strides(const sr_tensor *t, int nd, const int64_t *shape, int6
     }
 }
 
+void sr_add_into(sr_dtype dt, void *a, const void *b, int64_t n)
+{
+    SR_DISPATCH(dt, bin_flat, a, a, b, n, SR_OP_ADD);
+}
+
 int sr_binary(sr_tensor *out, const sr_tensor *a, const sr_tensor *b, sr_binop op)
 {
     const char *name = sr_binop_name(op);

@@ -96,6 +96,10 @@ int sr_narrow_copy(sr_tensor *out, const sr_tensor *a, int dim, int64_t start, i
 /* Rows idx[0..n) of dim 0 (0-based; repeats allowed). */
 int sr_index_select(sr_tensor *out, const sr_tensor *a, const int64_t *idx, int64_t n);
 
+/* a += b over n raw elements of type dt (summing per-thread partial
+ * gradients inside kernels). */
+void sr_add_into(sr_dtype dt, void *a, const void *b, int64_t n);
+
 /* --- checks ------------------------------------------------------------- */
 
 /* Flat index of the first NaN/Inf, or -1 when all are finite. */

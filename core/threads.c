@@ -1,6 +1,8 @@
 /* threads.c - one thread count shared by OpenBLAS and OpenMP. */
 #include "threads.h"
 
+#include "error.h"
+
 #include <stdlib.h>
 #include <unistd.h>
 #ifdef _OPENMP
@@ -42,4 +44,22 @@ void sr_threads_init(void)
 {
     if (!nthreads)
         sr_threads_set(0);
+}
+
+int sr_threads_parts(int nparts, int (*fn)(void *ctx, int part), void *ctx)
+{
+    if (nparts <= 1)
+        return fn(ctx, 0) ? -1 : 0;
+    int fails = 0;
+    sr_threads_blas(1);
+#ifdef _OPENMP
+#pragma omp parallel num_threads(nparts) reduction(+ : fails)
+    for (int t = omp_get_thread_num(); t < nparts; t += omp_get_num_threads())
+        fails += fn(ctx, t) != 0;
+#else
+    for (int t = 0; t < nparts; t++)
+        fails += fn(ctx, t) != 0;
+#endif
+    sr_threads_blas(sr_threads_get());
+    return fails ? sr_fail("interrupted") : 0;
 }

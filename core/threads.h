@@ -14,6 +14,13 @@ int sr_threads_get(void);
  * per OpenMP thread sets 1 around its parallel region, then restores
  * sr_threads_get(). */
 void sr_threads_blas(int n);
+/* Run fn(ctx, part) for every part in [0, nparts): on the calling thread
+ * when nparts == 1, else one part per OpenMP thread with OpenBLAS held to
+ * one thread meanwhile (each part runs its own single-threaded GEMMs).
+ * Returns 0, or -1 when a part failed; a worker's failure (only ever an
+ * interrupt) is reported as "interrupted" on the calling thread, whose
+ * error buffer the caller reads. */
+int sr_threads_parts(int nparts, int (*fn)(void *ctx, int part), void *ctx);
 /* Apply SRGEO_THREADS from the environment once at start-up. */
 void sr_threads_init(void);
 

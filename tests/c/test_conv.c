@@ -36,6 +36,13 @@ static const conv_case cases[] = {
     {"4x4 stride 2 (merged taps)", 3, 5, 4, 4, 2, 2, 1, 1, 1, 1, 1, 1, 2, 9, 8},
     {"patchify 4x4 stride 4", 3, 6, 4, 4, 4, 4, 0, 0, 1, 1, 1, 1, 2, 8, 12},
     {"5x5 stride 2 pad 3 groups 3", 6, 3, 5, 5, 2, 2, 3, 3, 1, 1, 3, 1, 2, 7, 9},
+    /* Winograd tiles: odd and even output sizes, paddings 0..2, a single
+     * tile row or column, and 3x3 with stride or padding it cannot take. */
+    {"3x3 pad 0 odd output", 5, 3, 3, 3, 1, 1, 0, 0, 1, 1, 1, 1, 3, 9, 8},
+    {"3x3 pad 2x0", 3, 4, 3, 3, 1, 1, 2, 0, 1, 1, 1, 0, 2, 5, 7},
+    {"3x3 pad 1x2 one tile row", 4, 2, 3, 3, 1, 1, 1, 2, 1, 1, 1, 1, 3, 1, 6},
+    {"3x3 pad 0 one tile", 2, 3, 3, 3, 1, 1, 0, 0, 1, 1, 1, 1, 2, 3, 4},
+    {"3x3 pad 3", 3, 2, 3, 3, 1, 1, 3, 3, 1, 1, 1, 1, 2, 4, 5},
 };
 #define NCASES (int)(sizeof cases / sizeof *cases)
 
@@ -47,7 +54,9 @@ static const conv_case cases[] = {
  * two channels ("2ch": a buffer of two channels' float64 rows); then the
  * batch split into per-thread runs of images (each with its own workspaces
  * and, in backward, its own parameter-gradient sums) under im2col with two
- * images per GEMM, pixel chunks, and taps; and the split forbidden. */
+ * images per GEMM, pixel chunks, and taps; the split forbidden; then
+ * Winograd wherever it applies (3x3 stride 1): default cut, one tile row per
+ * chunk split across threads, and one part with threaded GEMMs. */
 static const char *const plans[][4] = {{NULL, NULL, NULL, NULL},
                                        {"1", "1", "im2col", NULL},
                                        {"2", NULL, "im2col", NULL},
@@ -57,7 +66,10 @@ static const char *const plans[][4] = {{NULL, NULL, NULL, NULL},
                                        {"2", NULL, "im2col", "images"},
                                        {"1", "1", "im2col", "images"},
                                        {NULL, NULL, "taps", "images"},
-                                       {NULL, NULL, NULL, "gemm"}};
+                                       {NULL, NULL, NULL, "gemm"},
+                                       {NULL, NULL, "winograd", NULL},
+                                       {NULL, "1", "winograd", "images"},
+                                       {NULL, NULL, "winograd", "gemm"}};
 #define NPLANS (int)(sizeof plans / sizeof *plans)
 
 static sr_module *make_conv(const conv_case *c, sr_dtype dt, int plan, uint64_t seed)
@@ -386,7 +398,7 @@ TEST(conv_bad_input_is_an_error)
     CHECK(!make_kv((const char *[]){"in_channels", "3", "out_channels", "4", "kernel_size", "3", "algo", "fft",
                                     NULL}),
           "algo=fft accepted");
-    CHECK(strstr(sr_errmsg(), "conv2d: option algo must be \"auto\", \"im2col\" or \"taps\" (got \"fft\")"),
+    CHECK(strstr(sr_errmsg(), "conv2d: option algo must be \"auto\", \"im2col\", \"taps\" or \"winograd\" (got \"fft\")"),
           "msg: %s", sr_errmsg());
 }
 

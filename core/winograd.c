@@ -1,0 +1,524 @@
+/* winograd.c - 3x3 stride-1 convolution by Winograd's minimal filtering
+ * F(2x2, 3x3) (Lavin & Gray, "Fast algorithms for convolutional neural
+ * networks", 2016).
+ *
+ * Each 2x2 block of outputs (a tile) reads a 4x4 input patch d (tiles of a
+ * row overlap by two columns).  With the fixed matrices
+ *
+ *     Bᵀ = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]
+ *     G  = [1 0 0; ½ ½ ½; ½ -½ ½; 0 0 1]      Aᵀ = [1 1 1 0; 0 1 -1 -1]
+ *
+ * the tile is Y = Aᵀ [Σ_c (G g_oc Gᵀ) ⊙ (Bᵀ d_c B)] A, so after transforming
+ * the weights (U = G g Gᵀ) and every input patch (V = Bᵀ d B) the channel
+ * sum is 16 independent GEMMs, M[ξ] (O x tiles) = U[ξ] (O x C) · V[ξ]
+ * (C x tiles), one per position ξ = 4a + b of the 4x4 transformed tile:
+ * 16 multiply-adds per tile and channel pair instead of 36, 2.25x fewer
+ * FLOPs, at the price of the transforms (a few adds per element, linear in
+ * C + O, not C·O) and of tile buffers 4x the input and output.
+ *
+ * Backward is the exact adjoint of that forward, in the same tile space:
+ * Mg = A gY Aᵀ per tile, ∂U[ξ] = Mg[ξ] · V[ξ]ᵀ (then gW = Gᵀ ∂U G),
+ * ∂V[ξ] = U[ξ]ᵀ · Mg[ξ] (then gx += B ∂V Bᵀ, overlapping tiles added).
+ *
+ * Numerics: the transforms use only ±1 and ½, so F(2x2, 3x3) loses about a
+ * bit against the direct sum (F(4x4, 3x3) would save another 1.8x but its
+ * transform constants cost several bits in float32, too much for the
+ * finite-scale differences the profile engine takes).
+ *
+ * Layout: row vectors are split into even and odd columns once, so every
+ * transform is a contiguous, vectorisable loop over the tiles of a row.
+ * Work is cut into chunks of whole tile rows (global index R = image·th +
+ * row) sized so one chunk's buffers stay near WINO_WS; with several threads
+ * each thread runs its own range of tile rows (whole images in backward,
+ * whose gx rows overlap between neighbouring tile rows) with
+ * single-threaded BLAS, so the transforms run on every core. */
+#ifdef SR_REAL
+
+/* e[q] = row[2q − pw], od[q] = row[2q + 1 − pw] for q in [0, tw], zero
+ * outside the row (padding) or when the row itself is outside the plane. */
+static void SR_FN(wino_load_row)(real *restrict e, real *restrict od, const real *xc, int64_t ih,
+                                 const sr_wino_geom *g)
+{
+    const int64_t n1 = g->tw + 1, w = g->w, pw = g->pw;
+    if (ih < 0 || ih >= g->h) {
+        memset(e, 0, (size_t)n1 * sizeof(real));
+        memset(od, 0, (size_t)n1 * sizeof(real));
+        return;
+    }
+    const real *xr = xc + ih * w;
+    int64_t qa = (pw + 1) / 2, qb = (w + pw) / 2; /* both columns inside for q in [qa, qb) */
+    if (qb > n1)
+        qb = n1;
+    if (qa > qb)
+        qa = qb;
+    for (int64_t q = 0; q < n1; q++) {
+        if (q == qa) {
+            WINO_SIMD
+            for (int64_t k = qa; k < qb; k++) {
+                e[k] = xr[2 * k - pw];
+                od[k] = xr[2 * k + 1 - pw];
+            }
+            q = qb;
+            if (q >= n1)
+                break;
+        }
+        int64_t c0 = 2 * q - pw;
+        e[q] = c0 >= 0 && c0 < w ? xr[c0] : 0;
+        od[q] = c0 + 1 >= 0 && c0 + 1 < w ? xr[c0 + 1] : 0;
+    }
+}
+
+/* V[ξ][c][t] = (Bᵀ d B)[ξ] for every channel and every tile of tile rows
+ * [R0, R1), t = (R − R0)·tw + tj; ld columns per V[ξ] row.  s: scratch of
+ * WINO_SCRATCH elements. */
+static void SR_FN(wino_in)(real *V, int64_t ld, const real *x, const sr_wino_geom *g, int64_t R0, int64_t R1,
+                           real *s)
+{
+    const int64_t tw = g->tw, n1 = tw + 1, C = g->c, plane = g->h * g->w, vs = C * ld;
+    real *rows = s, *te = s + 8 * n1, *to = te + n1; /* row k: even at 2k·n1, odd at (2k+1)·n1 */
+    for (int64_t R = R0; R < R1; R++) {
+        int64_t img = R / g->th, ti = R % g->th, t0 = (R - R0) * tw;
+        for (int64_t c = 0; c < C; c++) {
+            const real *xc = x + (img * C + c) * plane;
+            for (int k = 0; k < 4; k++)
+                SR_FN(wino_load_row)(rows + 2 * k * n1, rows + (2 * k + 1) * n1, xc, 2 * ti - g->ph + k, g);
+            for (int a = 0; a < 4; a++) {
+                const real *ei = rows + 2 * wino_bt[a][0] * n1, *oi = ei + n1;
+                const real *ej = rows + 2 * wino_bt[a][1] * n1, *oj = ej + n1;
+                const real sg = (real)wino_bt[a][2];
+                WINO_SIMD
+                for (int64_t q = 0; q < n1; q++) {
+                    te[q] = ei[q] + sg * ej[q];
+                    to[q] = oi[q] + sg * oj[q];
+                }
+                real *v0 = V + 4 * a * vs + c * ld + t0, *v1 = v0 + vs, *v2 = v1 + vs, *v3 = v2 + vs;
+                WINO_SIMD
+                for (int64_t j = 0; j < tw; j++) {
+                    v0[j] = te[j] - te[j + 1];
+                    v1[j] = to[j] + te[j + 1];
+                    v2[j] = te[j + 1] - to[j];
+                    v3[j] = to[j] - to[j + 1];
+                }
+            }
+        }
+    }
+}
+
+/* Adjoint of wino_in: gx += B ∂V Bᵀ for every tile of tile rows [R0, R1)
+ * (gx rows shared with tile rows outside the range are added to as well:
+ * the caller keeps ranges of different threads on different images). */
+static void SR_FN(wino_in_adj)(real *gx, const real *GV, int64_t ld, const sr_wino_geom *g, int64_t R0,
+                               int64_t R1, real *s)
+{
+    const int64_t tw = g->tw, n1 = tw + 1, C = g->c, plane = g->h * g->w, vs = C * ld, w = g->w, pw = g->pw;
+    /* Rows of the patch gradient from the ∂t_a rows: transpose of wino_bt. */
+    static const int bt_adj[4][4] = {{1, 0, 0, 0}, {0, 1, -1, 1}, {-1, 1, 1, 0}, {0, 0, 0, -1}};
+    real *gt = s, *de = s + 8 * n1, *dd = de + n1; /* ∂t_a: even at 2a·n1, odd at (2a+1)·n1 */
+    int64_t qa = (pw + 1) / 2, qb = (w + pw) / 2;
+    if (qb > n1)
+        qb = n1;
+    if (qa > qb)
+        qa = qb;
+    for (int64_t R = R0; R < R1; R++) {
+        int64_t img = R / g->th, ti = R % g->th, t0 = (R - R0) * tw;
+        for (int64_t c = 0; c < C; c++) {
+            for (int a = 0; a < 4; a++) {
+                const real *v0 = GV + 4 * a * vs + c * ld + t0, *v1 = v0 + vs, *v2 = v1 + vs, *v3 = v2 + vs;
+                real *restrict ge = gt + 2 * a * n1, *restrict go = ge + n1;
+                /* Column adjoint of (v0..v3) = (e_j − e_j+1, o_j + e_j+1, e_j+1 − o_j, o_j − o_j+1). */
+                ge[0] = v0[0];
+                go[0] = v1[0] - v2[0] + v3[0];
+                WINO_SIMD
+                for (int64_t q = 1; q < tw; q++) {
+                    ge[q] = v0[q] - v0[q - 1] + v1[q - 1] + v2[q - 1];
+                    go[q] = v1[q] - v2[q] + v3[q] - v3[q - 1];
+                }
+                ge[tw] = -v0[tw - 1] + v1[tw - 1] + v2[tw - 1];
+                go[tw] = -v3[tw - 1];
+            }
+            real *gc = gx + (img * C + c) * plane;
+            for (int k = 0; k < 4; k++) {
+                int64_t ih = 2 * ti - g->ph + k;
+                if (ih < 0 || ih >= g->h)
+                    continue;
+                const real c0 = (real)bt_adj[k][0], c1 = (real)bt_adj[k][1], c2 = (real)bt_adj[k][2],
+                           c3 = (real)bt_adj[k][3];
+                WINO_SIMD
+                for (int64_t q = 0; q < n1; q++) {
+                    de[q] = c0 * gt[q] + c1 * gt[2 * n1 + q] + c2 * gt[4 * n1 + q] + c3 * gt[6 * n1 + q];
+                    dd[q] = c0 * gt[n1 + q] + c1 * gt[3 * n1 + q] + c2 * gt[5 * n1 + q] + c3 * gt[7 * n1 + q];
+                }
+                real *gr = gc + ih * w;
+                for (int64_t q = 0; q < qa; q++) {
+                    int64_t col = 2 * q - pw;
+                    if (col >= 0 && col < w)
+                        gr[col] += de[q];
+                    if (col + 1 >= 0 && col + 1 < w)
+                        gr[col + 1] += dd[q];
+                }
+                WINO_SIMD
+                for (int64_t q = qa; q < qb; q++) {
+                    gr[2 * q - pw] += de[q];
+                    gr[2 * q + 1 - pw] += dd[q];
+                }
+                for (int64_t q = qb; q < n1; q++) {
+                    int64_t col = 2 * q - pw;
+                    if (col >= 0 && col < w)
+                        gr[col] += de[q];
+                    if (col + 1 >= 0 && col + 1 < w)
+                        gr[col + 1] += dd[q];
+                }
+            }
+        }
+    }
+}
+
+/* y tiles = Aᵀ M A (+ bias on images < bias_rows), cropped at the edges. */
+static void SR_FN(wino_out)(real *y, const real *M, int64_t ld, const real *b, int64_t bias_rows,
+                            const sr_wino_geom *g, int64_t R0, int64_t R1, real *s)
+{
+    const int64_t tw = g->tw, O = g->o, ms = O * ld, P = g->ho * g->wo, wo = g->wo;
+    real *restrict r0 = s, *restrict r1 = s + 2 * tw;
+    for (int64_t R = R0; R < R1; R++) {
+        int64_t img = R / g->th, ti = R % g->th, t0 = (R - R0) * tw;
+        for (int64_t o = 0; o < O; o++) {
+            const real *m = M + o * ld + t0;
+            real bv = b && img < bias_rows ? b[o] : 0;
+            WINO_SIMD
+            for (int64_t j = 0; j < tw; j++) {
+                real s0 = m[j] + m[4 * ms + j] + m[8 * ms + j];
+                real s1 = m[ms + j] + m[5 * ms + j] + m[9 * ms + j];
+                real s2 = m[2 * ms + j] + m[6 * ms + j] + m[10 * ms + j];
+                real s3 = m[3 * ms + j] + m[7 * ms + j] + m[11 * ms + j];
+                real q0 = m[4 * ms + j] - m[8 * ms + j] - m[12 * ms + j];
+                real q1 = m[5 * ms + j] - m[9 * ms + j] - m[13 * ms + j];
+                real q2 = m[6 * ms + j] - m[10 * ms + j] - m[14 * ms + j];
+                real q3 = m[7 * ms + j] - m[11 * ms + j] - m[15 * ms + j];
+                r0[2 * j] = s0 + s1 + s2 + bv;
+                r0[2 * j + 1] = s1 - s2 - s3 + bv;
+                r1[2 * j] = q0 + q1 + q2 + bv;
+                r1[2 * j + 1] = q1 - q2 - q3 + bv;
+            }
+            real *yo = y + (img * O + o) * P + 2 * ti * wo;
+            memcpy(yo, r0, (size_t)wo * sizeof(real));
+            if (2 * ti + 1 < g->ho)
+                memcpy(yo + wo, r1, (size_t)wo * sizeof(real));
+        }
+    }
+}
+
+/* Adjoint of wino_out's transform: Mg[ξ][o][t] = (A gY Aᵀ)[ξ] for the 2x2
+ * output-gradient tile (zero past the output's edge). */
+static void SR_FN(wino_gy)(real *Mg, int64_t ld, const real *gy, const sr_wino_geom *g, int64_t R0, int64_t R1,
+                           real *s)
+{
+    const int64_t tw = g->tw, n1 = tw + 1, O = g->o, ms = O * ld, P = g->ho * g->wo, wo = g->wo;
+    real *e0 = s, *o0 = s + n1, *e1 = s + 2 * n1, *o1 = s + 3 * n1;
+    for (int64_t R = R0; R < R1; R++) {
+        int64_t img = R / g->th, ti = R % g->th, t0 = (R - R0) * tw;
+        for (int64_t o = 0; o < O; o++) {
+            for (int r = 0; r < 2; r++) {
+                real *e = r ? e1 : e0, *od = r ? o1 : o0;
+                int64_t oh = 2 * ti + r;
+                if (oh >= g->ho) {
+                    memset(e, 0, (size_t)tw * sizeof(real));
+                    memset(od, 0, (size_t)tw * sizeof(real));
+                    continue;
+                }
+                const real *gr = gy + (img * O + o) * P + oh * wo;
+                WINO_SIMD
+                for (int64_t j = 0; j < wo / 2; j++) {
+                    e[j] = gr[2 * j];
+                    od[j] = gr[2 * j + 1];
+                }
+                if (wo % 2) {
+                    e[tw - 1] = gr[wo - 1];
+                    od[tw - 1] = 0;
+                }
+            }
+            real *m = Mg + o * ld + t0;
+            WINO_SIMD
+            for (int64_t j = 0; j < tw; j++) {
+                /* Rows h_a of A gY: g0, g0 + g1, g0 − g1, −g1; columns the same on (e, o). */
+                real he[4] = {e0[j], e0[j] + e1[j], e0[j] - e1[j], -e1[j]};
+                real ho[4] = {o0[j], o0[j] + o1[j], o0[j] - o1[j], -o1[j]};
+                for (int a = 0; a < 4; a++) {
+                    m[(4 * a) * ms + j] = he[a];
+                    m[(4 * a + 1) * ms + j] = he[a] + ho[a];
+                    m[(4 * a + 2) * ms + j] = he[a] - ho[a];
+                    m[(4 * a + 3) * ms + j] = -ho[a];
+                }
+            }
+        }
+    }
+}
+
+/* U[ξ] (O x C) = (G g Gᵀ)[ξ] for every 3x3 kernel g = w[o][c], in double. */
+static void SR_FN(wino_weights)(real *U, const real *w, int64_t O, int64_t C)
+{
+    const int64_t us = O * C;
+    for (int64_t o = 0; o < O; o++)
+        for (int64_t c = 0; c < C; c++) {
+            const real *k = w + (o * C + c) * 9;
+            double t[4][3];
+            for (int j = 0; j < 3; j++) {
+                double k0 = k[j], k1 = k[3 + j], k2 = k[6 + j];
+                t[0][j] = k0;
+                t[1][j] = 0.5 * (k0 + k1 + k2);
+                t[2][j] = 0.5 * (k0 - k1 + k2);
+                t[3][j] = k2;
+            }
+            for (int a = 0; a < 4; a++) {
+                real *u = U + 4 * a * us + o * C + c;
+                u[0] = (real)t[a][0];
+                u[us] = (real)(0.5 * (t[a][0] + t[a][1] + t[a][2]));
+                u[2 * us] = (real)(0.5 * (t[a][0] - t[a][1] + t[a][2]));
+                u[3 * us] = (real)t[a][2];
+            }
+        }
+}
+
+/* gw[o][c] += Gᵀ ∂U G (3x3 from 4x4), in double. */
+static void SR_FN(wino_wgrad)(real *gw, const real *dU, int64_t O, int64_t C)
+{
+    const int64_t us = O * C;
+    for (int64_t o = 0; o < O; o++)
+        for (int64_t c = 0; c < C; c++) {
+            double r[3][4];
+            for (int b = 0; b < 4; b++) {
+                const real *d = dU + b * us + o * C + c;
+                double d0 = d[0], d1 = d[4 * us], d2 = d[8 * us], d3 = d[12 * us];
+                r[0][b] = d0 + 0.5 * (d1 + d2);
+                r[1][b] = 0.5 * (d1 - d2);
+                r[2][b] = 0.5 * (d1 + d2) + d3;
+            }
+            real *k = gw + (o * C + c) * 9;
+            for (int i = 0; i < 3; i++) {
+                k[3 * i] += (real)(r[i][0] + 0.5 * (r[i][1] + r[i][2]));
+                k[3 * i + 1] += (real)(0.5 * (r[i][1] - r[i][2]));
+                k[3 * i + 2] += (real)(0.5 * (r[i][1] + r[i][2]) + r[i][3]);
+            }
+        }
+}
+
+static int SR_FN(wino_fwd_part)(const wino_ctx *cx, int t)
+{
+    const sr_wino_geom *g = cx->g;
+    const int64_t ld = cx->ld, C = g->c, O = g->o;
+    real *V = (real *)cx->ws + t * cx->ws_part, *M = V + 16 * C * ld, *s = M + 16 * O * ld;
+    const real *U = cx->U;
+    for (int64_t R = cx->R[t]; R < cx->R[t + 1]; R += cx->rpc) {
+        if (sr_interrupted())
+            return -1;
+        int64_t R1 = R + cx->rpc < cx->R[t + 1] ? R + cx->rpc : cx->R[t + 1], T = (R1 - R) * g->tw;
+        SR_FN(wino_in)(V, ld, cx->x, g, R, R1, s);
+        for (int xi = 0; xi < 16; xi++)
+            SR_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)O, (int)T, (int)C, 1, U + xi * O * C, (int)C,
+                    V + xi * C * ld, (int)ld, 0, M + xi * O * ld, (int)ld);
+        SR_FN(wino_out)(cx->y, M, ld, cx->b, cx->bias_rows, g, R, R1, s);
+    }
+    return 0;
+}
+
+/* Backward over the whole images of tile rows [R[t], R[t+1]): gx written
+ * for them, ∂U accumulated into this part's own dU (zeroed here). */
+static int SR_FN(wino_bwd_part)(const wino_ctx *cx, int t)
+{
+    const sr_wino_geom *g = cx->g;
+    const int64_t ld = cx->ld, C = g->c, O = g->o;
+    real *V = (real *)cx->ws + t * cx->ws_part, *M = V + 16 * C * ld, *s = M + 16 * O * ld;
+    real *dU = cx->dU ? (real *)cx->dU + t * 16 * O * C : NULL;
+    const real *U = cx->U;
+    if (dU)
+        memset(dU, 0, (size_t)(16 * O * C) * sizeof(real));
+    if (cx->gx) {
+        int64_t i0 = cx->R[t] / g->th, i1 = cx->R[t + 1] / g->th;
+        memset((real *)cx->gx + i0 * C * g->h * g->w, 0, (size_t)((i1 - i0) * C * g->h * g->w) * sizeof(real));
+    }
+    for (int64_t R = cx->R[t]; R < cx->R[t + 1]; R += cx->rpc) {
+        if (sr_interrupted())
+            return -1;
+        int64_t R1 = R + cx->rpc < cx->R[t + 1] ? R + cx->rpc : cx->R[t + 1], T = (R1 - R) * g->tw;
+        SR_FN(wino_gy)(M, ld, cx->gy, g, R, R1, s);
+        if (dU) {
+            SR_FN(wino_in)(V, ld, cx->x, g, R, R1, s);
+            for (int xi = 0; xi < 16; xi++)
+                SR_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)O, (int)C, (int)T, 1, M + xi * O * ld,
+                        (int)ld, V + xi * C * ld, (int)ld, 1, dU + xi * O * C, (int)C);
+        }
+        if (cx->gx) {
+            for (int xi = 0; xi < 16; xi++)
+                SR_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)C, (int)T, (int)O, 1, U + xi * O * C, (int)C,
+                        M + xi * O * ld, (int)ld, 0, V + xi * C * ld, (int)ld);
+            SR_FN(wino_in_adj)(cx->gx, V, ld, g, R, R1, s);
+        }
+    }
+    return 0;
+}
+
+static void SR_FN(wino_bias_grad)(real *gb, const real *gy, const sr_wino_geom *g)
+{
+    const int64_t P = g->ho * g->wo;
+    for (int64_t o = 0; o < g->o; o++) {
+        real s = 0;
+        for (int64_t i = 0; i < g->n; i++) {
+            const real *r = gy + (i * g->o + o) * P;
+            _Pragma("omp simd reduction(+ : s)")
+            for (int64_t p = 0; p < P; p++)
+                s += r[p];
+        }
+        gb[o] += s;
+    }
+}
+
+#else /* generic part */
+
+#include <cblas.h>
+#include <string.h>
+
+#include "error.h"
+#include "tensor_ops.h"
+#include "threads.h"
+#include "winograd.h"
+
+/* The build's -O2 vectorises only loops whose trip count it knows. */
+#define WINO_SIMD _Pragma("omp simd")
+/* Target bytes of one part's tile buffers (V and M of a chunk): about the
+ * L2 plus a share of L3 here.  But a GEMM needs width: with many channels
+ * (512 -> 512 at 7x7: 256 KB per tile row of 4 tiles) chunks still get
+ * WINO_MIN_COLS tiles, up to max_workspace; at least one tile row is used
+ * whatever its size. */
+#define WINO_WS ((size_t)4 << 20)
+#define WINO_MIN_COLS 256
+#define WINO_MAX_PARTS 64
+/* Row scratch of the transforms, elements per part. */
+#define WINO_SCRATCH(tw) (12 * ((tw) + 1))
+
+typedef struct {
+    sr_dtype dt;
+    const sr_wino_geom *g;
+    int64_t rpc;     /* tile rows per chunk */
+    int64_t ld;      /* columns of the tile buffers: rpc · tw */
+    int64_t ws_part; /* elements of one part's V, M and scratch */
+    int64_t R[WINO_MAX_PARTS + 1];
+    int nparts;
+    void *y, *gx, *ws, *U, *dU;
+    const void *x, *gy, *b;
+    int64_t bias_rows;
+} wino_ctx;
+
+/* Bᵀ's rows as t_a = d_i + sign·d_j over the patch rows. */
+static const int wino_bt[4][3] = {{0, 2, -1}, {1, 2, 1}, {2, 1, -1}, {1, 3, -1}};
+
+#define SR_GENERIC_FILE "winograd.c"
+#include "generic.h"
+
+void sr_wino_geom_make(sr_wino_geom *g, int64_t n, int64_t c, int64_t h, int64_t w, int64_t o, int64_t ph,
+                       int64_t pw)
+{
+    g->n = n, g->c = c, g->h = h, g->w = w, g->o = o, g->ph = ph, g->pw = pw;
+    g->ho = h + 2 * ph - 2;
+    g->wo = w + 2 * pw - 2;
+    g->th = (g->ho + 1) / 2;
+    g->tw = (g->wo + 1) / 2;
+}
+
+/* Parts (ranges of tile rows; whole images in backward) and chunk size. */
+static void wino_cut(wino_ctx *cx, const sr_wino_plan *pl, int bwd, size_t es)
+{
+    const sr_wino_geom *g = cx->g;
+    size_t per_row = (size_t)(16 * (g->c + g->o) * g->tw) * es, budget = WINO_WS;
+    if ((size_t)pl->max_workspace < budget)
+        budget = (size_t)pl->max_workspace;
+    int64_t rpc = (int64_t)(budget / per_row), wide = (WINO_MIN_COLS + g->tw - 1) / g->tw;
+    if (rpc < wide)
+        rpc = (int64_t)((size_t)pl->max_workspace / per_row) < wide ? (int64_t)((size_t)pl->max_workspace / per_row)
+                                                                     : wide;
+    int T = sr_threads_get();
+    int split = pl->split == 1 ? 1 : pl->split == 2 ? 0 : T > 1;
+    if (split && T < 2)
+        T = 2;
+    int64_t unit = bwd ? g->th : 1, units = bwd ? g->n : g->n * g->th;
+    if (T > units)
+        T = (int)units;
+    if (T > WINO_MAX_PARTS)
+        T = WINO_MAX_PARTS;
+    if (!split || T < 1)
+        T = 1;
+    cx->nparts = T;
+    for (int t = 0; t <= T; t++)
+        cx->R[t] = units * t / T * unit;
+    int64_t most = (units + T - 1) / T * unit;
+    cx->rpc = rpc < 1 ? 1 : rpc > most ? most : rpc;
+    cx->ld = cx->rpc * g->tw;
+    cx->ws_part = 16 * (g->c + g->o) * cx->ld + WINO_SCRATCH(g->tw);
+}
+
+/* One pooled block: U, then each part's buffers, then (backward with gw)
+ * each part's ∂U. */
+static int wino_alloc(wino_ctx *cx, sr_tensor *ws, sr_dtype dt, int with_du, sr_pool *pool)
+{
+    const int64_t nu = 16 * cx->g->o * cx->g->c;
+    int64_t n = nu + cx->nparts * cx->ws_part + (with_du ? cx->nparts * nu : 0);
+    if (sr_pool_ensure(pool, ws, dt, 1, &n))
+        return -1;
+    size_t es = sr_dtype_size(dt);
+    cx->U = sr_data(ws);
+    cx->ws = (char *)cx->U + (size_t)nu * es;
+    cx->dU = with_du ? (char *)cx->ws + (size_t)(cx->nparts * cx->ws_part) * es : NULL;
+    return 0;
+}
+
+static int wino_fwd_cb(void *ctx, int t)
+{
+    const wino_ctx *cx = ctx;
+    return SR_DISPATCH_RET(cx->dt, wino_fwd_part, cx, t);
+}
+
+static int wino_bwd_cb(void *ctx, int t)
+{
+    const wino_ctx *cx = ctx;
+    return SR_DISPATCH_RET(cx->dt, wino_bwd_part, cx, t);
+}
+
+int sr_wino_forward(sr_dtype dt, void *y, const void *x, const void *w, const void *b, int64_t bias_rows,
+                    const sr_wino_geom *g, const sr_wino_plan *pl, sr_pool *pool)
+{
+    wino_ctx cx = {.dt = dt, .g = g, .y = y, .x = x, .b = b, .bias_rows = bias_rows};
+    sr_tensor ws = SR_TENSOR_INIT;
+    wino_cut(&cx, pl, 0, sr_dtype_size(dt));
+    if (wino_alloc(&cx, &ws, dt, 0, pool))
+        return -1;
+    SR_DISPATCH(dt, wino_weights, cx.U, w, g->o, g->c);
+    int rc = sr_threads_parts(cx.nparts, wino_fwd_cb, &cx);
+    sr_pool_put(pool, &ws);
+    return rc;
+}
+
+int sr_wino_backward(sr_dtype dt, void *gx, void *gw, void *gb, const void *gy, const void *x, const void *w,
+                     const sr_wino_geom *g, const sr_wino_plan *pl, sr_pool *pool)
+{
+    if (gb)
+        SR_DISPATCH(dt, wino_bias_grad, gb, gy, g);
+    if (!gx && !gw)
+        return 0;
+    wino_ctx cx = {.dt = dt, .g = g, .gx = gx, .gy = gy, .x = x};
+    sr_tensor ws = SR_TENSOR_INIT;
+    wino_cut(&cx, pl, 1, sr_dtype_size(dt));
+    if (wino_alloc(&cx, &ws, dt, gw != NULL, pool))
+        return -1;
+    if (gx)
+        SR_DISPATCH(dt, wino_weights, cx.U, w, g->o, g->c);
+    int rc = sr_threads_parts(cx.nparts, wino_bwd_cb, &cx);
+    if (!rc && gw) {
+        const int64_t nu = 16 * g->o * g->c;
+        size_t es = sr_dtype_size(dt);
+        for (int t = 1; t < cx.nparts; t++)
+            sr_add_into(dt, cx.dU, (char *)cx.dU + (size_t)(t * nu) * es, nu);
+        SR_DISPATCH(dt, wino_wgrad, gw, cx.dU, g->o, g->c);
+    }
+    sr_pool_put(pool, &ws);
+    return rc;
+}
+
+#endif
