@@ -253,29 +253,37 @@ static void SR_FN(wino_gy)(real *Mg, int64_t ld, const real *gy, const sr_wino_g
     }
 }
 
-/* U[ξ] (O x C) = (G g Gᵀ)[ξ] for every 3x3 kernel g = w[o][c], in double. */
-static void SR_FN(wino_weights)(real *U, const real *w, int64_t O, int64_t C)
+/* U[ξ] (O x C) = (G g Gᵀ)[ξ] for every 3x3 kernel g = w[o][c].  It runs
+ * on every call (weights change between training steps), so it must not
+ * cost much next to the GEMMs: one output channel's kernels are first laid
+ * out tap-major in sc (9·C), after which the loop over c is contiguous. */
+static void SR_FN(wino_weights)(real *U, const real *w, int64_t O, int64_t C, real *sc)
 {
     const int64_t us = O * C;
-    for (int64_t o = 0; o < O; o++)
+    for (int64_t o = 0; o < O; o++) {
+        const real *wo = w + o * C * 9;
+        for (int64_t c = 0; c < C; c++)
+            for (int k = 0; k < 9; k++)
+                sc[k * C + c] = wo[c * 9 + k];
+        real *u = U + o * C;
+        WINO_SIMD
         for (int64_t c = 0; c < C; c++) {
-            const real *k = w + (o * C + c) * 9;
-            double t[4][3];
+            real t[4][3];
             for (int j = 0; j < 3; j++) {
-                double k0 = k[j], k1 = k[3 + j], k2 = k[6 + j];
+                real k0 = sc[j * C + c], k1 = sc[(3 + j) * C + c], k2 = sc[(6 + j) * C + c];
                 t[0][j] = k0;
-                t[1][j] = 0.5 * (k0 + k1 + k2);
-                t[2][j] = 0.5 * (k0 - k1 + k2);
+                t[1][j] = (real)0.5 * (k0 + k1 + k2);
+                t[2][j] = (real)0.5 * (k0 - k1 + k2);
                 t[3][j] = k2;
             }
             for (int a = 0; a < 4; a++) {
-                real *u = U + 4 * a * us + o * C + c;
-                u[0] = (real)t[a][0];
-                u[us] = (real)(0.5 * (t[a][0] + t[a][1] + t[a][2]));
-                u[2 * us] = (real)(0.5 * (t[a][0] - t[a][1] + t[a][2]));
-                u[3 * us] = (real)t[a][2];
+                u[(4 * a) * us + c] = t[a][0];
+                u[(4 * a + 1) * us + c] = (real)0.5 * (t[a][0] + t[a][1] + t[a][2]);
+                u[(4 * a + 2) * us + c] = (real)0.5 * (t[a][0] - t[a][1] + t[a][2]);
+                u[(4 * a + 3) * us + c] = t[a][2];
             }
         }
+    }
 }
 
 /* gw[o][c] += Gᵀ ∂U G (3x3 from 4x4), in double. */
@@ -489,7 +497,7 @@ int sr_wino_forward(sr_dtype dt, void *y, const void *x, const void *w, const vo
     wino_cut(&cx, pl, 0, sr_dtype_size(dt));
     if (wino_alloc(&cx, &ws, dt, 0, pool))
         return -1;
-    SR_DISPATCH(dt, wino_weights, cx.U, w, g->o, g->c);
+    SR_DISPATCH(dt, wino_weights, cx.U, w, g->o, g->c, cx.ws);
     int rc = sr_threads_parts(cx.nparts, wino_fwd_cb, &cx);
     sr_pool_put(pool, &ws);
     return rc;
@@ -508,7 +516,7 @@ int sr_wino_backward(sr_dtype dt, void *gx, void *gw, void *gb, const void *gy, 
     if (wino_alloc(&cx, &ws, dt, gw != NULL, pool))
         return -1;
     if (gx)
-        SR_DISPATCH(dt, wino_weights, cx.U, w, g->o, g->c);
+        SR_DISPATCH(dt, wino_weights, cx.U, w, g->o, g->c, cx.ws);
     int rc = sr_threads_parts(cx.nparts, wino_bwd_cb, &cx);
     if (!rc && gw) {
         const int64_t nu = 16 * g->o * g->c;
