@@ -17,9 +17,10 @@
  * rational erfc, relative error ~2e-7 over the whole float range), and
  * float64 calls libm, so the float64 reference path stays accurate to
  * rounding.  Both are written so that 1 + erf and 1 + tanh never cancel:
- * Φ(x) = erfc(−x/√2)/2 and 1 + tanh u = 2/(1 + e^{−2u}).  The float32 loops
- * ask for 8 lanes: GCC's Zen tuning otherwise picks 4, and each instruction
- * then carries half the work (measured on ConvNeXt-T's GELUs: see gelu_fwd).
+ * Φ(x) = erfc(−x/√2)/2 and 1 + tanh u = 2/(1 + e^{−2u}).  The GELU loops
+ * ask for 8 lanes: GCC's Zen tuning otherwise picks 4, and the erf form ran
+ * ~20% slower so on one thread here (Zen 1, which splits 256-bit operations
+ * in two anyway; fewer instructions still win).
  *
  * Tangent blocks are walked in chunks of ACT_CHUNK elements so that a single
  * image with many tangents still spreads over the threads. */
