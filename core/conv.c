@@ -21,8 +21,7 @@
  * accumulates one GEMM per tap, or per run of taps sharing a shift (K = C
  * per tap), reading the planes in place.
  *
- * Depthwise (groups == C > 1): K = kh·kw and one output channel per GEMM
- * row, a few FLOPs per byte: a direct kernel under OpenMP.
+ * Depthwise (groups == C > 1): direct kernels of their own (depthwise.c).
  *
  * The JVP is the same linear map: the stacked [x; v] batch goes through the
  * same GEMMs (chunks cut across it as if it were one batch) and only the
@@ -420,118 +419,6 @@ static int SR_FN(conv_bwd)(real *gx, real *gw, real *gb, const real *gy, const r
     return 0;
 }
 
-/* Depthwise (groups == C): output channel o reads input channel o / mult
- * through its own kh x kw filter.  Rows are accumulated tap by tap so the
- * inner loop is a contiguous axpy over the output row for stride 1. */
-static void SR_FN(dw_fwd)(real *y, const real *x, const real *w, const real *b, const conv_geom *g,
-                          int64_t bias_rows)
-{
-    const int64_t mult = g->o / g->c, kk = g->kh * g->kw, P = g->P, HW = g->h * g->w, sw = g->sw;
-#pragma omp parallel for collapse(2) schedule(static) if (g->n * g->o * P * kk > CONV_OMP_MIN)
-    for (int64_t n = 0; n < g->n; n++)
-        for (int64_t o = 0; o < g->o; o++) {
-            const real *xp = x + (n * g->c + o / mult) * HW, *wp = w + o * kk;
-            real *yp = y + (n * g->o + o) * P;
-            real bv = b && n < bias_rows ? b[o] : 0;
-            for (int64_t oh = 0; oh < g->ho; oh++) {
-                real *restrict yr = yp + oh * g->wo;
-                CONV_SIMD
-                for (int64_t ow = 0; ow < g->wo; ow++)
-                    yr[ow] = bv;
-                for (int64_t i = 0; i < g->kh; i++) {
-                    int64_t ih = oh * g->sh - g->ph + i * g->dh;
-                    if (ih < 0 || ih >= g->h)
-                        continue;
-                    for (int64_t j = 0; j < g->kw; j++) {
-                        int64_t off = j * g->dw - g->pw, lo, hi;
-                        SR_FN(valid_cols)(off, sw, g->w, g->wo, &lo, &hi);
-                        const real *restrict xr = xp + ih * g->w;
-                        real wv = wp[i * g->kw + j];
-                        if (sw == 1) {
-                            CONV_SIMD
-                            for (int64_t ow = lo; ow < hi; ow++)
-                                yr[ow] += wv * xr[ow + off];
-                        } else {
-                            CONV_SIMD
-                            for (int64_t ow = lo; ow < hi; ow++)
-                                yr[ow] += wv * xr[ow * sw + off];
-                        }
-                    }
-                }
-            }
-        }
-}
-
-/* Depthwise backward: gx per input plane (each task owns one, summing its
- * mult output channels), gw and gb per output channel. */
-static void SR_FN(dw_bwd)(real *gx, real *gw, real *gb, const real *gy, const real *x, const real *w,
-                          const conv_geom *g)
-{
-    const int64_t mult = g->o / g->c, kk = g->kh * g->kw, P = g->P, HW = g->h * g->w, sw = g->sw;
-    const int64_t work = g->n * g->o * P * kk;
-#pragma omp parallel for collapse(2) schedule(static) if (work > CONV_OMP_MIN)
-    for (int64_t n = 0; n < g->n; n++)
-        for (int64_t c = 0; c < g->c; c++) {
-            real *gp = gx + (n * g->c + c) * HW;
-            memset(gp, 0, (size_t)HW * sizeof(real));
-            for (int64_t o = c * mult; o < (c + 1) * mult; o++) {
-                const real *gyp = gy + (n * g->o + o) * P, *wp = w + o * kk;
-                for (int64_t oh = 0; oh < g->ho; oh++)
-                    for (int64_t i = 0; i < g->kh; i++) {
-                        int64_t ih = oh * g->sh - g->ph + i * g->dh;
-                        if (ih < 0 || ih >= g->h)
-                            continue;
-                        for (int64_t j = 0; j < g->kw; j++) {
-                            int64_t off = j * g->dw - g->pw, lo, hi;
-                            SR_FN(valid_cols)(off, sw, g->w, g->wo, &lo, &hi);
-                            real *restrict gr = gp + ih * g->w;
-                            const real *restrict s = gyp + oh * g->wo;
-                            real wv = wp[i * g->kw + j];
-                            CONV_SIMD
-                            for (int64_t ow = lo; ow < hi; ow++)
-                                gr[ow * sw + off] += wv * s[ow];
-                        }
-                    }
-            }
-        }
-    if (!gw && !gb)
-        return;
-#pragma omp parallel for schedule(static) if (work > CONV_OMP_MIN)
-    for (int64_t o = 0; o < g->o; o++) {
-        if (gb) {
-            real s = 0;
-            for (int64_t n = 0; n < g->n; n++) {
-                const real *r = gy + (n * g->o + o) * P;
-                _Pragma("omp simd reduction(+ : s)")
-                for (int64_t p = 0; p < P; p++)
-                    s += r[p];
-            }
-            gb[o] += s;
-        }
-        if (!gw)
-            continue;
-        for (int64_t i = 0; i < g->kh; i++)
-            for (int64_t j = 0; j < g->kw; j++) {
-                int64_t off = j * g->dw - g->pw, lo, hi;
-                SR_FN(valid_cols)(off, sw, g->w, g->wo, &lo, &hi);
-                real s = 0;
-                for (int64_t n = 0; n < g->n; n++) {
-                    const real *xp = x + (n * g->c + o / mult) * HW, *gyp = gy + (n * g->o + o) * P;
-                    for (int64_t oh = 0; oh < g->ho; oh++) {
-                        int64_t ih = oh * g->sh - g->ph + i * g->dh;
-                        if (ih < 0 || ih >= g->h)
-                            continue;
-                        const real *xr = xp + ih * g->w, *gr = gyp + oh * g->wo;
-                        _Pragma("omp simd reduction(+ : s)")
-                        for (int64_t ow = lo; ow < hi; ow++)
-                            s += gr[ow] * xr[ow * sw + off];
-                    }
-                }
-                gw[o * kk + i * g->kw + j] += s;
-            }
-    }
-}
-
 /* Reference: the definition, one output at a time, summing in double. */
 static void SR_FN(conv_ref)(real *y, const real *x, const real *w, const real *b, const conv_geom *g)
 {
@@ -590,6 +477,7 @@ static void SR_FN(conv_ref_bwd)(double *gx, double *gw, double *gb, const real *
 #include <stdlib.h>
 #include <string.h>
 
+#include "depthwise.h"
 #include "layers.h"
 #include "tensor_ops.h"
 #include "threads.h"
@@ -718,6 +606,12 @@ static int conv_geometry(const conv_cfg *c, const sr_tensor *x, conv_geom *g)
 }
 
 static int is_depthwise(const conv_geom *g) { return g->groups > 1 && g->groups == g->c; }
+
+static sr_dw_geom dw_geom(const conv_geom *g)
+{
+    return (sr_dw_geom){g->n, g->c, g->h, g->w, g->o, g->ho, g->wo, g->kh, g->kw,
+                        g->sh, g->sw, g->ph, g->pw, g->dh, g->dw};
+}
 
 /* Tests set tiny gemm_cols / max_workspace and algo to drive every branch.
  * fwd: the forward may take the tap-wise path (backward always im2col). */
@@ -974,9 +868,9 @@ static int conv_run(sr_module *m, const sr_tensor *x, int64_t bias_rows, sr_run 
     if (sr_numel(&m->out) == 0)
         return 0;
     if (is_depthwise(&g)) {
-        SR_DISPATCH(x->dtype, dw_fwd, sr_data(&m->out), sr_data(x), sr_data(&m->params[0].value), b, &g,
-                    bias_rows);
-        return 0;
+        sr_dw_geom dg = dw_geom(&g);
+        return sr_dw_forward(x->dtype, sr_data(&m->out), sr_data(x), sr_data(&m->params[0].value), b, &dg,
+                             bias_rows);
     }
     sr_wino_geom wg;
     sr_wino_plan wp;
@@ -1032,8 +926,9 @@ static int conv_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
     if (sr_numel(gy) == 0) {
         memset(sr_data(&m->gin), 0, (size_t)sr_numel(x) * sr_dtype_size(x->dtype));
     } else if (is_depthwise(&g)) {
-        SR_DISPATCH(x->dtype, dw_bwd, sr_data(&m->gin), gw, gb, sr_data(gy), sr_data(x),
-                    sr_data(&w->value), &g);
+        sr_dw_geom dg = dw_geom(&g);
+        if (sr_dw_backward(x->dtype, sr_data(&m->gin), gw, gb, sr_data(gy), sr_data(x), sr_data(&w->value), &dg))
+            return -1;
     } else if (conv_winograd(&im->cfg, &g, &wg, &wp)) {
         if (sr_wino_backward(x->dtype, sr_data(&m->gin), gw, gb, sr_data(gy), sr_data(x), sr_data(&w->value),
                              &wg, &wp, run->pool))

@@ -28,6 +28,16 @@ static const conv_case cases[] = {
     {"depthwise", 4, 4, 3, 3, 1, 1, 1, 1, 1, 1, 4, 1, 3, 6, 7},
     {"depthwise x2 stride 2", 3, 6, 3, 3, 2, 2, 1, 1, 1, 1, 3, 1, 1, 7, 8},
     {"depthwise 5x3 dil pad", 2, 2, 5, 3, 1, 2, 2, 1, 1, 2, 2, 0, 3, 6, 9},
+    /* stride 1, no dilation: depthwise.c's flat kernel (grids of several
+     * register blocks with a partial last one, padding wider than the
+     * image, channel multiplier 2, no padding, 1x1) and, with padding >=
+     * the kernel, the padded-plane loops */
+    {"depthwise 7x7 pad 3", 3, 3, 7, 7, 1, 1, 3, 3, 1, 1, 3, 1, 3, 9, 11},
+    {"depthwise 7x7 pad 3 wide", 2, 2, 7, 7, 1, 1, 3, 3, 1, 1, 2, 1, 1, 5, 40},
+    {"depthwise 7x7 on 3x2", 2, 2, 7, 7, 1, 1, 3, 3, 1, 1, 2, 1, 2, 3, 2},
+    {"depthwise x2 3x5 pad 2x0", 2, 4, 3, 5, 1, 1, 2, 0, 1, 1, 2, 0, 2, 6, 7},
+    {"depthwise 1x1", 3, 3, 1, 1, 1, 1, 0, 0, 1, 1, 3, 1, 2, 4, 5},
+    {"depthwise 3x3 pad 3", 2, 2, 3, 3, 1, 1, 3, 3, 1, 1, 2, 1, 2, 4, 5},
     {"non-square kernel", 3, 2, 2, 5, 1, 2, 1, 2, 1, 1, 1, 1, 3, 6, 9},
     {"3x1 dilation 1x2", 5, 4, 3, 1, 2, 1, 0, 1, 1, 2, 1, 0, 3, 7, 3},
     {"kernel = padded input", 2, 3, 4, 3, 1, 1, 1, 0, 1, 1, 1, 1, 3, 2, 3},

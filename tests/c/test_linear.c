@@ -61,6 +61,15 @@ TEST(linear_gemm_matches_naive_odd_shapes)
         sr_linear_apply(&x, &w, &b, &y2, rows, 1);
         double e = check_rel_diff(&y1, &y2);
         CHECK(e < 1e-5, "shape %d: rel %g", s, e);
+        /* bias on the first half of the rows only (a stacked jvp's primal
+         * block): the rest equal the naive product without bias */
+        int64_t half = rows / 2;
+        sr_linear_apply(&x, &w, &b, &y1, half, 0);
+        for (int64_t i = 0; i < rows * out; i++)
+            if (i >= half * out)
+                sr_f32(&y2)[i] -= sr_f32(&b)[i % out];
+        e = check_rel_diff(&y1, &y2);
+        CHECK(e < 1e-5, "shape %d, bias on %lld of %lld rows: rel %g", s, (long long)half, (long long)rows, e);
         sr_tensor *all[] = {&x, &w, &b, &y1, &y2};
         for (int i = 0; i < 5; i++)
             sr_tensor_free(all[i]);
