@@ -418,12 +418,25 @@ static int exact_prepare(sr_module *m, const sr_tensor *x, const sr_profile_opts
     return 0;
 }
 
-/* Sequential mode: chunks of base directions, each with its JVP, each
- * evaluated only at the rungs still open.  A rung closes once the paired
- * CI of its r is within target_ci (after at least seq_min directions);
- * its r then stays the ratio of means over the directions it has, which
- * are a prefix 0..nrung[s) of the set.  D[s * total + i] in the final
- * [u..., −u...] layout with stride total; NaN where a rung was closed. */
+/* Base directions at which an open rung is judged next, after its CI at
+ * n directions came out as ci > target: where the CI is predicted to meet
+ * the target (it shrinks as 1/√n), at least a quarter and at most one
+ * chunk ahead, so a rung is not carried a whole chunk past its need. */
+static int64_t next_look(int64_t n, double ci, double target, int64_t chunk)
+{
+    double need = (double)n * (ci / target) * (ci / target);
+    int64_t lo = chunk / 4 > 0 ? chunk / 4 : 1;
+    int64_t step = need < (double)(n + chunk) ? (int64_t)ceil(need) - n : chunk;
+    return n + (step < lo ? lo : step);
+}
+
+/* Sequential mode: steps of base directions, each with its JVP, each
+ * evaluated only at the rungs still open.  A rung is judged at want[s]
+ * directions (the first time at seq_min) and closes once the paired CI of
+ * its r is within target_ci; its r then stays the ratio of means over the
+ * directions it has, a prefix 0..rung_ndirs[s) of the set.  D[s * total +
+ * i] in the final [u..., −u...] layout with stride total; NaN where a rung
+ * had closed. */
 static int sequential(sr_module *m, const sr_tensor *x, const double *f0, int64_t nf, const sr_profile_opts *o,
                       int64_t batch, double *D, int64_t *idx, double *scratch, exact_info *exact, double *xdist,
                       double *xjsq, sr_profile_result *res)
@@ -432,18 +445,26 @@ static int sequential(sr_module *m, const sr_tensor *x, const double *f0, int64_
     int64_t total = total_dirs(o), chunk = o->seq_chunk > 0 ? o->seq_chunk : 32;
     int64_t minimum = o->seq_min > 0 ? o->seq_min : chunk, used = 0;
     int rc = -1, open = ns;
-    double *chunkD = malloc((size_t)(ns * chunk * (1 + anti)) * sizeof *chunkD);
+    double *stepD = malloc((size_t)(ns * chunk * (1 + anti)) * sizeof *stepD);
     unsigned char *on = malloc((size_t)ns);
-    if (!chunkD || !on) {
+    int64_t *want = malloc((size_t)ns * sizeof *want);
+    if (!stepD || !on || !want) {
         sr_fail("profile: out of memory");
         goto done;
     }
-    memset(on, 1, (size_t)ns);
+    for (int s = 0; s < ns; s++) {
+        on[s] = 1;
+        want[s] = minimum;
+    }
     for (int64_t i = 0; i < ns * total; i++)
         D[i] = NAN;
     while (used < o->ndirs && open > 0) {
-        int64_t b1 = used + chunk < o->ndirs ? used + chunk : o->ndirs, nb = b1 - used;
-        int64_t nidx = nb * (1 + anti);
+        /* up to the next look of any open rung, at most a chunk */
+        int64_t b1 = used + chunk < o->ndirs ? used + chunk : o->ndirs;
+        for (int s = 0; s < ns; s++)
+            if (on[s] && want[s] < b1)
+                b1 = want[s];
+        int64_t nb = b1 - used, nidx = nb * (1 + anti);
         for (int64_t b = 0; b < nb; b++)
             idx[b] = used + b;
         if (exact) {
@@ -454,24 +475,22 @@ static int sequential(sr_module *m, const sr_tensor *x, const double *f0, int64_
             goto done;
         }
         index_range(o, used, b1, idx);
-        if (energies(m, x, f0, nf, o, idx, nidx, batch, chunkD, &res->nforward, exact, on))
+        if (energies(m, x, f0, nf, o, idx, nidx, batch, stepD, &res->nforward, exact, on))
             goto done;
         for (int s = 0; s < ns; s++) {
             if (!on[s])
                 continue;
             for (int64_t b = 0; b < nb; b++) {
-                D[s * total + used + b] = chunkD[s * nidx + b];
+                D[s * total + used + b] = stepD[s * nidx + b];
                 if (anti)
-                    D[s * total + o->ndirs + used + b] = chunkD[s * nidx + nb + b];
+                    D[s * total + o->ndirs + used + b] = stepD[s * nidx + nb + b];
             }
             res->rung_ndirs[s] = b1;
         }
         used = b1;
         res->njvp_used = used;
-        if (used < minimum)
-            continue;
         for (int s = 0; s < ns; s++) {
-            if (!on[s])
+            if (!on[s] || want[s] > used)
                 continue;
             const double *Ds = D + s * total;
             rung_est e = rung_estimate(Ds, anti ? Ds + o->ndirs : NULL, used, res->jvp_sq, used, 1,
@@ -479,14 +498,17 @@ static int sequential(sr_module *m, const sr_tensor *x, const double *f0, int64_
             if (e.ci <= o->target_ci) {
                 on[s] = 0;
                 open--;
+            } else {
+                want[s] = next_look(used, e.ci, o->target_ci, chunk);
             }
         }
     }
     res->ndirs_used = used;
     rc = 0;
 done:
-    free(chunkD);
+    free(stepD);
     free(on);
+    free(want);
     return rc;
 }
 
