@@ -6,6 +6,9 @@
  *   E_J     = mean_{i < njvp} ‖J(x) u_i‖²     exact JVPs (stacked, k at a time)
  *   r_s     = mean_i D_s,i / (η_s² E_J)       ratio of means
  *
+ * (in sequential mode each rung's means run over its own first n_s
+ * directions, E_J included, so numerator and denominator stay paired)
+ *
  * The engine streams: directions are generated on the fly from a per-image
  * seed (direction i depends only on (seed, i), so any batch size gives the
  * same numbers), and memory stays bounded by one batch whatever the number
