@@ -38,8 +38,6 @@ static int l_profile_image(lua_State *L)
     o.per_direction = sr_lua_opt_boolean(L, 3, "profile", "per_direction", 0);
     o.target_ci = sr_lua_opt_number(L, 3, "profile", "target_ci", 0);
     o.exact_relu = sr_lua_opt_boolean(L, 3, "profile", "exact_relu", 0);
-    if (o.exact_relu && o.target_ci > 0)
-        return luaL_error(L, "profile: exact_relu and sequential mode (target_ci) cannot be combined yet");
     o.seq_chunk = sr_lua_opt_integer(L, 3, "profile", "seq_chunk", o.seq_chunk);
     o.seq_min = sr_lua_opt_integer(L, 3, "profile", "seq_min", 0);
     if (o.target_ci < 0)
@@ -97,7 +95,7 @@ static int l_profile_image(lua_State *L)
      * C arrays, so they are copied into a GC-owned block first. */
     int64_t npd = res.per_dir ? (int64_t)ns * res.ndirs_total : 0;
     int64_t nj = res.njvp_used;
-    double *copy = lua_newuserdatauv(L, (size_t)(4 * ns + npd + nj) * sizeof(double), 0);
+    double *copy = lua_newuserdatauv(L, (size_t)(5 * ns + npd + nj) * sizeof(double), 0);
     memcpy(copy, res.energy, (size_t)ns * sizeof(double));
     memcpy(copy + ns, res.r, (size_t)ns * sizeof(double));
     memcpy(copy + 2 * ns, res.noise, (size_t)ns * sizeof(double));
@@ -105,6 +103,9 @@ static int l_profile_image(lua_State *L)
     if (npd)
         memcpy(copy + 4 * ns, res.per_dir, (size_t)npd * sizeof(double));
     memcpy(copy + 4 * ns + npd, res.jvp_sq, (size_t)nj * sizeof(double));
+    /* directions (with antipodes) behind each rung's r, as "directions" counts them */
+    for (int s = 0; s < ns; s++)
+        copy[4 * ns + npd + nj + s] = (double)(res.rung_ndirs[s] * (o.antipodal ? 2 : 1));
     double ej = res.jac_energy, secs = res.seconds;
     lua_Integer nfwd = res.nforward, total = res.ndirs_total, used = res.ndirs_used, nexact = res.nexact;
     sr_profile_result_free(&res);
@@ -128,6 +129,12 @@ static int l_profile_image(lua_State *L)
     lua_setfield(L, -2, "ci");
     push_array(L, copy + 4 * ns + npd, nj);
     lua_setfield(L, -2, "jvp_sq");
+    lua_createtable(L, ns, 0);
+    for (int s = 0; s < ns; s++) {
+        lua_pushinteger(L, (lua_Integer)copy[4 * ns + npd + nj + s]);
+        lua_rawseti(L, -2, s + 1);
+    }
+    lua_setfield(L, -2, "rung_directions");
     lua_pushinteger(L, used);
     lua_setfield(L, -2, "base_directions");
     lua_pushinteger(L, nexact);

@@ -72,6 +72,7 @@ void sr_profile_result_free(sr_profile_result *r)
     free(r->per_dir);
     free(r->ci);
     free(r->jvp_sq);
+    free(r->rung_ndirs);
     memset(r, 0, sizeof *r);
 }
 
@@ -151,16 +152,19 @@ static int features(sr_module *m, const sr_tensor *x, const sr_module *tap, sr_t
     return 0;
 }
 
-/* D[s * nidx + a] = D_s for direction idx[a], all scales.  With exact
- * (ReLU nets), pairs whose η lies below the direction's first activation
- * boundary exact->dist[a] are η²‖Ju‖² (exact->jsq[a]) without a forward. */
+/* D[s * nidx + a] = D_s for direction idx[a], at the rungs s with
+ * on[s] (all when on is NULL; the others get NaN).  With exact (ReLU nets),
+ * pairs whose η lies below the direction's first activation boundary
+ * exact->dist[a] are η²‖Ju‖² (exact->jsq[a]) without a forward; their count
+ * is added to exact->filled. */
 typedef struct {
     const double *dist, *jsq;
+    int64_t filled;
 } exact_info;
 
 static int energies(sr_module *m, const sr_tensor *x, const double *f0, int64_t nf,
                     const sr_profile_opts *o, const int64_t *idx, int64_t nidx, int64_t batch, double *D,
-                    int64_t *nfwd, const exact_info *exact)
+                    int64_t *nfwd, exact_info *exact, const unsigned char *on)
 {
     int ns = o->nscales;
     int64_t d = sr_numel(x);
@@ -180,10 +184,14 @@ static int energies(sr_module *m, const sr_tensor *x, const double *f0, int64_t 
         int64_t na = a0 + per <= nidx ? per : nidx - a0, npairs = 0;
         for (int64_t a = 0; a < na; a++)
             for (int s = 0; s < ns; s++) {
-                if (exact && o->scales[s] < exact->dist[a0 + a])
+                if (on && !on[s]) {
+                    D[s * nidx + a0 + a] = NAN;
+                } else if (exact && o->scales[s] < exact->dist[a0 + a]) {
                     D[s * nidx + a0 + a] = o->scales[s] * o->scales[s] * exact->jsq[a0 + a];
-                else
+                    exact->filled++;
+                } else {
                     pair[npairs++] = a * ns + s;
+                }
             }
         if (npairs == 0)
             continue;
@@ -296,33 +304,60 @@ static double var_of(const double *v, int64_t n, double mean)
     return n > 1 ? s / (double)(n - 1) : INFINITY;
 }
 
-/* Relative 95% half-widths of r at each rung.  Units are base directions
- * (a direction and its antipode averaged, which is how they enter r).
- * paired: the JVP set is the unit set, so the delta method uses the
- * per-unit residual D̄_i − r η² J_i; otherwise the numerator and the
- * denominator are treated as independent means. */
-static void rung_ci(const sr_profile_opts *o, const double *D, int64_t nunits, int anti, const double *jsq,
-                    int64_t nj, int paired, const double *r, double *ci, double *scratch)
+/* Two-sided 95% quantile of Student's t with nu degrees of freedom: a table
+ * below 5, above it the Cornish-Fisher expansion (Abramowitz & Stegun
+ * 26.7.5), within 3e-4 at nu = 5 and 1e-6 from nu = 20.  Sequential mode
+ * judges a rung from as few as one chunk of directions, where the normal
+ * quantile would make the interval too narrow. */
+static double t975(int64_t nu)
 {
-    double B = mean_of(jsq, nj), vb = var_of(jsq, nj, B);
-    for (int s = 0; s < o->nscales; s++) {
-        const double *Ds = D + (int64_t)s * nunits * (anti ? 2 : 1);
-        double eta2 = o->scales[s] * o->scales[s];
-        for (int64_t i = 0; i < nunits; i++)
-            scratch[i] = anti ? 0.5 * (Ds[i] + Ds[nunits + i]) : Ds[i];
-        double A = mean_of(scratch, nunits);
-        double rel;
-        if (paired && nj == nunits) {
-            for (int64_t i = 0; i < nunits; i++)
-                scratch[i] = (scratch[i] - r[s] * eta2 * jsq[i]) / (eta2 * B);
-            rel = sqrt(var_of(scratch, nunits, 0) / (double)nunits) / (r[s] > 0 ? r[s] : 1);
-            /* var_of with mean 0: the residuals average to 0 by construction */
-        } else {
-            double va = var_of(scratch, nunits, A);
-            rel = sqrt(va / (double)nunits / (A * A) + vb / (double)nj / (B * B));
-        }
-        ci[s] = 1.959963984540054 * rel;
+    static const double small[] = {INFINITY, 12.7062047, 4.30265273, 3.18244631, 2.77644511};
+    if (nu < 1)
+        return INFINITY;
+    if (nu < 5)
+        return small[nu];
+    double z = 1.959963984540054, v = (double)nu;
+    double z2 = z * z, z3 = z2 * z, z5 = z3 * z2, z7 = z5 * z2, z9 = z7 * z2;
+    return z + (z3 + z) / (4 * v) + (5 * z5 + 16 * z3 + 3 * z) / (96 * v * v) +
+           (3 * z7 + 19 * z5 + 17 * z3 - 15 * z) / (384 * v * v * v) +
+           (79 * z9 + 776 * z7 + 1482 * z5 - 1920 * z3 - 945 * z) / (92160 * v * v * v * v);
+}
+
+/* One rung: mean energy, r and the relative 95% CI half-width of r.
+ * dpos[i] and dneg[i] (NULL without antipodes) are D of base direction i
+ * and of its antipode, i < n; jsq[j], j < nj, are JVP energies.  The units
+ * are base directions (a direction and its antipode averaged, which is how
+ * they enter r).  paired (JVP i belongs to direction i, nj == n): the delta
+ * method on the per-unit residual D̄_i − r η² J_i, which is small wherever
+ * Φ is close to linear; otherwise numerator and denominator are treated as
+ * independent means. */
+typedef struct {
+    double energy, r, ci;
+} rung_est;
+
+static rung_est rung_estimate(const double *dpos, const double *dneg, int64_t n, const double *jsq, int64_t nj,
+                              int paired, double eta2, double *scratch)
+{
+    rung_est e;
+    double B = mean_of(jsq, nj), rel;
+    int64_t df;
+    for (int64_t i = 0; i < n; i++)
+        scratch[i] = dneg ? 0.5 * (dpos[i] + dneg[i]) : dpos[i];
+    e.energy = mean_of(scratch, n);
+    e.r = e.energy / (eta2 * B);
+    if (paired && nj == n) {
+        for (int64_t i = 0; i < n; i++)
+            scratch[i] = (scratch[i] - e.r * eta2 * jsq[i]) / (eta2 * B);
+        /* var_of with mean 0: the residuals average to 0 by construction */
+        rel = sqrt(var_of(scratch, n, 0) / (double)n) / (e.r > 0 ? e.r : 1);
+        df = n - 1;
+    } else {
+        double va = var_of(scratch, n, e.energy), vb = var_of(jsq, nj, B);
+        rel = sqrt(va / (double)n / (e.energy * e.energy) + vb / (double)nj / (B * B));
+        df = (n < nj ? n : nj) - 1;
     }
+    e.ci = t975(df) * rel;
+    return e;
 }
 
 static int64_t auto_batch(int64_t d)
@@ -370,6 +405,113 @@ static void index_range(const sr_profile_opts *o, int64_t b0, int64_t b1, int64_
     }
 }
 
+/* Boundary distances and JVP energies of the base directions idx[0..nb)
+ * and (with antipodes) of their antipodes, in index_range's order: one JVP
+ * per base direction serves both signs. */
+static int exact_prepare(sr_module *m, const sr_tensor *x, const sr_profile_opts *o, const int64_t *idx, int64_t nb,
+                         double *jsq, double *dist, int64_t *nfwd)
+{
+    if (jac_energies(m, x, o, idx, nb, jsq, nfwd, dist, o->antipodal ? dist + nb : NULL))
+        return -1;
+    if (o->antipodal)
+        memcpy(jsq + nb, jsq, (size_t)nb * sizeof *jsq);
+    return 0;
+}
+
+/* Base directions at which an open rung is judged next, after its CI at
+ * n directions came out as ci > target: where the CI is predicted to meet
+ * the target (it shrinks as 1/√n), at least a quarter and at most one
+ * chunk ahead, so a rung is not carried a whole chunk past its need. */
+static int64_t next_look(int64_t n, double ci, double target, int64_t chunk)
+{
+    double need = (double)n * (ci / target) * (ci / target);
+    int64_t lo = chunk / 4 > 0 ? chunk / 4 : 1;
+    int64_t step = need < (double)(n + chunk) ? (int64_t)ceil(need) - n : chunk;
+    return n + (step < lo ? lo : step);
+}
+
+/* Sequential mode: steps of base directions, each with its JVP, each
+ * evaluated only at the rungs still open.  A rung is judged at want[s]
+ * directions (the first time at seq_min) and closes once the paired CI of
+ * its r is within target_ci; its r then stays the ratio of means over the
+ * directions it has, a prefix 0..rung_ndirs[s) of the set.  D[s * total +
+ * i] in the final [u..., −u...] layout with stride total; NaN where a rung
+ * had closed. */
+static int sequential(sr_module *m, const sr_tensor *x, const double *f0, int64_t nf, const sr_profile_opts *o,
+                      int64_t batch, double *D, int64_t *idx, double *scratch, exact_info *exact, double *xdist,
+                      double *xjsq, sr_profile_result *res)
+{
+    int ns = o->nscales, anti = o->antipodal ? 1 : 0;
+    int64_t total = total_dirs(o), chunk = o->seq_chunk > 0 ? o->seq_chunk : 32;
+    int64_t minimum = o->seq_min > 0 ? o->seq_min : chunk, used = 0;
+    int rc = -1, open = ns;
+    double *stepD = malloc((size_t)(ns * chunk * (1 + anti)) * sizeof *stepD);
+    unsigned char *on = malloc((size_t)ns);
+    int64_t *want = malloc((size_t)ns * sizeof *want);
+    if (!stepD || !on || !want) {
+        sr_fail("profile: out of memory");
+        goto done;
+    }
+    for (int s = 0; s < ns; s++) {
+        on[s] = 1;
+        want[s] = minimum;
+    }
+    for (int64_t i = 0; i < ns * total; i++)
+        D[i] = NAN;
+    while (used < o->ndirs && open > 0) {
+        /* up to the next look of any open rung, at most a chunk */
+        int64_t b1 = used + chunk < o->ndirs ? used + chunk : o->ndirs;
+        for (int s = 0; s < ns; s++)
+            if (on[s] && want[s] < b1)
+                b1 = want[s];
+        int64_t nb = b1 - used, nidx = nb * (1 + anti);
+        for (int64_t b = 0; b < nb; b++)
+            idx[b] = used + b;
+        if (exact) {
+            if (exact_prepare(m, x, o, idx, nb, xjsq, xdist, &res->nforward))
+                goto done;
+            memcpy(res->jvp_sq + used, xjsq, (size_t)nb * sizeof *xjsq);
+        } else if (jac_energies(m, x, o, idx, nb, res->jvp_sq + used, &res->nforward, NULL, NULL)) {
+            goto done;
+        }
+        index_range(o, used, b1, idx);
+        if (energies(m, x, f0, nf, o, idx, nidx, batch, stepD, &res->nforward, exact, on))
+            goto done;
+        for (int s = 0; s < ns; s++) {
+            if (!on[s])
+                continue;
+            for (int64_t b = 0; b < nb; b++) {
+                D[s * total + used + b] = stepD[s * nidx + b];
+                if (anti)
+                    D[s * total + o->ndirs + used + b] = stepD[s * nidx + nb + b];
+            }
+            res->rung_ndirs[s] = b1;
+        }
+        used = b1;
+        res->njvp_used = used;
+        for (int s = 0; s < ns; s++) {
+            if (!on[s] || want[s] > used)
+                continue;
+            const double *Ds = D + s * total;
+            rung_est e = rung_estimate(Ds, anti ? Ds + o->ndirs : NULL, used, res->jvp_sq, used, 1,
+                                       o->scales[s] * o->scales[s], scratch);
+            if (e.ci <= o->target_ci) {
+                on[s] = 0;
+                open--;
+            } else {
+                want[s] = next_look(used, e.ci, o->target_ci, chunk);
+            }
+        }
+    }
+    res->ndirs_used = used;
+    rc = 0;
+done:
+    free(stepD);
+    free(on);
+    free(want);
+    return rc;
+}
+
 int sr_profile_image(sr_module *m, const sr_tensor *x, const sr_profile_opts *o,
                      sr_profile_result *res)
 {
@@ -383,19 +525,22 @@ int sr_profile_image(sr_module *m, const sr_tensor *x, const sr_profile_opts *o,
     int64_t total = total_dirs(o), batch = o->batch > 0 ? o->batch : auto_batch(sr_numel(x));
     int64_t nnoise = o->noise_dirs < total ? o->noise_dirs : total;
     int rc = -1, converted = 0;
-    double *f0 = NULL, *D = NULL, *D64 = NULL, *chunkD = NULL, *scratch = NULL, *xdist = NULL, *xjsq = NULL;
+    double *f0 = NULL, *D = NULL, *D64 = NULL, *scratch = NULL, *xdist = NULL, *xjsq = NULL;
     int64_t *idx = NULL;
     sr_tensor y0 = SR_TENSOR_INIT, x64 = SR_TENSOR_INIT;
+    exact_info ex = {NULL, NULL, 0}, *exact = NULL;
     res->nscales = ns;
     res->energy = calloc((size_t)ns, sizeof(double));
     res->r = calloc((size_t)ns, sizeof(double));
     res->noise = calloc((size_t)ns, sizeof(double));
     res->ci = calloc((size_t)ns, sizeof(double));
+    res->rung_ndirs = calloc((size_t)ns, sizeof(int64_t));
     D = malloc((size_t)(ns * total) * sizeof *D);
     idx = malloc((size_t)total * sizeof *idx);
     scratch = malloc((size_t)total * sizeof *scratch);
     res->jvp_sq = malloc((size_t)(seq ? o->ndirs : o->njvp) * sizeof(double));
-    if (!res->energy || !res->r || !res->noise || !res->ci || !D || !idx || !scratch || !res->jvp_sq) {
+    if (!res->energy || !res->r || !res->noise || !res->ci || !res->rung_ndirs || !D || !idx || !scratch ||
+        !res->jvp_sq) {
         sr_fail("profile: out of memory");
         goto done;
     }
@@ -413,127 +558,74 @@ int sr_profile_image(sr_module *m, const sr_tensor *x, const sr_profile_opts *o,
     sr_tensor_free(&y0);
     res->nforward = 1;
 
-    int64_t nbase;
+    if (o->exact_relu) {
+        if (sr_check_piecewise_linear(m)) {
+            sr_fail_context("profile: exact_relu");
+            goto done;
+        }
+        xdist = malloc((size_t)total * sizeof *xdist);
+        xjsq = malloc((size_t)total * sizeof *xjsq);
+        if (!xdist || !xjsq) {
+            sr_fail("profile: out of memory");
+            goto done;
+        }
+        ex.dist = xdist;
+        ex.jsq = xjsq;
+        exact = &ex;
+    }
     if (!seq) {
         for (int64_t j = 0; j < o->njvp; j++)
             idx[j] = j;
         if (jac_energies(m, x, o, idx, o->njvp, res->jvp_sq, &res->nforward, NULL, NULL))
             goto done;
         res->njvp_used = o->njvp;
-        exact_info ex = {NULL, NULL}, *exact_ptr = NULL;
-        if (o->exact_relu) {
-            /* One JVP per base direction gives ‖Ju‖² and the boundary
-             * distances of both u and −u. */
-            if (sr_check_piecewise_linear(m)) {
-                sr_fail_context("profile: exact_relu");
-                goto done;
-            }
-            xdist = malloc((size_t)total * sizeof *xdist);
-            xjsq = malloc((size_t)total * sizeof *xjsq);
-            if (!xdist || !xjsq) {
-                sr_fail("profile: out of memory");
-                goto done;
-            }
+        if (exact) {
+            /* All base directions at once, so exact_prepare's order is
+             * the set's order. */
             for (int64_t b = 0; b < o->ndirs; b++)
                 idx[b] = b;
-            if (jac_energies(m, x, o, idx, o->ndirs, xjsq, &res->nforward, xdist, anti ? xdist + o->ndirs : NULL))
+            if (exact_prepare(m, x, o, idx, o->ndirs, xjsq, xdist, &res->nforward))
                 goto done;
-            if (anti)
-                memcpy(xjsq + o->ndirs, xjsq, (size_t)o->ndirs * sizeof *xjsq);
-            ex.dist = xdist;
-            ex.jsq = xjsq;
-            exact_ptr = &ex;
         }
         for (int64_t i = 0; i < total; i++)
             idx[i] = i;
-        int64_t before = res->nforward;
-        if (energies(m, x, f0, nf, o, idx, total, batch, D, &res->nforward, exact_ptr))
+        if (energies(m, x, f0, nf, o, idx, total, batch, D, &res->nforward, exact, NULL))
             goto done;
-        if (exact_ptr)
-            res->nexact = total * ns - (res->nforward - before);
-        nbase = o->ndirs;
-    } else {
-        /* Chunks of base directions; D keeps the final layout [s][u..., −u...]
-         * by being rebuilt from per-chunk blocks at the end. */
-        int64_t chunk = o->seq_chunk > 0 ? o->seq_chunk : 32, used = 0;
-        chunkD = malloc((size_t)(ns * total) * sizeof *chunkD);
-        if (!chunkD) {
-            sr_fail("profile: out of memory");
-            goto done;
-        }
-        while (used < o->ndirs) {
-            int64_t b1 = used + chunk < o->ndirs ? used + chunk : o->ndirs, nb = b1 - used;
-            int64_t nidx = nb * (1 + anti);
-            for (int64_t b = 0; b < nb; b++)
-                idx[b] = used + b;
-            if (jac_energies(m, x, o, idx, nb, res->jvp_sq + used, &res->nforward, NULL, NULL))
-                goto done;
-            index_range(o, used, b1, idx);
-            if (energies(m, x, f0, nf, o, idx, nidx, batch, chunkD, &res->nforward, NULL))
-                goto done;
-            /* Scatter into D's [s][bases | antipodes] layout for ndirs = b1
-             * so far: D[s][0..b1) and D[s][b1..2b1) with the final stride
-             * fixed later; keep it simple with stride = total. */
-            for (int s = 0; s < ns; s++)
-                for (int64_t b = 0; b < nb; b++) {
-                    D[s * total + used + b] = chunkD[s * nidx + b];
-                    if (anti)
-                        D[s * total + o->ndirs + used + b] = chunkD[s * nidx + nb + b];
-                }
-            used = b1;
-            res->njvp_used = used;
-            if (used < (o->seq_min > 0 ? o->seq_min : 2 * chunk) && used < o->ndirs)
-                continue;
-            /* CI check on the units so far (compact copy of D). */
-            for (int s = 0; s < ns; s++) {
-                for (int64_t b = 0; b < used; b++) {
-                    chunkD[s * used * (1 + anti) + b] = D[s * total + b];
-                    if (anti)
-                        chunkD[s * used * 2 + used + b] = D[s * total + o->ndirs + b];
-                }
-                double sum = 0;
-                for (int64_t i = 0; i < used * (1 + anti); i++)
-                    sum += chunkD[s * used * (1 + anti) + i];
-                double B = mean_of(res->jvp_sq, used);
-                res->r[s] = sum / (double)(used * (1 + anti)) / (o->scales[s] * o->scales[s] * B);
-            }
-            rung_ci(o, chunkD, used, anti, res->jvp_sq, used, 1, res->r, res->ci, scratch);
-            int done_all = 1;
-            for (int s = 0; s < ns; s++)
-                done_all &= res->ci[s] <= o->target_ci;
-            if (done_all)
-                break;
-        }
-        nbase = used;
-        /* Compact D to the used directions: [s][u_0..u_{n-1}, −u_0..−u_{n-1}]. */
+        res->ndirs_used = o->ndirs;
         for (int s = 0; s < ns; s++)
-            for (int64_t b = 0; b < nbase; b++) {
-                chunkD[s * nbase * (1 + anti) + b] = D[s * total + b];
-                if (anti)
-                    chunkD[s * nbase * 2 + nbase + b] = D[s * total + o->ndirs + b];
-            }
-        double *t = D;
-        D = chunkD;
-        chunkD = t;
+            res->rung_ndirs[s] = o->ndirs;
+    } else if (sequential(m, x, f0, nf, o, batch, D, idx, scratch, exact, xdist, xjsq, res)) {
+        goto done;
     }
-    int64_t nused = nbase * (1 + anti);
-    res->ndirs_used = nbase;
+    res->nexact = ex.filled;
+    int64_t nbase = res->ndirs_used, nused = nbase * (1 + anti);
+    if (seq && nbase < o->ndirs) /* compact to [s][u_0..u_{n-1}, −u_0..−u_{n-1}] */
+        for (int s = 0; s < ns; s++) {
+            memmove(D + s * nused, D + s * total, (size_t)nbase * sizeof *D);
+            if (anti)
+                memmove(D + s * nused + nbase, D + s * total + o->ndirs, (size_t)nbase * sizeof *D);
+        }
     res->ndirs_total = nused;
     res->jac_energy = mean_of(res->jvp_sq, res->njvp_used);
     for (int s = 0; s < ns; s++) {
-        double sum = 0;
-        for (int64_t i = 0; i < nused; i++)
-            sum += D[s * nused + i];
-        res->energy[s] = sum / (double)nused;
-        res->r[s] = res->energy[s] / (o->scales[s] * o->scales[s] * res->jac_energy);
+        const double *Ds = D + s * nused;
+        int64_t n = res->rung_ndirs[s];
+        rung_est e = seq ? rung_estimate(Ds, anti ? Ds + nbase : NULL, n, res->jvp_sq, n, 1,
+                                         o->scales[s] * o->scales[s], scratch)
+                         : rung_estimate(Ds, anti ? Ds + nbase : NULL, n, res->jvp_sq, res->njvp_used, 0,
+                                         o->scales[s] * o->scales[s], scratch);
+        res->energy[s] = e.energy;
+        res->r[s] = e.r;
+        res->ci[s] = e.ci;
         res->noise[s] = NAN;
     }
-    rung_ci(o, D, nbase, anti, res->jvp_sq, res->njvp_used, seq, res->r, res->ci, scratch);
 
     /* Float32 noise: re-evaluate the first directions in float64 and compare
-     * the energies; a rung whose error exceeds noise_max is discarded. */
-    if (nnoise > nbase)
-        nnoise = nbase;
+     * the energies; a rung whose error exceeds noise_max is discarded.  Every
+     * rung has at least its first chunk of directions. */
+    for (int s = 0; s < ns; s++)
+        if (nnoise > res->rung_ndirs[s])
+            nnoise = res->rung_ndirs[s];
     if (nnoise > 0 && m->dtype == SR_F32) {
         if (!(D64 = malloc((size_t)(ns * nnoise) * sizeof *D64)))
             goto done;
@@ -550,7 +642,7 @@ int sr_profile_image(sr_module *m, const sr_tensor *x, const sr_profile_opts *o,
         sr_tensor_free(&y0);
         for (int64_t i = 0; i < nnoise; i++)
             idx[i] = i;
-        int bad = energies(m, &x64, g0, nf, o, idx, nnoise, batch, D64, &res->nforward, NULL);
+        int bad = energies(m, &x64, g0, nf, o, idx, nnoise, batch, D64, &res->nforward, NULL, NULL);
         free(g0);
         if (bad)
             goto done;
@@ -576,7 +668,6 @@ done:
     free(f0);
     free(D);
     free(D64);
-    free(chunkD);
     free(scratch);
     free(xdist);
     free(xjsq);

@@ -6,6 +6,9 @@
  *   E_J     = mean_{i < njvp} ‖J(x) u_i‖²     exact JVPs (stacked, k at a time)
  *   r_s     = mean_i D_s,i / (η_s² E_J)       ratio of means
  *
+ * (in sequential mode each rung's means run over its own first n_s
+ * directions, E_J included, so numerator and denominator stay paired)
+ *
  * The engine streams: directions are generated on the fly from a per-image
  * seed (direction i depends only on (seed, i), so any batch size gives the
  * same numbers), and memory stays bounded by one batch whatever the number
@@ -39,17 +42,21 @@ typedef struct sr_profile_opts {
     const sr_tensor *user_dirs; /* (n, C, H, W) or (n, d) for SR_DIRS_USER */
     double lowpass_sigma;       /* SR_DIRS_LOWPASS: blur σ in pixels */
     /* Sequential mode (target_ci > 0): add chunks of seq_chunk base
-     * directions (each with its antipode, each with an exact JVP) until the
-     * 95% CI half-width of r, relative to r, is below target_ci at every
-     * rung, or ndirs are used.  njvp is ignored: every used direction has
-     * its JVP, and the CI is the paired delta-method one. */
+     * directions (each with its antipode, each with an exact JVP) and
+     * evaluate each chunk only at the rungs still open.  A rung closes once
+     * the 95% CI half-width of its r, relative to r, is within target_ci
+     * (checked from seq_min base directions on); the run ends when every
+     * rung is closed or ndirs are used.  njvp is ignored: every used
+     * direction has its JVP, each rung's r is the ratio of means over its
+     * own directions (a prefix of the set, paired with their JVPs), and its
+     * CI is the paired delta-method one with a Student t quantile. */
     double target_ci;
     /* ReLU networks: pairs (u, η) with η below u's first activation
      * boundary get D = η²‖Ju‖² exactly, without a forward (a JVP per
      * direction instead).  Errors if the net has other nonlinearities. */
     int exact_relu;
     int64_t seq_chunk;
-    int64_t seq_min;       /* at least this many base directions */
+    int64_t seq_min;       /* base directions before a rung may close (0: one chunk) */
 } sr_profile_opts;
 
 void sr_profile_opts_default(sr_profile_opts *o);
@@ -57,15 +64,19 @@ void sr_profile_opts_default(sr_profile_opts *o);
 typedef struct sr_profile_result {
     int nscales;
     int64_t ndirs_total;   /* ndirs × (antipodal ? 2 : 1) */
-    double jac_energy;     /* E_J */
+    double jac_energy;     /* E_J over all JVP directions */
     double *energy;        /* [nscales] mean_i D_s,i */
     double *r;             /* [nscales] ratio; NaN where discarded */
     double *noise;         /* [nscales] relative float32 noise; NaN if not estimated */
-    double *per_dir;       /* [nscales × ndirs_total] when per_direction */
+    double *per_dir;       /* [nscales × ndirs_total] when per_direction; NaN for the
+                            * directions a rung did not evaluate (sequential mode) */
     double *ci;            /* [nscales] relative 95% CI half-width of r */
     double *jvp_sq;        /* [njvp_used] ‖J u_i‖² per JVP direction */
     int64_t njvp_used;
     int64_t ndirs_used;    /* base directions used (sequential mode stops early) */
+    int64_t *rung_ndirs;   /* [nscales] base directions each rung's r rests on: the
+                            * first rung_ndirs[s] of the set (sequential mode closes
+                            * rungs separately; otherwise all ndirs_used) */
     int64_t nexact;        /* (direction, rung) pairs filled by the exact shortcut */
     int64_t nforward;      /* rows pushed through the model (forward + jvp) */
     double seconds;

@@ -69,11 +69,12 @@ Shipped models here: %s.]]
 TEXT.profile = [[
 r_η = E_u ‖Φ(x+ηu) − Φ(x)‖² / (η² E_u ‖J(x)u‖²): 1 where Φ is locally linear, > 1 at a bump.
   p = srgeo.profile(model, X, {preset = "paper"})     -- X: a (N,C,H,W) tensor, a list of tensors or a dataset
-  presets: "paper" (1024 directions ±, 256 exact JVPs, 17 rungs), "sequential" (stops at a 2% CI), "quick"
+  presets: "paper" (1024 directions ±, 256 exact JVPs, 17 rungs), "sequential" (each rung stops at a 2% CI), "quick"
   options: directions, antipodal, jvp_directions (n or "all"), nscales, scales, rms_scales, seed, tap,
            precision ("float32" with a noise check, or "float64"), bootstrap, ci, family ("gaussian",
            "lowpass", "toward", "jacobian_top", "gradient", "user"), progress, label
   fields: p.scales  p.median  p.lo  p.hi  p.mean  p.per_image  p.descriptors  p.jacobian_fro  p.forwards
+  sequential: target_ci (relative 95% half-width), seq_chunk, seq_min; p.rung_directions[i][s] = directions rung s used
   print(p:summary())   p:save_csv(path)   p:save_json(path)   q = srgeo.profile.load(path)
   descriptors (each {value, lo, hi}): plateau, onset, peak_eta, peak_height, half_width, decay_slope, area
   c = srgeo.profile.compare(p1, p2, {permutations = 1000})   -- c.p.curve, c.p.peak_eta, ...

@@ -27,8 +27,10 @@ P.presets = {
   paper = { directions = 1024, antipodal = true, jvp_directions = 256, nscales = 17,
             log10_lo = -2, log10_hi = 2, noise_directions = 8, noise_max = 0.05,
             bootstrap = 1000, ci = 0.95 },
-  -- adds 32-direction chunks (each with exact JVPs) until the 95% CI of r
-  -- is within ±2% at every rung: far fewer forwards for the same precision
+  -- adds 32-direction chunks (each with exact JVPs), each evaluated only at
+  -- the rungs whose paired 95% CI of r is not yet within ±2%: a rung closes
+  -- on its own (plateau rungs after one chunk), so far fewer forwards for
+  -- the same precision; p.rung_directions says how many directions each used
   sequential = { directions = 1024, antipodal = true, jvp_directions = 256, nscales = 17,
                  log10_lo = -2, log10_hi = 2, noise_directions = 8, noise_max = 0.05,
                  bootstrap = 1000, ci = 0.95, target_ci = 0.02, seq_chunk = 32 },
@@ -63,7 +65,7 @@ local function resolve(opts, d)
     if not option_names[k] then error("profile: unknown option '" .. tostring(k) .. "'", 3) end
   end
   local pre = P.presets[opts.preset or "paper"]
-  if not pre then error("profile: unknown preset '" .. tostring(opts.preset) .. "' (paper, quick)", 3) end
+  if not pre then error("profile: unknown preset '" .. tostring(opts.preset) .. "' (paper, sequential, quick)", 3) end
   local o = {}
   for k, v in pairs(pre) do o[k] = v end
   for k, v in pairs(opts) do o[k] = v end
@@ -302,7 +304,7 @@ local function profile(model, X, opts)
   local restore = model:dtype()
   if f64 then model:double() end
   local p = setmetatable({
-    scales = o.scales, per_image = {}, jac_energy = {}, noise = {}, ci = {}, directions_used = {},
+    scales = o.scales, per_image = {}, jac_energy = {}, noise = {}, ci = {}, directions_used = {}, rung_directions = {},
     jacobian_fro = {}, forwards = 0, seconds = 0, input_dim = d,
     options = o, label = o.label, model = o.model_name, n_images = 0, per_direction = o.per_direction and {} or nil,
     version = srgeo.version,
@@ -318,7 +320,7 @@ local function profile(model, X, opts)
       family_options(model, x, i, o, copts)
       local r = srgeo._profile_image(model, x, copts)
       p.per_image[i], p.jac_energy[i], p.noise[i], p.ci[i] = r.r, r.jac_energy, r.noise, r.ci
-      p.directions_used[i] = r.directions
+      p.directions_used[i], p.rung_directions[i] = r.directions, r.rung_directions
       p.exact_pairs = (p.exact_pairs or 0) + (r.exact_pairs or 0)
       p.jacobian_fro[i] = hutchinson(r.jvp_sq, d)
       if p.per_direction then p.per_direction[i] = r.per_direction end
@@ -384,7 +386,7 @@ function Profile:save_csv(path)
 end
 
 local saved_fields = { "scales", "median", "mean", "lo", "hi", "per_image", "jac_energy", "noise", "ci",
-  "directions_used", "jacobian_fro", "input_dim",
+  "directions_used", "rung_directions", "jacobian_fro", "input_dim",
   "descriptors", "options", "label", "model", "n_images", "forwards", "seconds", "interrupted", "version",
   "per_direction" }
 

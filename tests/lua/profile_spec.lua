@@ -221,3 +221,81 @@ T.test("the shipped trained encoder has a bump; its random-init twin does not", 
   T.truthy(d.peak_height.value > 1.5, "peak " .. d.peak_height.value)
   T.truthy(math.abs(pt.median[1] - 1) < 0.05 and math.abs(pi.median[1] - 1) < 0.05, "both plateaus near 1")
 end)
+
+-- Sequential mode: chunks of directions, each rung closing on its own once
+-- its paired CI is within target_ci.
+local function seq_forwards(p, chunk, jvp_k)
+  -- primal + per chunk (stacked JVPs: one primal row per stack, plus the
+  -- tangents) + one perturbed forward per direction and rung evaluated
+  local base = p.directions_used[1] // 2
+  local n = 1
+  for b0 = 0, base - 1, chunk do
+    local nb = math.min(chunk, base - b0)
+    n = n + (nb + jvp_k - 1) // jvp_k + nb
+  end
+  for _, k in ipairs(p.rung_directions[1]) do n = n + k end
+  return n
+end
+
+T.test("sequential: a linear model gives r = 1 at every rung, each closed after one chunk", function()
+  local p = srgeo.profile(linear_model(), images(1), { preset = "sequential", directions = 256,
+                                                       precision = "float64", progress = false })
+  for s = 1, #p.scales do
+    T.close(p.median[s], 1, 1e-6, "rung " .. s)
+    T.eq(p.rung_directions[1][s], 64, "rung " .. s)
+    T.truthy(p.ci[1][s] < 1e-6, "ci " .. p.ci[1][s])
+  end
+  T.eq(p.directions_used[1], 64)
+  T.eq(p.forwards, seq_forwards(p, 32, 16))
+end)
+
+T.test("sequential: converged rungs stop early; r agrees with the paper preset within the CIs", function()
+  local m = srgeo.models.mlp { seed = 2 }
+  m:eval()
+  local X = { srgeo.rand({ 1, 1, 28, 28 }, 3) }
+  local common = { directions = 256, noise_directions = 0, progress = false, nscales = 9, per_direction = true }
+  local function with(extra)
+    local o = {}
+    for k, v in pairs(common) do o[k] = v end
+    for k, v in pairs(extra) do o[k] = v end
+    return srgeo.profile(m, X, o)
+  end
+  local pap = with { preset = "paper", jvp_directions = 256 }
+  local worst = 0
+  for _, c in ipairs(pap.ci[1]) do worst = math.max(worst, c) end
+  local seq = with { preset = "sequential", target_ci = worst }
+  local rd, ns = seq.rung_directions[1], #seq.scales
+  -- the plateau closes after one chunk, the far rungs need more
+  T.eq(rd[1], 64)
+  T.truthy(rd[ns] > rd[1], "last rung " .. rd[ns])
+  T.eq(seq.directions_used[1], math.max(table.unpack(rd)))
+  T.eq(seq.forwards, seq_forwards(seq, 32, 16))
+  T.truthy(seq.forwards < pap.forwards / 3, seq.forwards .. " vs " .. pap.forwards)
+  for s = 1, ns do
+    local a, b = pap.per_image[1][s], seq.per_image[1][s]
+    T.truthy(seq.ci[1][s] <= worst, "rung " .. s .. " ci " .. seq.ci[1][s])
+    T.truthy(math.abs(a - b) <= pap.ci[1][s] * a + seq.ci[1][s] * b,
+      string.format("rung %d: paper %.5f, sequential %.5f", s, a, b))
+    -- per-direction energies: NaN exactly where a rung stopped
+    local row, nan = seq.per_direction[1][s], 0
+    for _, v in ipairs(row) do if v ~= v then nan = nan + 1 end end
+    T.eq(nan, #row - rd[s], "rung " .. s)
+  end
+end)
+
+T.test("sequential with exact_relu: same r, fewer forwards", function()
+  local m = nn.sequential { nn.linear { in_features = 12, out_features = 32, seed = 1 }, nn.relu {},
+                            nn.linear { in_features = 32, out_features = 6, seed = 2 } }
+  m:double()
+  local o = { preset = "sequential", directions = 512, precision = "float64", progress = false, target_ci = 0.01,
+              scales = srgeo.util.logspace(-3, 1, 9) }
+  local p1 = srgeo.profile(m, images(1), o)
+  o.exact_relu = true
+  local p2 = srgeo.profile(m, images(1), o)
+  for s = 1, 9 do
+    T.close(p2.per_image[1][s], p1.per_image[1][s], 1e-9, "rung " .. s)
+    T.eq(p2.rung_directions[1][s], p1.rung_directions[1][s], "rung " .. s)
+  end
+  T.truthy(p2.exact_pairs > 0, "some pairs solved exactly")
+  T.truthy(p2.forwards < p1.forwards, p2.forwards .. " vs " .. p1.forwards)
+end)
