@@ -70,35 +70,48 @@ static void SR_FN(wino_load_row)(real *restrict e, real *restrict od, const real
 
 /* V[ξ][c][t] = (Bᵀ d B)[ξ] for every channel and every tile of tile rows
  * [R0, R1), t = (R − R0)·tw + tj; ld columns per V[ξ] row.  s: scratch of
- * WINO_SCRATCH elements. */
+ * WINO_SCRATCH elements.  Channel outermost: consecutive tile rows of an
+ * image share two input rows, which stay loaded (a ring of four), and all
+ * 16 outputs of a tile come from one pass over its row, so short rows
+ * (16 tiles at 32x32) pay one loop per tile row and channel, not eight. */
 static void SR_FN(wino_in)(real *V, int64_t ld, const real *x, const sr_wino_geom *g, int64_t R0, int64_t R1,
                            real *s)
 {
     const int64_t tw = g->tw, n1 = tw + 1, C = g->c, plane = g->h * g->w, vs = C * ld;
-    real *rows = s, *te = s + 8 * n1, *to = te + n1; /* row k: even at 2k·n1, odd at (2k+1)·n1 */
-    for (int64_t R = R0; R < R1; R++) {
-        int64_t img = R / g->th, ti = R % g->th, t0 = (R - R0) * tw;
-        for (int64_t c = 0; c < C; c++) {
+    for (int64_t c = 0; c < C; c++) {
+        real *rp[4] = {s, s + 2 * n1, s + 4 * n1, s + 6 * n1}; /* row k: even at rp[k], odd at rp[k] + n1 */
+        int64_t last = -2; /* tile row whose patch rows are loaded */
+        for (int64_t R = R0; R < R1; R++) {
+            int64_t img = R / g->th, ti = R % g->th, t0 = (R - R0) * tw, k0 = 0;
             const real *xc = x + (img * C + c) * plane;
-            for (int k = 0; k < 4; k++)
-                SR_FN(wino_load_row)(rows + 2 * k * n1, rows + (2 * k + 1) * n1, xc, 2 * ti - g->ph + k, g);
-            for (int a = 0; a < 4; a++) {
-                const real *ei = rows + 2 * wino_bt[a][0] * n1, *oi = ei + n1;
-                const real *ej = rows + 2 * wino_bt[a][1] * n1, *oj = ej + n1;
-                const real sg = (real)wino_bt[a][2];
-                WINO_SIMD
-                for (int64_t q = 0; q < n1; q++) {
-                    te[q] = ei[q] + sg * ej[q];
-                    to[q] = oi[q] + sg * oj[q];
-                }
-                real *v0 = V + 4 * a * vs + c * ld + t0, *v1 = v0 + vs, *v2 = v1 + vs, *v3 = v2 + vs;
-                WINO_SIMD
-                for (int64_t j = 0; j < tw; j++) {
-                    v0[j] = te[j] - te[j + 1];
-                    v1[j] = to[j] + te[j + 1];
-                    v2[j] = te[j + 1] - to[j];
-                    v3[j] = to[j] - to[j + 1];
-                }
+            if (R == last + 1 && ti > 0) { /* rows 2, 3 of the last patch are rows 0, 1 of this one */
+                real *a = rp[0], *b = rp[1];
+                rp[0] = rp[2], rp[1] = rp[3], rp[2] = a, rp[3] = b;
+                k0 = 2;
+            }
+            for (int k = (int)k0; k < 4; k++)
+                SR_FN(wino_load_row)(rp[k], rp[k] + n1, xc, 2 * ti - g->ph + k, g);
+            last = R;
+            const real *e0 = rp[0], *o0 = e0 + n1, *e1 = rp[1], *o1 = e1 + n1;
+            const real *e2 = rp[2], *o2 = e2 + n1, *e3 = rp[3], *o3 = e3 + n1;
+            real *v = V + c * ld + t0;
+            WINO_SIMD
+            for (int64_t j = 0; j < tw; j++) {
+                /* Rows t_a = Bᵀ d at columns (2j, 2j+1, 2j+2, 2j+3) = (e_j, o_j, e_j+1, o_j+1),
+                 * then B on the columns of each. */
+#define WINO_IN_ROW(a, E0, E1, O0, O1)                                          \
+    do {                                                                        \
+        real ea = (E0), eb = (E1), oa = (O0), ob = (O1);                        \
+        v[(4 * (a)) * vs + j] = ea - eb;                                        \
+        v[(4 * (a) + 1) * vs + j] = oa + eb;                                    \
+        v[(4 * (a) + 2) * vs + j] = eb - oa;                                    \
+        v[(4 * (a) + 3) * vs + j] = oa - ob;                                    \
+    } while (0)
+                WINO_IN_ROW(0, e0[j] - e2[j], e0[j + 1] - e2[j + 1], o0[j] - o2[j], o0[j + 1] - o2[j + 1]);
+                WINO_IN_ROW(1, e1[j] + e2[j], e1[j + 1] + e2[j + 1], o1[j] + o2[j], o1[j + 1] + o2[j + 1]);
+                WINO_IN_ROW(2, e2[j] - e1[j], e2[j + 1] - e1[j + 1], o2[j] - o1[j], o2[j + 1] - o1[j + 1]);
+                WINO_IN_ROW(3, e1[j] - e3[j], e1[j + 1] - e3[j + 1], o1[j] - o3[j], o1[j + 1] - o3[j + 1]);
+#undef WINO_IN_ROW
             }
         }
     }
@@ -111,7 +124,8 @@ static void SR_FN(wino_in_adj)(real *gx, const real *GV, int64_t ld, const sr_wi
                                int64_t R1, real *s)
 {
     const int64_t tw = g->tw, n1 = tw + 1, C = g->c, plane = g->h * g->w, vs = C * ld, w = g->w, pw = g->pw;
-    /* Rows of the patch gradient from the ∂t_a rows: transpose of wino_bt. */
+    /* Rows of the patch gradient from the ∂t_a rows (t0 = d0 − d2, t1 = d1 + d2,
+     * t2 = d2 − d1, t3 = d1 − d3): the transpose of Bᵀ. */
     static const int bt_adj[4][4] = {{1, 0, 0, 0}, {0, 1, -1, 1}, {-1, 1, 1, 0}, {0, 0, 0, -1}};
     real *gt = s, *de = s + 8 * n1, *dd = de + n1; /* ∂t_a: even at 2a·n1, odd at (2a+1)·n1 */
     int64_t qa = (pw + 1) / 2, qb = (w + pw) / 2;
@@ -414,9 +428,6 @@ typedef struct {
     const void *x, *gy, *b;
     int64_t bias_rows;
 } wino_ctx;
-
-/* Bᵀ's rows as t_a = d_i + sign·d_j over the patch rows. */
-static const int wino_bt[4][3] = {{0, 2, -1}, {1, 2, 1}, {2, 1, -1}, {1, 3, -1}};
 
 #define SR_GENERIC_FILE "winograd.c"
 #include "generic.h"
