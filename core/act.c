@@ -381,9 +381,13 @@ static int relu_run(sr_module *m, const sr_tensor *xv, sr_run *run, int jvp)
                     (const void *)((const char *)sr_data(xv) + off), sr_data(xv), n, run->k, rs);
     }
     /* The activation-pattern metrics (metrics.c) read the recorded input,
-     * stacked in a jvp; backward reads the saved one. */
-    if (run->record_relu || (!jvp && run->save))
+     * stacked in a jvp.  Backward needs only the pattern x > 0, which
+     * y = max(x, 0) holds as well (also for -0 and NaN): saving y lets the
+     * input, typically a BatchNorm output, go back to the pool once read. */
+    if (run->record_relu)
         sr_tensor_share(&m->saved, xv);
+    else if (!jvp && run->save)
+        sr_tensor_share(&m->saved, &m->out);
     return 0;
 }
 
@@ -392,15 +396,13 @@ static int relu_jvp(sr_module *m, const sr_tensor *xv, sr_run *run) { return rel
 
 static int relu_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
 {
-    (void)run;
     const sr_tensor *x = &m->saved;
     if (!x->storage)
         return sr_fail("relu backward: forward was not run with save");
-    if (sr_tensor_ensure_like(&m->gin, x))
+    if (sr_module_grad_input_like(m, run, x))
         return -1;
     /* one "primal" row holding everything, one tangent: gx = gy·[x > 0] */
     SR_DISPATCH(x->dtype, relu_tangents, sr_data(&m->gin), sr_data(gy), sr_data(x), 1, 1, sr_numel(x));
-    sr_tensor_free(&m->saved);
     return 0;
 }
 
@@ -447,15 +449,13 @@ static int gelu_jvp(sr_module *m, const sr_tensor *xv, sr_run *run) { return gel
 
 static int gelu_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
 {
-    (void)run;
     gelu_impl *g = m->impl;
     const sr_tensor *x = &m->saved;
     if (!x->storage)
         return sr_fail("gelu backward: forward was not run with save");
-    if (sr_tensor_ensure_like(&m->gin, x))
+    if (sr_module_grad_input_like(m, run, x))
         return -1;
     SR_DISPATCH(x->dtype, gelu_bwd, sr_data(&m->gin), sr_data(gy), sr_data(x), sr_numel(x), g->tanh_form);
-    sr_tensor_free(&m->saved);
     return 0;
 }
 
@@ -516,15 +516,13 @@ static int softmax_jvp(sr_module *m, const sr_tensor *xv, sr_run *run) { return 
 
 static int softmax_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
 {
-    (void)run;
     const sr_tensor *s = &m->saved;
     if (!s->storage)
         return sr_fail("softmax backward: forward was not run with save");
-    if (sr_tensor_ensure_like(&m->gin, s))
+    if (sr_module_grad_input_like(m, run, s))
         return -1;
     int64_t L = s->shape[s->ndim - 1], rows = sr_numel(s) / L;
     SR_DISPATCH(s->dtype, softmax_tangents, sr_data(&m->gin), sr_data(gy), sr_data(s), rows, 1, 1, L);
-    sr_tensor_free(&m->saved);
     return 0;
 }
 

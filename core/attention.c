@@ -339,11 +339,12 @@ static int attn_project_out(sr_module *m, int64_t n, int64_t T)
     return sr_linear_apply(&c->o, param_or_null(m, c->wo), param_or_null(m, c->bo), &m->out, n * T, 0);
 }
 
-/* A pass that keeps nothing for backward gives the scratch back to its
- * pool, so twelve blocks of ViT-B do not each keep their own. */
+/* A pass that keeps nothing for backward, and backward once done, give
+ * the scratch back to the pool, so twelve blocks of ViT-B do not each keep
+ * their own. */
 static void attn_scratch_done(attn_cfg *c, sr_run *run)
 {
-    sr_tensor *scratch[] = {&c->qkv, &c->att, &c->o, &c->wa, &c->wb};
+    sr_tensor *scratch[] = {&c->qkv, &c->att, &c->o, &c->wa, &c->wb, &c->go, &c->gqkv};
     for (size_t i = 0; i < sizeof scratch / sizeof *scratch; i++)
         sr_pool_put(run->pool, scratch[i]);
 }
@@ -411,10 +412,10 @@ static int attn_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
     if (!x->storage)
         return sr_fail("attention backward: forward was not run with save");
     int64_t N = x->shape[0], T = x->shape[1], D = c->dim;
-    if (sr_tensor_ensure_like(&m->gin, x) ||
-        sr_tensor_ensure(&c->go, x->dtype, 3, (int64_t[]){N, T, D}) ||
-        sr_tensor_ensure(&c->gqkv, x->dtype, 3, (int64_t[]){N, T, 3 * D}) ||
-        sr_tensor_ensure(&c->wa, x->dtype, 4, (int64_t[]){N, c->heads, T, T}))
+    if (sr_module_grad_input_like(m, run, x) ||
+        sr_pool_ensure(run->pool, &c->go, x->dtype, 3, (int64_t[]){N, T, D}) ||
+        sr_pool_ensure(run->pool, &c->gqkv, x->dtype, 3, (int64_t[]){N, T, 3 * D}) ||
+        sr_pool_ensure(run->pool, &c->wa, x->dtype, 4, (int64_t[]){N, c->heads, T, T}))
         return -1;
     void *gwi = NULL, *gbi = NULL, *gwo = NULL, *gbo = NULL;
     if (run->param_grads) {
@@ -434,7 +435,7 @@ static int attn_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
         SR_DISPATCH(x->dtype, proj_bwd, sr_data(&m->gin), gwi, gbi, sr_data(&c->gqkv), sr_data(x),
                     sr_data(&m->params[c->wi].value), N * T, D, 3 * D);
     }
-    sr_tensor_free(&m->saved);
+    attn_scratch_done(c, run);
     return 0;
 }
 

@@ -917,7 +917,7 @@ static int conv_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
     sr_wino_plan wp;
     if (!x->storage)
         return sr_fail("conv2d backward: forward was not run with save");
-    if (conv_geometry(&im->cfg, x, &g) || sr_tensor_ensure_like(&m->gin, x))
+    if (conv_geometry(&im->cfg, x, &g) || sr_module_grad_input_like(m, run, x))
         return -1;
     sr_param *w = &m->params[0], *b = im->cfg.bias ? &m->params[1] : NULL;
     void *gw = NULL, *gb = NULL;

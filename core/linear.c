@@ -131,7 +131,7 @@ static int linear_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
     const sr_tensor *x = &m->saved;
     if (!x->storage)
         return sr_fail("linear backward: forward was not run with save");
-    if (sr_tensor_ensure_like(&m->gin, x))
+    if (sr_module_grad_input_like(m, run, x))
         return -1;
     sr_param *w = &m->params[0], *b = c->bias ? &m->params[1] : NULL;
     void *gw = NULL, *gb = NULL;
@@ -147,7 +147,6 @@ static int linear_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
     }
     SR_DISPATCH(gy->dtype, linear_bwd, sr_data(&m->gin), gw, gb, sr_data(gy), sr_data(x),
                 sr_data(&w->value), sr_numel(x) / c->in, c->in, c->out);
-    sr_tensor_free(&m->saved);
     return 0;
 }
 

@@ -147,12 +147,22 @@ int sr_module_output_like(sr_module *m, sr_run *run, const sr_tensor *like)
     return sr_pool_ensure_like(run->pool, &m->out, like);
 }
 
+int sr_module_grad_input(sr_module *m, sr_run *run, sr_dtype dtype, int ndim, const int64_t *shape)
+{
+    return sr_pool_ensure(run->pool, &m->gin, dtype, ndim, shape);
+}
+
+int sr_module_grad_input_like(sr_module *m, sr_run *run, const sr_tensor *like)
+{
+    return sr_pool_ensure_like(run->pool, &m->gin, like);
+}
+
 /* Run one op.  The call that starts a pass lends it this module's pool for
  * its duration only (a run struct may outlive the model it first ran). */
 static int run_op(sr_module *m, const sr_tensor *x, sr_run *run,
                   int (*op)(sr_module *, const sr_tensor *, sr_run *))
 {
-    int root = !run->pool;
+    int root = !run->pool && !run->unpooled;
     if (root)
         run->pool = &m->pool;
     int rc = op(m, x, run);
@@ -167,6 +177,7 @@ static void ran(sr_module *m, sr_run *run)
 {
     m->out_ndim = m->out.ndim;
     memcpy(m->out_shape, m->out.shape, sizeof m->out_shape);
+    m->out_dtype = m->out.dtype;
     sr_run_record(run, m);
 }
 
@@ -195,22 +206,38 @@ int sr_module_jvp(sr_module *m, const sr_tensor *xv, sr_run *run)
     return 0;
 }
 
+/* Backward consumes what forward saved.  A reference of our own makes it
+ * go to the pass's pool (for the next step to reuse) rather than to free(),
+ * whether or not the op has already released m->saved. */
+static int backward_op(sr_module *m, const sr_tensor *gy, sr_run *run)
+{
+    sr_tensor saved = SR_TENSOR_INIT;
+    sr_tensor_share(&saved, &m->saved);
+    int rc = m->ops->backward(m, gy, run);
+    sr_pool_put(run->pool, &m->saved);
+    sr_pool_put(run->pool, &saved);
+    return rc;
+}
+
 int sr_module_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
 {
     if (sr_interrupted())
         return -1;
     if (!m->ops->backward)
         return sr_fail("%s: backward is not implemented", m->ops->kind);
-    if (!m->out.storage)
+    /* The output buffer itself may be back in a pool: check its record. */
+    if (!m->out_ndim)
         return sr_fail("%s backward: no forward pass recorded (run forward with save first)",
                        m->ops->kind);
-    if (!sr_same_shape(gy, &m->out))
+    sr_tensor out = {m->out_dtype, m->out_ndim, {0}, 0, NULL};
+    memcpy(out.shape, m->out_shape, sizeof out.shape);
+    if (!sr_same_shape(gy, &out))
         return sr_fail("%s backward: gradient %s does not match output %s", m->ops->kind,
-                       SR_SHAPE(gy), SR_SHAPE(&m->out));
-    if (gy->dtype != m->out.dtype)
+                       SR_SHAPE(gy), SR_SHAPE(&out));
+    if (gy->dtype != out.dtype)
         return sr_fail("%s backward: gradient is %s, output %s", m->ops->kind,
-                       sr_dtype_name(gy->dtype), sr_dtype_name(m->out.dtype));
-    return run_op(m, gy, run, m->ops->backward);
+                       sr_dtype_name(gy->dtype), sr_dtype_name(out.dtype));
+    return run_op(m, gy, run, backward_op);
 }
 
 /* --- tree utilities ---------------------------------------------------- */
@@ -417,17 +444,24 @@ int sr_module_set_default_tap(sr_module *m, const char *tap)
 }
 
 /* --- sequential -------------------------------------------------------- */
-/* A pass that saves nothing for backward calls this on each child once its
- * output has been consumed: the subtree's outputs go back to the pass's
- * pool, so peak memory is a few live activations rather than all of them.
- * Taps, ReLU records and the caller hold references of their own, which
- * keep those buffers out of the pool. */
+/* Called on each child once its output has been consumed: the subtree's
+ * outputs go back to the pass's pool, so peak memory is a few live
+ * activations rather than all of them.  Taps, ReLU records, the caller and,
+ * in a pass that saves for backward, the consumers' m->saved hold
+ * references of their own, which keep those buffers out of the pool: a
+ * saving pass thus holds what backward reads and nothing else (a
+ * BatchNorm output once the ReLU after it has saved its own output). */
 static void drop_outputs(sr_module *m, sr_run *run)
 {
     sr_pool_put(run->pool, &m->out);
     for (int i = 0; i < m->nchildren; i++)
         drop_outputs(m->children[i].m, run);
 }
+
+/* Backward's counterpart, once a child's input gradient has been read.
+ * After a module's backward only its own m->gin holds a gradient of its
+ * subtree (containers give their children's back), so no walk is needed. */
+static void drop_grad(sr_module *m, sr_run *run) { sr_pool_put(run->pool, &m->gin); }
 
 static int seq_run(sr_module *m, const sr_tensor *x, sr_run *run, int jvp)
 {
@@ -444,7 +478,7 @@ static int seq_run(sr_module *m, const sr_tensor *x, sr_run *run, int jvp)
                 sr_tensor_free(&m->children[j].m->out);
         if (jvp ? sr_module_jvp(c, cur, run) : sr_module_forward(c, cur, run))
             return sr_fail_context("%s", *m->children[i].name ? m->children[i].name : c->ops->kind);
-        if (!run->save && i > 0)
+        if (i > 0)
             drop_outputs(m->children[i - 1].m, run);
         cur = &c->out;
         if (run->stopped) {
@@ -464,15 +498,19 @@ static int seq_jvp(sr_module *m, const sr_tensor *x, sr_run *run) { return seq_r
 static int seq_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
 {
     const sr_tensor *g = gy;
-    sr_tensor_free(&m->gin);
+    sr_pool_put(run->pool, &m->gin);
     int last = m->stop_at >= 0 ? m->stop_at : m->nchildren - 1;
     for (int i = last; i >= 0; i--) {
         sr_module *c = m->children[i].m;
         if (sr_module_backward(c, g, run))
             return sr_fail_context("%s", *m->children[i].name ? m->children[i].name : c->ops->kind);
+        if (i < last)
+            drop_grad(m->children[i + 1].m, run);
         g = &c->gin;
     }
     sr_tensor_share(&m->gin, g);
+    if (last >= 0)
+        drop_grad(m->children[0].m, run);
     return 0;
 }
 
@@ -530,9 +568,9 @@ static int res_run(sr_module *m, const sr_tensor *x, sr_run *run, int jvp)
     }
     if (add_into(run->pool, &m->out, &body->out, skip, "residual"))
         return -1;
-    if (!run->save)
-        for (int i = 0; i < m->nchildren; i++)
-            drop_outputs(m->children[i].m, run);
+    /* Backward reads neither branch's output (see drop_outputs). */
+    for (int i = 0; i < m->nchildren; i++)
+        drop_outputs(m->children[i].m, run);
     return 0;
 }
 
@@ -547,18 +585,17 @@ static int res_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
         if (sr_module_backward(c, gy, run))
             return -1;
         sr_tensor_share(&m->gin, &c->gin);
+        drop_grad(c, run);
         return 0;
     }
-    sr_module *body = m->children[0].m;
-    if (sr_module_backward(body, gy, run))
+    sr_module *body = m->children[0].m, *sc = m->nchildren == 2 ? m->children[1].m : NULL;
+    if (sr_module_backward(body, gy, run) || (sc && sr_module_backward(sc, gy, run)))
         return -1;
-    if (m->nchildren == 2) {
-        sr_module *sc = m->children[1].m;
-        if (sr_module_backward(sc, gy, run))
-            return -1;
-        return add_into(NULL, &m->gin, &body->gin, &sc->gin, "residual backward");
-    }
-    return add_into(NULL, &m->gin, &body->gin, gy, "residual backward");
+    int rc = add_into(run->pool, &m->gin, &body->gin, sc ? &sc->gin : gy, "residual backward");
+    drop_grad(body, run);
+    if (sc)
+        drop_grad(sc, run);
+    return rc;
 }
 
 static const sr_module_ops res_ops = {"residual", res_forward, res_jvp, res_backward, NULL, NULL, NULL};

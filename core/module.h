@@ -14,9 +14,14 @@
  *             dL/dθ into each trainable parameter's grad.
  *
  * Buffers: a module owns its output (m->out) and input-gradient (m->gin)
- * tensors and reuses them across calls through sr_tensor_ensure.  Whoever
- * wants to keep a result takes a reference (sr_tensor_share); the module then
- * allocates a fresh buffer next time instead of overwriting it.
+ * tensors, lent by the pass's pool (sr_module_output, sr_module_grad_input).
+ * Containers give a child's buffers back once its consumer has read them:
+ * outputs during forward (what backward needs is held by the consumers'
+ * m->saved references, not by m->out), gradients during backward, and
+ * sr_module_backward returns m->saved.  So a training step holds the saved
+ * activations plus a few live gradients, and afterwards only the root's
+ * output and input gradient.  Whoever wants to keep a result takes a
+ * reference (sr_tensor_share): a referenced buffer never goes to a pool.
  *
  * Names: a child is stored with its name in the parent ("conv1", "0").  An
  * empty name is transparent: the child's parameters and children appear
@@ -62,9 +67,13 @@ typedef struct sr_run {
      * that call (leave it NULL).  A pass without run->save returns each
      * activation to it once consumed. */
     sr_pool *pool;
+    /* Run without a pool: nothing is lent, whatever is given back is freed
+     * (a reference for the pooling, and use-after-give-back becomes a
+     * use-after-free that the sanitizers see). */
+    int unpooled;
 } sr_run;
 
-#define SR_RUN_INIT {0, 0, 0, 0, 0, NULL, NULL, 0, 0, 0, 0, NULL}
+#define SR_RUN_INIT {0, 0, 0, 0, 0, NULL, NULL, 0, 0, 0, 0, NULL, 0}
 
 typedef struct sr_module_ops {
     const char *kind; /* "conv2d", "sequential", ... */
@@ -105,10 +114,11 @@ struct sr_module {
     /* Containers: child index where the last pass stopped at a tap (-1:
      * ran to the end), so backward starts from the tap, not the output. */
     int stop_at;
-    /* Shape of the last output, kept when a pass has returned the buffer to
-     * the pool (m:summary reads it). */
+    /* Shape and dtype of the last output, kept when a pass has returned the
+     * buffer to the pool (m:summary and backward's checks read them). */
     int out_ndim;
     int64_t out_shape[SR_MAXDIM];
+    sr_dtype out_dtype;
     /* Spare buffers of passes started at this module (see sr_run.pool). */
     sr_pool pool;
 };
@@ -137,6 +147,9 @@ int sr_module_backward(sr_module *m, const sr_tensor *gy, sr_run *run);
  * else one lent from the pass's pool, else fresh (sr_tensor_ensure). */
 int sr_module_output(sr_module *m, sr_run *run, sr_dtype dtype, int ndim, const int64_t *shape);
 int sr_module_output_like(sr_module *m, sr_run *run, const sr_tensor *like);
+/* The same for m->gin in backward. */
+int sr_module_grad_input(sr_module *m, sr_run *run, sr_dtype dtype, int ndim, const int64_t *shape);
+int sr_module_grad_input_like(sr_module *m, sr_run *run, const sr_tensor *like);
 /* Called by containers after each child: records taps, sets run->stopped. */
 void sr_run_record(sr_run *run, const sr_module *child);
 /* Release the tap outputs held by run (not the array itself). */

@@ -509,7 +509,7 @@ static int bn_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
     const sr_tensor *x = &m->saved;
     if (!x->storage)
         return sr_fail("batchnorm2d backward: forward was not run with save");
-    if (sr_tensor_ensure_like(&m->gin, x))
+    if (sr_module_grad_input_like(m, run, x))
         return -1;
     void *gw = NULL, *gb = NULL;
     if (run->param_grads &&
@@ -518,7 +518,6 @@ static int bn_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
     param_f64(c->w, &m->params[BN_W]);
     SR_DISPATCH(x->dtype, bn_bwd, sr_data(&m->gin), gw, gb, sr_data(gy), sr_data(x), x->shape[0], c->C,
                 x->shape[2] * x->shape[3], c->smu, c->srstd, c->w, c->saved_train);
-    sr_tensor_free(&m->saved);
     return 0;
 }
 
@@ -648,7 +647,7 @@ static int ln_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
     int64_t G;
     if (!x->storage)
         return sr_fail("layernorm backward: forward was not run with save");
-    if (ln_layout(m, x, &G) || sr_tensor_ensure_like(&m->gin, x))
+    if (ln_layout(m, x, &G) || sr_module_grad_input_like(m, run, x))
         return -1;
     int64_t n = x->shape[0];
     if (sr_tensor_ensure(&c->stats, SR_F64, 1, (int64_t[]){2 * n * G}))
@@ -663,7 +662,6 @@ static int ln_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
         SR_DISPATCH(x->dtype, ln_param_grads, gw, gb, sr_data(gy), sr_data(x), sr_f64(&c->stats), n, G, c->D,
                     c->channels);
     }
-    sr_tensor_free(&m->saved);
     return 0;
 }
 
@@ -758,9 +756,8 @@ static int nz_jvp(sr_module *m, const sr_tensor *xv, sr_run *run) { return nz_ru
 /* gx = gy / std: the linear part alone, so no input needs saving. */
 static int nz_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
 {
-    (void)run;
     nz_impl *c = m->impl;
-    if (sr_tensor_ensure_like(&m->gin, gy))
+    if (sr_module_grad_input_like(m, run, gy))
         return -1;
     SR_DISPATCH(gy->dtype, chan_affine, sr_data(&m->gin), sr_data(gy), gy->shape[0], 0, c->C,
                 sr_rowsize(gy) / c->C, c->mean, c->inv, NULL);

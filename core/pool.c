@@ -361,14 +361,13 @@ static int pool_jvp(sr_module *m, const sr_tensor *xv, sr_run *run)
 
 static int pool_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
 {
-    (void)run;
     pool_impl *c = m->impl;
     if (c->kind == POOL_MAX && !c->saved)
         return sr_fail("maxpool2d backward: forward was not run with save");
     sr_tensor x = {gy->dtype, 4, {0}, 0, NULL};
     memcpy(x.shape, c->in_shape, sizeof c->in_shape);
     pool_geom g;
-    if (pool_geometry(c, &x, &g) || sr_tensor_ensure(&m->gin, gy->dtype, 4, c->in_shape))
+    if (pool_geometry(c, &x, &g) || sr_module_grad_input(m, run, gy->dtype, 4, c->in_shape))
         return -1;
     int64_t planes = c->in_shape[0] * c->in_shape[1];
     if (c->kind == POOL_MAX) {
@@ -568,8 +567,9 @@ static int permute_run(sr_module *m, const sr_tensor *x, sr_run *run)
 
 static int permute_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
 {
-    (void)run;
     permute_impl *c = m->impl;
+    if (sr_module_grad_input_like(m, run, gy))
+        return -1;
     return sr_permute_apply(&m->gin, gy, c->nd, c->inv);
 }
 

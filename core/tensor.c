@@ -194,8 +194,11 @@ int sr_pool_ensure(sr_pool *p, sr_tensor *t, sr_dtype dtype, int ndim, const int
             own = 1;
         }
     }
-    if (!own)
+    if (!own) {
+        if (p)
+            p->fresh++;
         return sr_tensor_alloc(t, dtype, ndim, shp);
+    }
     t->offset = 0;
     set_shape(t, dtype, ndim, shp);
     return 0;

@@ -73,16 +73,18 @@ int sr_tensor_ensure_like(sr_tensor *out, const sr_tensor *like);
 void sr_tensor_free(sr_tensor *t);
 
 /* A pool of spare storages, owned by whoever runs a sequence of passes (a
- * model: core/module.c).  A pass that keeps nothing for backward puts each
- * activation back once its consumer has run, and the next layer's buffer is
- * lent from the pool, so peak memory is the few live activations instead of
- * all of them, and a warm pool never touches fresh pages (first touch is
- * slow on these VMs).  Not shared between threads. */
+ * model: core/module.c).  A pass puts each activation back once its
+ * consumer has run (unless backward holds it), backward does the same with
+ * gradients and saved inputs, and the next buffer is lent from the pool, so
+ * peak memory is the live buffers instead of all of them, and a warm pool
+ * never touches fresh pages (first touch is slow on these VMs).  Not shared
+ * between threads. */
 typedef struct sr_pool {
     int n, cap;
     sr_storage **blocks;
+    long fresh; /* storages its lending had to allocate (a warm pool adds none) */
 } sr_pool;
-#define SR_POOL_INIT {0, 0, NULL}
+#define SR_POOL_INIT {0, 0, NULL, 0}
 /* Release t.  When t held the last reference to its storage, the storage
  * goes to the pool (p may be NULL: then it is freed). */
 void sr_pool_put(sr_pool *p, sr_tensor *t);

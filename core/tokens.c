@@ -165,10 +165,10 @@ static int to_tokens_run(sr_module *m, const sr_tensor *x, sr_run *run)
 
 static int to_tokens_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
 {
-    (void)run;
     to_tokens_impl *c = m->impl;
     sr_tensor g4 = SR_TENSOR_INIT;
-    if (sr_tensor_reshape(&g4, gy, 4, (int64_t[]){gy->shape[0], c->h, c->w, gy->shape[2]}))
+    if (sr_module_grad_input_like(m, run, gy) ||
+        sr_tensor_reshape(&g4, gy, 4, (int64_t[]){gy->shape[0], c->h, c->w, gy->shape[2]}))
         return -1;
     int rc = sr_permute_apply(&m->gin, &g4, 4, (const int[]){0, 3, 1, 2});
     sr_tensor_free(&g4);
@@ -226,7 +226,7 @@ static int cls_pos_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
 {
     cls_pos_impl *c = m->impl;
     int64_t rows = gy->shape[0];
-    if (sr_tensor_ensure(&m->gin, gy->dtype, 3, (int64_t[]){rows, c->patches, c->dim}))
+    if (sr_module_grad_input(m, run, gy->dtype, 3, (int64_t[]){rows, c->patches, c->dim}))
         return -1;
     void *gcls = NULL, *gpos = NULL;
     if (run->param_grads) {
@@ -311,10 +311,9 @@ static int token_select_run(sr_module *m, const sr_tensor *x, sr_run *run)
 
 static int token_select_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
 {
-    (void)run;
     token_select_impl *c = m->impl;
     int64_t rows = gy->shape[0], D = gy->shape[1];
-    if (sr_tensor_ensure(&m->gin, gy->dtype, 3, (int64_t[]){rows, c->tokens, D}))
+    if (sr_module_grad_input(m, run, gy->dtype, 3, (int64_t[]){rows, c->tokens, D}))
         return -1;
     SR_DISPATCH(gy->dtype, token_select_bwd, sr_data(&m->gin), sr_data(gy), rows, c->tokens, D,
                 c->mean, c->first);
@@ -420,7 +419,7 @@ static int layer_scale_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
     int64_t outer, S;
     if (!x->storage)
         return sr_fail("layer_scale backward: forward was not run with save");
-    if (scale_layout(m, x, &outer, &S) || sr_tensor_ensure_like(&m->gin, x))
+    if (scale_layout(m, x, &outer, &S) || sr_module_grad_input_like(m, run, x))
         return -1;
     sr_param *g = &m->params[0];
     SR_DISPATCH(gy->dtype, scale_fwd, sr_data(&m->gin), sr_data(gy), sr_data(&g->value), outer, c->dim, S);
@@ -430,7 +429,6 @@ static int layer_scale_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
             return -1;
         SR_DISPATCH(gy->dtype, scale_grad, gg, sr_data(gy), sr_data(x), outer, c->dim, S);
     }
-    sr_tensor_free(&m->saved);
     return 0;
 }
 

@@ -123,18 +123,17 @@ TEST(module_pass_returns_buffers_to_the_pool)
     CHECK(n2 > 0 && n2 == n3 && memcmp(set2, set3, (size_t)n2 * sizeof *set2) == 0,
           "a warm pool serves the pass from its own blocks (%d then %d blocks)", n2, n3);
 
-    /* The same bits as a pass that saves for backward, which keeps every output. */
+    /* The same bits as a pass that saves for backward (which holds its
+     * activations through the layers' saved inputs, see below). */
     sr_run save = SR_RUN_INIT;
     save.save = 1;
     CHECK_OK(sr_module_forward(m, &x, &save));
     CHECK(max_abs_diff(&m->out, &first) == 0, "pooled passes differ from the save pass by %g",
           max_abs_diff(&m->out, &first));
-    tree_stats all = {0};
-    sr_module_walk(m, stats_cb, &all);
-    CHECK(all.held >= 12, "a save pass keeps every output (%d held)", all.held);
 
-    /* A tap inside the residual block survives the pass that frees around it. */
-    sr_tensor tap_out[1] = {SR_TENSOR_INIT};
+    /* A tap inside the residual block survives the pass that frees around
+     * it, and a saving pass records the same bits there. */
+    sr_tensor tap_out[1] = {SR_TENSOR_INIT}, tap_save[1] = {SR_TENSOR_INIT};
     const sr_module *taps[1] = {block};
     sr_run tr = SR_RUN_INIT;
     tr.ntaps = 1;
@@ -143,9 +142,14 @@ TEST(module_pass_returns_buffers_to_the_pool)
     CHECK_OK(sr_module_forward(m, &x, &tr));
     sr_run save2 = SR_RUN_INIT;
     save2.save = 1;
+    save2.ntaps = 1;
+    save2.taps = taps;
+    save2.tap_out = tap_save;
     CHECK_OK(sr_module_forward(m, &x, &save2));
-    CHECK(max_abs_diff(&tap_out[0], &block->out) == 0, "tap output differs from the save pass");
+    CHECK(tap_save[0].storage && max_abs_diff(&tap_out[0], &tap_save[0]) == 0,
+          "tap output differs from the save pass");
     sr_run_clear(&tr);
+    sr_run_clear(&save2);
 
     /* jvp passes reuse the same pool and stay exact. */
     sr_tensor xv = SR_TENSOR_INIT, j1 = SR_TENSOR_INIT;
@@ -193,5 +197,130 @@ TEST(module_pass_returns_buffers_to_the_pool)
     sr_tensor *ts[] = {&x, &first, &y, &xv, &j1, &gy, &gx, &x2, &ref2};
     for (size_t i = 0; i < sizeof ts / sizeof *ts; i++)
         sr_tensor_free(ts[i]);
+    sr_module_release(m);
+}
+
+/* Parameter gradients, in walk order, copied into g (at most 16). */
+typedef struct {
+    sr_tensor *g;
+    int n;
+} grads_copy;
+
+static int copy_grad_cb(const char *path, sr_param *p, sr_module *owner, void *ud)
+{
+    (void)path;
+    (void)owner;
+    grads_copy *c = ud;
+    if (!p->trainable)
+        return 0;
+    if (c->n >= 16 || !p->grad.storage)
+        return sr_fail("%s: no gradient", path);
+    return sr_tensor_copy(&c->g[c->n++], &p->grad);
+}
+
+/* Buffers the tree holds: modules holding an output, an input gradient, and
+ * the distinct storages of the saved inputs (at most 32). */
+typedef struct {
+    int out, gin, nsaved;
+    const sr_storage *saved[32];
+} held_stats;
+
+static int held_cb(const char *path, sr_module *m, int depth, void *ud)
+{
+    (void)path;
+    (void)depth;
+    held_stats *h = ud;
+    h->out += m->out.storage != NULL;
+    h->gin += m->gin.storage != NULL;
+    if (!m->saved.storage)
+        return 0;
+    for (int i = 0; i < h->nsaved; i++)
+        if (h->saved[i] == m->saved.storage)
+            return 0;
+    if (h->nsaved < 32)
+        h->saved[h->nsaved++] = m->saved.storage;
+    return 0;
+}
+
+/* forward (save) + backward from gy with parameter gradients; the input and
+ * parameter gradients are copied into gx and g. */
+static int train_pass(sr_module *m, const sr_tensor *x, const sr_tensor *gy, int unpooled, held_stats *after_fwd,
+                      sr_tensor *gx, grads_copy *g)
+{
+    sr_run run = SR_RUN_INIT;
+    run.save = 1;
+    run.param_grads = 1;
+    run.unpooled = unpooled;
+    sr_module_zero_grad(m);
+    if (sr_module_forward(m, x, &run))
+        return -1;
+    *after_fwd = (held_stats){0};
+    sr_module_walk(m, held_cb, after_fwd);
+    if (sr_module_backward(m, gy, &run))
+        return -1;
+    g->n = 0;
+    return sr_tensor_copy(gx, &m->gin) || sr_module_walk_params(m, copy_grad_cb, g);
+}
+
+TEST(module_training_step_holds_only_what_backward_needs)
+{
+    sr_module *block = NULL, *m = make_net(&block);
+    CHECK(m, "net: %s", sr_errmsg());
+    sr_module_set_training(m, 1); /* BatchNorm on batch statistics: every pass alike */
+    sr_tensor x = SR_TENSOR_INIT, gy = SR_TENSOR_INIT, gx_ref = SR_TENSOR_INIT, gx = SR_TENSOR_INIT;
+    sr_tensor gref[16] = {SR_TENSOR_INIT}, gp[16] = {SR_TENSOR_INIT};
+    grads_copy ref = {gref, 0}, cur = {gp, 0};
+    CHECK_OK(check_randn(&x, 4, (int64_t[]){3, 3, 12, 12}, 1));
+    CHECK_OK(check_randn(&gy, 2, (int64_t[]){3, 5}, 3));
+
+    /* The reference: nothing lent, every buffer given back is freed. */
+    held_stats h;
+    CHECK_OK(train_pass(m, &x, &gy, 1, &h, &gx_ref, &ref));
+    CHECK(ref.n == 12, "%d parameter gradients", ref.n);
+    CHECK(m->pool.n == 0 && m->pool.fresh == 0, "an unpooled pass used the pool");
+
+    long fresh[4] = {0};
+    void *set[4][66];
+    int nset[4] = {0};
+    for (int step = 1; step <= 3; step++) {
+        CHECK_OK(train_pass(m, &x, &gy, 0, &h, &gx, &cur));
+        /* After forward: the input, the outputs of conv1, relu, the block's
+         * conv1 and relu, relu2 and the global pool (fc's saved input is
+         * a view of it), read by backward through the layers' saved
+         * references; root and fc share the logits.  Not held: the BatchNorm
+         * outputs (each ReLU saves its own output), the block's conv2 and
+         * sum, the flatten view's own reference. */
+        CHECK(h.out == 2, "step %d: %d modules hold an output after forward", step, h.out);
+        CHECK(h.nsaved == 7, "step %d: %d distinct saved buffers after forward (want 7)", step, h.nsaved);
+        CHECK(max_abs_diff(&gx, &gx_ref) == 0, "step %d: input gradient differs from the unpooled pass", step);
+        for (int i = 0; i < ref.n; i++)
+            CHECK(max_abs_diff(&gp[i], &gref[i]) == 0, "step %d: parameter gradient %d differs from unpooled",
+                  step, i);
+        /* After backward: only the logits and the root's input gradient. */
+        held_stats after = {0};
+        sr_module_walk(m, held_cb, &after);
+        CHECK(after.out == 2 && after.gin == 1 && after.nsaved == 0,
+              "step %d: after the step %d outputs, %d gradients, %d saved buffers are held", step, after.out,
+              after.gin, after.nsaved);
+        /* Every buffer of the step, in the pool or still held. */
+        fresh[step] = m->pool.fresh;
+        nset[step] = pool_set(&m->pool, set[step]);
+        set[step][nset[step]++] = m->out.storage;
+        set[step][nset[step]++] = m->gin.storage;
+        qsort(set[step], (size_t)nset[step], sizeof *set[step], cmp_ptr);
+    }
+    /* A warm pool serves the next step: no fresh allocation, the same blocks. */
+    CHECK(fresh[3] == fresh[2] && fresh[2] == fresh[1], "warm steps allocated %ld then %ld buffers",
+          fresh[2] - fresh[1], fresh[3] - fresh[2]);
+    CHECK(nset[2] == nset[3] && memcmp(set[2], set[3], (size_t)nset[2] * sizeof *set[2]) == 0,
+          "the second and third steps use different buffers (%d then %d)", nset[2], nset[3]);
+
+    sr_tensor *ts[] = {&x, &gy, &gx_ref, &gx};
+    for (size_t i = 0; i < sizeof ts / sizeof *ts; i++)
+        sr_tensor_free(ts[i]);
+    for (int i = 0; i < 16; i++) {
+        sr_tensor_free(&gref[i]);
+        sr_tensor_free(&gp[i]);
+    }
     sr_module_release(m);
 }
