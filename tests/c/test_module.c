@@ -324,3 +324,23 @@ TEST(module_training_step_holds_only_what_backward_needs)
     }
     sr_module_release(m);
 }
+
+/* The pool lends best fit, but never a block far bigger than asked: a
+ * small tensor that outlives the pass (an output held by Lua until the
+ * collector runs) would pin it. */
+TEST(pool_does_not_lend_a_far_bigger_block)
+{
+    sr_pool pool = {0};
+    sr_tensor big = SR_TENSOR_INIT, small = SR_TENSOR_INIT, mid = SR_TENSOR_INIT;
+    int64_t nbig = 2 << 20, nsmall = 256, nmid = (int64_t)1 << 20; /* float32: 8 MB, 1 KB, 4 MB */
+    CHECK_OK(sr_pool_ensure(&pool, &big, SR_F32, 1, &nbig));
+    const void *block = sr_data(&big);
+    sr_pool_put(&pool, &big);
+    CHECK_OK(sr_pool_ensure(&pool, &small, SR_F32, 1, &nsmall));
+    CHECK(sr_data(&small) != block && pool.n == 1, "a 1 KB tensor was lent the 8 MB block");
+    CHECK_OK(sr_pool_ensure(&pool, &mid, SR_F32, 1, &nmid));
+    CHECK(sr_data(&mid) == block && pool.n == 0, "a 4 MB tensor was not lent the 8 MB block");
+    sr_tensor_free(&small);
+    sr_tensor_free(&mid);
+    sr_pool_clear(&pool);
+}
