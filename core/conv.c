@@ -404,18 +404,8 @@ static int SR_FN(conv_bwd)(real *gx, real *gw, real *gb, const real *gy, const r
             }
         }
     }
-    if (gb) {
-        for (int64_t o = 0; o < g->o; o++) {
-            real s = 0;
-            for (int64_t i = 0; i < g->n; i++) {
-                const real *r = gy + i * ys + o * P;
-                _Pragma("omp simd reduction(+ : s)")
-                for (int64_t p = 0; p < P; p++)
-                    s += r[p];
-            }
-            gb[o] += s;
-        }
-    }
+    if (gb)
+        SR_FN(sr_bias_grad)(gb, gy, g->n, g->o, P);
     return 0;
 }
 

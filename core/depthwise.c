@@ -130,10 +130,9 @@ static int SR_FN(dw_fwd)(real *y, const real *x, const real *w, const real *b, c
     dw_plan_make(g, DW_BLOCK, &p);
     const int64_t mult = g->o / g->c, HW = g->h * g->w, P = g->ho * g->wo, S = SR_FN(dw_scratch)(&p);
     const int T = dw_threads(g->n * g->o * P * p.kk);
-    real *scratch = malloc((size_t)(T * S) * sizeof(real));
+    real *scratch = dw_scratch_alloc(T * S, sizeof(real));
     if (!scratch)
-        return sr_fail("conv2d: depthwise scratch of %lld bytes: out of memory",
-                       (long long)(T * S * (int64_t)sizeof(real)));
+        return -1;
 #pragma omp parallel for collapse(2) schedule(static) num_threads(T)
     for (int64_t n = 0; n < g->n; n++)
         for (int64_t o = 0; o < g->o; o++) {
@@ -177,10 +176,9 @@ static int SR_FN(dw_bwd)(real *gx, real *gw, real *gb, const real *gy, const rea
     const int64_t mult = g->o / g->c, HW = g->h * g->w, P = g->ho * g->wo, kk = p.kk;
     const int64_t S = SR_FN(dw_scratch)(&p);
     const int T = dw_threads(g->n * g->o * P * kk);
-    real *scratch = malloc((size_t)(T * S) * sizeof(real));
+    real *scratch = dw_scratch_alloc(T * S, sizeof(real));
     if (!scratch)
-        return sr_fail("conv2d: depthwise scratch of %lld bytes: out of memory",
-                       (long long)(T * S * (int64_t)sizeof(real)));
+        return -1;
 #pragma omp parallel for collapse(2) schedule(static) num_threads(T)
     for (int64_t n = 0; n < g->n; n++)
         for (int64_t c = 0; c < g->c; c++) {
@@ -322,6 +320,15 @@ static void dw_plan_make(const sr_dw_geom *g, int64_t block, dw_plan *p)
 }
 
 static int dw_threads(int64_t work) { return work > DW_OMP_MIN ? omp_get_max_threads() : 1; }
+
+/* T threads' scratch of S elements each (n = T·S); NULL after sr_fail. */
+static void *dw_scratch_alloc(int64_t n, size_t es)
+{
+    void *p = malloc((size_t)n * es);
+    if (!p)
+        sr_fail("conv2d: depthwise scratch of %lld bytes: out of memory", (long long)(n * (int64_t)es));
+    return p;
+}
 
 #define SR_GENERIC_FILE "depthwise.c"
 #include "generic.h"

@@ -333,6 +333,20 @@ static void SR_FN(transpose)(real *y, const real *x, int64_t m, int64_t n)
                     y[j * m + i] = x[i * n + j];
 }
 
+void SR_FN(sr_bias_grad)(real *gb, const real *gy, int64_t n, int64_t c, int64_t P)
+{
+    for (int64_t o = 0; o < c; o++) {
+        real s = 0;
+        for (int64_t i = 0; i < n; i++) {
+            const real *r = gy + (i * c + o) * P;
+            _Pragma("omp simd reduction(+ : s)")
+            for (int64_t p = 0; p < P; p++)
+                s += r[p];
+        }
+        gb[o] += s;
+    }
+}
+
 static int64_t SR_FN(find_nonfinite)(const real *x, int64_t n)
 {
     for (int64_t i = 0; i < n; i++)

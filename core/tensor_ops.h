@@ -99,6 +99,10 @@ int sr_index_select(sr_tensor *out, const sr_tensor *a, const int64_t *idx, int6
 /* a += b over n raw elements of type dt (summing per-thread partial
  * gradients inside kernels). */
 void sr_add_into(sr_dtype dt, void *a, const void *b, int64_t n);
+/* gb[o] += Σ over images and pixels of gy (n, c, P): the bias gradient of
+ * a convolution, typed (called from kernels written over `real`). */
+void sr_bias_grad_f32(float *gb, const float *gy, int64_t n, int64_t c, int64_t P);
+void sr_bias_grad_f64(double *gb, const double *gy, int64_t n, int64_t c, int64_t P);
 
 /* --- checks ------------------------------------------------------------- */
 

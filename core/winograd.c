@@ -378,21 +378,6 @@ static int SR_FN(wino_bwd_part)(const wino_ctx *cx, int t)
     return 0;
 }
 
-static void SR_FN(wino_bias_grad)(real *gb, const real *gy, const sr_wino_geom *g)
-{
-    const int64_t P = g->ho * g->wo;
-    for (int64_t o = 0; o < g->o; o++) {
-        real s = 0;
-        for (int64_t i = 0; i < g->n; i++) {
-            const real *r = gy + (i * g->o + o) * P;
-            _Pragma("omp simd reduction(+ : s)")
-            for (int64_t p = 0; p < P; p++)
-                s += r[p];
-        }
-        gb[o] += s;
-    }
-}
-
 #else /* generic part */
 
 #include <cblas.h>
@@ -450,9 +435,9 @@ static void wino_cut(wino_ctx *cx, const sr_wino_plan *pl, int bwd, size_t es)
     if ((size_t)pl->max_workspace < budget)
         budget = (size_t)pl->max_workspace;
     int64_t rpc = (int64_t)(budget / per_row), wide = (WINO_MIN_COLS + g->tw - 1) / g->tw;
+    int64_t most_ws = (int64_t)((size_t)pl->max_workspace / per_row);
     if (rpc < wide)
-        rpc = (int64_t)((size_t)pl->max_workspace / per_row) < wide ? (int64_t)((size_t)pl->max_workspace / per_row)
-                                                                     : wide;
+        rpc = most_ws < wide ? most_ws : wide;
     int T = sr_threads_get();
     int split = pl->split == 1 ? 1 : pl->split == 2 ? 0 : T > 1;
     if (split && T < 2)
@@ -518,7 +503,7 @@ int sr_wino_backward(sr_dtype dt, void *gx, void *gw, void *gb, const void *gy, 
                      const sr_wino_geom *g, const sr_wino_plan *pl, sr_pool *pool)
 {
     if (gb)
-        SR_DISPATCH(dt, wino_bias_grad, gb, gy, g);
+        SR_DISPATCH(dt, sr_bias_grad, gb, gy, g->n, g->o, g->ho * g->wo);
     if (!gx && !gw)
         return 0;
     wino_ctx cx = {.dt = dt, .g = g, .gx = gx, .gy = gy, .x = x};
