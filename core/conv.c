@@ -743,7 +743,7 @@ static int conv_split(const conv_impl *im, const conv_geom *g, size_t es, int fw
     int64_t chunks = (g->n + whole.nimg - 1) / whole.nimg;
     int split = im->cfg.split == CONV_SPLIT_IMAGES ? g->n > 1
               : im->cfg.split == CONV_SPLIT_GEMM  ? 0
-                                                  : T > 1 && (chunks % T == 0 || chunks >= 8 * T);
+                                                  : T > 1 && (chunks % T == 0 || chunks >= 8 * T || g->n >= 8 * T);
     if (split && T < 2)
         T = 2; /* forced: tests drive this path on one thread too */
     if (T > g->n)
@@ -823,20 +823,23 @@ static int conv_bwd_cb(void *ctx, int t)
  * With few channels its 16 GEMMs have a short K (= C) and the transforms,
  * linear in C + O, weigh more; with few tiles the GEMMs are narrow and the
  * weight gradient's K (= tiles) short; an odd output wastes a quarter of
- * the last tile row and column (7x7: 64 outputs computed for 49).
- * Measured on 1 thread against im2col, forward / backward: 128->128 at
- * 16x16, batch 128: 1.51x / 1.42x; 64->64 at 56x56, batch 8: 1.33x / 1.68x;
- * 512->512 at 7x7, batch 8 (128 tiles): 0.83x / 0.59x; 64->64 at 7x7,
- * batch 128: 0.88x / 1.33x.  algo = "winograd" takes it wherever it applies. */
+ * the last tile row and column (7x7: 64 outputs computed for 49), which
+ * many tiles pay back.  Measured on 2 threads against im2col, forward /
+ * backward: 16->16 at 28x28, batch 128: 1.5x / 2.4x; 64->64 at 56x56,
+ * batch 8: 1.33x / 1.68x (1 thread); at 7x7, 512->512, batch 8 (128
+ * tiles): 0.66x / 0.77x; batch 16 (256 tiles): 0.88x / 1.02x; batch 32
+ * (512 tiles): 1.18x / 1.32x; 64->64, batch 128: 1.23x / 1.09x.
+ * algo = "winograd" takes it wherever it applies. */
 static int conv_winograd(const conv_cfg *c, const conv_geom *g, sr_wino_geom *wg, sr_wino_plan *wp)
 {
     if (c->kh != 3 || c->kw != 3 || c->sh != 1 || c->sw != 1 || c->dh != 1 || c->dw != 1 || c->groups != 1 ||
         c->ph > 2 || c->pw > 2)
         return 0;
-    int64_t th = (g->ho + 1) / 2, tw = (g->wo + 1) / 2;
+    int64_t th = (g->ho + 1) / 2, tw = (g->wo + 1) / 2, tiles = g->n * th * tw, used = 100 * g->P;
+    int worth = tiles >= CONV_WINO_TILES && used >= 85 * 4 * th * tw;
+    worth |= tiles >= 2 * CONV_WINO_TILES && used >= 75 * 4 * th * tw;
     if (c->algo != CONV_WINOGRAD &&
-        !(c->algo == CONV_AUTO && g->c >= CONV_WINO_CH && g->o >= CONV_WINO_CH &&
-          g->n * th * tw >= CONV_WINO_TILES && 100 * g->P >= 85 * 4 * th * tw))
+        !(c->algo == CONV_AUTO && g->c >= CONV_WINO_CH && g->o >= CONV_WINO_CH && worth))
         return 0;
     sr_wino_geom_make(wg, g->n, g->c, g->h, g->w, g->o, g->ph, g->pw);
     wp->max_workspace = c->max_workspace;

@@ -117,85 +117,125 @@ static void SR_FN(wino_in)(real *V, int64_t ld, const real *x, const sr_wino_geo
     }
 }
 
-/* Adjoint of wino_in: gx += B ∂V Bᵀ for every tile of tile rows [R0, R1)
- * (gx rows shared with tile rows outside the range are added to as well:
- * the caller keeps ranges of different threads on different images). */
-static void SR_FN(wino_in_adj)(real *gx, const real *GV, int64_t ld, const sr_wino_geom *g, int64_t R0,
-                               int64_t R1, real *s)
+/* gx row ih (skipped outside the plane) at columns 2q − pw = e[q] and
+ * 2q + 1 − pw = od[q], stored or (add) added. */
+static void SR_FN(wino_put_row)(real *gc, const real *e, const real *od, int64_t ih, int add,
+                                const sr_wino_geom *g)
 {
-    const int64_t tw = g->tw, n1 = tw + 1, C = g->c, plane = g->h * g->w, vs = C * ld, w = g->w, pw = g->pw;
-    /* Rows of the patch gradient from the ∂t_a rows (t0 = d0 − d2, t1 = d1 + d2,
-     * t2 = d2 − d1, t3 = d1 − d3): the transpose of Bᵀ. */
-    static const int bt_adj[4][4] = {{1, 0, 0, 0}, {0, 1, -1, 1}, {-1, 1, 1, 0}, {0, 0, 0, -1}};
-    real *gt = s, *de = s + 8 * n1, *dd = de + n1; /* ∂t_a: even at 2a·n1, odd at (2a+1)·n1 */
-    int64_t qa = (pw + 1) / 2, qb = (w + pw) / 2;
+    if (ih < 0 || ih >= g->h)
+        return;
+    const int64_t n1 = g->tw + 1, w = g->w, pw = g->pw;
+    real *gr = gc + ih * w;
+    int64_t qa = (pw + 1) / 2, qb = (w + pw) / 2; /* both columns inside for q in [qa, qb) */
     if (qb > n1)
         qb = n1;
     if (qa > qb)
         qa = qb;
-    for (int64_t R = R0; R < R1; R++) {
-        int64_t img = R / g->th, ti = R % g->th, t0 = (R - R0) * tw;
-        for (int64_t c = 0; c < C; c++) {
-            for (int a = 0; a < 4; a++) {
-                const real *v0 = GV + 4 * a * vs + c * ld + t0, *v1 = v0 + vs, *v2 = v1 + vs, *v3 = v2 + vs;
-                real *restrict ge = gt + 2 * a * n1, *restrict go = ge + n1;
-                /* Column adjoint of (v0..v3) = (e_j − e_j+1, o_j + e_j+1, e_j+1 − o_j, o_j − o_j+1). */
-                ge[0] = v0[0];
-                go[0] = v1[0] - v2[0] + v3[0];
-                WINO_SIMD
-                for (int64_t q = 1; q < tw; q++) {
-                    ge[q] = v0[q] - v0[q - 1] + v1[q - 1] + v2[q - 1];
-                    go[q] = v1[q] - v2[q] + v3[q] - v3[q - 1];
-                }
-                ge[tw] = -v0[tw - 1] + v1[tw - 1] + v2[tw - 1];
-                go[tw] = -v3[tw - 1];
-            }
+    if (add) {
+        WINO_SIMD
+        for (int64_t q = qa; q < qb; q++) {
+            gr[2 * q - pw] += e[q];
+            gr[2 * q + 1 - pw] += od[q];
+        }
+    } else {
+        WINO_SIMD
+        for (int64_t q = qa; q < qb; q++) {
+            gr[2 * q - pw] = e[q];
+            gr[2 * q + 1 - pw] = od[q];
+        }
+    }
+    for (int64_t q = 0; q < n1; q++) {
+        if (q == qa)
+            q = qb;
+        if (q >= n1)
+            break;
+        int64_t c0 = 2 * q - pw;
+        if (c0 >= 0 && c0 < w)
+            gr[c0] = add ? gr[c0] + e[q] : e[q];
+        if (c0 + 1 >= 0 && c0 + 1 < w)
+            gr[c0 + 1] = add ? gr[c0 + 1] + od[q] : od[q];
+    }
+}
+
+/* One column pair q of a tile row in wino_in_adj.  Transposes of wino_in:
+ * per transformed row t_a the column adjoint of (e_j − e_j+1, o_j + e_j+1,
+ * e_j+1 − o_j, o_j − o_j+1) collects tile q (cur) and tile q − 1 (prev)
+ * into ∂t_a at columns 2q, 2q + 1; then the rows, of t0 = d0 − d2,
+ * t1 = d1 + d2, t2 = d2 − d1, t3 = d1 − d3, give the patch rows ∂d_k.
+ * ∂d0, ∂d1 complete the rows carried in s (c0, c1) into r0, r1; ∂d2, ∂d3
+ * become the new carried rows.  s: 8 rows of n1, the even then the odd
+ * columns of c0, c1, r0, r1.  Scalars only: gcc vectorises this over q. */
+WINO_INLINE void SR_FN(wino_adj_col)(real *restrict s, int64_t n1, const real *gv, int64_t vs, int64_t q,
+                                   int prev, int cur)
+{
+#define WINO_ADJ_T(a, E, O)                                                     \
+    real E = 0, O = 0;                                                          \
+    {                                                                           \
+        const real *v = gv + 4 * (a) * vs;                                      \
+        if (cur)                                                                \
+            E = v[q], O = v[vs + q] - v[2 * vs + q] + v[3 * vs + q];            \
+        if (prev)                                                               \
+            E += v[vs + q - 1] + v[2 * vs + q - 1] - v[q - 1], O -= v[3 * vs + q - 1]; \
+    }
+    WINO_ADJ_T(0, e0, o0)
+    WINO_ADJ_T(1, e1, o1)
+    WINO_ADJ_T(2, e2, o2)
+    WINO_ADJ_T(3, e3, o3)
+#undef WINO_ADJ_T
+    real *restrict c0e = s, *restrict c0o = s + n1, *restrict c1e = s + 2 * n1, *restrict c1o = s + 3 * n1;
+    real *restrict r0e = s + 4 * n1, *restrict r0o = s + 5 * n1, *restrict r1e = s + 6 * n1,
+                   *restrict r1o = s + 7 * n1;
+    r0e[q] = c0e[q] + e0, r0o[q] = c0o[q] + o0;
+    r1e[q] = c1e[q] + e1 - e2 + e3, r1o[q] = c1o[q] + o1 - o2 + o3;
+    c0e[q] = e1 + e2 - e0, c0o[q] = o1 + o2 - o0;
+    c1e[q] = -e3, c1o[q] = -o3;
+}
+
+/* Adjoint of wino_in: gx = B ∂V Bᵀ summed over the tiles of tile rows
+ * [R0, R1), written (not added: every element of gx belongs to some
+ * patch, and the caller keeps threads on different images).  Like wino_in,
+ * channel outermost with the patch rows shared by consecutive tile rows
+ * carried (rows 2, 3 of one are rows 0, 1 of the next), so each tile row
+ * is one pass over its columns plus the stores of the two rows it
+ * completes.  A tile row that begins a call in mid-image adds to the two
+ * rows the previous call stored. */
+static void SR_FN(wino_in_adj)(real *gx, const real *GV, int64_t ld, const sr_wino_geom *g, int64_t R0,
+                               int64_t R1, real *s)
+{
+    const int64_t tw = g->tw, n1 = tw + 1, C = g->c, plane = g->h * g->w, vs = C * ld;
+    for (int64_t c = 0; c < C; c++) {
+        for (int64_t R = R0; R < R1; R++) {
+            int64_t img = R / g->th, ti = R % g->th, ih = 2 * ti - g->ph;
+            const real *gv = GV + c * ld + (R - R0) * tw;
             real *gc = gx + (img * C + c) * plane;
-            for (int k = 0; k < 4; k++) {
-                int64_t ih = 2 * ti - g->ph + k;
-                if (ih < 0 || ih >= g->h)
-                    continue;
-                const real c0 = (real)bt_adj[k][0], c1 = (real)bt_adj[k][1], c2 = (real)bt_adj[k][2],
-                           c3 = (real)bt_adj[k][3];
-                WINO_SIMD
-                for (int64_t q = 0; q < n1; q++) {
-                    de[q] = c0 * gt[q] + c1 * gt[2 * n1 + q] + c2 * gt[4 * n1 + q] + c3 * gt[6 * n1 + q];
-                    dd[q] = c0 * gt[n1 + q] + c1 * gt[3 * n1 + q] + c2 * gt[5 * n1 + q] + c3 * gt[7 * n1 + q];
-                }
-                real *gr = gc + ih * w;
-                for (int64_t q = 0; q < qa; q++) {
-                    int64_t col = 2 * q - pw;
-                    if (col >= 0 && col < w)
-                        gr[col] += de[q];
-                    if (col + 1 >= 0 && col + 1 < w)
-                        gr[col + 1] += dd[q];
-                }
-                WINO_SIMD
-                for (int64_t q = qa; q < qb; q++) {
-                    gr[2 * q - pw] += de[q];
-                    gr[2 * q + 1 - pw] += dd[q];
-                }
-                for (int64_t q = qb; q < n1; q++) {
-                    int64_t col = 2 * q - pw;
-                    if (col >= 0 && col < w)
-                        gr[col] += de[q];
-                    if (col + 1 >= 0 && col + 1 < w)
-                        gr[col + 1] += dd[q];
-                }
+            int add = R == R0 && ti > 0;
+            if (R == R0 || ti == 0)
+                memset(s, 0, (size_t)(4 * n1) * sizeof(real));
+            SR_FN(wino_adj_col)(s, n1, gv, vs, 0, 0, 1);
+            WINO_SIMD
+            for (int64_t q = 1; q < tw; q++)
+                SR_FN(wino_adj_col)(s, n1, gv, vs, q, 1, 1);
+            SR_FN(wino_adj_col)(s, n1, gv, vs, tw, 1, 0);
+            SR_FN(wino_put_row)(gc, s + 4 * n1, s + 5 * n1, ih, add, g);
+            SR_FN(wino_put_row)(gc, s + 6 * n1, s + 7 * n1, ih + 1, add, g);
+            if (ti == g->th - 1 || R == R1 - 1) {
+                SR_FN(wino_put_row)(gc, s, s + n1, ih + 2, 0, g);
+                SR_FN(wino_put_row)(gc, s + 2 * n1, s + 3 * n1, ih + 3, 0, g);
             }
         }
     }
 }
 
-/* y tiles = Aᵀ M A (+ bias on images < bias_rows), cropped at the edges. */
+/* y tiles = Aᵀ M A (+ bias on images < bias_rows), cropped at the edges;
+ * channel outermost so each image plane of y is written in order. */
 static void SR_FN(wino_out)(real *y, const real *M, int64_t ld, const real *b, int64_t bias_rows,
                             const sr_wino_geom *g, int64_t R0, int64_t R1, real *s)
 {
     const int64_t tw = g->tw, O = g->o, ms = O * ld, P = g->ho * g->wo, wo = g->wo;
     real *restrict r0 = s, *restrict r1 = s + 2 * tw;
-    for (int64_t R = R0; R < R1; R++) {
-        int64_t img = R / g->th, ti = R % g->th, t0 = (R - R0) * tw;
-        for (int64_t o = 0; o < O; o++) {
+    for (int64_t o = 0; o < O; o++) {
+        for (int64_t R = R0; R < R1; R++) {
+            int64_t img = R / g->th, ti = R % g->th, t0 = (R - R0) * tw;
             const real *m = M + o * ld + t0;
             real bv = b && img < bias_rows ? b[o] : 0;
             WINO_SIMD
@@ -221,48 +261,48 @@ static void SR_FN(wino_out)(real *y, const real *M, int64_t ld, const real *b, i
     }
 }
 
-/* Adjoint of wino_out's transform: Mg[ξ][o][t] = (A gY Aᵀ)[ξ] for the 2x2
- * output-gradient tile (zero past the output's edge). */
-static void SR_FN(wino_gy)(real *Mg, int64_t ld, const real *gy, const sr_wino_geom *g, int64_t R0, int64_t R1,
-                           real *s)
+/* Adjoint of wino_out's transform for one tile: Mg[ξ] = (A gY Aᵀ)[ξ] from
+ * its 2x2 output gradient (rows h_a of A gY: g0, g0 + g1, g0 − g1, −g1;
+ * columns the same).  Scalars only: gcc vectorises this over j. */
+WINO_INLINE void SR_FN(wino_gy_tile)(real *m, int64_t ms, int64_t j, real g00, real g01, real g10, real g11)
 {
-    const int64_t tw = g->tw, n1 = tw + 1, O = g->o, ms = O * ld, P = g->ho * g->wo, wo = g->wo;
-    real *e0 = s, *o0 = s + n1, *e1 = s + 2 * n1, *o1 = s + 3 * n1;
-    for (int64_t R = R0; R < R1; R++) {
-        int64_t img = R / g->th, ti = R % g->th, t0 = (R - R0) * tw;
-        for (int64_t o = 0; o < O; o++) {
-            for (int r = 0; r < 2; r++) {
-                real *e = r ? e1 : e0, *od = r ? o1 : o0;
-                int64_t oh = 2 * ti + r;
-                if (oh >= g->ho) {
-                    memset(e, 0, (size_t)tw * sizeof(real));
-                    memset(od, 0, (size_t)tw * sizeof(real));
-                    continue;
-                }
-                const real *gr = gy + (img * O + o) * P + oh * wo;
-                WINO_SIMD
-                for (int64_t j = 0; j < wo / 2; j++) {
-                    e[j] = gr[2 * j];
-                    od[j] = gr[2 * j + 1];
-                }
-                if (wo % 2) {
-                    e[tw - 1] = gr[wo - 1];
-                    od[tw - 1] = 0;
-                }
-            }
+#define WINO_GY_ROW(a, H, P)                                                    \
+    do {                                                                        \
+        real h = (H), p = (P);                                                  \
+        m[(4 * (a)) * ms + j] = h, m[(4 * (a) + 1) * ms + j] = h + p;           \
+        m[(4 * (a) + 2) * ms + j] = h - p, m[(4 * (a) + 3) * ms + j] = -p;      \
+    } while (0)
+    WINO_GY_ROW(0, g00, g01);
+    WINO_GY_ROW(1, g00 + g10, g01 + g11);
+    WINO_GY_ROW(2, g00 - g10, g01 - g11);
+    WINO_GY_ROW(3, -g10, -g11);
+#undef WINO_GY_ROW
+}
+
+/* Mg for tile rows [R0, R1): zero past the output's edge.  Channel
+ * outermost, as in wino_out: an image's rows of one channel are then read
+ * in order (rows of 28 floats, one channel after another, left the
+ * prefetcher behind: half this transform's time was in those loads). */
+static void SR_FN(wino_gy)(real *Mg, int64_t ld, const real *gy, const sr_wino_geom *g, int64_t R0, int64_t R1)
+{
+    const int64_t tw = g->tw, O = g->o, ms = O * ld, P = g->ho * g->wo, wo = g->wo, pairs = wo / 2;
+    for (int64_t o = 0; o < O; o++) {
+        for (int64_t R = R0; R < R1; R++) {
+            int64_t img = R / g->th, ti = R % g->th, t0 = (R - R0) * tw;
+            int two = 2 * ti + 1 < g->ho;
+            const real *g0 = gy + (img * O + o) * P + 2 * ti * wo, *g1 = g0 + wo;
             real *m = Mg + o * ld + t0;
-            WINO_SIMD
-            for (int64_t j = 0; j < tw; j++) {
-                /* Rows h_a of A gY: g0, g0 + g1, g0 − g1, −g1; columns the same on (e, o). */
-                real he[4] = {e0[j], e0[j] + e1[j], e0[j] - e1[j], -e1[j]};
-                real ho[4] = {o0[j], o0[j] + o1[j], o0[j] - o1[j], -o1[j]};
-                for (int a = 0; a < 4; a++) {
-                    m[(4 * a) * ms + j] = he[a];
-                    m[(4 * a + 1) * ms + j] = he[a] + ho[a];
-                    m[(4 * a + 2) * ms + j] = he[a] - ho[a];
-                    m[(4 * a + 3) * ms + j] = -ho[a];
-                }
+            if (two) {
+                WINO_SIMD
+                for (int64_t j = 0; j < pairs; j++)
+                    SR_FN(wino_gy_tile)(m, ms, j, g0[2 * j], g0[2 * j + 1], g1[2 * j], g1[2 * j + 1]);
+            } else {
+                WINO_SIMD
+                for (int64_t j = 0; j < pairs; j++)
+                    SR_FN(wino_gy_tile)(m, ms, j, g0[2 * j], g0[2 * j + 1], 0, 0);
             }
+            if (wo % 2)
+                SR_FN(wino_gy_tile)(m, ms, tw - 1, g0[wo - 1], 0, two ? g1[wo - 1] : 0, 0);
         }
     }
 }
@@ -353,15 +393,11 @@ static int SR_FN(wino_bwd_part)(const wino_ctx *cx, int t)
     const real *U = cx->U;
     if (dU)
         memset(dU, 0, (size_t)(16 * O * C) * sizeof(real));
-    if (cx->gx) {
-        int64_t i0 = cx->R[t] / g->th, i1 = cx->R[t + 1] / g->th;
-        memset((real *)cx->gx + i0 * C * g->h * g->w, 0, (size_t)((i1 - i0) * C * g->h * g->w) * sizeof(real));
-    }
     for (int64_t R = cx->R[t]; R < cx->R[t + 1]; R += cx->rpc) {
         if (sr_interrupted())
             return -1;
         int64_t R1 = R + cx->rpc < cx->R[t + 1] ? R + cx->rpc : cx->R[t + 1], T = (R1 - R) * g->tw;
-        SR_FN(wino_gy)(M, ld, cx->gy, g, R, R1, s);
+        SR_FN(wino_gy)(M, ld, cx->gy, g, R, R1);
         if (dU) {
             SR_FN(wino_in)(V, ld, cx->x, g, R, R1, s);
             for (int xi = 0; xi < 16; xi++)
@@ -390,6 +426,9 @@ static int SR_FN(wino_bwd_part)(const wino_ctx *cx, int t)
 
 /* The build's -O2 vectorises only loops whose trip count it knows. */
 #define WINO_SIMD _Pragma("omp simd")
+/* Per-column bodies called from several loops: inlined so the loops over
+ * columns vectorise. */
+#define WINO_INLINE static inline __attribute__((always_inline))
 /* Target bytes of one part's tile buffers (V and M of a chunk): about the
  * L2 plus a share of L3 here.  But a GEMM needs width: with many channels
  * (512 -> 512 at 7x7: 256 KB per tile row of 4 tiles) chunks still get
@@ -399,7 +438,7 @@ static int SR_FN(wino_bwd_part)(const wino_ctx *cx, int t)
 #define WINO_MIN_COLS 256
 #define WINO_MAX_PARTS 64
 /* Row scratch of the transforms, elements per part. */
-#define WINO_SCRATCH(tw) (12 * ((tw) + 1))
+#define WINO_SCRATCH(tw) (8 * ((tw) + 1))
 
 typedef struct {
     sr_dtype dt;

@@ -66,7 +66,9 @@ static const conv_case cases[] = {
  * and, in backward, its own parameter-gradient sums) under im2col with two
  * images per GEMM, pixel chunks, and taps; the split forbidden; then
  * Winograd wherever it applies (3x3 stride 1): default cut, one tile row per
- * chunk split across threads, and one part with threaded GEMMs. */
+ * chunk split across threads, one part with threaded GEMMs, and one part in
+ * chunks of two float64 tile rows ("2tr"; four in float32), so chunks end
+ * inside an image after tile rows that carried patch rows to the next. */
 static const char *const plans[][4] = {{NULL, NULL, NULL, NULL},
                                        {"1", "1", "im2col", NULL},
                                        {"2", NULL, "im2col", NULL},
@@ -79,7 +81,8 @@ static const char *const plans[][4] = {{NULL, NULL, NULL, NULL},
                                        {NULL, NULL, NULL, "gemm"},
                                        {NULL, NULL, "winograd", NULL},
                                        {NULL, "1", "winograd", "images"},
-                                       {NULL, NULL, "winograd", "gemm"}};
+                                       {NULL, NULL, "winograd", "gemm"},
+                                       {NULL, "2tr", "winograd", "gemm"}};
 #define NPLANS (int)(sizeof plans / sizeof *plans)
 
 static sr_module *make_conv(const conv_case *c, sr_dtype dt, int plan, uint64_t seed)
@@ -112,6 +115,9 @@ static sr_module *make_conv(const conv_case *c, sr_dtype dt, int plan, uint64_t 
         int64_t ho = (c->h + 2 * c->ph - c->dh * (c->kh - 1) - 1) / c->sh + 1;
         int64_t wo = (c->w + 2 * c->pw - c->dw * (c->kw - 1) - 1) / c->sw + 1;
         KV("max_workspace", "%lld", (long long)(2 * c->kh * c->kw * c->n * ho * wo * 8));
+    } else if (plans[plan][1] && strcmp(plans[plan][1], "2tr") == 0) {
+        int64_t wo = c->w + 2 * c->pw - 2; /* a Winograd tile row: 16 (C + O) floats per tile */
+        KV("max_workspace", "%lld", (long long)(2 * 16 * (c->cin + c->cout) * ((wo + 1) / 2) * 8));
     } else if (plans[plan][1]) {
         KV("max_workspace", "%s", plans[plan][1]);
     }
