@@ -46,11 +46,8 @@ static void SR_FN(wino_load_row)(real *restrict e, real *restrict od, const real
         return;
     }
     const real *xr = xc + ih * w;
-    int64_t qa = (pw + 1) / 2, qb = (w + pw) / 2; /* both columns inside for q in [qa, qb) */
-    if (qb > n1)
-        qb = n1;
-    if (qa > qb)
-        qa = qb;
+    int64_t qa, qb;
+    wino_inside(g, &qa, &qb);
     for (int64_t q = 0; q < n1; q++) {
         if (q == qa) {
             WINO_SIMD
@@ -126,11 +123,8 @@ static void SR_FN(wino_put_row)(real *gc, const real *e, const real *od, int64_t
         return;
     const int64_t n1 = g->tw + 1, w = g->w, pw = g->pw;
     real *gr = gc + ih * w;
-    int64_t qa = (pw + 1) / 2, qb = (w + pw) / 2; /* both columns inside for q in [qa, qb) */
-    if (qb > n1)
-        qb = n1;
-    if (qa > qb)
-        qa = qb;
+    int64_t qa, qb;
+    wino_inside(g, &qa, &qb);
     if (add) {
         WINO_SIMD
         for (int64_t q = qa; q < qb; q++) {
@@ -452,6 +446,18 @@ typedef struct {
     const void *x, *gy, *b;
     int64_t bias_rows;
 } wino_ctx;
+
+/* Column pairs q of a deinterleaved row (columns 2q − pw, 2q + 1 − pw)
+ * with both columns inside the plane: q in [qa, qb). */
+static void wino_inside(const sr_wino_geom *g, int64_t *qa, int64_t *qb)
+{
+    int64_t n1 = g->tw + 1;
+    *qa = (g->pw + 1) / 2, *qb = (g->w + g->pw) / 2;
+    if (*qb > n1)
+        *qb = n1;
+    if (*qa > *qb)
+        *qa = *qb;
+}
 
 #define SR_GENERIC_FILE "winograd.c"
 #include "generic.h"
