@@ -721,9 +721,14 @@ static int conv_workspace_done(conv_impl *im, sr_pool *pool, int rc)
  * images with single-threaded BLAS and its own workspaces.  The second keeps
  * both cores busy and wins when there are many GEMM chunks: small images and
  * few channels (small_resnet training got 1.08x from its second thread the
- * first way), or the profile engine's batches of hundreds of rows.  One big
- * image per chunk splits well inside OpenBLAS, and a few chunks that do not
- * divide evenly would leave a thread idle, so those keep the first way. */
+ * first way), or the profile engine's batches of hundreds of rows.  Each
+ * part is planned anew for its own images, so only the split of images can
+ * be uneven: with at least 8 images per thread it is at most one in 8 (at
+ * 7x7, 64 channels, batch 128 the whole batch was 7 chunks: OpenBLAS-
+ * threaded, its idle worker spinning in sched_yield took 8% of the
+ * small_resnet training step's CPU time).  One big image per chunk splits
+ * well inside OpenBLAS, and a few chunks that do not divide evenly would
+ * leave a thread idle, so those keep the first way. */
 #define CONV_MAX_PARTS 64
 
 typedef struct {
