@@ -960,7 +960,6 @@ static int conv_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
         if (conv_workspace_done(im, run->pool, rc))
             return -1;
     }
-    sr_tensor_free(&m->saved);
     return 0;
 }
 

@@ -610,10 +610,9 @@ int sr_profile_image(sr_module *m, const sr_tensor *x, const sr_profile_opts *o,
     for (int s = 0; s < ns; s++) {
         const double *Ds = D + s * nused;
         int64_t n = res->rung_ndirs[s];
-        rung_est e = seq ? rung_estimate(Ds, anti ? Ds + nbase : NULL, n, res->jvp_sq, n, 1,
-                                         o->scales[s] * o->scales[s], scratch)
-                         : rung_estimate(Ds, anti ? Ds + nbase : NULL, n, res->jvp_sq, res->njvp_used, 0,
-                                         o->scales[s] * o->scales[s], scratch);
+        /* sequential: the JVP set is the direction set (paired CI) */
+        rung_est e = rung_estimate(Ds, anti ? Ds + nbase : NULL, n, res->jvp_sq, seq ? n : res->njvp_used, seq,
+                                   o->scales[s] * o->scales[s], scratch);
         res->energy[s] = e.energy;
         res->r[s] = e.r;
         res->ci[s] = e.ci;

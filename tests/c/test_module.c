@@ -67,16 +67,27 @@ static int pool_set(const sr_pool *p, void **buf)
     return n;
 }
 
+/* Buffers the tree holds: modules holding an output, an input gradient, and
+ * the distinct storages of the saved inputs (at most 32). */
 typedef struct {
-    int held; /* modules holding an output buffer */
-} tree_stats;
+    int out, gin, nsaved;
+    const sr_storage *saved[32];
+} held_stats;
 
-static int stats_cb(const char *path, sr_module *m, int depth, void *ud)
+static int held_cb(const char *path, sr_module *m, int depth, void *ud)
 {
     (void)path;
     (void)depth;
-    tree_stats *s = ud;
-    s->held += m->out.storage != NULL;
+    held_stats *h = ud;
+    h->out += m->out.storage != NULL;
+    h->gin += m->gin.storage != NULL;
+    if (!m->saved.storage)
+        return 0;
+    for (int i = 0; i < h->nsaved; i++)
+        if (h->saved[i] == m->saved.storage)
+            return 0;
+    if (h->nsaved < 32)
+        h->saved[h->nsaved++] = m->saved.storage;
     return 0;
 }
 
@@ -108,10 +119,10 @@ TEST(module_pass_returns_buffers_to_the_pool)
         if (pass == 1)
             sr_tensor_copy(&first, &m->out);
         CHECK(max_abs_diff(&m->out, &first) == 0, "pass %d output differs from pass 1", pass);
-        tree_stats s = {0};
-        sr_module_walk(m, stats_cb, &s);
+        held_stats s = {0};
+        sr_module_walk(m, held_cb, &s);
         /* root and fc share the one output the caller reads */
-        CHECK(s.held == 2, "pass %d: %d modules still hold an output", pass, s.held);
+        CHECK(s.out == 2, "pass %d: %d modules still hold an output", pass, s.out);
         /* a handful (the residual's live pair, spares, the conv workspaces;
          * six here from the second pass on), not one buffer per module */
         CHECK(m->pool.n <= 6, "pass %d: the pool holds %d blocks for 13 modules", pass, m->pool.n);
@@ -216,30 +227,6 @@ static int copy_grad_cb(const char *path, sr_param *p, sr_module *owner, void *u
     if (c->n >= 16 || !p->grad.storage)
         return sr_fail("%s: no gradient", path);
     return sr_tensor_copy(&c->g[c->n++], &p->grad);
-}
-
-/* Buffers the tree holds: modules holding an output, an input gradient, and
- * the distinct storages of the saved inputs (at most 32). */
-typedef struct {
-    int out, gin, nsaved;
-    const sr_storage *saved[32];
-} held_stats;
-
-static int held_cb(const char *path, sr_module *m, int depth, void *ud)
-{
-    (void)path;
-    (void)depth;
-    held_stats *h = ud;
-    h->out += m->out.storage != NULL;
-    h->gin += m->gin.storage != NULL;
-    if (!m->saved.storage)
-        return 0;
-    for (int i = 0; i < h->nsaved; i++)
-        if (h->saved[i] == m->saved.storage)
-            return 0;
-    if (h->nsaved < 32)
-        h->saved[h->nsaved++] = m->saved.storage;
-    return 0;
 }
 
 /* forward (save) + backward from gy with parameter gradients; the input and

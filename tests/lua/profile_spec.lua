@@ -10,6 +10,14 @@ local function linear_model()
                          nn.linear { in_features = 16, out_features = 4, seed = 2 } }
 end
 
+-- A test's shared options with one case's own on top.
+local function merged(common, extra)
+  local o = {}
+  for k, v in pairs(common) do o[k] = v end
+  for k, v in pairs(extra) do o[k] = v end
+  return o
+end
+
 local function images(n)
   local X = {}
   for i = 1, n do X[i] = srgeo.rand({ 1, 12 }, i) end
@@ -135,12 +143,7 @@ T.test("profile direction families: lowpass, toward, jacobian_top, gradient, use
   m:double()
   local X = { srgeo.rand({ 1, 3, 8, 8 }, 1):double(), srgeo.rand({ 1, 3, 8, 8 }, 2):double() }
   local common = { preset = "quick", precision = "float64", progress = false }
-  local function with(extra)
-    local o = {}
-    for k, v in pairs(common) do o[k] = v end
-    for k, v in pairs(extra) do o[k] = v end
-    return srgeo.profile(m, X, o)
-  end
+  local function with(extra) return srgeo.profile(m, X, merged(common, extra)) end
   -- every family of a linear map gives r = 1 when the JVPs cover the set
   for _, o in ipairs {
     { family = "lowpass", lowpass_sigma = 1.5, jvp_directions = "all" },
@@ -254,12 +257,7 @@ T.test("sequential: converged rungs stop early; r agrees with the paper preset w
   m:eval()
   local X = { srgeo.rand({ 1, 1, 28, 28 }, 3) }
   local common = { directions = 256, noise_directions = 0, progress = false, nscales = 9, per_direction = true }
-  local function with(extra)
-    local o = {}
-    for k, v in pairs(common) do o[k] = v end
-    for k, v in pairs(extra) do o[k] = v end
-    return srgeo.profile(m, X, o)
-  end
+  local function with(extra) return srgeo.profile(m, X, merged(common, extra)) end
   local pap = with { preset = "paper", jvp_directions = 256 }
   local worst = 0
   for _, c in ipairs(pap.ci[1]) do worst = math.max(worst, c) end
