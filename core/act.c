@@ -367,6 +367,11 @@ static int need_batch(const sr_module *m, const sr_tensor *x)
     return 0;
 }
 
+void sr_relu_tangents(sr_dtype dt, void *yt, const void *vt, const void *x, int64_t n, int64_t k, int64_t rs)
+{
+    SR_DISPATCH(dt, relu_tangents, yt, vt, x, n, k, rs);
+}
+
 /* ======================= relu ============================================ */
 
 static int relu_run(sr_module *m, const sr_tensor *xv, sr_run *run, int jvp)

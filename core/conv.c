@@ -211,7 +211,8 @@ static void SR_FN(gather)(real *tmp, const real *gy, int64_t og, int64_t nimg, i
  * 14x14 layers halved the im2col time.  OpenBLAS blocks K itself (by a few
  * hundred), so accumulating K chunks of ≥ 256 rows costs the GEMM nothing. */
 static int SR_FN(conv_fwd)(real *y, const real *x, const real *w, const real *bias, const conv_geom *g,
-                           const conv_plan *pl, real *col, real *tmp, real *pad, int64_t bias_rows)
+                           const conv_plan *pl, real *col, real *tmp, real *pad, int64_t bias_rows,
+                           const sr_epilogue *ep)
 {
     const int64_t P = g->P, K = g->K, og = g->og, ys = g->o * P, kk = g->kh * g->kw;
     for (int64_t img0 = 0; img0 < g->n; img0 += pl->nimg) {
@@ -244,6 +245,13 @@ static int SR_FN(conv_fwd)(real *y, const real *x, const real *w, const real *bi
                 if (nb > 1) {
                     int64_t bimgs = bias_rows - img0 < 0 ? 0 : bias_rows - img0;
                     SR_FN(scatter)(y + img0 * ys + grp * og * P, tmp, bg, og, nb, P, ys, bimgs);
+                }
+                /* The fused output map, while the block is still in cache. */
+                if (ep && nb == 1)
+                    SR_FN(sr_epilogue_rows)(C, C, og, cnt, P, P, grp * og, ep, img0 >= bias_rows);
+                for (int64_t i = 0; ep && nb > 1 && i < nb; i++) {
+                    real *yi = y + (img0 + i) * ys + grp * og * P;
+                    SR_FN(sr_epilogue_rows)(yi, yi, og, P, P, P, grp * og, ep, img0 + i >= bias_rows);
                 }
             }
         }
@@ -468,6 +476,7 @@ static void SR_FN(conv_ref_bwd)(double *gx, double *gw, double *gb, const real *
 #include <string.h>
 
 #include "depthwise.h"
+#include "epilogue.h"
 #include "layers.h"
 #include "tensor_ops.h"
 #include "threads.h"
@@ -788,6 +797,7 @@ typedef struct {
     void *y, *gx, *gw, *gb;
     void *acc;              /* backward: parts after the first sum gw, gb here */
     int64_t bias_rows, nw;  /* nw: weight elements (acc stride nw + O) */
+    const sr_epilogue *ep;  /* forward, JVP: fused output map, or NULL */
 } conv_call;
 
 static int conv_fwd_cb(void *ctx, int t)
@@ -799,12 +809,18 @@ static int conv_fwd_cb(void *ctx, int t)
     conv_impl *im = c->im;
     void *y = conv_at(c->y, p->lo * g->o * g->P, es);
     const void *x = conv_at(c->x, p->lo * g->c * g->h * g->w, es);
-    if (p->pl.taps)
-        return SR_DISPATCH_RET(c->dt, conv_fwd_taps, y, x, c->w, c->b, &p->g, &p->pl, &im->tp,
-                               conv_ws(im, WS_COL, t, c->sz), conv_ws(im, WS_WT, t, c->sz),
-                               conv_ws(im, WS_TMP, t, c->sz), c->bias_rows - p->lo);
+    if (p->pl.taps) {
+        int rc = SR_DISPATCH_RET(c->dt, conv_fwd_taps, y, x, c->w, c->b, &p->g, &p->pl, &im->tp,
+                                 conv_ws(im, WS_COL, t, c->sz), conv_ws(im, WS_WT, t, c->sz),
+                                 conv_ws(im, WS_TMP, t, c->sz), c->bias_rows - p->lo);
+        /* Tap-wise GEMMs accumulate over the whole part: map it afterwards. */
+        if (!rc && c->ep)
+            sr_epilogue_apply(c->dt, y, p->g.n, c->bias_rows - p->lo, g->o, g->P, c->ep);
+        return rc;
+    }
     return SR_DISPATCH_RET(c->dt, conv_fwd, y, x, c->w, c->b, &p->g, &p->pl, conv_ws(im, WS_COL, t, c->sz),
-                           conv_ws(im, WS_TMP, t, c->sz), conv_ws(im, WS_PAD, t, c->sz), c->bias_rows - p->lo);
+                           conv_ws(im, WS_TMP, t, c->sz), conv_ws(im, WS_PAD, t, c->sz), c->bias_rows - p->lo,
+                           c->ep);
 }
 
 static int conv_bwd_cb(void *ctx, int t)
@@ -852,7 +868,20 @@ static int conv_winograd(const conv_cfg *c, const conv_geom *g, sr_wino_geom *wg
     return 1;
 }
 
-static int conv_run(sr_module *m, const sr_tensor *x, int64_t bias_rows, sr_run *run)
+/* After a stacked JVP with an output map: the ReLU's JVP needs the primal
+ * rows' final pattern, so it is one pass over the tangents at the end. */
+static int conv_mapped_jvp(sr_module *m, const sr_tensor *x, int64_t primal_rows, const sr_epilogue *ep, int rc)
+{
+    if (!rc && ep && primal_rows < x->shape[0])
+        sr_epilogue_jvp_mask(x->dtype, sr_data(&m->out), primal_rows, (x->shape[0] - primal_rows) / primal_rows,
+                             sr_rowsize(&m->out), ep);
+    return rc;
+}
+
+/* Forward (bias_rows = all rows) or stacked JVP (bias on the primal rows,
+ * run->n of them).  ep (may be NULL) is applied to the output as it is
+ * written, the tangent rows getting its JVP. */
+static int conv_run(sr_module *m, const sr_tensor *x, int64_t bias_rows, const sr_epilogue *ep, sr_run *run)
 {
     conv_impl *im = m->impl;
     conv_geom g;
@@ -865,37 +894,46 @@ static int conv_run(sr_module *m, const sr_tensor *x, int64_t bias_rows, sr_run 
     void *b = im->cfg.bias ? sr_data(&m->params[1].value) : NULL;
     if (sr_numel(&m->out) == 0)
         return 0;
+    if (ep && ep->C != g.o)
+        return sr_fail("conv2d: fused output map is for %lld channels, output %s has %lld", (long long)ep->C,
+                       SR_SHAPE(&m->out), (long long)g.o);
+    int rc;
     if (is_depthwise(&g)) {
         sr_dw_geom dg = dw_geom(&g);
-        return sr_dw_forward(x->dtype, sr_data(&m->out), sr_data(x), sr_data(&m->params[0].value), b, &dg,
-                             bias_rows);
+        rc = sr_dw_forward(x->dtype, sr_data(&m->out), sr_data(x), sr_data(&m->params[0].value), b, &dg,
+                           bias_rows);
+        if (!rc && ep)
+            sr_epilogue_apply(x->dtype, sr_data(&m->out), g.n, bias_rows, g.o, g.P, ep);
+        return conv_mapped_jvp(m, x, bias_rows, ep, rc);
     }
     sr_wino_geom wg;
     sr_wino_plan wp;
     if (conv_winograd(&im->cfg, &g, &wg, &wp))
-        return sr_wino_forward(x->dtype, sr_data(&m->out), sr_data(x), sr_data(&m->params[0].value), b,
-                               bias_rows, &wg, &wp, run->pool);
+        return conv_mapped_jvp(m, x, bias_rows, ep,
+                               sr_wino_forward(x->dtype, sr_data(&m->out), sr_data(x),
+                                               sr_data(&m->params[0].value), b, bias_rows, ep, &wg, &wp, run->pool));
     conv_part parts[CONV_MAX_PARTS];
     int64_t sz[WS_N];
     const size_t es = sr_dtype_size(x->dtype);
-    int T = conv_split(im, &g, es, 1, parts, sz), rc;
+    int T = conv_split(im, &g, es, 1, parts, sz);
     if (conv_workspace(im, run->pool, x->dtype, T, sz))
         return -1;
     conv_call call = {.im = im, .g = &g, .parts = parts, .sz = sz, .dt = x->dtype, .x = sr_data(x),
-                      .w = sr_data(&m->params[0].value), .b = b, .y = sr_data(&m->out), .bias_rows = bias_rows};
-    rc = sr_threads_parts(T, conv_fwd_cb, &call);
-    return conv_workspace_done(im, run->pool, rc);
+                      .w = sr_data(&m->params[0].value), .b = b, .y = sr_data(&m->out), .bias_rows = bias_rows,
+                      .ep = ep};
+    rc = conv_workspace_done(im, run->pool, sr_threads_parts(T, conv_fwd_cb, &call));
+    return conv_mapped_jvp(m, x, bias_rows, ep, rc);
 }
 
 static int conv_forward(sr_module *m, const sr_tensor *x, sr_run *run)
 {
-    return conv_run(m, x, x->ndim > 0 ? x->shape[0] : 0, run);
+    return conv_run(m, x, x->ndim > 0 ? x->shape[0] : 0, NULL, run);
 }
 
 static int conv_jvp(sr_module *m, const sr_tensor *xv, sr_run *run)
 {
     /* d(W⋆x + b) = W⋆dx: bias on the primal images only. */
-    return conv_run(m, xv, run->n, run);
+    return conv_run(m, xv, run->n, NULL, run);
 }
 
 static int grad_of(sr_module *m, sr_param *p, void **g)
@@ -1003,6 +1041,18 @@ static void conv_describe(const sr_module *m, char *buf, size_t n)
 
 static const sr_module_ops conv_ops = {"conv2d", conv_forward, conv_jvp, conv_backward,
                                        conv_reset, conv_free_impl, conv_describe};
+
+int sr_conv2d_run_mapped(sr_module *m, const sr_tensor *x, int jvp, const sr_epilogue *ep, sr_run *run)
+{
+    if (m->ops != &conv_ops)
+        return sr_fail("conv2d: fused forward on a %s", m->ops->kind);
+    if (sr_interrupted() || sr_module_check_dtype(m, x))
+        return -1;
+    if (jvp && (run->n < 1 || run->k < 1 || x->ndim < 1 || x->shape[0] != run->n * (1 + run->k)))
+        return sr_fail("conv2d: stacked input %s is not %lld primal rows with %lld tangents each", SR_SHAPE(x),
+                       (long long)run->n, (long long)run->k);
+    return conv_run(m, x, jvp ? run->n : x->ndim > 0 ? x->shape[0] : 0, ep, run);
+}
 
 /* Lay the taps out for a phase order perm: sort by (shift, block), then a
  * GEMM continues while the shift is the same and the block is the next one

@@ -71,9 +71,13 @@ typedef struct sr_run {
      * (a reference for the pooling, and use-after-give-back becomes a
      * use-after-free that the sanitizers see). */
     int unpooled;
+    /* Run every layer on its own: no inference fusion in sequentials (a
+     * reference for the fusion, which is bit-identical anyway). */
+    int unfused;
+    int nfused;          /* out: layer groups the pass ran fused */
 } sr_run;
 
-#define SR_RUN_INIT {0, 0, 0, 0, 0, NULL, NULL, 0, 0, 0, 0, NULL, 0}
+#define SR_RUN_INIT {0, 0, 0, 0, 0, NULL, NULL, 0, 0, 0, 0, NULL, 0, 0, 0}
 
 typedef struct sr_module_ops {
     const char *kind; /* "conv2d", "sequential", ... */

@@ -444,6 +444,23 @@ static int bn_check(const sr_module *m, const sr_tensor *x)
     return 0;
 }
 
+/* The map's coefficients: w, b, and in eval mode the running statistics
+ * (in train mode bn_stats has just filled mu, var), then 1/√(var+ε), w·r. */
+static void bn_affine(sr_module *m)
+{
+    bn_impl *c = m->impl;
+    param_f64(c->w, &m->params[BN_W]);
+    param_f64(c->b, &m->params[BN_B]);
+    if (!m->training) {
+        param_f64(c->mu, &m->params[BN_RM]);
+        param_f64(c->var, &m->params[BN_RV]);
+    }
+    for (int64_t ch = 0; ch < c->C; ch++) {
+        c->rstd[ch] = 1 / sqrt(c->var[ch] + c->eps);
+        c->scale[ch] = c->w[ch] * c->rstd[ch];
+    }
+}
+
 /* Forward (jvp = 0: xv holds n rows) or stacked JVP (n primal rows, k
  * tangents each).  Only a forward updates the running statistics, so a JVP
  * in train mode measures the network without changing it. */
@@ -453,21 +470,13 @@ static int bn_run(sr_module *m, const sr_tensor *xv, int64_t n, int64_t k, sr_ru
     if (bn_check(m, xv) || sr_module_output_like(m, run, xv))
         return -1;
     int64_t C = c->C, P = xv->shape[2] * xv->shape[3], M = n * P;
-    param_f64(c->w, &m->params[BN_W]);
-    param_f64(c->b, &m->params[BN_B]);
     if (m->training) {
         if (M < 2)
             return sr_fail("batchnorm2d: training needs more than one value per channel (input %s%s)",
                            SR_SHAPE(xv), jvp ? ", stacked" : "");
         SR_DISPATCH(xv->dtype, bn_stats, c->mu, c->var, sr_data(xv), n, C, P);
-    } else {
-        param_f64(c->mu, &m->params[BN_RM]);
-        param_f64(c->var, &m->params[BN_RV]);
     }
-    for (int64_t ch = 0; ch < C; ch++) {
-        c->rstd[ch] = 1 / sqrt(c->var[ch] + c->eps);
-        c->scale[ch] = c->w[ch] * c->rstd[ch];
-    }
+    bn_affine(m);
     int64_t rows = xv->shape[0];
     if (m->training && k > 0) {
         SR_DISPATCH(xv->dtype, chan_affine, sr_data(&m->out), sr_data(xv), n, n, C, P, c->mu, c->scale,
@@ -546,6 +555,16 @@ static void bn_describe(const sr_module *m, char *buf, size_t n)
 
 static const sr_module_ops bn_ops = {"batchnorm2d", bn_forward, bn_jvp, bn_backward,
                                      bn_reset, bn_free, bn_describe};
+
+int sr_batchnorm2d_epilogue(sr_module *m, sr_epilogue *e)
+{
+    if (m->ops != &bn_ops || m->training)
+        return 0;
+    bn_impl *c = m->impl;
+    bn_affine(m);
+    *e = (sr_epilogue){.mu = c->mu, .scale = c->scale, .shift = c->b, .C = c->C};
+    return 1;
+}
 
 sr_module *sr_batchnorm2d_create(const sr_opts *o)
 {

@@ -223,7 +223,7 @@ static void SR_FN(wino_in_adj)(real *gx, const real *GV, int64_t ld, const sr_wi
 /* y tiles = Aᵀ M A (+ bias on images < bias_rows), cropped at the edges;
  * channel outermost so each image plane of y is written in order. */
 static void SR_FN(wino_out)(real *y, const real *M, int64_t ld, const real *b, int64_t bias_rows,
-                            const sr_wino_geom *g, int64_t R0, int64_t R1, real *s)
+                            const sr_epilogue *ep, const sr_wino_geom *g, int64_t R0, int64_t R1, real *s)
 {
     const int64_t tw = g->tw, O = g->o, ms = O * ld, P = g->ho * g->wo, wo = g->wo;
     real *restrict r0 = s, *restrict r1 = s + 2 * tw;
@@ -248,9 +248,15 @@ static void SR_FN(wino_out)(real *y, const real *M, int64_t ld, const real *b, i
                 r1[2 * j + 1] = q1 - q2 - q3 + bv;
             }
             real *yo = y + (img * O + o) * P + 2 * ti * wo;
-            memcpy(yo, r0, (size_t)wo * sizeof(real));
-            if (2 * ti + 1 < g->ho)
-                memcpy(yo + wo, r1, (size_t)wo * sizeof(real));
+            if (ep) {
+                SR_FN(sr_epilogue_rows)(yo, r0, 1, wo, wo, wo, o, ep, img >= bias_rows);
+                if (2 * ti + 1 < g->ho)
+                    SR_FN(sr_epilogue_rows)(yo + wo, r1, 1, wo, wo, wo, o, ep, img >= bias_rows);
+            } else {
+                memcpy(yo, r0, (size_t)wo * sizeof(real));
+                if (2 * ti + 1 < g->ho)
+                    memcpy(yo + wo, r1, (size_t)wo * sizeof(real));
+            }
         }
     }
 }
@@ -371,7 +377,7 @@ static int SR_FN(wino_fwd_part)(const wino_ctx *cx, int t)
         for (int xi = 0; xi < 16; xi++)
             SR_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)O, (int)T, (int)C, 1, U + xi * O * C, (int)C,
                     V + xi * C * ld, (int)ld, 0, M + xi * O * ld, (int)ld);
-        SR_FN(wino_out)(cx->y, M, ld, cx->b, cx->bias_rows, g, R, R1, s);
+        SR_FN(wino_out)(cx->y, M, ld, cx->b, cx->bias_rows, cx->ep, g, R, R1, s);
     }
     return 0;
 }
@@ -445,6 +451,7 @@ typedef struct {
     void *y, *gx, *ws, *U, *dU;
     const void *x, *gy, *b;
     int64_t bias_rows;
+    const sr_epilogue *ep;
 } wino_ctx;
 
 /* Column pairs q of a deinterleaved row (columns 2q − pw, 2q + 1 − pw)
@@ -531,9 +538,9 @@ static int wino_bwd_cb(void *ctx, int t)
 }
 
 int sr_wino_forward(sr_dtype dt, void *y, const void *x, const void *w, const void *b, int64_t bias_rows,
-                    const sr_wino_geom *g, const sr_wino_plan *pl, sr_pool *pool)
+                    const sr_epilogue *ep, const sr_wino_geom *g, const sr_wino_plan *pl, sr_pool *pool)
 {
-    wino_ctx cx = {.dt = dt, .g = g, .y = y, .x = x, .b = b, .bias_rows = bias_rows};
+    wino_ctx cx = {.dt = dt, .g = g, .y = y, .x = x, .b = b, .bias_rows = bias_rows, .ep = ep};
     sr_tensor ws = SR_TENSOR_INIT;
     wino_cut(&cx, pl, 0, sr_dtype_size(dt));
     if (wino_alloc(&cx, &ws, dt, 0, pool))

@@ -9,6 +9,7 @@
 
 #include <stdint.h>
 
+#include "epilogue.h"
 #include "tensor.h"
 
 typedef struct {
@@ -31,10 +32,11 @@ void sr_wino_geom_make(sr_wino_geom *g, int64_t n, int64_t c, int64_t h, int64_t
                        int64_t pw);
 
 /* y (n, o, ho, wo) = W ⋆ x + b, the bias (may be NULL) on images < bias_rows
- * only (the stacked JVP's tangent rows get none).  Workspaces are lent by
- * pool (may be NULL).  Returns -1 on an interrupt or out of memory. */
+ * only (the stacked JVP's tangent rows get none), then the output map ep
+ * (may be NULL) as each row is written.  Workspaces are lent by pool (may
+ * be NULL).  Returns -1 on an interrupt or out of memory. */
 int sr_wino_forward(sr_dtype dt, void *y, const void *x, const void *w, const void *b, int64_t bias_rows,
-                    const sr_wino_geom *g, const sr_wino_plan *pl, sr_pool *pool);
+                    const sr_epilogue *ep, const sr_wino_geom *g, const sr_wino_plan *pl, sr_pool *pool);
 
 /* gx = ∂L/∂x (written; may be NULL), gw += ∂L/∂W and gb += Σ gy
  * (accumulated; either may be NULL), the exact adjoint of the forward. */

@@ -2,6 +2,7 @@
  * nothing for backward returns each consumed activation to the model's pool,
  * a warm pool serves the next pass without fresh allocations, and none of
  * this changes a single output bit (forward, taps, jvp, backward). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -330,4 +331,150 @@ TEST(pool_does_not_lend_a_far_bigger_block)
     sr_tensor_free(&small);
     sr_tensor_free(&mid);
     sr_pool_clear(&pool);
+}
+
+/* conv2d -> batchnorm2d (eval, non-trivial statistics) [-> relu] in a
+ * sequential, fused in a plain forward and a stacked JVP, against the same
+ * net run layer by layer (run.unfused): bit-identical on every convolution
+ * path, both dtypes, with and without the ReLU; a residual -> relu likewise. */
+static sr_module *fuse_net(const char *const *conv_kv, int64_t C, int relu, int residual, sr_dtype dt)
+{
+    sr_module *root = sr_sequential_new(), *body = residual ? sr_sequential_new() : root;
+    char cs[16];
+    snprintf(cs, sizeof cs, "%lld", (long long)C);
+    if (!root || !body || add(body, "conv", check_layer("conv2d", conv_kv)) ||
+        add(body, "bn", check_layer("batchnorm2d", (const char *[]){"num_features", cs, NULL})))
+        return NULL;
+    if (residual) {
+        sr_module *res = sr_residual_new();
+        if (!res || add(res, "", body) || add(root, "block", res))
+            return NULL;
+    }
+    if (relu && add(root, "relu", check_layer("relu", (const char *[]){NULL})))
+        return NULL;
+    sr_rng r;
+    sr_rng_seed(&r, 11);
+    sr_module_reset(root, &r);
+    sr_module_set_training(root, 0);
+    if (sr_module_to_dtype(root, dt))
+        return NULL;
+    sr_module *bn = residual ? body->children[1].m : root->children[1].m;
+    /* Running statistics and affine parameters away from (0, 1, 1, 0). */
+    for (int p = 0; p < 4; p++)
+        for (int64_t c = 0; c < C; c++) {
+            double v = p == 0 ? 0.5 + 0.1 * c : p == 1 ? 0.3 - 0.05 * c : p == 2 ? 0.2 * c - 0.4 : 0.5 + 0.25 * c;
+            sr_set_flat(&bn->params[p].value, c, v);
+        }
+    return root;
+}
+
+TEST(module_fused_conv_bn_relu_is_bit_identical)
+{
+    /* strided: the output is smaller than the input (no residual variant). */
+    static const struct {
+        const char *what, *kv[16];
+        int64_t cin, cout, n, hw;
+        int strided;
+    } cases[] = {
+        {"im2col 3x3", {"kernel_size", "3", "padding", "1", "algo", "im2col", NULL}, 3, 6, 2, 9, 0},
+        {"im2col, images batched", {"kernel_size", "3", "padding", "1", "algo", "im2col", "split", "gemm", NULL},
+         4, 5, 5, 4, 0},
+        {"im2col, pixel chunks", {"kernel_size", "3", "padding", "1", "algo", "im2col", "max_workspace", "2000",
+                                  NULL}, 3, 5, 2, 9, 0},
+        {"1x1 in place", {"kernel_size", "1", NULL}, 5, 7, 2, 6, 0},
+        {"1x1 stride 2 + bias", {"kernel_size", "1", "stride", "2", "bias", "true", NULL}, 5, 7, 3, 7, 1},
+        {"taps", {"kernel_size", "3", "stride", "2", "padding", "1", "algo", "taps", NULL}, 3, 6, 2, 9, 1},
+        {"winograd", {"kernel_size", "3", "padding", "1", "algo", "winograd", NULL}, 4, 6, 2, 7, 0},
+        {"depthwise", {"kernel_size", "3", "padding", "1", "groups", "4", NULL}, 4, 8, 2, 6, 0},
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++)
+        for (int variant = 0; variant < 6; variant++) {
+            sr_dtype dt = variant & 1 ? SR_F64 : SR_F32;
+            int relu = variant >= 2, residual = variant >= 4;
+            if (residual && cases[ci].strided)
+                continue;
+            /* A residual adds the input back: channels in = out. */
+            int64_t cout = residual ? cases[ci].cin : cases[ci].cout;
+            char ci_s[16], co_s[16];
+            snprintf(ci_s, sizeof ci_s, "%lld", (long long)cases[ci].cin);
+            snprintf(co_s, sizeof co_s, "%lld", (long long)cout);
+            const char *kv[24] = {"in_channels", ci_s, "out_channels", co_s};
+            int nkv = 4;
+            for (int j = 0; cases[ci].kv[j]; j++)
+                kv[nkv++] = cases[ci].kv[j];
+            kv[nkv] = NULL;
+            sr_module *m = fuse_net(kv, cout, relu, residual, dt);
+            CHECK(m, "%s: net: %s", cases[ci].what, sr_errmsg());
+            sr_tensor x = SR_TENSOR_INIT, ref = SR_TENSOR_INIT;
+            CHECK_OK(check_randn(&x, 4, (int64_t[]){cases[ci].n, cases[ci].cin, cases[ci].hw, cases[ci].hw}, 5));
+            CHECK_OK(sr_tensor_convert(&x, &x, dt));
+            sr_run plain = SR_RUN_INIT, unfused = SR_RUN_INIT;
+            unfused.unfused = 1;
+            CHECK_OK(sr_module_forward(m, &x, &unfused));
+            sr_tensor_copy(&ref, &m->out);
+            for (int rep = 0; rep < 2; rep++) { /* the second pass reuses buffers */
+                plain.nfused = 0;
+                CHECK_OK(sr_module_forward(m, &x, &plain));
+                /* conv-bn(-relu), and a residual's sum with the relu. */
+                CHECK(plain.nfused == 1 + (residual && relu) && unfused.nfused == 0,
+                      "%s: %d groups fused (%d unfused)", cases[ci].what, plain.nfused, unfused.nfused);
+                CHECK(sr_same_shape(&m->out, &ref) && memcmp(sr_data(&m->out), sr_data(&ref),
+                                                             (size_t)sr_numel(&ref) * sr_dtype_size(dt)) == 0,
+                      "%s, %s%s%s: fused output differs (max %g)", cases[ci].what, sr_dtype_name(dt),
+                      relu ? ", relu" : "", residual ? ", residual" : "", max_abs_diff(&m->out, &ref));
+            }
+            {
+                /* Stacked JVP, 2 tangents per image: fused (conv-bn(-relu);
+                 * a residual's sum is not fused in a JVP) against unfused. */
+                int64_t k = 2, n = cases[ci].n;
+                sr_tensor xv = SR_TENSOR_INIT, jref = SR_TENSOR_INIT;
+                CHECK_OK(check_randn(&xv, 4, (int64_t[]){n * (1 + k), cases[ci].cin, cases[ci].hw, cases[ci].hw},
+                                     9));
+                CHECK_OK(sr_tensor_convert(&xv, &xv, dt));
+                sr_run jp = SR_RUN_INIT, ju = SR_RUN_INIT;
+                jp.n = ju.n = n, jp.k = ju.k = k, ju.unfused = 1;
+                CHECK_OK(sr_module_jvp(m, &xv, &ju));
+                sr_tensor_copy(&jref, &m->out);
+                CHECK_OK(sr_module_jvp(m, &xv, &jp));
+                CHECK(jp.nfused == 1 && ju.nfused == 0, "%s: jvp fused %d groups", cases[ci].what, jp.nfused);
+                CHECK(sr_same_shape(&m->out, &jref) && memcmp(sr_data(&m->out), sr_data(&jref),
+                                                              (size_t)sr_numel(&jref) * sr_dtype_size(dt)) == 0,
+                      "%s, %s%s%s: fused jvp differs (max %g)", cases[ci].what, sr_dtype_name(dt),
+                      relu ? ", relu" : "", residual ? ", residual" : "", max_abs_diff(&m->out, &jref));
+                /* The tangents were masked somewhere (relu) and not all zero. */
+                int64_t off = n * sr_rowsize(&jref), zt = 0, nzt = 0;
+                for (int64_t i = off; i < sr_numel(&jref); i++)
+                    zt += sr_get_flat(&jref, i) == 0, nzt += sr_get_flat(&jref, i) != 0;
+                CHECK(nzt > 0 && (!relu || residual || zt > 0), "%s: tangent pattern not exercised", cases[ci].what);
+                sr_tensor_free(&xv);
+                sr_tensor_free(&jref);
+            }
+            if (residual) {
+                /* A tap inside the residual with stop_after_taps: the pass
+                 * ends inside the fused group, at the residual (child 0),
+                 * and the tap sees the unfused conv output. */
+                sr_module *res = m->children[0].m, *conv = res->children[0].m->children[0].m;
+                const sr_module *taps[1] = {conv};
+                sr_tensor got[1] = {SR_TENSOR_INIT};
+                sr_run tr = SR_RUN_INIT;
+                tr.ntaps = 1, tr.taps = taps, tr.tap_out = got, tr.stop_after_taps = 1;
+                CHECK_OK(sr_module_forward(m, &x, &tr));
+                CHECK(tr.stopped && m->stop_at == 0, "%s: stopped %d at child %d", cases[ci].what, tr.stopped,
+                      m->stop_at);
+                sr_run ur = SR_RUN_INIT;
+                ur.unfused = 1;
+                CHECK_OK(sr_module_forward(conv, &x, &ur));
+                CHECK(max_abs_diff(&got[0], &conv->out) == 0, "%s: tap inside the residual differs",
+                      cases[ci].what);
+                sr_tensor_free(&got[0]);
+            }
+            /* Some outputs are negative: the map and the ReLU both acted. */
+            int neg = 0, zero = 0;
+            for (int64_t i = 0; i < sr_numel(&ref); i++)
+                neg += sr_get_flat(&ref, i) < 0, zero += sr_get_flat(&ref, i) == 0;
+            CHECK(relu ? zero > 0 && neg == 0 : neg > 0, "%s: output sign pattern is not exercised", cases[ci].what);
+            sr_tensor_free(&x);
+            sr_tensor_free(&ref);
+            sr_module_release(m);
+        }
 }

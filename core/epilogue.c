@@ -1,0 +1,81 @@
+/* epilogue.c - the fused per-channel output map (see epilogue.h). */
+#ifdef SR_REAL
+
+void SR_FN(sr_epilogue_rows)(real *dst, const real *src, int64_t rows, int64_t n, int64_t ld_dst,
+                             int64_t ld_src, int64_t c0, const sr_epilogue *e, int tangent)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        real *d = dst + r * ld_dst;
+        const real *s = src + r * ld_src;
+        if (tangent) {
+            if (e->mu) {
+                double a = e->scale[c0 + r];
+                #pragma omp simd
+                for (int64_t p = 0; p < n; p++)
+                    d[p] = (real)(s[p] * a);
+            } else if (d != s) {
+                memcpy(d, s, (size_t)n * sizeof(real));
+            }
+        } else if (e->mu) {
+            /* The expression of norm.c's chan_affine, term for term. */
+            double m = e->mu[c0 + r], a = e->scale[c0 + r], t = e->shift ? e->shift[c0 + r] : 0;
+            if (e->relu) {
+                #pragma omp simd
+                for (int64_t p = 0; p < n; p++) {
+                    real v = (real)((s[p] - m) * a + t);
+                    d[p] = v < 0 ? 0 : v;
+                }
+            } else {
+                #pragma omp simd
+                for (int64_t p = 0; p < n; p++)
+                    d[p] = (real)((s[p] - m) * a + t);
+            }
+        } else if (e->relu) {
+            #pragma omp simd
+            for (int64_t p = 0; p < n; p++)
+                d[p] = s[p] < 0 ? 0 : s[p];
+        } else if (d != s) {
+            memcpy(d, s, (size_t)n * sizeof(real));
+        }
+    }
+}
+
+static void SR_FN(epi_apply)(real *y, int64_t rows, int64_t primal_rows, int64_t C, int64_t P,
+                             const sr_epilogue *e)
+{
+    #pragma omp parallel for collapse(2) schedule(static) if (rows * C * P > EPI_OMP_MIN)
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t c = 0; c < C; c++) {
+            real *r = y + (i * C + c) * P;
+            SR_FN(sr_epilogue_rows)(r, r, 1, P, P, P, c, e, i >= primal_rows);
+        }
+}
+
+#else
+#include <string.h>
+
+#include "epilogue.h"
+#include "layers.h"
+#include "tensor_ops.h"
+
+/* Below this many elements the pass is not worth waking the threads. */
+#define EPI_OMP_MIN 32768
+
+#define SR_GENERIC_FILE "epilogue.c"
+#include "generic.h"
+
+void sr_epilogue_apply(sr_dtype dt, void *y, int64_t rows, int64_t primal_rows, int64_t C, int64_t P,
+                       const sr_epilogue *e)
+{
+    SR_DISPATCH(dt, epi_apply, y, rows, primal_rows, C, P, e);
+}
+
+void sr_epilogue_jvp_mask(sr_dtype dt, void *y, int64_t n, int64_t k, int64_t rs, const sr_epilogue *e)
+{
+    if (!e->relu)
+        return;
+    void *yt = (char *)y + (size_t)(n * rs) * sr_dtype_size(dt);
+    sr_relu_tangents(dt, yt, yt, y, n, k, rs);
+}
+
+#endif

@@ -1,0 +1,47 @@
+/* epilogue.h - a per-channel map fused into the pass that writes a layer's
+ * output, for inference:
+ *     y = (y − mu_c)·scale_c + shift_c,   then max(y, 0) when relu,
+ * the BatchNorm (eval) and ReLU that follow a convolution, or a ReLU alone
+ * after a residual sum (mu = NULL: no affine part).
+ *
+ * The arithmetic is batchnorm2d's and relu's own (the affine map in double,
+ * rounded once; NaN passes the ReLU), so a fused forward is bit-identical to
+ * running the layers one after another: nothing downstream, the profile
+ * engine's finite differences included, can tell the two apart. */
+#ifndef SR_EPILOGUE_H
+#define SR_EPILOGUE_H
+
+#include <stdint.h>
+
+#include "tensor.h"
+
+typedef struct sr_epilogue {
+    const double *mu, *scale, *shift; /* C each, or mu = NULL: no affine part */
+    int64_t C;                        /* channels the map is for */
+    int relu;
+} sr_epilogue;
+
+/* dst[r][0, n) = map(src[r][0, n)) for channels c0 .. c0 + rows − 1, row
+ * strides ld_dst / ld_src (dst may equal src).  One thread: for passes that
+ * already run per thread on a block still in cache.  tangent: the rows are
+ * a stacked JVP's tangents, which the affine map only scales (y·scale_c);
+ * their ReLU needs the primal's pattern, applied afterwards
+ * (sr_epilogue_jvp_mask). */
+void sr_epilogue_rows_f32(float *dst, const float *src, int64_t rows, int64_t n, int64_t ld_dst,
+                          int64_t ld_src, int64_t c0, const sr_epilogue *e, int tangent);
+void sr_epilogue_rows_f64(double *dst, const double *src, int64_t rows, int64_t n, int64_t ld_dst,
+                          int64_t ld_src, int64_t c0, const sr_epilogue *e, int tangent);
+
+/* In place over a (rows, C, P) batch whose first primal_rows rows are
+ * primals (the rest tangents), threaded: for the paths that cannot apply it
+ * block by block. */
+void sr_epilogue_apply(sr_dtype dt, void *y, int64_t rows, int64_t primal_rows, int64_t C, int64_t P,
+                       const sr_epilogue *e);
+
+/* A stacked JVP's output (n primal rows, then k tangents each, rs elements
+ * a row), mapped by rows_f32/f64: when e->relu, zero the tangents where
+ * their primal output is not > 0 (relu's JVP; its output holds the same
+ * pattern as its input). */
+void sr_epilogue_jvp_mask(sr_dtype dt, void *y, int64_t n, int64_t k, int64_t rs, const sr_epilogue *e);
+
+#endif
