@@ -815,7 +815,7 @@ static int conv_fwd_cb(void *ctx, int t)
                                  conv_ws(im, WS_TMP, t, c->sz), c->bias_rows - p->lo);
         /* Tap-wise GEMMs accumulate over the whole part: map it afterwards. */
         if (!rc && c->ep)
-            sr_epilogue_apply(c->dt, y, p->g.n, c->bias_rows - p->lo, g->o, g->P, c->ep);
+            sr_epilogue_apply(c->dt, y, y, p->g.n, c->bias_rows - p->lo, g->o, g->P, c->ep);
         return rc;
     }
     return SR_DISPATCH_RET(c->dt, conv_fwd, y, x, c->w, c->b, &p->g, &p->pl, conv_ws(im, WS_COL, t, c->sz),
@@ -903,7 +903,7 @@ static int conv_run(sr_module *m, const sr_tensor *x, int64_t bias_rows, const s
         rc = sr_dw_forward(x->dtype, sr_data(&m->out), sr_data(x), sr_data(&m->params[0].value), b, &dg,
                            bias_rows);
         if (!rc && ep)
-            sr_epilogue_apply(x->dtype, sr_data(&m->out), g.n, bias_rows, g.o, g.P, ep);
+            sr_epilogue_apply(x->dtype, sr_data(&m->out), sr_data(&m->out), g.n, bias_rows, g.o, g.P, ep);
         return conv_mapped_jvp(m, x, bias_rows, ep, rc);
     }
     sr_wino_geom wg;
@@ -1048,9 +1048,8 @@ int sr_conv2d_run_mapped(sr_module *m, const sr_tensor *x, int jvp, const sr_epi
         return sr_fail("conv2d: fused forward on a %s", m->ops->kind);
     if (sr_interrupted() || sr_module_check_dtype(m, x))
         return -1;
-    if (jvp && (run->n < 1 || run->k < 1 || x->ndim < 1 || x->shape[0] != run->n * (1 + run->k)))
-        return sr_fail("conv2d: stacked input %s is not %lld primal rows with %lld tangents each", SR_SHAPE(x),
-                       (long long)run->n, (long long)run->k);
+    if (jvp && sr_run_check_stacked(m, x, run))
+        return -1;
     return conv_run(m, x, jvp ? run->n : x->ndim > 0 ? x->shape[0] : 0, ep, run);
 }
 

@@ -1,4 +1,6 @@
-/* epilogue.c - the fused per-channel output map (see epilogue.h). */
+/* epilogue.c - the per-channel affine map (+ ReLU) of epilogue.h: the one
+ * implementation behind batchnorm2d's and normalize's own passes and the
+ * map fused into a convolution's output pass. */
 #ifdef SR_REAL
 
 void SR_FN(sr_epilogue_rows)(real *dst, const real *src, int64_t rows, int64_t n, int64_t ld_dst,
@@ -7,53 +9,36 @@ void SR_FN(sr_epilogue_rows)(real *dst, const real *src, int64_t rows, int64_t n
     for (int64_t r = 0; r < rows; r++) {
         real *d = dst + r * ld_dst;
         const real *s = src + r * ld_src;
+        double m = e->mu[c0 + r], a = e->scale[c0 + r], t = e->shift ? e->shift[c0 + r] : 0;
         if (tangent) {
-            if (e->mu) {
-                double a = e->scale[c0 + r];
-                #pragma omp simd
-                for (int64_t p = 0; p < n; p++)
-                    d[p] = (real)(s[p] * a);
-            } else if (d != s) {
-                memcpy(d, s, (size_t)n * sizeof(real));
-            }
-        } else if (e->mu) {
-            /* The expression of norm.c's chan_affine, term for term. */
-            double m = e->mu[c0 + r], a = e->scale[c0 + r], t = e->shift ? e->shift[c0 + r] : 0;
-            if (e->relu) {
-                #pragma omp simd
-                for (int64_t p = 0; p < n; p++) {
-                    real v = (real)((s[p] - m) * a + t);
-                    d[p] = v < 0 ? 0 : v;
-                }
-            } else {
-                #pragma omp simd
-                for (int64_t p = 0; p < n; p++)
-                    d[p] = (real)((s[p] - m) * a + t);
-            }
-        } else if (e->relu) {
             #pragma omp simd
             for (int64_t p = 0; p < n; p++)
-                d[p] = s[p] < 0 ? 0 : s[p];
-        } else if (d != s) {
-            memcpy(d, s, (size_t)n * sizeof(real));
+                d[p] = (real)(s[p] * a);
+        } else if (e->relu) {
+            /* relu's own test on the rounded value: NaN passes. */
+            #pragma omp simd
+            for (int64_t p = 0; p < n; p++) {
+                real v = (real)((s[p] - m) * a + t);
+                d[p] = v < 0 ? 0 : v;
+            }
+        } else {
+            #pragma omp simd
+            for (int64_t p = 0; p < n; p++)
+                d[p] = (real)((s[p] - m) * a + t);
         }
     }
 }
 
-static void SR_FN(epi_apply)(real *y, int64_t rows, int64_t primal_rows, int64_t C, int64_t P,
+static void SR_FN(epi_apply)(real *y, const real *x, int64_t rows, int64_t primal_rows, int64_t C, int64_t P,
                              const sr_epilogue *e)
 {
     #pragma omp parallel for collapse(2) schedule(static) if (rows * C * P > EPI_OMP_MIN)
     for (int64_t i = 0; i < rows; i++)
-        for (int64_t c = 0; c < C; c++) {
-            real *r = y + (i * C + c) * P;
-            SR_FN(sr_epilogue_rows)(r, r, 1, P, P, P, c, e, i >= primal_rows);
-        }
+        for (int64_t c = 0; c < C; c++)
+            SR_FN(sr_epilogue_rows)(y + (i * C + c) * P, x + (i * C + c) * P, 1, P, P, P, c, e, i >= primal_rows);
 }
 
 #else
-#include <string.h>
-
 #include "epilogue.h"
 #include "layers.h"
 #include "tensor_ops.h"
@@ -64,10 +49,10 @@ static void SR_FN(epi_apply)(real *y, int64_t rows, int64_t primal_rows, int64_t
 #define SR_GENERIC_FILE "epilogue.c"
 #include "generic.h"
 
-void sr_epilogue_apply(sr_dtype dt, void *y, int64_t rows, int64_t primal_rows, int64_t C, int64_t P,
-                       const sr_epilogue *e)
+void sr_epilogue_apply(sr_dtype dt, void *y, const void *x, int64_t rows, int64_t primal_rows, int64_t C,
+                       int64_t P, const sr_epilogue *e)
 {
-    SR_DISPATCH(dt, epi_apply, y, rows, primal_rows, C, P, e);
+    SR_DISPATCH(dt, epi_apply, y, x, rows, primal_rows, C, P, e);
 }
 
 void sr_epilogue_jvp_mask(sr_dtype dt, void *y, int64_t n, int64_t k, int64_t rs, const sr_epilogue *e)

@@ -1,13 +1,15 @@
-/* epilogue.h - a per-channel map fused into the pass that writes a layer's
- * output, for inference:
- *     y = (y − mu_c)·scale_c + shift_c,   then max(y, 0) when relu,
- * the BatchNorm (eval) and ReLU that follow a convolution, or a ReLU alone
- * after a residual sum (mu = NULL: no affine part).
+/* epilogue.h - a per-channel affine map on (rows, C, P) batches,
+ *     y = (x − mu_c)·scale_c + shift_c,   then max(y, 0) when relu;
+ * on a stacked JVP's tangent rows only y = x·scale_c (an affine map's JVP).
  *
- * The arithmetic is batchnorm2d's and relu's own (the affine map in double,
- * rounded once; NaN passes the ReLU), so a fused forward is bit-identical to
- * running the layers one after another: nothing downstream, the profile
- * engine's finite differences included, can tell the two apart. */
+ * batchnorm2d (eval, and train-mode primal rows) and normalize run it as
+ * their own pass (sr_epilogue_apply); a sequential's inference fusion
+ * (module.c) runs it inside the pass that writes a convolution's output,
+ * block by block while the block is in cache (sr_epilogue_rows), with the
+ * BatchNorm's map and the following ReLU.  One implementation, so a fused
+ * forward is bit-identical to running the layers one after another: nothing
+ * downstream, the profile engine's finite differences included, can tell
+ * the two apart. */
 #ifndef SR_EPILOGUE_H
 #define SR_EPILOGUE_H
 
@@ -16,7 +18,7 @@
 #include "tensor.h"
 
 typedef struct sr_epilogue {
-    const double *mu, *scale, *shift; /* C each, or mu = NULL: no affine part */
+    const double *mu, *scale, *shift; /* C each; shift may be NULL (zero) */
     int64_t C;                        /* channels the map is for */
     int relu;
 } sr_epilogue;
@@ -32,11 +34,11 @@ void sr_epilogue_rows_f32(float *dst, const float *src, int64_t rows, int64_t n,
 void sr_epilogue_rows_f64(double *dst, const double *src, int64_t rows, int64_t n, int64_t ld_dst,
                           int64_t ld_src, int64_t c0, const sr_epilogue *e, int tangent);
 
-/* In place over a (rows, C, P) batch whose first primal_rows rows are
- * primals (the rest tangents), threaded: for the paths that cannot apply it
- * block by block. */
-void sr_epilogue_apply(sr_dtype dt, void *y, int64_t rows, int64_t primal_rows, int64_t C, int64_t P,
-                       const sr_epilogue *e);
+/* y = map(x) over a (rows, C, P) batch whose first primal_rows rows are
+ * primals (the rest tangents; primal_rows = 0 also gives the map's
+ * backward), threaded; y may be x. */
+void sr_epilogue_apply(sr_dtype dt, void *y, const void *x, int64_t rows, int64_t primal_rows, int64_t C,
+                       int64_t P, const sr_epilogue *e);
 
 /* A stacked JVP's output (n primal rows, then k tangents each, rs elements
  * a row), mapped by rows_f32/f64: when e->relu, zero the tangents where

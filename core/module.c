@@ -193,15 +193,22 @@ int sr_module_forward(sr_module *m, const sr_tensor *x, sr_run *run)
     return 0;
 }
 
+int sr_run_check_stacked(const sr_module *m, const sr_tensor *xv, const sr_run *run)
+{
+    if (run->k < 1 || xv->ndim < 1 || xv->shape[0] != run->n * (1 + run->k))
+        return sr_fail("%s jvp: input %s does not hold %lld primal rows plus %lld tangents each",
+                       m->ops->kind, SR_SHAPE(xv), (long long)run->n, (long long)run->k);
+    return 0;
+}
+
 int sr_module_jvp(sr_module *m, const sr_tensor *xv, sr_run *run)
 {
     if (sr_interrupted() || sr_module_check_dtype(m, xv))
         return -1;
     if (!m->ops->jvp)
         return sr_fail("%s: jvp is not implemented", m->ops->kind);
-    if (run->k < 1 || xv->ndim < 1 || xv->shape[0] != run->n * (1 + run->k))
-        return sr_fail("%s jvp: input %s does not hold %lld primal rows plus %lld tangents each",
-                       m->ops->kind, SR_SHAPE(xv), (long long)run->n, (long long)run->k);
+    if (sr_run_check_stacked(m, xv, run))
+        return -1;
     if (run_op(m, xv, run, m->ops->jvp))
         return -1;
     ran(m, run);
@@ -484,7 +491,8 @@ static int tapped(const sr_run *run, const sr_module *m)
     return 0;
 }
 
-/* How many children from i one fused op covers (0: none applies); fills ep. */
+/* How many children from i one fused op covers (0: none applies); fills ep
+ * (for a residual only ep->relu: the sum has no affine part). */
 static int fusable(sr_module *m, int i, const sr_run *run, int jvp, sr_epilogue *ep)
 {
     sr_module *c = m->children[i].m, *next = i + 1 < m->nchildren ? m->children[i + 1].m : NULL;
@@ -503,7 +511,7 @@ static int fusable(sr_module *m, int i, const sr_run *run, int jvp, sr_epilogue 
     return n > 1 ? n : 0;
 }
 
-static int res_run(sr_module *m, const sr_tensor *x, sr_run *run, int jvp, const sr_epilogue *ep);
+static int res_run(sr_module *m, const sr_tensor *x, sr_run *run, int jvp, int relu);
 
 /* Run children [i, i + n) fused; the result becomes the last one's output.
  * Returns the number of children run: 1 when the pass stopped at a tap
@@ -513,7 +521,7 @@ static int run_fused(sr_module *m, int i, int n, const sr_epilogue *ep, const sr
 {
     sr_module *first = m->children[i].m, *last = m->children[i + n - 1].m;
     int rc = is_kind(first, "conv2d") ? sr_conv2d_run_mapped(first, x, jvp, ep, run)
-                                      : sr_module_check_dtype(first, x) || res_run(first, x, run, 0, ep);
+                                      : sr_module_check_dtype(first, x) || res_run(first, x, run, 0, ep->relu);
     if (rc)
         return -1;
     if (run->stopped) {
@@ -628,8 +636,8 @@ static int add_into(sr_pool *pool, sr_tensor *out, const sr_tensor *a, const sr_
     return 0;
 }
 
-/* ep (forward only, may be NULL): the ReLU fused into the sum (see fusable). */
-static int res_run(sr_module *m, const sr_tensor *x, sr_run *run, int jvp, const sr_epilogue *ep)
+/* relu (forward only): the ReLU after the block fused into the sum (see fusable). */
+static int res_run(sr_module *m, const sr_tensor *x, sr_run *run, int jvp, int relu)
 {
     if (m->nchildren < 1 || m->nchildren > 2)
         return sr_fail("residual: needs a body and at most one shortcut (has %d children)", m->nchildren);
@@ -654,7 +662,7 @@ static int res_run(sr_module *m, const sr_tensor *x, sr_run *run, int jvp, const
             return 0;
         }
     }
-    if (add_into(run->pool, &m->out, &body->out, skip, ep && ep->relu, "residual"))
+    if (add_into(run->pool, &m->out, &body->out, skip, relu, "residual"))
         return -1;
     /* Backward reads neither branch's output (see drop_outputs). */
     for (int i = 0; i < m->nchildren; i++)
@@ -662,8 +670,8 @@ static int res_run(sr_module *m, const sr_tensor *x, sr_run *run, int jvp, const
     return 0;
 }
 
-static int res_forward(sr_module *m, const sr_tensor *x, sr_run *run) { return res_run(m, x, run, 0, NULL); }
-static int res_jvp(sr_module *m, const sr_tensor *x, sr_run *run) { return res_run(m, x, run, 1, NULL); }
+static int res_forward(sr_module *m, const sr_tensor *x, sr_run *run) { return res_run(m, x, run, 0, 0); }
+static int res_jvp(sr_module *m, const sr_tensor *x, sr_run *run) { return res_run(m, x, run, 1, 0); }
 
 static int res_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
 {

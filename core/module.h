@@ -146,6 +146,9 @@ int sr_module_check_dtype(const sr_module *m, const sr_tensor *x);
 /* Public entry points: check dtype, interrupt flag, run the op, record taps. */
 int sr_module_forward(sr_module *m, const sr_tensor *x, sr_run *run);
 int sr_module_jvp(sr_module *m, const sr_tensor *xv, sr_run *run);
+/* The stacked layout sr_module_jvp expects: xv has run->n·(1 + run->k)
+ * rows, run->k >= 1. */
+int sr_run_check_stacked(const sr_module *m, const sr_tensor *xv, const sr_run *run);
 int sr_module_backward(sr_module *m, const sr_tensor *gy, sr_run *run);
 /* Make m->out a dtype/shape buffer for this pass: m's own when it can serve,
  * else one lent from the pass's pool, else fresh (sr_tensor_ensure). */

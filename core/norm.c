@@ -21,33 +21,6 @@
  * the map is affine and tangents are only scaled. */
 #ifdef SR_REAL
 
-/* --- per-channel maps on (rows, C, P) ------------------------------------ */
-
-/* y = (x − μ_c)·a_c + b_c on the first primal_rows rows and y = x·a_c on the
- * rest (the tangents of an affine map; also its backward with primal_rows =
- * 0).  b may be NULL (zero). */
-static void SR_FN(chan_affine)(real *y, const real *x, int64_t rows, int64_t primal_rows, int64_t C,
-                               int64_t P, const double *mu, const double *a, const double *b)
-{
-    #pragma omp parallel for collapse(2) schedule(static) if (rows * C * P > NORM_OMP_MIN)
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t c = 0; c < C; c++) {
-            const real *xc = x + (r * C + c) * P;
-            real *yc = y + (r * C + c) * P;
-            double s = a[c];
-            if (r < primal_rows) {
-                double m = mu[c], t = b ? b[c] : 0;
-                #pragma omp simd
-                for (int64_t p = 0; p < P; p++)
-                    yc[p] = (real)((xc[p] - m) * s + t);
-            } else {
-                #pragma omp simd
-                for (int64_t p = 0; p < P; p++)
-                    yc[p] = (real)(xc[p] * s);
-            }
-        }
-}
-
 /* Mean and biased variance of each channel over the first n rows. */
 static void SR_FN(bn_stats)(double *mean, double *var, const real *x, int64_t n, int64_t C, int64_t P)
 {
@@ -479,13 +452,13 @@ static int bn_run(sr_module *m, const sr_tensor *xv, int64_t n, int64_t k, sr_ru
     bn_affine(m);
     int64_t rows = xv->shape[0];
     if (m->training && k > 0) {
-        SR_DISPATCH(xv->dtype, chan_affine, sr_data(&m->out), sr_data(xv), n, n, C, P, c->mu, c->scale,
-                    c->b);
+        sr_epilogue_apply(xv->dtype, sr_data(&m->out), sr_data(xv), n, n, C, P,
+                          &(sr_epilogue){c->mu, c->scale, c->b, C, 0});
         SR_DISPATCH(xv->dtype, bn_train_tangents, sr_data(&m->out), sr_data(xv), n, k, C, P, c->mu,
                     c->rstd, c->w);
     } else {
-        SR_DISPATCH(xv->dtype, chan_affine, sr_data(&m->out), sr_data(xv), rows, n, C, P, c->mu,
-                    c->scale, c->b);
+        sr_epilogue_apply(xv->dtype, sr_data(&m->out), sr_data(xv), rows, n, C, P,
+                          &(sr_epilogue){c->mu, c->scale, c->b, C, 0});
     }
     if (jvp)
         return 0;
@@ -760,8 +733,8 @@ static int nz_run(sr_module *m, const sr_tensor *xv, int64_t n, sr_run *run)
     nz_impl *c = m->impl;
     if (nz_check(m, xv) || sr_module_output_like(m, run, xv))
         return -1;
-    SR_DISPATCH(xv->dtype, chan_affine, sr_data(&m->out), sr_data(xv), xv->shape[0], n, c->C,
-                sr_rowsize(xv) / c->C, c->mean, c->inv, NULL);
+    sr_epilogue_apply(xv->dtype, sr_data(&m->out), sr_data(xv), xv->shape[0], n, c->C, sr_rowsize(xv) / c->C,
+                      &(sr_epilogue){c->mean, c->inv, NULL, c->C, 0});
     return 0;
 }
 
@@ -778,8 +751,8 @@ static int nz_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
     nz_impl *c = m->impl;
     if (sr_module_grad_input_like(m, run, gy))
         return -1;
-    SR_DISPATCH(gy->dtype, chan_affine, sr_data(&m->gin), sr_data(gy), gy->shape[0], 0, c->C,
-                sr_rowsize(gy) / c->C, c->mean, c->inv, NULL);
+    sr_epilogue_apply(gy->dtype, sr_data(&m->gin), sr_data(gy), gy->shape[0], 0, c->C, sr_rowsize(gy) / c->C,
+                      &(sr_epilogue){c->mean, c->inv, NULL, c->C, 0});
     return 0;
 }
 
