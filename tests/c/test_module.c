@@ -478,3 +478,30 @@ TEST(module_fused_conv_bn_relu_is_bit_identical)
             sr_module_release(m);
         }
 }
+
+/* A BatchNorm whose num_features does not match the convolution before it:
+ * the pair is not fused, and the forward and the JVP both fail with the
+ * BatchNorm's own message naming the shapes (as unfused). */
+TEST(module_fusion_keeps_the_channel_mismatch_error)
+{
+    const char *conv[] = {"in_channels", "3", "out_channels", "6", "kernel_size", "3", "padding", "1", NULL};
+    sr_module *m = sr_sequential_new();
+    CHECK(m && !add(m, "conv", check_layer("conv2d", conv)) &&
+              !add(m, "bn", check_layer("batchnorm2d", (const char *[]){"num_features", "5", NULL})) &&
+              !add(m, "relu", check_layer("relu", (const char *[]){NULL})),
+          "net: %s", sr_errmsg());
+    sr_module_set_training(m, 0);
+    sr_tensor x = SR_TENSOR_INIT, xv = SR_TENSOR_INIT;
+    CHECK_OK(check_randn(&x, 4, (int64_t[]){2, 3, 5, 5}, 1));
+    CHECK_OK(sr_tensor_convert(&x, &x, SR_F32));
+    CHECK_OK(check_randn(&xv, 4, (int64_t[]){6, 3, 5, 5}, 2));
+    CHECK_OK(sr_tensor_convert(&xv, &xv, SR_F32));
+    sr_run run = SR_RUN_INIT, jr = SR_RUN_INIT;
+    CHECK_ERR(sr_module_forward(m, &x, &run), "has 6 channels but num_features=5");
+    CHECK(run.nfused == 0, "a mismatched pair was fused");
+    jr.n = 2, jr.k = 2;
+    CHECK_ERR(sr_module_jvp(m, &xv, &jr), "has 6 channels but num_features=5");
+    sr_tensor_free(&x);
+    sr_tensor_free(&xv);
+    sr_module_release(m);
+}
