@@ -362,9 +362,11 @@ static rung_est rung_estimate(const double *dpos, const double *dneg, int64_t n,
 
 static int64_t auto_batch(int64_t d)
 {
-    /* About 16 MB of float32 input rows per batch: enough rows to keep the
-     * GEMMs fat, small enough for activations of big models to fit. */
-    int64_t b = ((int64_t)4 << 20) / (d > 0 ? d : 1);
+    /* About 32 MB of float32 input rows per batch: enough rows to keep the
+     * GEMMs of the late, small-plane layers fat (ResNet-50 at 224: 51 rows
+     * ran 8% faster per image than 17, no gain beyond), small enough for
+     * activations of big models to fit. */
+    int64_t b = ((int64_t)8 << 20) / (d > 0 ? d : 1);
     return b < 8 ? 8 : b > 512 ? 512 : b;
 }
 

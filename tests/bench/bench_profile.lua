@@ -1,7 +1,9 @@
 -- bench_profile.lua: the statistic for one image, srgeo vs a PyTorch script
 -- computing the same quantity (torch.autograd.forward_ad JVPs + batched
 -- forwards) on the same cores in the same run, and the sequential mode's
--- forward count at the paper preset's CI.
+-- forward count at the paper preset's CI.  Each side runs its own batch:
+-- srgeo its automatic one, PyTorch the rows per forward its script finds
+-- fastest on this machine (a short untimed sweep; see torch_profile.py).
 --   build/srgeo tests/bench/bench_profile.lua [--cases resnet18_cifar:32:1024,resnet50:224:64]
 -- A case is MODEL:SIZE:DIRECTIONS (paper: 1024 directions, i.e. 2048 with
 -- antipodes).  ResNet-50 at 224 runs a reduced direction count by default:
@@ -42,9 +44,10 @@ local function bench(model, size, ndir)
     local pipe = io.popen(cmd)
     local out = pipe:read("a")
     pipe:close()
-    local torch_t = tonumber(out:match("seconds ([%d%.]+)"))
+    local torch_t, torch_rows = tonumber(out:match("seconds ([%d%.]+)")), out:match("rows (%d+ format %S+)")
     if torch_t then
-      print(string.format("torch  same task: %.1f s  -> srgeo is %.2fx PyTorch (target >= 1.5x)", torch_t, torch_t / t))
+      print(string.format("torch  same task, its best batch (%s): %.1f s  -> srgeo is %.2fx PyTorch (target >= 1.5x)",
+        torch_rows, torch_t, torch_t / t))
     else
       print("torch  (not available for this architecture: " .. out:gsub("\n", " ") .. ")")
     end
