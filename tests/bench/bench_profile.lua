@@ -2,8 +2,9 @@
 -- computing the same quantity (torch.autograd.forward_ad JVPs + batched
 -- forwards) on the same cores in the same run, and the sequential mode's
 -- forward count at the paper preset's CI.  Each side runs its own batch:
--- srgeo its automatic one, PyTorch the rows per forward its script finds
--- fastest on this machine (a short untimed sweep; see torch_profile.py).
+-- srgeo its automatic one, PyTorch the rows per forward and memory format
+-- its script finds fastest on this machine (an untimed sweep; see
+-- torch_profile.py).
 --   build/srgeo tests/bench/bench_profile.lua [--cases resnet18_cifar:32:1024,resnet50:224:64]
 -- A case is MODEL:SIZE:DIRECTIONS (paper: 1024 directions, i.e. 2048 with
 -- antipodes).  ResNet-50 at 224 runs a reduced direction count by default:
