@@ -307,50 +307,40 @@ static void SR_FN(wino_gy)(real *Mg, int64_t ld, const real *gy, const sr_wino_g
     }
 }
 
+/* The 1-D kernel transform G (4x3) on C columns at once: rows
+ * d, d + ds, d + 2·ds, d + 3·ds from rows k0, k1, k2. */
+WINO_INLINE void SR_FN(wino_g_rows)(real *d, int64_t ds, const real *k0, const real *k1, const real *k2, int64_t C)
+{
+    WINO_SIMD
+    for (int64_t c = 0; c < C; c++) {
+        d[c] = k0[c];
+        d[ds + c] = (real)0.5 * (k0[c] + k1[c] + k2[c]);
+        d[2 * ds + c] = (real)0.5 * (k0[c] - k1[c] + k2[c]);
+        d[3 * ds + c] = k2[c];
+    }
+}
+
 /* U[ξ] (O x C) = (G g Gᵀ)[ξ] for every 3x3 kernel g = w[o][c], o in
  * [o0, o1).  It runs on every call (weights change between training
  * steps), so it must not cost much next to the GEMMs.  One output channel's
  * kernels are first laid out tap-major in sc (9·C) so the loops over c are
- * contiguous; the row transforms go to 12 rows of C in sc too, and then
- * each of the 16 planes gets its row o in one contiguous run: writing all
- * 16 planes per c instead puts 16 streams a multiple of 4 KB apart into one
- * L1 set (512 -> 512: 26 ms of a 140 ms convolution). */
+ * contiguous; G on the kernel columns goes to 12 rows of C in sc too, and
+ * G on their rows writes 4 planes' row o at a time: writing all 16 planes
+ * per c instead puts 16 streams a multiple of 4 KB apart into one 8-way L1
+ * set (512 -> 512: 26 ms of a 140 ms convolution). */
 static void SR_FN(wino_weights)(real *U, const real *w, int64_t O, int64_t C, int64_t o0, int64_t o1, real *sc)
 {
     const int64_t us = O * C;
-    real *t = sc + 9 * C; /* t[(3a + j)·C + c] = (G g)[a][j] */
+    real *t = sc + 9 * C; /* t[(a + 4j)·C + c] = (G g)[a][j] */
     for (int64_t o = o0; o < o1; o++) {
         const real *wo = w + o * C * 9;
         for (int64_t c = 0; c < C; c++)
             for (int k = 0; k < 9; k++)
                 sc[k * C + c] = wo[c * 9 + k];
-        for (int j = 0; j < 3; j++) {
-            const real *k0 = sc + j * C, *k1 = sc + (3 + j) * C, *k2 = sc + (6 + j) * C;
-            real *t0 = t + j * C, *t1 = t + (3 + j) * C, *t2 = t + (6 + j) * C, *t3 = t + (9 + j) * C;
-            WINO_SIMD
-            for (int64_t c = 0; c < C; c++) {
-                t0[c] = k0[c];
-                t1[c] = (real)0.5 * (k0[c] + k1[c] + k2[c]);
-                t2[c] = (real)0.5 * (k0[c] - k1[c] + k2[c]);
-                t3[c] = k2[c];
-            }
-        }
-        for (int a = 0; a < 4; a++) {
-            const real *r0 = t + 3 * a * C, *r1 = r0 + C, *r2 = r1 + C;
-            real *u = U + 4 * a * us + o * C;
-            WINO_SIMD
-            for (int64_t c = 0; c < C; c++)
-                u[c] = r0[c];
-            WINO_SIMD
-            for (int64_t c = 0; c < C; c++)
-                u[us + c] = (real)0.5 * (r0[c] + r1[c] + r2[c]);
-            WINO_SIMD
-            for (int64_t c = 0; c < C; c++)
-                u[2 * us + c] = (real)0.5 * (r0[c] - r1[c] + r2[c]);
-            WINO_SIMD
-            for (int64_t c = 0; c < C; c++)
-                u[3 * us + c] = r2[c];
-        }
+        for (int j = 0; j < 3; j++)
+            SR_FN(wino_g_rows)(t + 4 * j * C, C, sc + j * C, sc + (3 + j) * C, sc + (6 + j) * C, C);
+        for (int a = 0; a < 4; a++)
+            SR_FN(wino_g_rows)(U + 4 * a * us + o * C, us, t + a * C, t + (a + 4) * C, t + (a + 8) * C, C);
     }
 }
 
