@@ -35,9 +35,9 @@ $(BUILD)/%.o: %.c
 	@echo '  CC     $<'
 	@$(CC) $(CFLAGS) -c $< -o $@
 
-# The depthwise kernels' vector blocks want a·b + c fused (see depthwise.c);
-# -std=c11 alone turns contraction off.
-$(BUILD)/core/depthwise.o: CFLAGS += -ffp-contract=fast
+# The depthwise and GEMM kernels' vector blocks want a·b + c fused (see
+# depthwise.c, gemm.c); -std=c11 alone turns contraction off.
+$(BUILD)/core/depthwise.o $(BUILD)/core/gemm.o: CFLAGS += -ffp-contract=fast
 
 $(BUILD)/libsrgeo_core.a: $(CORE_OBJ)
 	@rm -f $@ && ar rcs $@ $^

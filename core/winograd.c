@@ -66,15 +66,20 @@ static void SR_FN(wino_load_row)(real *restrict e, real *restrict od, const real
 }
 
 /* V[ξ][c][t] = (Bᵀ d B)[ξ] for every channel and every tile of tile rows
- * [R0, R1), t = (R − R0)·tw + tj; ld columns per V[ξ] row.  s: scratch of
- * WINO_SCRATCH elements.  Channel outermost: consecutive tile rows of an
- * image share two input rows, which stay loaded (a ring of four), and all
- * 16 outputs of a tile come from one pass over its row, so short rows
- * (16 tiles at 32x32) pay one loop per tile row and channel, not eight. */
-static void SR_FN(wino_in)(real *V, int64_t ld, const real *x, const sr_wino_geom *g, int64_t R0, int64_t R1,
-                           real *s)
+ * [R0, R1), t = (R − R0)·tw + tj; ld columns per V[ξ] row.  With strips,
+ * each V[ξ] is instead in gemm.c's strips of NR tiles, C x NR blocks
+ * wino_strip apart (the last one's columns past the tiles zeroed), and
+ * holds C + 1 rows of ld.  s: scratch of WINO_SCRATCH
+ * elements.  Channel outermost: consecutive tile rows of an image share
+ * two input rows, which stay loaded (a ring of four), and all 16 outputs
+ * of a tile come from one pass over its row, so short rows (16 tiles at
+ * 32x32) pay one loop per tile row and channel, not eight. */
+static void SR_FN(wino_in)(real *V, int64_t ld, int strips, const real *x, const sr_wino_geom *g, int64_t R0,
+                           int64_t R1, real *s)
 {
-    const int64_t tw = g->tw, n1 = tw + 1, C = g->c, plane = g->h * g->w, vs = wino_plane(C, ld);
+    const int64_t tw = g->tw, n1 = tw + 1, C = g->c, plane = g->h * g->w, vs = wino_plane(C + strips, ld);
+    /* A constant, so the run arithmetic below is shifts, not divisions. */
+    const int64_t nr = sr_gemm_nr(sizeof(real)), ss = wino_strip(C, sizeof(real));
     for (int64_t c = 0; c < C; c++) {
         real *rp[4] = {s, s + 2 * n1, s + 4 * n1, s + 6 * n1}; /* row k: even at rp[k], odd at rp[k] + n1 */
         int64_t last = -2; /* tile row whose patch rows are loaded */
@@ -91,11 +96,16 @@ static void SR_FN(wino_in)(real *V, int64_t ld, const real *x, const sr_wino_geo
             last = R;
             const real *e0 = rp[0], *o0 = e0 + n1, *e1 = rp[1], *o1 = e1 + n1;
             const real *e2 = rp[2], *o2 = e2 + n1, *e3 = rp[3], *o3 = e3 + n1;
-            real *v = V + c * ld + t0;
-            WINO_SIMD
-            for (int64_t j = 0; j < tw; j++) {
-                /* Rows t_a = Bᵀ d at columns (2j, 2j+1, 2j+2, 2j+3) = (e_j, o_j, e_j+1, o_j+1),
-                 * then B on the columns of each. */
+            /* Runs of the row's tiles [j0, j1) within one strip (one run
+             * when row-major), v[j] the tile's column in row c. */
+            for (int64_t j0 = 0, j1; j0 < tw; j0 = j1) {
+                int64_t off = strips ? (t0 + j0) % nr : 0;
+                j1 = strips && tw - j0 > nr - off ? j0 + nr - off : tw;
+                real *v = strips ? V + (t0 + j0 - off) / nr * ss + c * nr + off - j0 : V + c * ld + t0;
+                WINO_SIMD
+                for (int64_t j = j0; j < j1; j++) {
+                    /* Rows t_a = Bᵀ d at columns (2j, 2j+1, 2j+2, 2j+3) = (e_j, o_j, e_j+1, o_j+1),
+                     * then B on the columns of each. */
 #define WINO_IN_ROW(a, E0, E1, O0, O1)                                          \
     do {                                                                        \
         real ea = (E0), eb = (E1), oa = (O0), ob = (O1);                        \
@@ -104,14 +114,19 @@ static void SR_FN(wino_in)(real *V, int64_t ld, const real *x, const sr_wino_geo
         v[(4 * (a) + 2) * vs + j] = eb - oa;                                    \
         v[(4 * (a) + 3) * vs + j] = oa - ob;                                    \
     } while (0)
-                WINO_IN_ROW(0, e0[j] - e2[j], e0[j + 1] - e2[j + 1], o0[j] - o2[j], o0[j + 1] - o2[j + 1]);
-                WINO_IN_ROW(1, e1[j] + e2[j], e1[j + 1] + e2[j + 1], o1[j] + o2[j], o1[j + 1] + o2[j + 1]);
-                WINO_IN_ROW(2, e2[j] - e1[j], e2[j + 1] - e1[j + 1], o2[j] - o1[j], o2[j + 1] - o1[j + 1]);
-                WINO_IN_ROW(3, e1[j] - e3[j], e1[j + 1] - e3[j + 1], o1[j] - o3[j], o1[j + 1] - o3[j + 1]);
+                    WINO_IN_ROW(0, e0[j] - e2[j], e0[j + 1] - e2[j + 1], o0[j] - o2[j], o0[j + 1] - o2[j + 1]);
+                    WINO_IN_ROW(1, e1[j] + e2[j], e1[j + 1] + e2[j + 1], o1[j] + o2[j], o1[j + 1] + o2[j + 1]);
+                    WINO_IN_ROW(2, e2[j] - e1[j], e2[j + 1] - e1[j + 1], o2[j] - o1[j], o2[j + 1] - o1[j + 1]);
+                    WINO_IN_ROW(3, e1[j] - e3[j], e1[j + 1] - e3[j + 1], o1[j] - o3[j], o1[j + 1] - o3[j + 1]);
 #undef WINO_IN_ROW
+                }
             }
         }
     }
+    int64_t T = (R1 - R0) * tw, used = strips ? T % nr : 0;
+    for (int64_t xi = 0; used && xi < 16; xi++)
+        for (int64_t c = 0; c < C; c++)
+            memset(V + xi * vs + (T - used) / nr * ss + c * nr + used, 0, (size_t)(nr - used) * sizeof(real));
 }
 
 /* gx row ih (skipped outside the plane) at columns 2q − pw = e[q] and
@@ -327,8 +342,10 @@ WINO_INLINE void SR_FN(wino_g_rows)(real *d, int64_t ds, const real *k0, const r
  * contiguous; G on the kernel columns goes to 12 rows of C in sc too, and
  * G on their rows writes 4 planes' row o at a time: writing all 16 planes
  * per c instead puts 16 streams a multiple of 4 KB apart into one 8-way L1
- * set (512 -> 512: 26 ms of a 140 ms convolution). */
-static void SR_FN(wino_weights)(real *U, const real *w, int64_t O, int64_t C, int64_t o0, int64_t o1, real *sc)
+ * set (512 -> 512: 26 ms of a 140 ms convolution).  With Up, the rows are
+ * then packed for gemm.c ([o0, o1) whole panels). */
+static void SR_FN(wino_weights)(real *U, real *Up, const real *w, int64_t O, int64_t C, int64_t o0, int64_t o1,
+                                real *sc)
 {
     const int64_t us = O * C;
     real *t = sc + 9 * C; /* t[(a + 4j)·C + c] = (G g)[a][j] */
@@ -342,6 +359,8 @@ static void SR_FN(wino_weights)(real *U, const real *w, int64_t O, int64_t C, in
         for (int a = 0; a < 4; a++)
             SR_FN(wino_g_rows)(U + 4 * a * us + o * C, us, t + a * C, t + (a + 4) * C, t + (a + 8) * C, C);
     }
+    for (int xi = 0; Up && xi < 16; xi++)
+        SR_FN(sr_gemm_pack_a)(Up + xi * sr_gemm_packed_size(O, C), U + xi * us, C, o0, o1, O, C);
 }
 
 /* gw[o][c] += Gᵀ ∂U G (3x3 from 4x4), in double. */
@@ -370,17 +389,22 @@ static void SR_FN(wino_wgrad)(real *gw, const real *dU, int64_t O, int64_t C)
 static int SR_FN(wino_fwd_part)(const wino_ctx *cx, int t)
 {
     const sr_wino_geom *g = cx->g;
-    const int64_t ld = cx->ld, C = g->c, O = g->o, vs = wino_plane(C, ld), ms = wino_plane(O, ld);
+    const real *U = cx->U, *Up = cx->Up;
+    const int64_t ld = cx->ld, C = g->c, O = g->o, vs = wino_plane(C + (Up != NULL), ld), ms = wino_plane(O, ld);
     real *V = (real *)cx->ws + t * cx->ws_part, *M = V + 16 * vs, *s = M + 16 * ms;
-    const real *U = cx->U;
+    const int64_t pk = sr_gemm_packed_size(O, C);
     for (int64_t R = cx->R[t]; R < cx->R[t + 1]; R += cx->rpc) {
         if (sr_interrupted())
             return -1;
         int64_t R1 = R + cx->rpc < cx->R[t + 1] ? R + cx->rpc : cx->R[t + 1], T = (R1 - R) * g->tw;
-        SR_FN(wino_in)(V, ld, cx->x, g, R, R1, s);
+        SR_FN(wino_in)(V, ld, Up != NULL, cx->x, g, R, R1, s);
         for (int xi = 0; xi < 16; xi++)
-            SR_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)O, (int)T, (int)C, 1, U + xi * O * C, (int)C,
-                    V + xi * vs, (int)ld, 0, M + xi * ms, (int)ld);
+            if (Up)
+                SR_FN(sr_gemm_strips)(O, T, C, Up + xi * pk, V + xi * vs, wino_strip(C, sizeof(real)), M + xi * ms,
+                                      ld);
+            else
+                SR_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)O, (int)T, (int)C, 1, U + xi * O * C,
+                        (int)C, V + xi * vs, (int)ld, 0, M + xi * ms, (int)ld);
         SR_FN(wino_out)(cx->y, M, ld, cx->b, cx->bias_rows, cx->ep, g, R, R1, s);
     }
     return 0;
@@ -403,7 +427,7 @@ static int SR_FN(wino_bwd_part)(const wino_ctx *cx, int t)
         int64_t R1 = R + cx->rpc < cx->R[t + 1] ? R + cx->rpc : cx->R[t + 1], T = (R1 - R) * g->tw;
         SR_FN(wino_gy)(M, ld, cx->gy, g, R, R1);
         if (dU) {
-            SR_FN(wino_in)(V, ld, cx->x, g, R, R1, s);
+            SR_FN(wino_in)(V, ld, 0, cx->x, g, R, R1, s);
             for (int xi = 0; xi < 16; xi++)
                 SR_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)O, (int)C, (int)T, 1, M + xi * ms,
                         (int)ld, V + xi * vs, (int)ld, 1, dU + xi * O * C, (int)C);
@@ -424,6 +448,7 @@ static int SR_FN(wino_bwd_part)(const wino_ctx *cx, int t)
 #include <string.h>
 
 #include "error.h"
+#include "gemm.h"
 #include "tensor_ops.h"
 #include "threads.h"
 #include "winograd.h"
@@ -452,7 +477,9 @@ typedef struct {
     int64_t ws_part; /* elements of one part's V, M and scratch */
     int64_t R[WINO_MAX_PARTS + 1];
     int nparts;
+    int own_gemm;    /* forward GEMMs by gemm.c (else OpenBLAS) */
     void *y, *gx, *ws, *U, *dU;
+    void *Up;        /* forward on one thread per part: U packed for gemm.c */
     const void *x, *gy, *b, *w;
     int64_t bias_rows;
     const sr_epilogue *ep;
@@ -477,6 +504,12 @@ static void wino_inside(const sr_wino_geom *g, int64_t *qa, int64_t *qb)
  * transform was 10% of a CIFAR ResNet-18 forward. */
 #define WINO_SKEW 16
 static inline int64_t wino_plane(int64_t rows, int64_t ld) { return rows * ld + WINO_SKEW; }
+
+/* Elements from one strip of a V[ξ] in gemm.c's layout to the next: one
+ * row more than its C x NR, for the same reason: the input transform,
+ * channel outermost, writes consecutive strips in turn, which would
+ * otherwise be 4 KB apart at 64 channels. */
+static inline int64_t wino_strip(int64_t C, size_t es) { return (C + 1) * sr_gemm_nr(es); }
 
 #define SR_GENERIC_FILE "winograd.c"
 #include "generic.h"
@@ -519,7 +552,12 @@ static void wino_cut(wino_ctx *cx, const sr_wino_plan *pl, int bwd, size_t es)
     int64_t most = (units + T - 1) / T * unit;
     cx->rpc = rpc < 1 ? 1 : rpc > most ? most : rpc;
     cx->ld = cx->rpc * g->tw;
-    cx->ws_part = 16 * (wino_plane(g->c, cx->ld) + wino_plane(g->o, cx->ld)) + WINO_SCRATCH(g->tw);
+    /* A part's BLAS runs on one thread unless a single part has them all:
+     * then gemm.c's kernel, its input in whole strips. */
+    cx->own_gemm = !bwd && (T > 1 || sr_threads_get() == 1);
+    if (cx->own_gemm)
+        cx->ld = (cx->ld + sr_gemm_nr(es) - 1) / sr_gemm_nr(es) * sr_gemm_nr(es);
+    cx->ws_part = 16 * (wino_plane(g->c + cx->own_gemm, cx->ld) + wino_plane(g->o, cx->ld)) + WINO_SCRATCH(g->tw);
     if (cx->ws_part < 21 * g->c) /* wino_weights' scratch */
         cx->ws_part = 21 * g->c;
 }
@@ -529,24 +567,29 @@ static void wino_cut(wino_ctx *cx, const sr_wino_plan *pl, int bwd, size_t es)
 static int wino_alloc(wino_ctx *cx, sr_tensor *ws, sr_dtype dt, int with_du, sr_pool *pool)
 {
     const int64_t nu = 16 * cx->g->o * cx->g->c;
-    int64_t n = nu + cx->nparts * cx->ws_part + (with_du ? cx->nparts * nu : 0);
+    const int64_t nup = cx->own_gemm ? 16 * sr_gemm_packed_size(cx->g->o, cx->g->c) : 0;
+    int64_t n = nu + nup + cx->nparts * cx->ws_part + (with_du ? cx->nparts * nu : 0);
     if (sr_pool_ensure(pool, ws, dt, 1, &n))
         return -1;
     size_t es = sr_dtype_size(dt);
     cx->U = sr_data(ws);
-    cx->ws = (char *)cx->U + (size_t)nu * es;
+    cx->Up = nup ? (char *)cx->U + (size_t)nu * es : NULL;
+    cx->ws = (char *)cx->U + (size_t)(nu + nup) * es;
     cx->dU = with_du ? (char *)cx->ws + (size_t)(cx->nparts * cx->ws_part) * es : NULL;
     return 0;
 }
 
 /* Part t transforms its share of the output channels' kernels, in its own
- * tile buffers (not in use yet). */
+ * tile buffers (not in use yet), and packs them for gemm.c (shares of
+ * whole panels). */
 static int wino_weights_cb(void *ctx, int t)
 {
     const wino_ctx *cx = ctx;
-    const int64_t O = cx->g->o, C = cx->g->c;
+    const int64_t O = cx->g->o, C = cx->g->c, np = (O + GEMM_MR - 1) / GEMM_MR;
+    const int64_t o0 = np * t / cx->nparts * GEMM_MR;
+    const int64_t o1 = t + 1 == cx->nparts ? O : np * (t + 1) / cx->nparts * GEMM_MR;
     void *sc = (char *)cx->ws + (size_t)(t * cx->ws_part) * sr_dtype_size(cx->dt);
-    SR_DISPATCH(cx->dt, wino_weights, cx->U, cx->w, O, C, O * t / cx->nparts, O * (t + 1) / cx->nparts, sc);
+    SR_DISPATCH(cx->dt, wino_weights, cx->U, cx->Up, cx->w, O, C, o0, o1, sc);
     return 0;
 }
 

@@ -53,6 +53,8 @@ static const conv_case cases[] = {
     {"3x3 pad 1x2 one tile row", 4, 2, 3, 3, 1, 1, 1, 2, 1, 1, 1, 1, 3, 1, 6},
     {"3x3 pad 0 one tile", 2, 3, 3, 3, 1, 1, 0, 0, 1, 1, 1, 1, 2, 3, 4},
     {"3x3 pad 3", 3, 2, 3, 3, 1, 1, 3, 3, 1, 1, 1, 1, 2, 4, 5},
+    /* 13 outputs: two full 6-row panels of gemm.c's kernel and a partial one */
+    {"3x3 pad 1 13 outputs", 5, 13, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2, 6, 7},
 };
 #define NCASES (int)(sizeof cases / sizeof *cases)
 

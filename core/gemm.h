@@ -1,0 +1,36 @@
+/* gemm.h - C = A·B on one thread, A packed once into panels and B written
+ * by its producer in strips (gemm.c says why this exists beside OpenBLAS):
+ * for the Winograd convolution, whose input transform writes B and whose
+ * transformed weights A serve every chunk of tiles. */
+#ifndef SR_GEMM_H
+#define SR_GEMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Rows per packed panel of A; a strip of B is two vectors of GEMM_VBYTES
+ * (AVX2 here: 16 floats or 8 doubles). */
+#define GEMM_MR 6
+#define GEMM_VBYTES 32
+static inline int64_t sr_gemm_nr(size_t es) { return (int64_t)(2 * GEMM_VBYTES / es); }
+
+/* Elements of packed A for M rows and K columns. */
+static inline int64_t sr_gemm_packed_size(int64_t M, int64_t K) { return (M + GEMM_MR - 1) / GEMM_MR * GEMM_MR * K; }
+
+/* Pack the panels of rows [r0, r1) of A (M x K, row stride lda) into Ap
+ * (M's full packed size); r0, and r1 unless it is M, are multiples of
+ * GEMM_MR, so parts may pack disjoint ranges.  Rows past M are zeroed. */
+void sr_gemm_pack_a_f32(float *Ap, const float *A, int64_t lda, int64_t r0, int64_t r1, int64_t M, int64_t K);
+void sr_gemm_pack_a_f64(double *Ap, const double *A, int64_t lda, int64_t r0, int64_t r1, int64_t M, int64_t K);
+
+/* C (M x N, row stride ldc) = Ap · B, with B (K x N) in strips: columns
+ * [j, j + NR) of B are the K x NR block at Bs + (j / NR)·ss, row-major, NR =
+ * sr_gemm_nr(element size).  The last strip's columns past N only reach
+ * columns of C that are not written, but should be zero: garbage may hold
+ * denormals, which are slow. */
+void sr_gemm_strips_f32(int64_t M, int64_t N, int64_t K, const float *Ap, const float *Bs, int64_t ss, float *C,
+                        int64_t ldc);
+void sr_gemm_strips_f64(int64_t M, int64_t N, int64_t K, const double *Ap, const double *Bs, int64_t ss,
+                        double *C, int64_t ldc);
+
+#endif
