@@ -40,6 +40,7 @@ static int l_profile_image(lua_State *L)
     o.exact_relu = sr_lua_opt_boolean(L, 3, "profile", "exact_relu", 0);
     o.seq_chunk = sr_lua_opt_integer(L, 3, "profile", "seq_chunk", o.seq_chunk);
     o.seq_min = sr_lua_opt_integer(L, 3, "profile", "seq_min", 0);
+    o.share_prefix = sr_lua_opt_boolean(L, 3, "profile", "share_prefix", o.share_prefix);
     if (o.target_ci < 0)
         return luaL_error(L, "profile: target_ci must be positive (a relative CI half-width such as 0.02)");
     if (o.ndirs < 1)
@@ -108,6 +109,7 @@ static int l_profile_image(lua_State *L)
         copy[4 * ns + npd + nj + s] = (double)(res.rung_ndirs[s] * (o.antipodal ? 2 : 1));
     double ej = res.jac_energy, secs = res.seconds;
     lua_Integer nfwd = res.nforward, total = res.ndirs_total, used = res.ndirs_used, nexact = res.nexact;
+    lua_Integer shared = res.shared_layers;
     sr_profile_result_free(&res);
 
     lua_createtable(L, 0, 8);
@@ -139,6 +141,8 @@ static int l_profile_image(lua_State *L)
     lua_setfield(L, -2, "base_directions");
     lua_pushinteger(L, nexact);
     lua_setfield(L, -2, "exact_pairs");
+    lua_pushinteger(L, shared);
+    lua_setfield(L, -2, "shared_layers");
     lua_pushnumber(L, ej);
     lua_setfield(L, -2, "jac_energy");
     lua_pushnumber(L, secs);

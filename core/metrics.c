@@ -5,14 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Layers through which the map stays piecewise linear with ReLU as the only
- * kink (max-pooling also switches, but its boundaries are not tracked). */
-static const char *const linear_kinds[] = {
-    "sequential", "residual", "identity", "linear", "conv2d", "batchnorm2d", "avgpool2d",
-    "adaptive_avgpool2d", "flatten", "permute", "normalize", "to_tokens", "token_select",
-    "layer_scale", "relu", NULL,
-};
-
+/* Modules through which the map stays piecewise linear with ReLU as the
+ * only kink: affine layers, containers and relu (max-pooling also switches,
+ * but its boundaries are not tracked). */
 typedef struct {
     const char *bad;
 } pl_state;
@@ -22,13 +17,10 @@ static int pl_cb(const char *path, sr_module *m, int depth, void *ud)
     (void)path;
     (void)depth;
     pl_state *s = ud;
-    for (const char *const *k = linear_kinds; *k; k++)
-        if (strcmp(*k, m->ops->kind) == 0) {
-            if (strcmp(*k, "batchnorm2d") == 0 && m->training)
-                break; /* batch statistics couple rows: not per-input linear */
-            return 0;
-        }
-    s->bad = m->ops->kind;
+    const char *k = m->ops->kind;
+    if (sr_module_is_affine(m) || !strcmp(k, "sequential") || !strcmp(k, "residual") || !strcmp(k, "relu"))
+        return 0;
+    s->bad = k;
     return 1;
 }
 

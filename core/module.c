@@ -159,17 +159,29 @@ int sr_module_grad_input_like(sr_module *m, sr_run *run, const sr_tensor *like)
     return sr_pool_ensure_like(run->pool, &m->gin, like);
 }
 
-/* Run one op.  The call that starts a pass lends it this module's pool for
- * its duration only (a run struct may outlive the model it first ran). */
-static int run_op(sr_module *m, const sr_tensor *x, sr_run *run,
-                  int (*op)(sr_module *, const sr_tensor *, sr_run *))
+/* The call that starts a pass lends it this module's pool for its duration
+ * only (a run struct may outlive the model it first ran): pass_begin says
+ * whether this call is that one, pass_end takes the pool back. */
+static int pass_begin(sr_module *m, sr_run *run)
 {
     int root = !run->pool && !run->unpooled;
     if (root)
         run->pool = &m->pool;
-    int rc = op(m, x, run);
+    return root;
+}
+
+static void pass_end(sr_run *run, int root)
+{
     if (root)
         run->pool = NULL;
+}
+
+/* Run one op. */
+static int run_op(sr_module *m, const sr_tensor *x, sr_run *run,
+                  int (*op)(sr_module *, const sr_tensor *, sr_run *))
+{
+    int root = pass_begin(m, run), rc = op(m, x, run);
+    pass_end(run, root);
     return rc;
 }
 
@@ -542,13 +554,14 @@ static int run_fused(sr_module *m, int i, int n, const sr_epilogue *ep, const sr
     return n;
 }
 
-static int seq_run(sr_module *m, const sr_tensor *x, sr_run *run, int jvp)
+/* Children [first, n) on x (child first − 1's output when first > 0). */
+static int seq_run(sr_module *m, int first, const sr_tensor *x, sr_run *run, int jvp)
 {
     /* Drop our view of the last child's output first, so that child can
      * reuse its buffer instead of allocating a new one. */
     sr_pool_put(run->pool, &m->out);
     const sr_tensor *cur = x;
-    for (int i = 0, n; i < m->nchildren; i += n) {
+    for (int i = first, n; i < m->nchildren; i += n) {
         sr_module *c = m->children[i].m;
         /* A later view child (flatten, identity) still holds this child's
          * last output; drop that view so the child can reuse its buffer. */
@@ -577,8 +590,8 @@ static int seq_run(sr_module *m, const sr_tensor *x, sr_run *run, int jvp)
     return 0;
 }
 
-static int seq_forward(sr_module *m, const sr_tensor *x, sr_run *run) { return seq_run(m, x, run, 0); }
-static int seq_jvp(sr_module *m, const sr_tensor *x, sr_run *run) { return seq_run(m, x, run, 1); }
+static int seq_forward(sr_module *m, const sr_tensor *x, sr_run *run) { return seq_run(m, 0, x, run, 0); }
+static int seq_jvp(sr_module *m, const sr_tensor *x, sr_run *run) { return seq_run(m, 0, x, run, 1); }
 
 static int seq_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
 {
@@ -601,6 +614,44 @@ static int seq_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
 
 static const sr_module_ops seq_ops = {"sequential", seq_forward, seq_jvp, seq_backward, NULL, NULL, NULL};
 sr_module *sr_sequential_new(void) { return sr_module_new(&seq_ops, 0); }
+
+int sr_sequential_forward_from(sr_module *m, int first, const sr_tensor *x, sr_run *run)
+{
+    if (m->ops != &seq_ops || first < 0 || first >= m->nchildren)
+        return sr_fail("%s: cannot run from child %d (a sequential of %d children can)", m->ops->kind, first,
+                       m->nchildren);
+    if (sr_interrupted() || sr_module_check_dtype(m, x))
+        return -1;
+    int root = pass_begin(m, run), rc = seq_run(m, first, x, run, 0);
+    pass_end(run, root);
+    if (rc)
+        return -1;
+    ran(m, run);
+    return 0;
+}
+
+/* Leaf layers whose map is affine in eval mode (BatchNorm's batch
+ * statistics couple the rows in training). */
+static const char *const affine_kinds[] = {
+    "identity", "linear", "conv2d", "batchnorm2d", "avgpool2d", "adaptive_avgpool2d", "flatten", "permute",
+    "normalize", "to_tokens", "token_select", "layer_scale", "cls_pos", NULL,
+};
+
+int sr_module_is_affine(const sr_module *m)
+{
+    for (const char *const *k = affine_kinds; *k; k++)
+        if (is_kind(m, *k))
+            return !(is_kind(m, "batchnorm2d") && m->training);
+    return 0;
+}
+
+int sr_sequential_affine_prefix(const sr_module *m)
+{
+    int n = 0;
+    while (m->ops == &seq_ops && n < m->nchildren - 1 && sr_module_is_affine(m->children[n].m))
+        n++;
+    return n;
+}
 
 /* --- residual ---------------------------------------------------------- */
 /* out = body(x) + shortcut(x) (or + x).  Stacked jvp works unchanged since

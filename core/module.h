@@ -189,6 +189,17 @@ int sr_module_set_default_tap(sr_module *m, const char *tap);
 /* --- containers (module.c) --------------------------------------------- */
 /* Sequential: children run in order. */
 sr_module *sr_sequential_new(void);
+/* Forward of a sequential's children [first, n) on x, which stands for
+ * child first − 1's output: a caller that has that output another way
+ * (the profile engine's shared affine prefix) runs only the rest. */
+int sr_sequential_forward_from(sr_module *m, int first, const sr_tensor *x, sr_run *run);
+/* A leaf layer whose map is affine in its current mode (conv2d, linear,
+ * batchnorm2d in eval, normalize, pooling by averages, reshapes, ...). */
+int sr_module_is_affine(const sr_module *m);
+/* How many leading children of a sequential are affine layers, all but
+ * the last child at most (0 for other modules): on them the model is
+ * A(x) + L(u) for an input x + u. */
+int sr_sequential_affine_prefix(const sr_module *m);
 /* Residual: y = body(x) + (shortcut ? shortcut(x) : x).  Children are added
  * as "body" role first, then the optional shortcut; names are free. */
 sr_module *sr_residual_new(void);

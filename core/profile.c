@@ -8,6 +8,13 @@ static void SR_FN(fill_row)(real *row, const real *x, const double *u, double et
         row[e] = (real)(x[e] + eta * u[e]);
 }
 
+/* row = A + η L at the output of the shared affine prefix. */
+static void SR_FN(fill_affine)(real *row, const real *a, const real *l, double eta, int64_t q)
+{
+    for (int64_t e = 0; e < q; e++)
+        row[e] = (real)((double)a[e] + eta * (double)l[e]);
+}
+
 /* out[r] = ‖y_r − f0‖² in double, for rows of length m. */
 static void SR_FN(sq_dist)(double *out, const real *y, const double *f0, int64_t rows, int64_t m)
 {
@@ -62,6 +69,7 @@ void sr_profile_opts_default(sr_profile_opts *o)
     o->noise_max = 0.05;
     o->family = SR_DIRS_GAUSSIAN;
     o->seq_chunk = 32;
+    o->share_prefix = 1;
 }
 
 void sr_profile_result_free(sr_profile_result *r)
@@ -131,8 +139,9 @@ int sr_profile_direction(const sr_profile_opts *o, int64_t i, const sr_tensor *x
     return 0;
 }
 
-/* Features of a batch: a view of the tap's (or model's) output. */
-static int features(sr_module *m, const sr_tensor *x, const sr_module *tap, sr_tensor *view)
+/* Features of a batch: a view of the tap's (or model's) output; from
+ * child `first` of m on (x standing for the output before it) when first > 0. */
+static int features(sr_module *m, int first, const sr_tensor *x, const sr_module *tap, sr_tensor *view)
 {
     sr_run run = SR_RUN_INIT;
     sr_tensor tap_out = SR_TENSOR_INIT;
@@ -143,13 +152,60 @@ static int features(sr_module *m, const sr_tensor *x, const sr_module *tap, sr_t
         run.tap_out = &tap_out;
         run.stop_after_taps = 1;
     }
-    if (sr_module_forward(m, x, &run))
+    if (first ? sr_sequential_forward_from(m, first, x, &run) : sr_module_forward(m, x, &run))
         return -1;
     if (tap && !tap_out.storage)
         return sr_fail("profile: the tap was not reached by the forward pass");
     sr_tensor_share(view, tap ? &tap_out : &m->out);
     sr_tensor_free(&tap_out);
     return 0;
+}
+
+/* The stacked JVP at x along u_1..u_k (k rows of x's size, in double), up
+ * to tap (NULL: the whole model): *out becomes a view of [f(x); J u_1;
+ * ...; J u_k].  stack: the caller's input buffer, reused across calls. */
+static int stacked_jvp(sr_module *m, const sr_tensor *x, const double *u, int64_t k, const sr_module *tap,
+                       int record_relu, sr_tensor *stack, sr_tensor *out)
+{
+    int64_t d = sr_numel(x), shape[SR_MAXDIM];
+    size_t es = sr_dtype_size(x->dtype);
+    memcpy(shape, x->shape, sizeof shape);
+    shape[0] = 1 + k;
+    if (sr_tensor_ensure(stack, x->dtype, x->ndim, shape))
+        return -1;
+    memcpy(sr_data(stack), sr_data(x), (size_t)d * es);
+    SR_DISPATCH(x->dtype, to_real, (void *)((char *)sr_data(stack) + (size_t)d * es), u, k * d);
+    sr_run run = SR_RUN_INIT;
+    sr_tensor tap_out = SR_TENSOR_INIT;
+    const sr_module *taps[1] = {tap};
+    run.n = 1;
+    run.k = k;
+    run.record_relu = record_relu;
+    if (tap) {
+        run.ntaps = 1;
+        run.taps = taps;
+        run.tap_out = &tap_out;
+        run.stop_after_taps = 1;
+    }
+    if (sr_module_jvp(m, stack, &run))
+        return -1;
+    sr_tensor_share(out, tap ? &tap_out : &m->out);
+    sr_tensor_free(&tap_out);
+    return 0;
+}
+
+/* Leading children of m shared by every row of a batch: an affine prefix
+ * (sr_sequential_affine_prefix) maps x + ηu to A + η·L(u), A its output at
+ * x and L its linear part, so each direction needs one pass through it (a
+ * stacked JVP) instead of one per rung, and the rows start after it.  The
+ * tap, if inside, ends it. */
+static int shared_prefix(const sr_module *m, const sr_profile_opts *o)
+{
+    int n = o->share_prefix ? sr_sequential_affine_prefix(m) : 0;
+    for (int i = 0; i < n; i++)
+        if (m->children[i].m == o->tap)
+            n = i;
+    return n;
 }
 
 /* D[s * nidx + a] = D_s for direction idx[a], at the rungs s with
@@ -166,7 +222,7 @@ static int energies(sr_module *m, const sr_tensor *x, const double *f0, int64_t 
                     const sr_profile_opts *o, const int64_t *idx, int64_t nidx, int64_t batch, double *D,
                     int64_t *nfwd, exact_info *exact, const unsigned char *on)
 {
-    int ns = o->nscales;
+    int ns = o->nscales, pre = shared_prefix(m, o);
     int64_t d = sr_numel(x);
     int64_t per = batch / ns > 0 ? batch / ns : 1; /* directions generated at a time */
     int64_t cap = per * ns;                        /* rows per forward batch */
@@ -175,11 +231,16 @@ static int energies(sr_module *m, const sr_tensor *x, const double *f0, int64_t 
     double *u = malloc((size_t)(per * d) * sizeof *u);
     double *dist = malloc((size_t)cap * sizeof *dist);
     int64_t *pair = malloc((size_t)cap * sizeof *pair); /* a * ns + s within the chunk */
-    sr_tensor rows = SR_TENSOR_INIT, y = SR_TENSOR_INIT;
+    sr_tensor rows = SR_TENSOR_INIT, y = SR_TENSOR_INIT, A = SR_TENSOR_INIT, lin = SR_TENSOR_INIT,
+              stack = SR_TENSOR_INIT;
+    const sr_module *pend = pre ? m->children[pre - 1].m : NULL;
     if (!u || !dist || !pair) {
         sr_fail("profile: out of memory for a batch of %lld directions", (long long)per);
         goto done;
     }
+    /* A, once: the same rounding for every chunk, whatever its size */
+    if (pre && features(m, 0, x, pend, &A))
+        goto done;
     for (int64_t a0 = 0; a0 < nidx; a0 += per) {
         int64_t na = a0 + per <= nidx ? per : nidx - a0, npairs = 0;
         for (int64_t a = 0; a < na; a++)
@@ -198,18 +259,27 @@ static int energies(sr_module *m, const sr_tensor *x, const double *f0, int64_t 
         for (int64_t a = 0; a < na; a++)
             if (sr_profile_direction(o, idx[a0 + a], x, u + a * d))
                 goto done;
-        int64_t shape[SR_MAXDIM];
-        memcpy(shape, x->shape, sizeof shape);
+        if (pre && stacked_jvp(m, x, u, na, pend, 0, &stack, &lin))
+            goto done;
+        const sr_tensor *start = pre ? &A : x; /* the rows' shape */
+        int64_t q = sr_numel(start), shape[SR_MAXDIM];
+        memcpy(shape, start->shape, sizeof shape);
         shape[0] = npairs;
-        if (sr_tensor_ensure(&rows, x->dtype, x->ndim, shape))
+        if (sr_tensor_ensure(&rows, x->dtype, start->ndim, shape))
             goto done;
         for (int64_t r = 0; r < npairs; r++) {
             int64_t a = pair[r] / ns;
             int s = (int)(pair[r] % ns);
-            SR_DISPATCH(x->dtype, fill_row, (void *)((char *)sr_data(&rows) + (size_t)(r * d) * es), sr_data(x),
-                        u + a * d, o->scales[s], d);
+            void *row = (char *)sr_data(&rows) + (size_t)(r * q) * es;
+            if (pre)
+                SR_DISPATCH(x->dtype, fill_affine, row, sr_data(&A),
+                            (const void *)((const char *)sr_data(&lin) + (size_t)((1 + a) * q) * es), o->scales[s],
+                            q);
+            else
+                SR_DISPATCH(x->dtype, fill_row, row, sr_data(x), u + a * d, o->scales[s], d);
         }
-        if (features(m, &rows, o->tap, &y))
+        sr_tensor_free(&lin);
+        if (features(m, pre, &rows, o->tap, &y))
             goto done;
         if (y.shape[0] != npairs || sr_rowsize(&y) != nf) {
             sr_fail("profile: batch features %s, expected %lld rows of %lld", SR_SHAPE(&y),
@@ -229,6 +299,9 @@ done:
     free(pair);
     sr_tensor_free(&rows);
     sr_tensor_free(&y);
+    sr_tensor_free(&A);
+    sr_tensor_free(&lin);
+    sr_tensor_free(&stack);
     return rc;
 }
 
@@ -239,7 +312,7 @@ static int jac_energies(sr_module *m, const sr_tensor *x, const sr_profile_opts 
     int64_t d = sr_numel(x), k = o->jvp_k;
     int rc = -1;
     double *u = malloc((size_t)(k * d) * sizeof *u);
-    sr_tensor stack = SR_TENSOR_INIT, tap_out = SR_TENSOR_INIT;
+    sr_tensor stack = SR_TENSOR_INIT, out = SR_TENSOR_INIT;
     if (!u) {
         sr_fail("profile: out of memory for %lld tangents", (long long)k);
         goto done;
@@ -249,42 +322,23 @@ static int jac_energies(sr_module *m, const sr_tensor *x, const sr_profile_opts 
         for (int64_t a = 0; a < kk; a++)
             if (sr_profile_direction(o, idx[j0 + a], x, u + a * d))
                 goto done;
-        int64_t shape[SR_MAXDIM];
-        memcpy(shape, x->shape, sizeof shape);
-        shape[0] = 1 + kk;
-        if (sr_tensor_ensure(&stack, x->dtype, x->ndim, shape))
-            goto done;
-        size_t es = sr_dtype_size(x->dtype);
-        memcpy(sr_data(&stack), sr_data(x), (size_t)d * es);
-        SR_DISPATCH(x->dtype, to_real, (void *)((char *)sr_data(&stack) + (size_t)d * es), u, kk * d);
-        sr_run run = SR_RUN_INIT;
-        const sr_module *taps[1] = {o->tap};
-        run.n = 1;
-        run.k = kk;
-        run.record_relu = dpos != NULL;
-        if (o->tap) {
-            run.ntaps = 1;
-            run.taps = taps;
-            run.tap_out = &tap_out;
-            run.stop_after_taps = 1;
-        }
-        if (sr_module_jvp(m, &stack, &run))
+        if (stacked_jvp(m, x, u, kk, o->tap, dpos != NULL, &stack, &out))
             goto done;
         if (dpos && sr_relu_boundary_walk(m, kk, dpos + j0, dneg ? dneg + j0 : NULL, NULL))
             goto done;
-        const sr_tensor *out = o->tap ? &tap_out : &m->out;
-        int64_t nf = sr_rowsize(out);
+        int64_t nf = sr_rowsize(&out);
+        size_t es = sr_dtype_size(out.dtype);
         for (int64_t a = 0; a < kk; a++)
-            jsq[j0 + a] = SR_DISPATCH_RET(out->dtype, sq_sum,
-                                          (const void *)((const char *)sr_data(out) + (size_t)((1 + a) * nf) * es), nf);
-        sr_tensor_free(&tap_out);
+            jsq[j0 + a] = SR_DISPATCH_RET(out.dtype, sq_sum,
+                                          (const void *)((const char *)sr_data(&out) + (size_t)((1 + a) * nf) * es), nf);
+        sr_tensor_free(&out);
         *nfwd += 1 + kk;
     }
     rc = 0;
 done:
     free(u);
     sr_tensor_free(&stack);
-    sr_tensor_free(&tap_out);
+    sr_tensor_free(&out);
     return rc;
 }
 
@@ -548,7 +602,7 @@ int sr_profile_image(sr_module *m, const sr_tensor *x, const sr_profile_opts *o,
     }
 
     /* Primal features Φ(x), kept in double. */
-    if (features(m, x, o->tap, &y0))
+    if (features(m, 0, x, o->tap, &y0))
         goto done;
     int64_t nf = sr_numel(&y0);
     if (!(f0 = malloc((size_t)nf * sizeof *f0))) {
@@ -600,6 +654,7 @@ int sr_profile_image(sr_module *m, const sr_tensor *x, const sr_profile_opts *o,
         goto done;
     }
     res->nexact = ex.filled;
+    res->shared_layers = shared_prefix(m, o);
     int64_t nbase = res->ndirs_used, nused = nbase * (1 + anti);
     if (seq && nbase < o->ndirs) /* compact to [s][u_0..u_{n-1}, −u_0..−u_{n-1}] */
         for (int s = 0; s < ns; s++) {
@@ -633,7 +688,7 @@ int sr_profile_image(sr_module *m, const sr_tensor *x, const sr_profile_opts *o,
         if (sr_module_to_dtype(m, SR_F64))
             goto done;
         converted = 1;
-        if (sr_tensor_convert(&x64, x, SR_F64) || features(m, &x64, o->tap, &y0))
+        if (sr_tensor_convert(&x64, x, SR_F64) || features(m, 0, &x64, o->tap, &y0))
             goto done;
         double *g0 = malloc((size_t)nf * sizeof *g0);
         if (!g0)

@@ -57,6 +57,11 @@ typedef struct sr_profile_opts {
     int exact_relu;
     int64_t seq_chunk;
     int64_t seq_min;       /* base directions before a rung may close (0: one chunk) */
+    /* Run the model's leading affine layers (normalize, conv, BatchNorm:
+     * sr_sequential_affine_prefix) once per direction, as A + η·L(u),
+     * instead of once per row (default on; the same numbers up to
+     * rounding, ResNet-50's stem is 4% of a forward). */
+    int share_prefix;
 } sr_profile_opts;
 
 void sr_profile_opts_default(sr_profile_opts *o);
@@ -78,6 +83,7 @@ typedef struct sr_profile_result {
                             * first rung_ndirs[s] of the set (sequential mode closes
                             * rungs separately; otherwise all ndirs_used) */
     int64_t nexact;        /* (direction, rung) pairs filled by the exact shortcut */
+    int shared_layers;     /* leading layers run once per direction (share_prefix) */
     int64_t nforward;      /* rows pushed through the model (forward + jvp) */
     double seconds;
 } sr_profile_result;

@@ -72,7 +72,8 @@ r_η = E_u ‖Φ(x+ηu) − Φ(x)‖² / (η² E_u ‖J(x)u‖²): 1 where Φ is
   presets: "paper" (1024 directions ±, 256 exact JVPs, 17 rungs), "sequential" (each rung stops at a 2% CI), "quick"
   options: directions, antipodal, jvp_directions (n or "all"), nscales, scales, rms_scales, seed, tap,
            precision ("float32" with a noise check, or "float64"), bootstrap, ci, family ("gaussian",
-           "lowpass", "toward", "jacobian_top", "gradient", "user"), progress, label
+           "lowpass", "toward", "jacobian_top", "gradient", "user"), progress, label, exact_relu,
+           share_prefix (default true: leading affine layers once per direction, p.shared_layers)
   fields: p.scales  p.median  p.lo  p.hi  p.mean  p.per_image  p.descriptors  p.jacobian_fro  p.forwards
   sequential: target_ci (relative 95% half-width), seq_chunk, seq_min; p.rung_directions[i][s] = directions rung s used
   print(p:summary())   p:save_csv(path)   p:save_json(path)   q = srgeo.profile.load(path)

@@ -47,6 +47,7 @@ local option_names = {
   bootstrap = true, ci = true, per_direction = true, progress = true, label = true, model_name = true,
   user_directions = true, family = true, lowpass_sigma = true, toward = true, k = true, iters = true,
   labels = true, exact_relu = true, target_ci = true, seq_chunk = true, seq_min = true, jacobian_norm = true,
+  share_prefix = true,
 }
 
 --- The scale ladder for input dimension d: log-spaced, shifted by
@@ -298,6 +299,7 @@ local function profile(model, X, opts)
     noise_directions = o.noise_directions, noise_max = o.noise_max,
     per_direction = o.per_direction, user_directions = o.user_directions,
     target_ci = o.target_ci, seq_chunk = o.seq_chunk, seq_min = o.seq_min, exact_relu = o.exact_relu,
+    share_prefix = o.share_prefix,
   }
   if o.jvp_directions == "all" then copts.jvp_directions = o.directions * (o.antipodal and 2 or 1) end
   local f64 = o.precision == "float64"
@@ -322,6 +324,7 @@ local function profile(model, X, opts)
       p.per_image[i], p.jac_energy[i], p.noise[i], p.ci[i] = r.r, r.jac_energy, r.noise, r.ci
       p.directions_used[i], p.rung_directions[i] = r.directions, r.rung_directions
       p.exact_pairs = (p.exact_pairs or 0) + (r.exact_pairs or 0)
+      p.shared_layers = r.shared_layers
       p.jacobian_fro[i] = hutchinson(r.jvp_sq, d)
       if p.per_direction then p.per_direction[i] = r.per_direction end
       p.forwards = p.forwards + r.forwards

@@ -297,3 +297,28 @@ T.test("sequential with exact_relu: same r, fewer forwards", function()
   T.truthy(p2.exact_pairs > 0, "some pairs solved exactly")
   T.truthy(p2.forwards < p1.forwards, p2.forwards .. " vs " .. p1.forwards)
 end)
+
+T.test("share_prefix: normalize → conv1 → bn1 run once per direction, same energies; a tap inside cuts it", function()
+  local m = srgeo.models.resnet20 {}
+  m:eval()
+  m:double()
+  local X = { srgeo.rand({ 1, 3, 16, 16 }, 5):double() }
+  local o = { preset = "quick", directions = 3, per_direction = true, progress = false, precision = "float64" }
+  local function energies(extra)
+    local p = srgeo.profile(m, X, merged(o, extra))
+    return p.per_direction[1], p.shared_layers, p.forwards
+  end
+  local ref, none, f_ref = energies { share_prefix = false }
+  T.eq(none, 0)
+  for _, case in ipairs { { {}, 3 }, { { tap = "conv1" }, 1 } } do
+    local want = case[1].tap and energies { share_prefix = false, tap = case[1].tap } or ref
+    local got, shared, f = energies(case[1])
+    T.eq(shared, case[2], "shared layers")
+    T.eq(f, f_ref, "forwards count the rows")
+    for s = 1, #got do
+      for i, v in ipairs(want[s]) do
+        T.truthy(math.abs(got[s][i] - v) <= 1e-9 * v, ("rung %d direction %d: %.17g vs %.17g"):format(s, i, got[s][i], v))
+      end
+    end
+  end
+end)
