@@ -618,8 +618,8 @@ sr_module *sr_sequential_new(void) { return sr_module_new(&seq_ops, 0); }
 int sr_sequential_forward_from(sr_module *m, int first, const sr_tensor *x, sr_run *run)
 {
     if (m->ops != &seq_ops || first < 0 || first >= m->nchildren)
-        return sr_fail("%s: cannot run from child %d (a sequential of %d children can)", m->ops->kind, first,
-                       m->nchildren);
+        return sr_fail("forward from child %d: needs a sequential with more children (got %s with %d)", first,
+                       m->ops->kind, m->nchildren);
     if (sr_interrupted() || sr_module_check_dtype(m, x))
         return -1;
     int root = pass_begin(m, run), rc = seq_run(m, first, x, run, 0);
