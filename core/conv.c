@@ -897,6 +897,15 @@ static int conv_run(sr_module *m, const sr_tensor *x, int64_t bias_rows, const s
     if (ep && ep->C != g.o)
         return sr_fail("conv2d: fused output map is for %lld channels, output %s has %lld", (long long)ep->C,
                        SR_SHAPE(&m->out), (long long)g.o);
+    sr_epilogue with_base;
+    if (ep && ep->add) {
+        if (!sr_same_shape(ep->add, &m->out) || ep->add->dtype != m->out.dtype)
+            return sr_fail("residual: branch outputs %s and %s differ in shape", SR_SHAPE(&m->out),
+                           SR_SHAPE(ep->add));
+        with_base = *ep;
+        with_base.base = sr_data(&m->out);
+        ep = &with_base;
+    }
     int rc;
     if (is_depthwise(&g)) {
         sr_dw_geom dg = dw_geom(&g);

@@ -10,7 +10,15 @@ void SR_FN(sr_epilogue_rows)(real *dst, const real *src, int64_t rows, int64_t n
         real *d = dst + r * ld_dst;
         const real *s = src + r * ld_src;
         double m = e->mu[c0 + r], a = e->scale[c0 + r], t = e->shift ? e->shift[c0 + r] : 0;
-        if (tangent) {
+        if (e->add && !tangent) {
+            /* add_into's sum and clip, on the map's rounded value */
+            const real *q = (const real *)sr_data(e->add) + (d - (const real *)e->base);
+            #pragma omp simd
+            for (int64_t p = 0; p < n; p++) {
+                real v = (real)((s[p] - m) * a + t) + q[p];
+                d[p] = e->relu && v < 0 ? 0 : v;
+            }
+        } else if (tangent) {
             #pragma omp simd
             for (int64_t p = 0; p < n; p++)
                 d[p] = (real)(s[p] * a);

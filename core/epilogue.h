@@ -21,6 +21,12 @@ typedef struct sr_epilogue {
     const double *mu, *scale, *shift; /* C each; shift may be NULL (zero) */
     int64_t C;                        /* channels the map is for */
     int relu;
+    /* Primal rows only: add's element at the same place after the map,
+     * before the ReLU (a residual's sum fused into its body's last map).
+     * base is the start of the output dst lies in: dst − base is that
+     * place.  NULL: nothing added. */
+    const sr_tensor *add;
+    const void *base;
 } sr_epilogue;
 
 /* dst[r][0, n) = map(src[r][0, n)) for channels c0 .. c0 + rows − 1, row

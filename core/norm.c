@@ -453,12 +453,12 @@ static int bn_run(sr_module *m, const sr_tensor *xv, int64_t n, int64_t k, sr_ru
     int64_t rows = xv->shape[0];
     if (m->training && k > 0) {
         sr_epilogue_apply(xv->dtype, sr_data(&m->out), sr_data(xv), n, n, C, P,
-                          &(sr_epilogue){c->mu, c->scale, c->b, C, 0});
+                          &(sr_epilogue){c->mu, c->scale, c->b, C, 0, NULL, NULL});
         SR_DISPATCH(xv->dtype, bn_train_tangents, sr_data(&m->out), sr_data(xv), n, k, C, P, c->mu,
                     c->rstd, c->w);
     } else {
         sr_epilogue_apply(xv->dtype, sr_data(&m->out), sr_data(xv), rows, n, C, P,
-                          &(sr_epilogue){c->mu, c->scale, c->b, C, 0});
+                          &(sr_epilogue){c->mu, c->scale, c->b, C, 0, NULL, NULL});
     }
     if (jvp)
         return 0;
@@ -734,7 +734,7 @@ static int nz_run(sr_module *m, const sr_tensor *xv, int64_t n, sr_run *run)
     if (nz_check(m, xv) || sr_module_output_like(m, run, xv))
         return -1;
     sr_epilogue_apply(xv->dtype, sr_data(&m->out), sr_data(xv), xv->shape[0], n, c->C, sr_rowsize(xv) / c->C,
-                      &(sr_epilogue){c->mean, c->inv, NULL, c->C, 0});
+                      &(sr_epilogue){c->mean, c->inv, NULL, c->C, 0, NULL, NULL});
     return 0;
 }
 
@@ -752,7 +752,7 @@ static int nz_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
     if (sr_module_grad_input_like(m, run, gy))
         return -1;
     sr_epilogue_apply(gy->dtype, sr_data(&m->gin), sr_data(gy), gy->shape[0], 0, c->C, sr_rowsize(gy) / c->C,
-                      &(sr_epilogue){c->mean, c->inv, NULL, c->C, 0});
+                      &(sr_epilogue){c->mean, c->inv, NULL, c->C, 0, NULL, NULL});
     return 0;
 }
 
