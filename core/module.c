@@ -575,7 +575,7 @@ static int seq_run(sr_module *m, int first, const sr_tensor *x, sr_run *run, int
         n = fusable(m, i, run, jvp, &ep);
         /* The residual's sum in the last conv -> batchnorm map (ReLU after it). */
         if (addend && n == 2 && i + n == m->nchildren && is_kind(c, "conv2d")) {
-            ep.add = addend, ep.relu = run->addend_relu;
+            ep.add = addend, ep.relu = 1;
             run->addend_used = 1;
         }
         if (n)
@@ -710,7 +710,7 @@ static int res_fused(sr_module *m, const sr_tensor *x, sr_run *run)
         return 0;
     }
     const sr_tensor *skip = sc ? &sc->out : x;
-    run->addend = skip, run->addend_relu = 1, run->addend_used = 0;
+    run->addend = skip, run->addend_used = 0;
     int rc = sr_module_forward(body, x, run), used = run->addend_used;
     run->addend = NULL, run->addend_used = 0;
     if (rc)
@@ -729,7 +729,7 @@ static int res_fused(sr_module *m, const sr_tensor *x, sr_run *run)
     return 0;
 }
 
-/* relu (forward only): the ReLU after the block fused into the sum (see fusable). */
+/* relu (forward only): the ReLU after the block fused in (res_fused). */
 static int res_run(sr_module *m, const sr_tensor *x, sr_run *run, int jvp, int relu)
 {
     if (m->nchildren < 1 || m->nchildren > 2)
@@ -757,7 +757,7 @@ static int res_run(sr_module *m, const sr_tensor *x, sr_run *run, int jvp, int r
             return 0;
         }
     }
-    if (add_into(run->pool, &m->out, &body->out, skip, relu, "residual"))
+    if (add_into(run->pool, &m->out, &body->out, skip, 0, "residual"))
         return -1;
     /* Backward reads neither branch's output (see drop_outputs). */
     for (int i = 0; i < m->nchildren; i++)

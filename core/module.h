@@ -76,13 +76,13 @@ typedef struct sr_run {
     int unfused;
     int nfused;          /* out: layer groups the pass ran fused */
     /* Residual -> relu in a fused forward: the sum's other branch, handed
-     * to the body's sequential, which adds it (and clips, with
-     * addend_relu) in its last conv-batchnorm map and sets addend_used. */
+     * to the body's sequential, which adds it and clips in its last
+     * conv -> batchnorm map and sets addend_used. */
     const sr_tensor *addend;
-    int addend_relu, addend_used;
+    int addend_used;
 } sr_run;
 
-#define SR_RUN_INIT {0, 0, 0, 0, 0, NULL, NULL, 0, 0, 0, 0, NULL, 0, 0, 0, NULL, 0, 0}
+#define SR_RUN_INIT {0, 0, 0, 0, 0, NULL, NULL, 0, 0, 0, 0, NULL, 0, 0, 0, NULL, 0}
 
 typedef struct sr_module_ops {
     const char *kind; /* "conv2d", "sequential", ... */
