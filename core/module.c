@@ -489,8 +489,8 @@ static void drop_grad(sr_module *m, sr_run *run) { sr_pool_put(run->pool, &m->gi
  * (eval) [-> relu] as one convolution that maps each output block while it
  * is still in cache (a JVP's tangents are then masked in one pass), and in
  * a forward residual -> relu as a sum that clips, itself done in the map of
- * the body's last conv -> batchnorm when the body ends with one (res_fused;
- * the shortcut runs first): one to three passes over the activation fewer,
+ * the body's last conv -> batchnorm when the body ends with one (res_run):
+ * one to three passes over the activation fewer,
  * with bit-identical results (epilogue.h).  The
  * intermediate outputs are never materialised, so a tap on any but the last
  * layer of the group turns it off.  ResNet-50 at 224, batch 17, 2 threads:
@@ -695,14 +695,18 @@ static int add_into(sr_pool *pool, sr_tensor *out, const sr_tensor *a, const sr_
     return 0;
 }
 
-/* Forward with the ReLU after the block (see fusable): the shortcut first,
- * then the body, whose last conv -> batchnorm adds it and clips in its
- * output map (run->addend); a body that cannot (other layers, a tap there)
- * leaves the sum and clip to add_into. */
-static int res_fused(sr_module *m, const sr_tensor *x, sr_run *run)
+/* relu (forward only): the ReLU after the block fused in (see fusable).
+ * The shortcut runs first, so that in a fused forward the body's last
+ * conv -> batchnorm can add it and clip in its output map (run->addend); a
+ * body that cannot (other final layers, a tap there, a pass that saves)
+ * leaves the sum to add_into. */
+static int res_run(sr_module *m, const sr_tensor *x, sr_run *run, int jvp, int relu)
 {
+    if (m->nchildren < 1 || m->nchildren > 2)
+        return sr_fail("residual: needs a body and at most one shortcut (has %d children)", m->nchildren);
     sr_module *body = m->children[0].m, *sc = m->nchildren == 2 ? m->children[1].m : NULL;
-    if (sc && sr_module_forward(sc, x, run))
+    m->stop_at = -1;
+    if (sc && (jvp ? sr_module_jvp(sc, x, run) : sr_module_forward(sc, x, run)))
         return -1;
     if (run->stopped) {
         m->stop_at = 1;
@@ -710,8 +714,8 @@ static int res_fused(sr_module *m, const sr_tensor *x, sr_run *run)
         return 0;
     }
     const sr_tensor *skip = sc ? &sc->out : x;
-    run->addend = skip, run->addend_used = 0;
-    int rc = sr_module_forward(body, x, run), used = run->addend_used;
+    run->addend = relu ? skip : NULL, run->addend_used = 0;
+    int rc = jvp ? sr_module_jvp(body, x, run) : sr_module_forward(body, x, run), summed = run->addend_used;
     run->addend = NULL, run->addend_used = 0;
     if (rc)
         return -1;
@@ -720,44 +724,9 @@ static int res_fused(sr_module *m, const sr_tensor *x, sr_run *run)
         sr_tensor_share(&m->out, &body->out);
         return 0;
     }
-    if (used)
+    if (summed)
         sr_tensor_share(&m->out, &body->out);
-    else if (add_into(run->pool, &m->out, &body->out, skip, 1, "residual"))
-        return -1;
-    for (int i = 0; i < m->nchildren; i++)
-        drop_outputs(m->children[i].m, run);
-    return 0;
-}
-
-/* relu (forward only): the ReLU after the block fused in (res_fused). */
-static int res_run(sr_module *m, const sr_tensor *x, sr_run *run, int jvp, int relu)
-{
-    if (m->nchildren < 1 || m->nchildren > 2)
-        return sr_fail("residual: needs a body and at most one shortcut (has %d children)", m->nchildren);
-    sr_module *body = m->children[0].m;
-    m->stop_at = -1;
-    if (relu) /* fused forward: the sum goes into the body's last map */
-        return res_fused(m, x, run);
-    if (jvp ? sr_module_jvp(body, x, run) : sr_module_forward(body, x, run))
-        return -1;
-    if (run->stopped) {
-        m->stop_at = 0;
-        sr_tensor_share(&m->out, &body->out);
-        return 0;
-    }
-    const sr_tensor *skip = x;
-    if (m->nchildren == 2) {
-        sr_module *sc = m->children[1].m;
-        if (jvp ? sr_module_jvp(sc, x, run) : sr_module_forward(sc, x, run))
-            return -1;
-        skip = &sc->out;
-        if (run->stopped) {
-            m->stop_at = 1;
-            sr_tensor_share(&m->out, skip);
-            return 0;
-        }
-    }
-    if (add_into(run->pool, &m->out, &body->out, skip, 0, "residual"))
+    else if (add_into(run->pool, &m->out, &body->out, skip, relu, "residual"))
         return -1;
     /* Backward reads neither branch's output (see drop_outputs). */
     for (int i = 0; i < m->nchildren; i++)

@@ -68,8 +68,8 @@ static void SR_FN(wino_load_row)(real *restrict e, real *restrict od, const real
 /* V[ξ][c][t] = (Bᵀ d B)[ξ] for every channel and every tile of tile rows
  * [R0, R1), t = (R − R0)·tw + tj; ld columns per V[ξ] row.  With strips,
  * each V[ξ] is instead in gemm.c's strips of NR tiles, C x NR blocks
- * wino_strip apart (the last one's columns past the tiles zeroed), and
- * holds C + 1 rows of ld.  s: scratch of WINO_SCRATCH
+ * wino_strip apart (the last one's columns past the tiles zeroed);
+ * wino_vplane gives the planes' stride.  s: scratch of WINO_SCRATCH
  * elements.  Channel outermost: consecutive tile rows of an image share
  * two input rows, which stay loaded (a ring of four), and all 16 outputs
  * of a tile come from one pass over its row, so short rows (16 tiles at
@@ -77,7 +77,7 @@ static void SR_FN(wino_load_row)(real *restrict e, real *restrict od, const real
 static void SR_FN(wino_in)(real *V, int64_t ld, int strips, const real *x, const sr_wino_geom *g, int64_t R0,
                            int64_t R1, real *s)
 {
-    const int64_t tw = g->tw, n1 = tw + 1, C = g->c, plane = g->h * g->w, vs = wino_plane(C + strips, ld);
+    const int64_t tw = g->tw, n1 = tw + 1, C = g->c, plane = g->h * g->w, vs = wino_vplane(C, ld, strips);
     /* A constant, so the run arithmetic below is shifts, not divisions. */
     const int64_t nr = sr_gemm_nr(sizeof(real)), ss = wino_strip(C, sizeof(real));
     for (int64_t c = 0; c < C; c++) {
@@ -390,7 +390,7 @@ static int SR_FN(wino_fwd_part)(const wino_ctx *cx, int t)
 {
     const sr_wino_geom *g = cx->g;
     const real *U = cx->U, *Up = cx->Up;
-    const int64_t ld = cx->ld, C = g->c, O = g->o, vs = wino_plane(C + (Up != NULL), ld), ms = wino_plane(O, ld);
+    const int64_t ld = cx->ld, C = g->c, O = g->o, vs = wino_vplane(C, ld, Up != NULL), ms = wino_plane(O, ld);
     real *V = (real *)cx->ws + t * cx->ws_part, *M = V + 16 * vs, *s = M + 16 * ms;
     const int64_t pk = sr_gemm_packed_size(O, C);
     for (int64_t R = cx->R[t]; R < cx->R[t + 1]; R += cx->rpc) {
@@ -511,6 +511,10 @@ static inline int64_t wino_plane(int64_t rows, int64_t ld) { return rows * ld + 
  * otherwise be 4 KB apart at 64 channels. */
 static inline int64_t wino_strip(int64_t C, size_t es) { return (C + 1) * sr_gemm_nr(es); }
 
+/* The plane stride of V (C channels): row-major, or ld / NR strips of
+ * wino_strip, C + 1 rows of ld. */
+static inline int64_t wino_vplane(int64_t C, int64_t ld, int strips) { return wino_plane(C + (strips != 0), ld); }
+
 #define SR_GENERIC_FILE "winograd.c"
 #include "generic.h"
 
@@ -557,7 +561,7 @@ static void wino_cut(wino_ctx *cx, const sr_wino_plan *pl, int bwd, size_t es)
     cx->own_gemm = !bwd && (T > 1 || sr_threads_get() == 1);
     if (cx->own_gemm)
         cx->ld = (cx->ld + sr_gemm_nr(es) - 1) / sr_gemm_nr(es) * sr_gemm_nr(es);
-    cx->ws_part = 16 * (wino_plane(g->c + cx->own_gemm, cx->ld) + wino_plane(g->o, cx->ld)) + WINO_SCRATCH(g->tw);
+    cx->ws_part = 16 * (wino_vplane(g->c, cx->ld, cx->own_gemm) + wino_plane(g->o, cx->ld)) + WINO_SCRATCH(g->tw);
     if (cx->ws_part < 21 * g->c) /* wino_weights' scratch */
         cx->ws_part = 21 * g->c;
 }
