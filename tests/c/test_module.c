@@ -482,6 +482,35 @@ TEST(module_fused_conv_bn_relu_is_bit_identical)
 /* A BatchNorm whose num_features does not match the convolution before it:
  * the pair is not fused, and the forward and the JVP both fail with the
  * BatchNorm's own message naming the shapes (as unfused). */
+/* A residual whose body changes the channel count over an identity
+ * shortcut: the sum fused into the body's conv -> batchnorm map, the
+ * separate sum (unfused) and the JVP all refuse it with the same message. */
+TEST(module_residual_branch_shape_mismatch_is_an_error)
+{
+    const char *conv[] = {"in_channels", "3", "out_channels", "4", "kernel_size", "3", "padding", "1", NULL};
+    sr_module *m = sr_sequential_new(), *body = sr_sequential_new(), *res = sr_residual_new();
+    CHECK(m && body && res && !add(body, "conv", check_layer("conv2d", conv)) &&
+              !add(body, "bn", check_layer("batchnorm2d", (const char *[]){"num_features", "4", NULL})) &&
+              !add(res, "", body) && !add(m, "block", res) &&
+              !add(m, "relu", check_layer("relu", (const char *[]){NULL})),
+          "net: %s", sr_errmsg());
+    sr_module_set_training(m, 0);
+    sr_tensor x = SR_TENSOR_INIT, xv = SR_TENSOR_INIT;
+    CHECK_OK(check_randn(&x, 4, (int64_t[]){2, 3, 5, 5}, 1));
+    CHECK_OK(sr_tensor_convert(&x, &x, SR_F32));
+    CHECK_OK(check_randn(&xv, 4, (int64_t[]){6, 3, 5, 5}, 2));
+    CHECK_OK(sr_tensor_convert(&xv, &xv, SR_F32));
+    sr_run run = SR_RUN_INIT, un = SR_RUN_INIT, jr = SR_RUN_INIT;
+    CHECK_ERR(sr_module_forward(m, &x, &run), "residual: branch outputs (2,4,5,5) and (2,3,5,5) differ in shape");
+    un.unfused = 1;
+    CHECK_ERR(sr_module_forward(m, &x, &un), "differ in shape");
+    jr.n = 2, jr.k = 2;
+    CHECK_ERR(sr_module_jvp(m, &xv, &jr), "differ in shape");
+    sr_tensor_free(&x);
+    sr_tensor_free(&xv);
+    sr_module_release(m);
+}
+
 TEST(module_fusion_keeps_the_channel_mismatch_error)
 {
     const char *conv[] = {"in_channels", "3", "out_channels", "6", "kernel_size", "3", "padding", "1", NULL};
