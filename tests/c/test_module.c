@@ -482,6 +482,14 @@ TEST(module_fused_conv_bn_relu_is_bit_identical)
 /* A BatchNorm whose num_features does not match the convolution before it:
  * the pair is not fused, and the forward and the JVP both fail with the
  * BatchNorm's own message naming the shapes (as unfused). */
+/* float32 inputs of the mismatch tests: x (2, 3, 5, 5) and a stacked JVP
+ * input xv with 2 tangents per image. */
+static int mismatch_inputs(sr_tensor *x, sr_tensor *xv)
+{
+    return check_randn(x, 4, (int64_t[]){2, 3, 5, 5}, 1) || sr_tensor_convert(x, x, SR_F32) ||
+           check_randn(xv, 4, (int64_t[]){6, 3, 5, 5}, 2) || sr_tensor_convert(xv, xv, SR_F32);
+}
+
 /* A residual whose body changes the channel count over an identity
  * shortcut: the sum fused into the body's conv -> batchnorm map, the
  * separate sum (unfused) and the JVP all refuse it with the same message. */
@@ -496,10 +504,7 @@ TEST(module_residual_branch_shape_mismatch_is_an_error)
           "net: %s", sr_errmsg());
     sr_module_set_training(m, 0);
     sr_tensor x = SR_TENSOR_INIT, xv = SR_TENSOR_INIT;
-    CHECK_OK(check_randn(&x, 4, (int64_t[]){2, 3, 5, 5}, 1));
-    CHECK_OK(sr_tensor_convert(&x, &x, SR_F32));
-    CHECK_OK(check_randn(&xv, 4, (int64_t[]){6, 3, 5, 5}, 2));
-    CHECK_OK(sr_tensor_convert(&xv, &xv, SR_F32));
+    CHECK_OK(mismatch_inputs(&x, &xv));
     sr_run run = SR_RUN_INIT, un = SR_RUN_INIT, jr = SR_RUN_INIT;
     CHECK_ERR(sr_module_forward(m, &x, &run), "residual: branch outputs (2,4,5,5) and (2,3,5,5) differ in shape");
     un.unfused = 1;
@@ -521,10 +526,7 @@ TEST(module_fusion_keeps_the_channel_mismatch_error)
           "net: %s", sr_errmsg());
     sr_module_set_training(m, 0);
     sr_tensor x = SR_TENSOR_INIT, xv = SR_TENSOR_INIT;
-    CHECK_OK(check_randn(&x, 4, (int64_t[]){2, 3, 5, 5}, 1));
-    CHECK_OK(sr_tensor_convert(&x, &x, SR_F32));
-    CHECK_OK(check_randn(&xv, 4, (int64_t[]){6, 3, 5, 5}, 2));
-    CHECK_OK(sr_tensor_convert(&xv, &xv, SR_F32));
+    CHECK_OK(mismatch_inputs(&x, &xv));
     sr_run run = SR_RUN_INIT, jr = SR_RUN_INIT;
     CHECK_ERR(sr_module_forward(m, &x, &run), "has 6 channels but num_features=5");
     CHECK(run.nfused == 0, "a mismatched pair was fused");
