@@ -168,12 +168,12 @@ static void SR_FN(col2im)(real *gx, const real *col, const conv_geom *g, int64_t
         }
 }
 
-/* y rows [o][0, cols) at stride ld start at the bias (GEMM then adds with
- * beta = 1, which costs no more than the zeroing pass beta = 0 does). */
+/* y rows [o][0, cols) at stride ld start at the bias b, or at 0 if b is
+ * NULL (the GEMM then adds with beta = 1). */
 static void SR_FN(fill_bias)(real *y, const real *b, int64_t rows, int64_t cols, int64_t ld)
 {
     for (int64_t o = 0; o < rows; o++) {
-        real *r = y + o * ld, v = b[o];
+        real *r = y + o * ld, v = b ? b[o] : 0;
         CONV_SIMD
         for (int64_t p = 0; p < cols; p++)
             r[p] = v;
@@ -204,6 +204,23 @@ static void SR_FN(gather)(real *tmp, const real *gy, int64_t og, int64_t nimg, i
             memcpy(tmp + (o * nimg + i) * P, gy + i * ys + o * P, (size_t)P * sizeof(real));
 }
 
+/* C = A·B, or C += A·B with acc: gemm.c's product when the part runs on
+ * one thread (gs, its scratch, given; A packed at Ap, ka columns), else
+ * OpenBLAS on A (lda), threaded when the call is one part.  On a CPU with
+ * 512-bit vectors gemm.c uses them, which the OpenBLAS kernel a pinned
+ * OPENBLAS_CORETYPE selects may not (Zen 5: a ResNet-50 profile forward
+ * took 29 ms instead of 43). */
+static void SR_FN(conv_gemm)(int64_t M, int64_t N, int64_t K, const real *A, int64_t lda, const real *Ap,
+                             int64_t ka, const real *B, int64_t ldb, real *C, int64_t ldc, const sr_gemm_runs *runs,
+                             int acc, real *gs)
+{
+    if (gs)
+        SR_FN(sr_gemm)(M, N, K, Ap, ka, B, ldb, C, ldc, runs, acc, gs);
+    else
+        SR_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M, (int)N, (int)K, 1, A, (int)lda, B, (int)ldb,
+                acc ? 1 : 0, C, (int)ldc);
+}
+
 /* Forward over a whole (possibly stacked) batch; bias on images < bias_rows.
  * Each GEMM chunk (nb images, or cnt pixels of one) runs over K in chunks of
  * kc channels, so the column buffer stays cache-sized (~1.5 MB): im2col then
@@ -211,38 +228,45 @@ static void SR_FN(gather)(real *tmp, const real *gy, int64_t og, int64_t nimg, i
  * 14x14 layers halved the im2col time.  OpenBLAS blocks K itself (by a few
  * hundred), so accumulating K chunks of ≥ 256 rows costs the GEMM nothing. */
 static int SR_FN(conv_fwd)(real *y, const real *x, const real *w, const real *bias, const conv_geom *g,
-                           const conv_plan *pl, real *col, real *tmp, real *pad, int64_t bias_rows,
-                           const sr_epilogue *ep)
+                           const conv_plan *pl, real *col, real *tmp, real *pad, real *wp, real *gs,
+                           int64_t bias_rows, const sr_epilogue *ep)
 {
     const int64_t P = g->P, K = g->K, og = g->og, ys = g->o * P, kk = g->kh * g->kw;
+    const int64_t psz = sr_gemm_packed_size(og, K);
+    for (int64_t grp = 0; gs && grp < g->groups; grp++)
+        SR_FN(sr_gemm_pack_a)(wp + grp * psz, w + grp * og * K, K, 0, og, og, K);
     for (int64_t img0 = 0; img0 < g->n; img0 += pl->nimg) {
         if (sr_interrupted())
             return -1;
         int64_t nb = g->n - img0 < pl->nimg ? g->n - img0 : pl->nimg;
+        /* The GEMM writes into y: for one image, or for a 1x1 convolution
+         * by gemm.c, which reads and writes the chunk's images in place
+         * (runs); else into tmp, scattered after. */
+        int direct = nb == 1 || (gs && pl->in_place);
+        const sr_gemm_runs runs = {P, g->c * P, ys};
         for (int64_t p0 = 0; p0 < P; p0 += pl->np) {
             int64_t cnt = P - p0 < pl->np ? P - p0 : pl->np, cols = nb * cnt;
             for (int64_t grp = 0; grp < g->groups; grp++) {
                 const real *wg = w + grp * og * K, *bg = bias ? bias + grp * og : NULL;
-                int with_bias = nb == 1 && bg && img0 < bias_rows;
-                /* One image: the GEMM writes into y, prefilled with the bias
-                 * (beta = 1 costs no more than beta = 0's zeroing pass). */
-                real *C = nb == 1 ? y + img0 * ys + grp * og * P + p0 : tmp;
-                int64_t ldc = nb == 1 ? P : cols;
-                if (with_bias)
-                    SR_FN(fill_bias)(C, bg, og, cnt, P);
-                if (pl->in_place && nb == 1) {
-                    SR_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)og, (int)cnt, (int)K, 1, wg,
-                            (int)K, x + (img0 * g->c + grp * g->cg) * P + p0, (int)P, with_bias ? 1 : 0, C,
-                            (int)ldc);
+                int with_bias = direct && bg && img0 < bias_rows;
+                real *C = direct ? y + img0 * ys + grp * og * P + p0 : tmp;
+                int64_t ldc = direct ? P : cols;
+                /* y starts at the bias (beta = 1 costs no more than beta =
+                 * 0's zeroing pass); a chunk's tangent images at zero */
+                for (int64_t i = 0; with_bias && i < nb; i++)
+                    SR_FN(fill_bias)(C + i * ys, img0 + i < bias_rows ? bg : NULL, og, cnt, P);
+                if (pl->in_place && direct) {
+                    SR_FN(conv_gemm)(og, cols, K, wg, K, wp + grp * psz, K, x + (img0 * g->c + grp * g->cg) * P + p0,
+                                     P, C, ldc, nb > 1 ? &runs : NULL, with_bias, gs);
                 } else {
                     for (int64_t c0 = 0; c0 < g->cg; c0 += pl->kc) {
                         int64_t nc = g->cg - c0 < pl->kc ? g->cg - c0 : pl->kc;
                         SR_FN(im2col)(col, x, g, grp, c0, nc, img0, nb, p0, cnt, pad);
-                        SR_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)og, (int)cols, (int)(nc * kk), 1,
-                                wg + c0 * kk, (int)K, col, (int)cols, c0 || with_bias ? 1 : 0, C, (int)ldc);
+                        SR_FN(conv_gemm)(og, cols, nc * kk, wg + c0 * kk, K, wp + grp * psz + c0 * kk * GEMM_MR, K,
+                                         col, cols, C, ldc, NULL, c0 || with_bias, gs);
                     }
                 }
-                if (nb > 1) {
+                if (!direct) {
                     int64_t bimgs = bias_rows - img0 < 0 ? 0 : bias_rows - img0;
                     SR_FN(scatter)(y + img0 * ys + grp * og * P, tmp, bg, og, nb, P, ys, bimgs);
                 }
@@ -320,10 +344,10 @@ static void SR_FN(phase_split)(real *xph, const real *x, const conv_geom *g, con
  * split (input-sized) and the output crop. */
 static int SR_FN(conv_fwd_taps)(real *y, const real *x, const real *w, const real *bias, const conv_geom *g,
                                 const conv_plan *pl, const conv_taps *tp, real *xph, real *wt, real *tmp,
-                                int64_t bias_rows)
+                                real *wp, real *gs, int64_t bias_rows)
 {
     const int64_t kk = g->kh * g->kw, og = g->og, cg = g->cg, w2 = pl->w2, Q = g->ho * w2;
-    const int64_t plane = pl->h2 * w2;
+    const int64_t plane = pl->h2 * w2, ogr = sr_gemm_packed_size(og, 1);
     /* wt[grp][gemm] = W_g[:, :, taps of the GEMM], (og, m·cg) row-major. */
     for (int64_t grp = 0; grp < g->groups; grp++)
         for (int e = 0; e < tp->ngemm; e++) {
@@ -333,6 +357,8 @@ static int SR_FN(conv_fwd_taps)(real *y, const real *x, const real *w, const rea
                 for (int64_t k = 0; k < m; k++)
                     for (int64_t c = 0; c < cg; c++)
                         A[(o * m + k) * cg + c] = w[((grp * og + o) * cg + c) * kk + tp->order[s0 + k]];
+            if (gs)
+                SR_FN(sr_gemm_pack_a)(wp + (grp * kk + s0) * ogr * cg, A, m * cg, 0, og, og, m * cg);
         }
     for (int64_t n = 0; n < g->n; n++) {
         if (sr_interrupted())
@@ -344,9 +370,9 @@ static int SR_FN(conv_fwd_taps)(real *y, const real *x, const real *w, const rea
                 int64_t ri = t / g->kw * g->dh, rj = t % g->kw * g->dw;
                 int64_t pos = tp->perm[(ri % g->sh) * g->sw + rj % g->sw];
                 const real *B = xph + (pos * g->c + grp * cg) * plane + (ri / g->sh) * w2 + rj / g->sw;
-                SR_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)og, (int)Q, (int)(m * cg), 1,
-                        wt + (grp * kk + s0) * og * cg, (int)(m * cg), B, (int)plane, e ? 1 : 0,
-                        tmp + grp * og * Q, (int)Q);
+                SR_FN(conv_gemm)(og, Q, m * cg, wt + (grp * kk + s0) * og * cg, m * cg,
+                                 wp + (grp * kk + s0) * ogr * cg, m * cg, B, plane, tmp + grp * og * Q, Q, NULL, e > 0,
+                                 gs);
             }
         real *yn = y + n * g->o * g->P;
         for (int64_t o = 0; o < g->o; o++) {
@@ -477,6 +503,7 @@ static void SR_FN(conv_ref_bwd)(double *gx, double *gw, double *gb, const real *
 
 #include "depthwise.h"
 #include "epilogue.h"
+#include "gemm.h"
 #include "layers.h"
 #include "tensor_ops.h"
 #include "threads.h"
@@ -549,8 +576,9 @@ typedef struct {
 /* Workspace kinds: WS_COL (kc·kh·kw, nimg·np) column buffer, then its
  * gradient; taps: phase planes.  WS_TMP (O/groups, nimg·P) GEMM output /
  * gathered gy of a multi-image chunk.  WS_WT taps: weights regrouped per
- * tap.  WS_PAD im2col: one zero-padded input plane. */
-enum { WS_COL, WS_TMP, WS_WT, WS_PAD, WS_N };
+ * tap.  WS_PAD im2col: one zero-padded input plane.  Forward on one
+ * thread per part (gemm.c): WS_WP the weights packed, WS_GEMM the scratch. */
+enum { WS_COL, WS_TMP, WS_WT, WS_PAD, WS_WP, WS_GEMM, WS_N };
 
 typedef struct {
     conv_cfg cfg;
@@ -779,6 +807,10 @@ static int conv_split(const conv_impl *im, const conv_geom *g, size_t es, int fw
             conv_plan_make(&im->cfg, &im->tp, &p->g, es, fwd, &p->pl);
         int64_t s[WS_N];
         conv_ws_sizes(&p->g, &p->pl, s);
+        if (fwd && (T > 1 || sr_threads_get() == 1)) {
+            s[WS_WP] = g->groups * sr_gemm_packed_size(g->og, g->K);
+            s[WS_GEMM] = sr_gemm_scratch_size();
+        }
         for (int i = 0; i < WS_N; i++)
             sz[i] = s[i] > sz[i] ? s[i] : sz[i];
     }
@@ -812,15 +844,16 @@ static int conv_fwd_cb(void *ctx, int t)
     if (p->pl.taps) {
         int rc = SR_DISPATCH_RET(c->dt, conv_fwd_taps, y, x, c->w, c->b, &p->g, &p->pl, &im->tp,
                                  conv_ws(im, WS_COL, t, c->sz), conv_ws(im, WS_WT, t, c->sz),
-                                 conv_ws(im, WS_TMP, t, c->sz), c->bias_rows - p->lo);
+                                 conv_ws(im, WS_TMP, t, c->sz), conv_ws(im, WS_WP, t, c->sz),
+                                 conv_ws(im, WS_GEMM, t, c->sz), c->bias_rows - p->lo);
         /* Tap-wise GEMMs accumulate over the whole part: map it afterwards. */
         if (!rc && c->ep)
             sr_epilogue_apply(c->dt, y, y, p->g.n, c->bias_rows - p->lo, g->o, g->P, c->ep);
         return rc;
     }
     return SR_DISPATCH_RET(c->dt, conv_fwd, y, x, c->w, c->b, &p->g, &p->pl, conv_ws(im, WS_COL, t, c->sz),
-                           conv_ws(im, WS_TMP, t, c->sz), conv_ws(im, WS_PAD, t, c->sz), c->bias_rows - p->lo,
-                           c->ep);
+                           conv_ws(im, WS_TMP, t, c->sz), conv_ws(im, WS_PAD, t, c->sz), conv_ws(im, WS_WP, t, c->sz),
+                           conv_ws(im, WS_GEMM, t, c->sz), c->bias_rows - p->lo, c->ep);
 }
 
 static int conv_bwd_cb(void *ctx, int t)

@@ -11,7 +11,11 @@
 /* Rows per packed panel of A; a strip of B is two vectors of GEMM_VBYTES
  * (AVX2 here: 16 floats or 8 doubles). */
 #define GEMM_MR 6
+#if defined(__AVX512F__)
+#define GEMM_VBYTES 64
+#else
 #define GEMM_VBYTES 32
+#endif
 static inline int64_t sr_gemm_nr(size_t es) { return (int64_t)(2 * GEMM_VBYTES / es); }
 
 /* Elements of packed A for M rows and K columns. */
@@ -32,5 +36,25 @@ void sr_gemm_strips_f32(int64_t M, int64_t N, int64_t K, const float *Ap, const 
                         int64_t ldc);
 void sr_gemm_strips_f64(int64_t M, int64_t N, int64_t K, const double *Ap, const double *Bs, int64_t ss,
                         double *C, int64_t ldc);
+
+/* The general product on one thread: C (M x N, ldc) = A · B, or C += A · B
+ * with acc.  A (M x K) is packed: its panels (sr_gemm_pack_a) have ka >= K
+ * columns, and Ap points at column k0 of the first, so a product may use
+ * columns [k0, k0 + K) of a wider packed matrix.  B (K x N, ldb) is
+ * row-major as it is; gemm.c packs it block by block into scratch of
+ * sr_gemm_scratch_size elements.  runs (NULL: none) lays the columns of B
+ * and C out in runs of `run` columns, run i at B + i·bs and C + i·cs: the
+ * images of a batch, each a matrix of its own. */
+typedef struct {
+    int64_t run, bs, cs;
+} sr_gemm_runs;
+#define GEMM_KC 256
+#define GEMM_MC (16 * GEMM_MR)
+#define GEMM_NC 2048
+static inline int64_t sr_gemm_scratch_size(void) { return GEMM_KC * GEMM_NC; }
+void sr_gemm_f32(int64_t M, int64_t N, int64_t K, const float *Ap, int64_t ka, const float *B, int64_t ldb, float *C,
+                 int64_t ldc, const sr_gemm_runs *runs, int acc, float *scratch);
+void sr_gemm_f64(int64_t M, int64_t N, int64_t K, const double *Ap, int64_t ka, const double *B, int64_t ldb,
+                 double *C, int64_t ldc, const sr_gemm_runs *runs, int acc, double *scratch);
 
 #endif

@@ -87,3 +87,88 @@ TEST(gemm_packed_matches_loop)
                       (long long)shapes[s][0], (long long)shapes[s][1], (long long)shapes[s][2]);
             }
 }
+
+static void put(void *p, int dbl, int64_t i, double v)
+{
+    if (dbl)
+        ((double *)p)[i] = v;
+    else
+        ((float *)p)[i] = (float)v;
+}
+static double get(const void *p, int dbl, int64_t i) { return dbl ? ((const double *)p)[i] : ((const float *)p)[i]; }
+
+/* sr_gemm: columns [k0, k0 + K) of A packed with ka = k0 + K + 2 columns;
+ * the columns of B and C in runs of `run` (run = N: one matrix, no runs),
+ * each run padded (ldb = run + 3, ldc = run + 5) and gapped; C starting at
+ * c0 (acc) or NaN.  Compared to the double loop; every element of C's
+ * buffer that no column maps to must keep its sentinel. */
+static double run_blocked(int dbl, int64_t M, int64_t N, int64_t K, int64_t run, int acc, int *kept)
+{
+    const size_t es = dbl ? sizeof(double) : sizeof(float);
+    const int64_t k0 = 5, ka = k0 + K + 2, ldb = run + 3, ldc = run + 5, nrun = (N + run - 1) / run;
+    const int64_t bs = K * ldb + 11, cs = M * ldc + 13, nB = nrun * bs, nC = nrun * cs;
+    const sr_gemm_runs runs = {run, bs, cs};
+    void *A = malloc((size_t)(M * ka) * es), *Ap = malloc((size_t)sr_gemm_packed_size(M, ka) * es);
+    void *B = malloc((size_t)nB * es), *C = malloc((size_t)nC * es), *c0 = malloc((size_t)nC * es);
+    void *S = malloc((size_t)sr_gemm_scratch_size() * es);
+    sr_rng r;
+    sr_rng_seed(&r, (uint64_t)(M * 1000003 + N * 1009 + K + acc));
+    for (int64_t i = 0; i < M * ka; i++)
+        put(A, dbl, i, sr_rng_normal(&r));
+    for (int64_t i = 0; i < nB; i++)
+        put(B, dbl, i, sr_rng_normal(&r));
+    for (int64_t i = 0; i < nC; i++)
+        put(c0, dbl, i, 7);
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++)
+            put(c0, dbl, j / run * cs + i * ldc + j % run, acc ? sr_rng_normal(&r) : NAN);
+    memcpy(C, c0, (size_t)nC * es);
+    const sr_gemm_runs *rp = run == N ? NULL : &runs;
+    if (dbl) {
+        sr_gemm_pack_a_f64(Ap, A, ka, 0, M, M, ka);
+        sr_gemm_f64(M, N, K, (double *)Ap + k0 * GEMM_MR, ka, B, ldb, C, ldc, rp, acc, S);
+    } else {
+        sr_gemm_pack_a_f32(Ap, A, ka, 0, M, M, ka);
+        sr_gemm_f32(M, N, K, (float *)Ap + k0 * GEMM_MR, ka, B, ldb, C, ldc, rp, acc, S);
+    }
+    double err = 0;
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+            int64_t at = j / run * cs + i * ldc + j % run;
+            double s = acc ? get(c0, dbl, at) : 0, mag = fabs(s);
+            for (int64_t k = 0; k < K; k++) {
+                double p = get(A, dbl, i * ka + k0 + k) * get(B, dbl, j / run * bs + k * ldb + j % run);
+                s += p, mag += fabs(p);
+            }
+            double e = fabs(get(C, dbl, at) - s) / (mag > 0 ? mag : 1);
+            err = e > err || isnan(e) ? e : err;
+            put(C, dbl, at, 7); /* checked: leaves the sentinel test below */
+        }
+    *kept = 1;
+    for (int64_t i = 0; i < nC; i++)
+        *kept &= get(C, dbl, i) == 7;
+    free(A), free(Ap), free(B), free(C), free(c0), free(S);
+    return err;
+}
+
+TEST(gemm_blocked_matches_loop)
+{
+    /* {M, N, K, run}: across GEMM_KC (K blocks), GEMM_MC (row blocks) and
+     * GEMM_NC (column blocks), with partial panels and strips; K = 0 stores
+     * zeros; runs shorter and longer than a strip, strips straddling runs */
+    static const int64_t shapes[][4] = {{1, 1, 1, 1},         {13, 37, 300, 37},   {2 * GEMM_MC + 5, 70, 40, 70},
+                                        {7, GEMM_NC + 100, 2 * GEMM_KC + 1, GEMM_NC + 100}, {4, 9, 0, 9},
+                                        {4, 9, 0, 4},         {13, 49 * 5, 70, 49}, {7, 196 * 3, 33, 196},
+                                        {9, 3 * GEMM_NC / 2, 20, GEMM_NC / 2 + 3}};
+    for (int dbl = 0; dbl < 2; dbl++)
+        for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+            for (int acc = 0; acc < 2; acc++) {
+                int kept;
+                const int64_t *c = shapes[s];
+                double e = run_blocked(dbl, c[0], c[1], c[2], c[3], acc, &kept);
+                CHECK(e < (dbl ? 1e-14 : 1e-6), "%s M=%lld N=%lld K=%lld run %lld acc %d: rel err %g",
+                      dbl ? "f64" : "f32", (long long)c[0], (long long)c[1], (long long)c[2], (long long)c[3], acc, e);
+                CHECK(kept, "%s M=%lld N=%lld K=%lld run %lld: wrote C outside the product", dbl ? "f64" : "f32",
+                      (long long)c[0], (long long)c[1], (long long)c[2], (long long)c[3]);
+            }
+}
