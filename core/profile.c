@@ -630,11 +630,15 @@ int sr_profile_image(sr_module *m, const sr_tensor *x, const sr_profile_opts *o,
         exact = &ex;
     }
     if (!seq) {
-        for (int64_t j = 0; j < o->njvp; j++)
+        /* JVPs 0..njvp reach into the antipodes past the base directions,
+         * but J(−u) = −Ju: an antipode's energy is its base's, no new
+         * sample (counting it would narrow the CIs), so they are skipped. */
+        int64_t ndistinct = o->njvp < o->ndirs ? o->njvp : o->ndirs;
+        for (int64_t j = 0; j < ndistinct; j++)
             idx[j] = j;
-        if (jac_energies(m, x, o, idx, o->njvp, res->jvp_sq, &res->nforward, NULL, NULL))
+        if (jac_energies(m, x, o, idx, ndistinct, res->jvp_sq, &res->nforward, NULL, NULL))
             goto done;
-        res->njvp_used = o->njvp;
+        res->njvp_used = ndistinct;
         if (exact) {
             /* All base directions at once, so exact_prepare's order is
              * the set's order. */

@@ -225,6 +225,20 @@ T.test("the shipped trained encoder has a bump; its random-init twin does not", 
   T.truthy(math.abs(pt.median[1] - 1) < 0.05 and math.abs(pi.median[1] - 1) < 0.05, "both plateaus near 1")
 end)
 
+T.test("profile: JVPs past the base directions are their base's (J(-u) = -Ju): not run, not counted as samples", function()
+  local m = nn.sequential { nn.linear { in_features = 12, out_features = 32, seed = 1 }, nn.relu {},
+                            nn.linear { in_features = 32, out_features = 6, seed = 2 } }
+  local o = { directions = 8, jvp_batch = 4, scales = { 0.5, 2 }, noise_directions = 0, progress = false }
+  local half = srgeo.profile(m, images(1), merged(o, { jvp_directions = 8 }))
+  local all = srgeo.profile(m, images(1), merged(o, { jvp_directions = 16 }))
+  -- primal + 2 stacks of 1 + 4 rows + 16 directions x 2 rungs, either way
+  T.eq(half.forwards, 1 + 2 * 5 + 32)
+  T.eq(all.forwards, half.forwards)
+  for s = 1, 2 do T.eq(all.per_image[1][s], half.per_image[1][s], "rung " .. s) end
+  T.eq(all.jacobian_fro[1].value, half.jacobian_fro[1].value)
+  T.eq(all.jacobian_fro[1].probes, 8)
+end)
+
 -- Sequential mode: chunks of directions, each rung closing on its own once
 -- its paired CI is within target_ci.
 local function seq_forwards(p, chunk, jvp_k)
