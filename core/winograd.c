@@ -236,17 +236,25 @@ static void SR_FN(wino_in_adj)(real *gx, const real *GV, int64_t ld, const sr_wi
 }
 
 /* y tiles = Aᵀ M A (+ bias on images < bias_rows), cropped at the edges;
- * channel outermost so each image plane of y is written in order. */
+ * channel outermost so each image plane of y is written in order.  ep maps
+ * each image's run of rows once it is written (one call per plane, not
+ * per row: at 7 to 56 columns the calls cost more than the map). */
 static void SR_FN(wino_out)(real *y, const real *M, int64_t ld, const real *b, int64_t bias_rows,
                             const sr_epilogue *ep, const sr_wino_geom *g, int64_t R0, int64_t R1, real *s)
 {
     const int64_t tw = g->tw, O = g->o, ms = wino_plane(O, ld), P = g->ho * g->wo, wo = g->wo;
-    real *restrict r0 = s, *restrict r1 = s + 2 * tw;
     for (int64_t o = 0; o < O; o++) {
+        real *run = NULL; /* rows of image run_img written since the last map */
+        int64_t run_n = 0, run_img = -1;
         for (int64_t R = R0; R < R1; R++) {
             int64_t img = R / g->th, ti = R % g->th, t0 = (R - R0) * tw;
             const real *m = M + o * ld + t0;
             real bv = b && img < bias_rows ? b[o] : 0;
+            real *yo = y + (img * O + o) * P + 2 * ti * wo;
+            int64_t rows = 2 * ti + 1 < g->ho ? 2 : 1;
+            /* Two whole rows go straight to y; cropped ones through s. */
+            int whole = 2 * tw == wo && rows == 2;
+            real *restrict r0 = whole ? yo : s, *restrict r1 = whole ? yo + wo : s + 2 * tw;
             WINO_SIMD
             for (int64_t j = 0; j < tw; j++) {
                 real s0 = m[j] + m[4 * ms + j] + m[8 * ms + j];
@@ -262,17 +270,20 @@ static void SR_FN(wino_out)(real *y, const real *M, int64_t ld, const real *b, i
                 r1[2 * j] = q0 + q1 + q2 + bv;
                 r1[2 * j + 1] = q1 - q2 - q3 + bv;
             }
-            real *yo = y + (img * O + o) * P + 2 * ti * wo;
-            if (ep) {
-                SR_FN(sr_epilogue_rows)(yo, r0, 1, wo, wo, wo, o, ep, img >= bias_rows);
-                if (2 * ti + 1 < g->ho)
-                    SR_FN(sr_epilogue_rows)(yo + wo, r1, 1, wo, wo, wo, o, ep, img >= bias_rows);
-            } else {
+            if (!whole) {
                 memcpy(yo, r0, (size_t)wo * sizeof(real));
-                if (2 * ti + 1 < g->ho)
+                if (rows == 2)
                     memcpy(yo + wo, r1, (size_t)wo * sizeof(real));
             }
+            if (ep && img != run_img) {
+                if (run_n)
+                    SR_FN(sr_epilogue_rows)(run, run, 1, run_n, run_n, run_n, o, ep, run_img >= bias_rows);
+                run = yo, run_n = 0, run_img = img;
+            }
+            run_n += rows * wo;
         }
+        if (ep && run_n)
+            SR_FN(sr_epilogue_rows)(run, run, 1, run_n, run_n, run_n, o, ep, run_img >= bias_rows);
     }
 }
 
