@@ -92,13 +92,20 @@ static inline int64_t SR_FN(gemm_col)(const sr_gemm_runs *r, int64_t j, int64_t 
     return j / r->run * stride + j % r->run;
 }
 
+/* Columns from j on that lie in j's run, at most left. */
+static inline int64_t SR_FN(gemm_seg)(const sr_gemm_runs *r, int64_t j, int64_t left)
+{
+    int64_t n = r->run - j % r->run;
+    return n < left ? n : left;
+}
+
 /* Columns [j, j + w) of C (+)= the first w columns of the MR x nr block
  * at edge, run by run. */
 static void SR_FN(gemm_put)(real *C, int64_t ldc, const sr_gemm_runs *r, int64_t j, int64_t w, const real *edge,
                             int64_t nr, int rows, int acc)
 {
-    for (int64_t c = 0; c < w;) {
-        int64_t q = (j + c) % r->run, len = r->run - q < w - c ? r->run - q : w - c;
+    for (int64_t c = 0, len; c < w; c += len) {
+        len = SR_FN(gemm_seg)(r, j + c, w - c);
         real *d = C + SR_FN(gemm_col)(r, j + c, r->cs);
         for (int i = 0; i < rows; i++) {
             real *restrict di = d + i * ldc;
@@ -109,7 +116,6 @@ static void SR_FN(gemm_put)(real *C, int64_t ldc, const sr_gemm_runs *r, int64_t
             else
                 memcpy(di, ei, (size_t)len * sizeof(real));
         }
-        c += len;
     }
 }
 
@@ -123,7 +129,7 @@ static void SR_FN(gemm_strips)(int64_t M, int64_t N, int64_t K, const real *Ap, 
     for (int64_t j = 0; j < N; j += nr) {
         int64_t w = N - j < nr ? N - j : nr;
         /* a whole strip within one run goes straight to C */
-        int whole = w == nr && (j0 + j) % r->run + nr <= r->run;
+        int whole = w == nr && SR_FN(gemm_seg)(r, j0 + j, nr) == nr;
         const real *bp = Bs + j / nr * ss;
         for (int64_t p = 0; p < np; p++) {
             int rows = M - p * GEMM_MR < GEMM_MR ? (int)(M - p * GEMM_MR) : GEMM_MR;
@@ -156,18 +162,17 @@ static void SR_FN(gemm_pack_b)(real *restrict Bp, const real *restrict B, int64_
     for (int64_t j = 0; j < nc; j += nr) {
         real *d = Bp + j * kc;
         int64_t w = nc - j < nr ? nc - j : nr;
-        if (w == nr && (j0 + j) % r->run + nr <= r->run) {
+        if (w == nr && SR_FN(gemm_seg)(r, j0 + j, nr) == nr) {
             const real *s = B + SR_FN(gemm_col)(r, j0 + j, r->bs);
             for (int64_t k = 0; k < kc; k++)
                 memcpy(d + k * nr, s + k * ldb, (size_t)nr * sizeof(real));
             continue;
         }
-        for (int64_t c = 0; c < w;) {
-            int64_t q = (j0 + j + c) % r->run, len = r->run - q < w - c ? r->run - q : w - c;
+        for (int64_t c = 0, len; c < w; c += len) {
+            len = SR_FN(gemm_seg)(r, j0 + j + c, w - c);
             const real *s = B + SR_FN(gemm_col)(r, j0 + j + c, r->bs);
             for (int64_t k = 0; k < kc; k++)
                 memcpy(d + k * nr + c, s + k * ldb, (size_t)len * sizeof(real));
-            c += len;
         }
         for (int64_t k = 0; w < nr && k < kc; k++)
             memset(d + k * nr + w, 0, (size_t)(nr - w) * sizeof(real));
@@ -188,8 +193,10 @@ void SR_FN(sr_gemm)(int64_t M, int64_t N, int64_t K, const real *Ap, int64_t ka,
     const sr_gemm_runs one = {N > 0 ? N : 1, 0, 0}, *r = runs ? runs : &one;
     if (K == 0) {
         for (int64_t i = 0; !acc && i < M; i++)
-            for (int64_t j = 0; j < N; j += r->run)
-                memset(C + i * ldc + SR_FN(gemm_col)(r, j, r->cs), 0, (size_t)(N - j < r->run ? N - j : r->run) * sizeof(real));
+            for (int64_t j = 0, len; j < N; j += len) {
+                len = SR_FN(gemm_seg)(r, j, N - j);
+                memset(C + i * ldc + SR_FN(gemm_col)(r, j, r->cs), 0, (size_t)len * sizeof(real));
+            }
         return;
     }
     real *Bp = scratch;
