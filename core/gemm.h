@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 /* Rows per packed panel of A; a strip of B is two vectors of GEMM_VBYTES
- * (AVX2 here: 16 floats or 8 doubles). */
+ * (AVX2: 16 floats or 8 doubles; AVX-512: 32 or 16). */
 #define GEMM_MR 6
 #if defined(__AVX512F__)
 #define GEMM_VBYTES 64

@@ -632,21 +632,19 @@ int sr_profile_image(sr_module *m, const sr_tensor *x, const sr_profile_opts *o,
     if (!seq) {
         /* JVPs 0..njvp reach into the antipodes past the base directions,
          * but J(−u) = −Ju: an antipode's energy is its base's, no new
-         * sample (counting it would narrow the CIs), so they are skipped. */
+         * sample (counting it would narrow the CIs), so they are skipped.
+         * With exact_relu every base direction has its JVP already. */
         int64_t ndistinct = o->njvp < o->ndirs ? o->njvp : o->ndirs;
-        for (int64_t j = 0; j < ndistinct; j++)
-            idx[j] = j;
-        if (jac_energies(m, x, o, idx, ndistinct, res->jvp_sq, &res->nforward, NULL, NULL))
+        for (int64_t b = 0; b < (exact ? o->ndirs : ndistinct); b++)
+            idx[b] = b;
+        /* exact: all base directions at once, so exact_prepare's order is
+         * the set's order */
+        if (exact ? exact_prepare(m, x, o, idx, o->ndirs, xjsq, xdist, &res->nforward)
+                  : jac_energies(m, x, o, idx, ndistinct, res->jvp_sq, &res->nforward, NULL, NULL))
             goto done;
+        if (exact)
+            memcpy(res->jvp_sq, xjsq, (size_t)ndistinct * sizeof *xjsq);
         res->njvp_used = ndistinct;
-        if (exact) {
-            /* All base directions at once, so exact_prepare's order is
-             * the set's order. */
-            for (int64_t b = 0; b < o->ndirs; b++)
-                idx[b] = b;
-            if (exact_prepare(m, x, o, idx, o->ndirs, xjsq, xdist, &res->nforward))
-                goto done;
-        }
         for (int64_t i = 0; i < total; i++)
             idx[i] = i;
         if (energies(m, x, f0, nf, o, idx, total, batch, D, &res->nforward, exact, NULL))

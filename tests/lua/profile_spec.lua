@@ -237,6 +237,11 @@ T.test("profile: JVPs past the base directions are their base's (J(-u) = -Ju): n
   for s = 1, 2 do T.eq(all.per_image[1][s], half.per_image[1][s], "rung " .. s) end
   T.eq(all.jacobian_fro[1].value, half.jacobian_fro[1].value)
   T.eq(all.jacobian_fro[1].probes, 8)
+  -- exact_relu's boundary walk has every base direction's JVP: none more
+  local ex = srgeo.profile(m, images(1), merged(o, { jvp_directions = 16, exact_relu = true }))
+  T.eq(ex.forwards, 1 + 2 * 5 + 32 - ex.exact_pairs)
+  T.eq(ex.jacobian_fro[1].value, half.jacobian_fro[1].value)
+  for s = 1, 2 do T.close(ex.per_image[1][s], half.per_image[1][s], 1e-6, "rung " .. s) end
 end)
 
 -- Sequential mode: chunks of directions, each rung closing on its own once
