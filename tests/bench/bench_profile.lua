@@ -6,8 +6,8 @@
 -- its script finds fastest on this machine (an untimed sweep; see
 -- torch_profile.py).  The two sides alternate for --rounds rounds (the
 -- sweep only in the first) and each keeps its best: these VMs change speed
--- by tens of percent within minutes (PyTorch alone took 82 s and 122 s in
--- two runs of the same case), which one run per side turns into the ratio.
+-- by tens of percent within minutes (PyTorch alone took 88 s and 133 s in
+-- two rounds of one run), which one run per side turns into the ratio.
 --   build/srgeo tests/bench/bench_profile.lua [--cases resnet18_cifar:32:1024,resnet50:224:64] [--rounds 3]
 -- A case is MODEL:SIZE:DIRECTIONS (paper: 1024 directions, i.e. 2048 with
 -- antipodes).  ResNet-50 at 224 runs a reduced direction count by default:
@@ -30,6 +30,10 @@ local o = cli.run({
   },
 }, { ... })
 if o.threads > 0 then srgeo.threads(o.threads) end
+if o.rounds < 1 then
+  io.stderr:write("bench_profile.lua: --rounds must be at least 1\n")
+  os.exit(2)
+end
 
 -- One timed PyTorch run: seconds, "R format F" and the raw output (rows
 -- nil: its own sweep first).
