@@ -807,7 +807,7 @@ static int conv_split(const conv_impl *im, const conv_geom *g, size_t es, int fw
             conv_plan_make(&im->cfg, &im->tp, &p->g, es, fwd, &p->pl);
         int64_t s[WS_N];
         conv_ws_sizes(&p->g, &p->pl, s);
-        if (fwd && (T > 1 || sr_threads_get() == 1)) {
+        if (fwd && sr_gemm_serial(T, sr_threads_get())) {
             s[WS_WP] = g->groups * sr_gemm_packed_size(g->og, g->K);
             s[WS_GEMM] = sr_gemm_scratch_size();
         }

@@ -37,6 +37,12 @@ void sr_gemm_strips_f32(int64_t M, int64_t N, int64_t K, const float *Ap, const 
 void sr_gemm_strips_f64(int64_t M, int64_t N, int64_t K, const double *Ap, const double *Bs, int64_t ss,
                         double *C, int64_t ldc);
 
+/* Whether a call cut into `parts` runs every part's products on one thread
+ * (several parts, or one thread in all), so on gemm.c; one part with
+ * several threads leaves them to threaded OpenBLAS instead.  The one rule
+ * for the convolution and Winograd forwards. */
+static inline int sr_gemm_serial(int parts, int threads) { return parts > 1 || threads == 1; }
+
 /* The general product on one thread: C (M x N, ldc) = A · B, or C += A · B
  * with acc.  A (M x K) is packed: its panels (sr_gemm_pack_a) have ka >= K
  * columns, and Ap points at column k0 of the first, so a product may use

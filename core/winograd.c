@@ -567,9 +567,9 @@ static void wino_cut(wino_ctx *cx, const sr_wino_plan *pl, int bwd, size_t es)
     int64_t most = (units + T - 1) / T * unit;
     cx->rpc = rpc < 1 ? 1 : rpc > most ? most : rpc;
     cx->ld = cx->rpc * g->tw;
-    /* A part's BLAS runs on one thread unless a single part has them all:
-     * then gemm.c's kernel, its input in whole strips. */
-    cx->own_gemm = !bwd && (T > 1 || sr_threads_get() == 1);
+    /* gemm.c's kernel, its input in whole strips, when a part's BLAS would
+     * run on one thread. */
+    cx->own_gemm = !bwd && sr_gemm_serial(T, sr_threads_get());
     if (cx->own_gemm)
         cx->ld = (cx->ld + sr_gemm_nr(es) - 1) / sr_gemm_nr(es) * sr_gemm_nr(es);
     cx->ws_part = 16 * (wino_vplane(g->c, cx->ld, cx->own_gemm) + wino_plane(g->o, cx->ld)) + WINO_SCRATCH(g->tw);

@@ -10,6 +10,16 @@
 #include "../../core/rng.h"
 #include "test.h"
 
+/* Element i of a float or (dbl) double array. */
+static void put(void *p, int dbl, int64_t i, double v)
+{
+    if (dbl)
+        ((double *)p)[i] = v;
+    else
+        ((float *)p)[i] = (float)v;
+}
+static double get(const void *p, int dbl, int64_t i) { return dbl ? ((const double *)p)[i] : ((const float *)p)[i]; }
+
 /* A (M x K, row stride lda = K + 3), B in strips, C with ldc = N + 5:
  * pack A in nparts row ranges of whole panels, multiply, compare to the
  * double loop; the padding columns of C must keep their sentinel. */
@@ -28,14 +38,14 @@ static double run_case(int dbl, int64_t M, int64_t N, int64_t K, int nparts, int
     for (int64_t i = 0; i < K * N; i++)
         b[i] = sr_rng_normal(&r);
     for (int64_t i = 0; i < M * lda; i++)
-        dbl ? (void)(((double *)A)[i] = a[i]) : (void)(((float *)A)[i] = (float)a[i]);
+        put(A, dbl, i, a[i]);
     for (int64_t k = 0; k < K; k++)
         for (int64_t j = 0; j < N; j++) {
             int64_t at = j / nr * ss + k * nr + j % nr;
-            dbl ? (void)(((double *)Bs)[at] = b[k * N + j]) : (void)(((float *)Bs)[at] = (float)b[k * N + j]);
+            put(Bs, dbl, at, b[k * N + j]);
         }
     for (int64_t i = 0; i < M * ldc; i++)
-        dbl ? (void)(((double *)C)[i] = 7) : (void)(((float *)C)[i] = 7);
+        put(C, dbl, i, 7);
     int64_t np = (M + GEMM_MR - 1) / GEMM_MR;
     for (int t = 0; t < nparts; t++) {
         int64_t r0 = np * t / nparts * GEMM_MR, r1 = t + 1 == nparts ? M : np * (t + 1) / nparts * GEMM_MR;
@@ -58,12 +68,12 @@ static double run_case(int dbl, int64_t M, int64_t N, int64_t K, int nparts, int
                 double y = dbl ? b[k * N + j] : (float)b[k * N + j];
                 s += x * y, mag += fabs(x * y);
             }
-            double got = dbl ? ((double *)C)[i * ldc + j] : ((float *)C)[i * ldc + j];
+            double got = get(C, dbl, i * ldc + j);
             double e = fabs(got - s) / (mag > 0 ? mag : 1);
             err = e > err || isnan(e) ? e : err;
         }
         for (int64_t j = N; j < ldc; j++)
-            if ((dbl ? ((double *)C)[i * ldc + j] : ((float *)C)[i * ldc + j]) != 7)
+            if (get(C, dbl, i * ldc + j) != 7)
                 *kept = 0;
     }
     free(a), free(b), free(A), free(Ap), free(Bs), free(C);
@@ -87,15 +97,6 @@ TEST(gemm_packed_matches_loop)
                       (long long)shapes[s][0], (long long)shapes[s][1], (long long)shapes[s][2]);
             }
 }
-
-static void put(void *p, int dbl, int64_t i, double v)
-{
-    if (dbl)
-        ((double *)p)[i] = v;
-    else
-        ((float *)p)[i] = (float)v;
-}
-static double get(const void *p, int dbl, int64_t i) { return dbl ? ((const double *)p)[i] : ((const float *)p)[i]; }
 
 /* sr_gemm: columns [k0, k0 + K) of A packed with ka = k0 + K + 2 columns;
  * the columns of B and C in runs of `run` (run = N: one matrix, no runs),
