@@ -675,3 +675,19 @@ TEST(tensor_ops_index_str)
     CHECK(strcmp(sr_index_str(&t, 5, 1, buf, sizeof buf), "[1,2,2]") == 0, "got %s", buf);
     sr_tensor_free(&t);
 }
+
+/* Buffers of a batch's activations (8 MB and up) start on a 2 MB boundary:
+ * madvise(MADV_HUGEPAGE) needs an aligned range, and with the 64-byte
+ * alignment of small buffers it failed, leaving them on 4 KB pages. */
+TEST(tensor_large_buffers_on_huge_page_boundaries)
+{
+    sr_tensor big = SR_TENSOR_INIT, small = SR_TENSOR_INIT;
+    CHECK_OK(sr_tensor_alloc(&big, SR_F32, 2, (int64_t[]){3, 1 << 21})); /* 24 MB */
+    CHECK_OK(sr_tensor_alloc(&small, SR_F32, 1, (int64_t[]){1000}));
+    uintptr_t b = (uintptr_t)sr_data(&big), s = (uintptr_t)sr_data(&small);
+    sr_f32(&big)[3 * (1 << 21) - 1] = 1; /* the whole range is usable */
+    sr_tensor_free(&big);
+    sr_tensor_free(&small);
+    CHECK(b % ((uintptr_t)2 << 20) == 0, "24 MB buffer at %#lx, not 2 MB aligned", (unsigned long)b);
+    CHECK(s % 64 == 0, "small buffer at %#lx, not 64-byte aligned", (unsigned long)s);
+}
