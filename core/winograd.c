@@ -34,78 +34,69 @@
  * single-threaded BLAS, so the transforms run on every core. */
 #ifdef SR_REAL
 
-/* e[q] = row[2q − pw], od[q] = row[2q + 1 − pw] for q in [0, tw], zero
- * outside the row (padding) or when the row itself is outside the plane. */
-static void SR_FN(wino_load_row)(real *restrict e, real *restrict od, const real *xc, int64_t ih,
-                                 const sr_wino_geom *g)
+/* p[i] = row ih at column i − pw for i in [0, 2·wino_row_len), zero
+ * outside the row (padding) or when the row is outside the plane. */
+static void SR_FN(wino_pad_row)(real *p, const real *xc, int64_t ih, const sr_wino_geom *g)
 {
-    const int64_t n1 = g->tw + 1, w = g->w, pw = g->pw;
+    const int64_t n2 = 2 * wino_row_len(g->tw), w = g->w, pw = g->pw;
     if (ih < 0 || ih >= g->h) {
-        memset(e, 0, (size_t)n1 * sizeof(real));
-        memset(od, 0, (size_t)n1 * sizeof(real));
+        memset(p, 0, (size_t)n2 * sizeof(real));
         return;
     }
-    const real *xr = xc + ih * w;
-    int64_t qa, qb;
-    wino_inside(g, &qa, &qb);
-    for (int64_t q = 0; q < n1; q++) {
-        if (q == qa) {
-            WINO_SIMD
-            for (int64_t k = qa; k < qb; k++) {
-                e[k] = xr[2 * k - pw];
-                od[k] = xr[2 * k + 1 - pw];
-            }
-            q = qb;
-            if (q >= n1)
-                break;
-        }
-        int64_t c0 = 2 * q - pw;
-        e[q] = c0 >= 0 && c0 < w ? xr[c0] : 0;
-        od[q] = c0 + 1 >= 0 && c0 + 1 < w ? xr[c0 + 1] : 0;
-    }
+    memset(p, 0, (size_t)pw * sizeof(real));
+    memcpy(p + pw, xc + ih * w, (size_t)w * sizeof(real));
+    memset(p + pw + w, 0, (size_t)(n2 - pw - w) * sizeof(real));
 }
 
 /* V[ξ][c][t] = (Bᵀ d B)[ξ] for every channel and every tile of tile rows
  * [R0, R1), t = (R − R0)·tw + tj; ld columns per V[ξ] row.  With strips,
  * each V[ξ] is instead in gemm.c's strips of NR tiles, C x NR blocks
  * wino_strip apart (the last one's columns past the tiles zeroed);
- * wino_vplane gives the planes' stride.  s: scratch of WINO_SCRATCH
- * elements.  Channel outermost: consecutive tile rows of an image share
- * two input rows, which stay loaded (a ring of four), and all 16 outputs
- * of a tile come from one pass over its row, so short rows (16 tiles at
- * 32x32) pay one loop per tile row and channel, not eight. */
+ * wino_vplane gives the planes' stride.  s: wino_scratch elements.
+ *
+ * Channel outermost, then the chunk's run of tile rows in each image, in
+ * three passes over the run's input rows: copy them with their padding
+ * (rows of 2n, n = wino_row_len), split every row into its even and odd
+ * columns (E, O: rows of n, one loop of whole vectors, no edge cases),
+ * then each tile row's 16 outputs from its four rows of E and O.  Passes,
+ * not one row at a time, because each pass reads with whole vectors what
+ * the last wrote in pieces (the copy's edges, the split's vectors read at
+ * an offset): read at once, the loads wait for the stores to drain, and
+ * did, for half this transform's time at 4x4 planes. */
 static void SR_FN(wino_in)(real *V, int64_t ld, int strips, const real *x, const sr_wino_geom *g, int64_t R0,
                            int64_t R1, real *s)
 {
-    const int64_t tw = g->tw, n1 = tw + 1, C = g->c, plane = g->h * g->w, vs = wino_vplane(C, ld, strips);
+    const int64_t tw = g->tw, n = wino_row_len(tw), C = g->c, plane = g->h * g->w, vs = wino_vplane(C, ld, strips);
     /* A constant, so the run arithmetic below is shifts, not divisions. */
     const int64_t nr = sr_gemm_nr(sizeof(real)), ss = wino_strip(C, sizeof(real));
     for (int64_t c = 0; c < C; c++) {
-        real *rp[4] = {s, s + 2 * n1, s + 4 * n1, s + 6 * n1}; /* row k: even at rp[k], odd at rp[k] + n1 */
-        int64_t last = -2; /* tile row whose patch rows are loaded */
-        for (int64_t R = R0; R < R1; R++) {
-            int64_t img = R / g->th, ti = R % g->th, t0 = (R - R0) * tw, k0 = 0;
+        for (int64_t Ra = R0, Rb; Ra < R1; Ra = Rb) {
+            const int64_t img = Ra / g->th, ti0 = Ra % g->th, ih0 = 2 * ti0 - g->ph;
+            Rb = (img + 1) * g->th < R1 ? (img + 1) * g->th : R1;
+            const int64_t rows = 2 * (Rb - Ra) + 2;
             const real *xc = x + (img * C + c) * plane;
-            if (R == last + 1 && ti > 0) { /* rows 2, 3 of the last patch are rows 0, 1 of this one */
-                real *a = rp[0], *b = rp[1];
-                rp[0] = rp[2], rp[1] = rp[3], rp[2] = a, rp[3] = b;
-                k0 = 2;
+            real *P = s, *E = s + 2 * n * rows, *O = E + n * rows;
+            for (int64_t i = 0; i < rows; i++)
+                SR_FN(wino_pad_row)(P + 2 * n * i, xc, ih0 + i, g);
+            WINO_SIMD
+            for (int64_t i = 0; i < n * rows; i++) {
+                E[i] = P[2 * i];
+                O[i] = P[2 * i + 1];
             }
-            for (int k = (int)k0; k < 4; k++)
-                SR_FN(wino_load_row)(rp[k], rp[k] + n1, xc, 2 * ti - g->ph + k, g);
-            last = R;
-            const real *e0 = rp[0], *o0 = e0 + n1, *e1 = rp[1], *o1 = e1 + n1;
-            const real *e2 = rp[2], *o2 = e2 + n1, *e3 = rp[3], *o3 = e3 + n1;
-            /* Runs of the row's tiles [j0, j1) within one strip (one run
-             * when row-major), v[j] the tile's column in row c. */
-            for (int64_t j0 = 0, j1; j0 < tw; j0 = j1) {
-                int64_t off = strips ? (t0 + j0) % nr : 0;
-                j1 = strips && tw - j0 > nr - off ? j0 + nr - off : tw;
-                real *v = strips ? V + (t0 + j0 - off) / nr * ss + c * nr + off - j0 : V + c * ld + t0;
-                WINO_SIMD
-                for (int64_t j = j0; j < j1; j++) {
-                    /* Rows t_a = Bᵀ d at columns (2j, 2j+1, 2j+2, 2j+3) = (e_j, o_j, e_j+1, o_j+1),
-                     * then B on the columns of each. */
+            for (int64_t R = Ra; R < Rb; R++) {
+                const int64_t t0 = (R - R0) * tw, r = 2 * (R - Ra) * n;
+                const real *e0 = E + r, *o0 = O + r, *e1 = e0 + n, *o1 = o0 + n;
+                const real *e2 = e1 + n, *o2 = o1 + n, *e3 = e2 + n, *o3 = o2 + n;
+                /* Runs of the row's tiles [j0, j1) within one strip (one run
+                 * when row-major), v[j] the tile's column in row c. */
+                for (int64_t j0 = 0, j1; j0 < tw; j0 = j1) {
+                    int64_t off = strips ? (t0 + j0) % nr : 0;
+                    j1 = strips && tw - j0 > nr - off ? j0 + nr - off : tw;
+                    real *v = strips ? V + (t0 + j0 - off) / nr * ss + c * nr + off - j0 : V + c * ld + t0;
+                    WINO_SIMD
+                    for (int64_t j = j0; j < j1; j++) {
+                        /* Rows t_a = Bᵀ d at columns (2j, 2j+1, 2j+2, 2j+3) = (e_j, o_j, e_j+1, o_j+1),
+                         * then B on the columns of each. */
 #define WINO_IN_ROW(a, E0, E1, O0, O1)                                          \
     do {                                                                        \
         real ea = (E0), eb = (E1), oa = (O0), ob = (O1);                        \
@@ -114,11 +105,12 @@ static void SR_FN(wino_in)(real *V, int64_t ld, int strips, const real *x, const
         v[(4 * (a) + 2) * vs + j] = eb - oa;                                    \
         v[(4 * (a) + 3) * vs + j] = oa - ob;                                    \
     } while (0)
-                    WINO_IN_ROW(0, e0[j] - e2[j], e0[j + 1] - e2[j + 1], o0[j] - o2[j], o0[j + 1] - o2[j + 1]);
-                    WINO_IN_ROW(1, e1[j] + e2[j], e1[j + 1] + e2[j + 1], o1[j] + o2[j], o1[j + 1] + o2[j + 1]);
-                    WINO_IN_ROW(2, e2[j] - e1[j], e2[j + 1] - e1[j + 1], o2[j] - o1[j], o2[j + 1] - o1[j + 1]);
-                    WINO_IN_ROW(3, e1[j] - e3[j], e1[j + 1] - e3[j + 1], o1[j] - o3[j], o1[j + 1] - o3[j + 1]);
+                        WINO_IN_ROW(0, e0[j] - e2[j], e0[j + 1] - e2[j + 1], o0[j] - o2[j], o0[j + 1] - o2[j + 1]);
+                        WINO_IN_ROW(1, e1[j] + e2[j], e1[j + 1] + e2[j + 1], o1[j] + o2[j], o1[j + 1] + o2[j + 1]);
+                        WINO_IN_ROW(2, e2[j] - e1[j], e2[j + 1] - e1[j + 1], o2[j] - o1[j], o2[j + 1] - o1[j + 1]);
+                        WINO_IN_ROW(3, e1[j] - e3[j], e1[j + 1] - e3[j + 1], o1[j] - o3[j], o1[j + 1] - o3[j + 1]);
 #undef WINO_IN_ROW
+                    }
                 }
             }
         }
@@ -477,8 +469,17 @@ static int SR_FN(wino_bwd_part)(const wino_ctx *cx, int t)
 #define WINO_WS ((size_t)4 << 20)
 #define WINO_MIN_COLS 256
 #define WINO_MAX_PARTS 64
-/* Row scratch of the transforms, elements per part. */
-#define WINO_SCRATCH(tw) (8 * ((tw) + 1))
+/* Elements of a deinterleaved row in wino_in: the tw + 1 column pairs,
+ * rounded up to whole vectors. */
+static inline int64_t wino_row_len(int64_t tw) { return (tw + 16) / 16 * 16; }
+/* Row scratch of the transforms, elements per part, for chunks of rpc
+ * tile rows: wino_in's padded and split rows of a run (at most 2·rpc + 2
+ * rows of one image), more than wino_in_adj's 8·(tw + 1) and wino_out's
+ * 4·tw. */
+static inline int64_t wino_scratch(const sr_wino_geom *g, int64_t rpc)
+{
+    return 4 * wino_row_len(g->tw) * (2 * (rpc < g->th ? rpc : g->th) + 2);
+}
 
 typedef struct {
     sr_dtype dt;
@@ -572,7 +573,7 @@ static void wino_cut(wino_ctx *cx, const sr_wino_plan *pl, int bwd, size_t es)
     cx->own_gemm = !bwd && sr_gemm_serial(T, sr_threads_get());
     if (cx->own_gemm)
         cx->ld = (cx->ld + sr_gemm_nr(es) - 1) / sr_gemm_nr(es) * sr_gemm_nr(es);
-    cx->ws_part = 16 * (wino_vplane(g->c, cx->ld, cx->own_gemm) + wino_plane(g->o, cx->ld)) + WINO_SCRATCH(g->tw);
+    cx->ws_part = 16 * (wino_vplane(g->c, cx->ld, cx->own_gemm) + wino_plane(g->o, cx->ld)) + wino_scratch(g, cx->rpc);
     if (cx->ws_part < 21 * g->c) /* wino_weights' scratch */
         cx->ws_part = 21 * g->c;
 }
