@@ -75,6 +75,17 @@ static void SR_FN(gemm_block)(int64_t K, const real *restrict ap, const real *re
         c40 += a[4] * b0, c41 += a[4] * b1;
         c50 += a[5] * b0, c51 += a[5] * b1;
     }
+    if (rows == GEMM_MR && !acc) {
+        /* Stored straight from the registers: through the array below,
+         * indexed at run time, the sums went to the stack and back first,
+         * 5% of a block at K = 64 (a Winograd product of 64 channels). */
+#define GEMM_PUT(i, lo, hi)                                                     \
+    memcpy(C + (i) * ldc, &(lo), sizeof(vec)), memcpy(C + (i) * ldc + GEMM_VL, &(hi), sizeof(vec))
+        GEMM_PUT(0, c00, c01), GEMM_PUT(1, c10, c11), GEMM_PUT(2, c20, c21);
+        GEMM_PUT(3, c30, c31), GEMM_PUT(4, c40, c41), GEMM_PUT(5, c50, c51);
+#undef GEMM_PUT
+        return;
+    }
     vec r[2 * GEMM_MR] = {c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51};
     for (int i = 0; acc && i < rows; i++) {
         r[2 * i] += SR_FN(gemm_load)(C + i * ldc);
