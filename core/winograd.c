@@ -34,18 +34,23 @@
  * single-threaded BLAS, so the transforms run on every core. */
 #ifdef SR_REAL
 
-/* p[i] = row ih at column i − pw for i in [0, 2·wino_row_len), zero
- * outside the row (padding) or when the row is outside the plane. */
-static void SR_FN(wino_pad_row)(real *p, const real *xc, int64_t ih, const sr_wino_geom *g)
+/* p[i] = row ih at column i − pw for i in [pw, pw + w), the whole row
+ * zero when ih is outside the plane.  The padding columns, [0, pw) and
+ * [pw + w, 2·wino_row_len), are zeroed by the caller once per call and
+ * never written here: with them zeroed per row (memset, memcpy, memset),
+ * the calls cost more than the copy at 8x8 planes. */
+static void SR_FN(wino_pad_row)(real *restrict p, const real *restrict xc, int64_t ih, const sr_wino_geom *g)
 {
-    const int64_t n2 = 2 * wino_row_len(g->tw), w = g->w, pw = g->pw;
+    const int64_t w = g->w;
     if (ih < 0 || ih >= g->h) {
-        memset(p, 0, (size_t)n2 * sizeof(real));
+        memset(p, 0, (size_t)(2 * wino_row_len(g->tw)) * sizeof(real));
         return;
     }
-    memset(p, 0, (size_t)pw * sizeof(real));
-    memcpy(p + pw, xc + ih * w, (size_t)w * sizeof(real));
-    memset(p + pw + w, 0, (size_t)(n2 - pw - w) * sizeof(real));
+    const real *xr = xc + ih * w;
+    p += g->pw;
+    WINO_SIMD
+    for (int64_t i = 0; i < w; i++)
+        p[i] = xr[i];
 }
 
 /* V[ξ][c][t] = (Bᵀ d B)[ξ] for every channel and every tile of tile rows
@@ -69,13 +74,15 @@ static void SR_FN(wino_in)(real *V, int64_t ld, int strips, const real *x, const
     const int64_t tw = g->tw, n = wino_row_len(tw), C = g->c, plane = g->h * g->w, vs = wino_vplane(C, ld, strips);
     /* A constant, so the run arithmetic below is shifts, not divisions. */
     const int64_t nr = sr_gemm_nr(sizeof(real)), ss = wino_strip(C, sizeof(real));
+    const int64_t most = 2 * (R1 - R0 < g->th ? R1 - R0 : g->th) + 2; /* rows of the longest run */
+    memset(s, 0, (size_t)(2 * n * most) * sizeof(real));
     for (int64_t c = 0; c < C; c++) {
         for (int64_t Ra = R0, Rb; Ra < R1; Ra = Rb) {
             const int64_t img = Ra / g->th, ti0 = Ra % g->th, ih0 = 2 * ti0 - g->ph;
             Rb = (img + 1) * g->th < R1 ? (img + 1) * g->th : R1;
             const int64_t rows = 2 * (Rb - Ra) + 2;
             const real *xc = x + (img * C + c) * plane;
-            real *P = s, *E = s + 2 * n * rows, *O = E + n * rows;
+            real *P = s, *E = s + 2 * n * most, *O = E + n * rows; /* P's padding stays zero */
             for (int64_t i = 0; i < rows; i++)
                 SR_FN(wino_pad_row)(P + 2 * n * i, xc, ih0 + i, g);
             WINO_SIMD
