@@ -60,14 +60,14 @@ static void SR_FN(wino_pad_row)(real *restrict p, const real *restrict xc, int64
  * wino_vplane gives the planes' stride.  s: wino_scratch elements.
  *
  * Channel outermost, then the chunk's run of tile rows in each image, in
- * three passes over the run's input rows: copy them with their padding
- * (rows of 2n, n = wino_row_len), split every row into its even and odd
- * columns (E, O: rows of n, one loop of whole vectors, no edge cases),
- * then each tile row's 16 outputs from its four rows of E and O.  Passes,
- * not one row at a time, because each pass reads with whole vectors what
- * the last wrote in pieces (the copy's edges, the split's vectors read at
- * an offset): read at once, the loads wait for the stores to drain, and
- * did, for half this transform's time at 4x4 planes. */
+ * three passes over the run's input rows: copy their pixels into rows of
+ * 2n (n = wino_row_len) whose padding columns were zeroed once, split
+ * every row into its even and odd columns (E, O: rows of n, one loop of
+ * whole vectors, no edge cases), then each tile row's 16 outputs from its
+ * four rows of E and O.  Passes, not one row at a time, because each pass
+ * reads with whole vectors what the last wrote in pieces (the split's
+ * vectors read at an offset): read at once, loads wait for the stores to
+ * drain, and did, for half this transform's time at 4x4 planes. */
 static void SR_FN(wino_in)(real *V, int64_t ld, int strips, const real *x, const sr_wino_geom *g, int64_t R0,
                            int64_t R1, real *s)
 {
@@ -75,7 +75,7 @@ static void SR_FN(wino_in)(real *V, int64_t ld, int strips, const real *x, const
     /* A constant, so the run arithmetic below is shifts, not divisions. */
     const int64_t nr = sr_gemm_nr(sizeof(real)), ss = wino_strip(C, sizeof(real));
     const int64_t most = 2 * (R1 - R0 < g->th ? R1 - R0 : g->th) + 2; /* rows of the longest run */
-    memset(s, 0, (size_t)(2 * n * most) * sizeof(real));
+    memset(s, 0, (size_t)(2 * n * most) * sizeof(real));                /* the padded rows' padding */
     for (int64_t c = 0; c < C; c++) {
         for (int64_t Ra = R0, Rb; Ra < R1; Ra = Rb) {
             const int64_t img = Ra / g->th, ti0 = Ra % g->th, ih0 = 2 * ti0 - g->ph;
