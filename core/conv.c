@@ -222,6 +222,7 @@ static void SR_FN(conv_gemm)(int64_t M, int64_t N, int64_t K, const real *A, int
 }
 
 /* Forward over a whole (possibly stacked) batch; bias on images < bias_rows.
+ * With gs (gemm.c), wp holds the weights already packed (conv_pack_cb).
  * Each GEMM chunk (nb images, or cnt pixels of one) runs over K in chunks of
  * kc channels, so the column buffer stays cache-sized (~1.5 MB): im2col then
  * writes and OpenBLAS packs from L2 instead of DRAM, which for the 7x7 and
@@ -233,8 +234,6 @@ static int SR_FN(conv_fwd)(real *y, const real *x, const real *w, const real *bi
 {
     const int64_t P = g->P, K = g->K, og = g->og, ys = g->o * P, kk = g->kh * g->kw;
     const int64_t psz = sr_gemm_packed_size(og, K);
-    for (int64_t grp = 0; gs && grp < g->groups; grp++)
-        SR_FN(sr_gemm_pack_a)(wp + grp * psz, w + grp * og * K, K, 0, og, og, K);
     for (int64_t img0 = 0; img0 < g->n; img0 += pl->nimg) {
         if (sr_interrupted())
             return -1;
@@ -719,12 +718,14 @@ static void conv_ws_sizes(const conv_geom *g, const conv_plan *pl, int64_t sz[WS
         sz[WS_TMP] = g->og * pl->nimg * g->P;
 }
 
-/* nparts copies of each workspace, lent by the pass's pool when there is
- * one (conv_workspace_done gives them back). */
-static int conv_workspace(conv_impl *im, sr_pool *pool, sr_dtype dt, int nparts, const int64_t sz[WS_N])
+/* nparts copies of each workspace (one of those in the mask `shared`),
+ * lent by the pass's pool when there is one (conv_workspace_done gives
+ * them back). */
+static int conv_workspace(conv_impl *im, sr_pool *pool, sr_dtype dt, int nparts, const int64_t sz[WS_N],
+                          unsigned shared)
 {
     for (int i = 0; i < WS_N; i++) {
-        int64_t n = sz[i] * nparts;
+        int64_t n = sz[i] * (shared >> i & 1 ? 1 : nparts);
         if (n && sr_pool_ensure(pool, &im->ws[i], dt, 1, &n))
             return -1;
     }
@@ -829,8 +830,28 @@ typedef struct {
     void *y, *gx, *gw, *gb;
     void *acc;              /* backward: parts after the first sum gw, gb here */
     int64_t bias_rows, nw;  /* nw: weight elements (acc stride nw + O) */
+    int nparts;
     const sr_epilogue *ep;  /* forward, JVP: fused output map, or NULL */
 } conv_call;
+
+/* Part t packs its share of whole panels of every group's weights for
+ * gemm.c, into the one copy all parts read: packing them in every part, as
+ * the tap-wise path still does, had each thread pack all of ResNet-50's
+ * weights per forward (2% of a profile forward at 51 rows). */
+static int conv_pack_cb(void *ctx, int t)
+{
+    const conv_call *c = ctx;
+    const conv_geom *g = c->g;
+    const int64_t np = (g->og + GEMM_MR - 1) / GEMM_MR, psz = sr_gemm_packed_size(g->og, g->K);
+    const int nparts = c->nparts;
+    const int64_t r0 = np * t / nparts * GEMM_MR, r1 = np * (t + 1) / nparts * GEMM_MR;
+    const size_t es = sr_dtype_size(c->dt);
+    void *wp = conv_ws(c->im, WS_WP, 0, c->sz);
+    for (int64_t grp = 0; grp < g->groups && r0 < r1; grp++)
+        SR_DISPATCH(c->dt, sr_gemm_pack_a, conv_at(wp, grp * psz, es), conv_at(c->w, grp * g->og * g->K, es), g->K,
+                    r0, r1 < g->og ? r1 : g->og, g->og, g->K);
+    return 0;
+}
 
 static int conv_fwd_cb(void *ctx, int t)
 {
@@ -852,7 +873,7 @@ static int conv_fwd_cb(void *ctx, int t)
         return rc;
     }
     return SR_DISPATCH_RET(c->dt, conv_fwd, y, x, c->w, c->b, &p->g, &p->pl, conv_ws(im, WS_COL, t, c->sz),
-                           conv_ws(im, WS_TMP, t, c->sz), conv_ws(im, WS_PAD, t, c->sz), conv_ws(im, WS_WP, t, c->sz),
+                           conv_ws(im, WS_TMP, t, c->sz), conv_ws(im, WS_PAD, t, c->sz), conv_ws(im, WS_WP, 0, c->sz),
                            conv_ws(im, WS_GEMM, t, c->sz), c->bias_rows - p->lo, c->ep);
 }
 
@@ -958,12 +979,16 @@ static int conv_run(sr_module *m, const sr_tensor *x, int64_t bias_rows, const s
     int64_t sz[WS_N];
     const size_t es = sr_dtype_size(x->dtype);
     int T = conv_split(im, &g, es, 1, parts, sz);
-    if (conv_workspace(im, run->pool, x->dtype, T, sz))
+    int shared_wp = sz[WS_WP] && !parts[0].pl.taps; /* else each tap-wise part packs its own */
+    if (conv_workspace(im, run->pool, x->dtype, T, sz, shared_wp ? 1u << WS_WP : 0))
         return -1;
     conv_call call = {.im = im, .g = &g, .parts = parts, .sz = sz, .dt = x->dtype, .x = sr_data(x),
                       .w = sr_data(&m->params[0].value), .b = b, .y = sr_data(&m->out), .bias_rows = bias_rows,
-                      .ep = ep};
-    rc = conv_workspace_done(im, run->pool, sr_threads_parts(T, conv_fwd_cb, &call));
+                      .ep = ep, .nparts = T};
+    rc = shared_wp ? sr_threads_parts(T, conv_pack_cb, &call) : 0;
+    if (!rc)
+        rc = sr_threads_parts(T, conv_fwd_cb, &call);
+    rc = conv_workspace_done(im, run->pool, rc);
     return conv_mapped_jvp(m, x, bias_rows, ep, rc);
 }
 
@@ -1021,7 +1046,7 @@ static int conv_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
         const int64_t nw = sr_numel(&w->value), stride = nw + g.o;
         sr_tensor acc = SR_TENSOR_INIT;
         int64_t nacc = (T - 1) * stride;
-        if (conv_workspace(im, run->pool, x->dtype, T, sz) ||
+        if (conv_workspace(im, run->pool, x->dtype, T, sz, 0) ||
             (gw && T > 1 && sr_pool_ensure(run->pool, &acc, x->dtype, 1, &nacc)))
             return conv_workspace_done(im, run->pool, -1);
         if (gw && T > 1)
