@@ -547,6 +547,8 @@ void sr_wino_geom_make(sr_wino_geom *g, int64_t n, int64_t c, int64_t h, int64_t
     g->tw = (g->wo + 1) / 2;
 }
 
+static int64_t wino_gcd(int64_t a, int64_t b) { return b ? wino_gcd(b, a % b) : a; }
+
 /* Parts (ranges of tile rows; whole images in backward) and chunk size. */
 static void wino_cut(wino_ctx *cx, const sr_wino_plan *pl, int bwd, size_t es)
 {
@@ -558,6 +560,13 @@ static void wino_cut(wino_ctx *cx, const sr_wino_plan *pl, int bwd, size_t es)
     int64_t most_ws = (int64_t)((size_t)pl->max_workspace / per_row);
     if (rpc < wide)
         rpc = most_ws < wide ? most_ws : wide;
+    /* Whole strips: gemm.c computes all NR columns of a chunk's last strip,
+     * tiles or not, so chunks of a multiple of NR tiles waste nothing
+     * (256 -> 256 at 14x14: 37 tile rows of 7 were 259 tiles in 288
+     * columns; 32 rows are 224 in 224). */
+    int64_t nr = sr_gemm_nr(es), whole = nr / wino_gcd(g->tw, nr); /* rows */
+    if (rpc >= whole)
+        rpc -= rpc % whole;
     int T = sr_threads_get();
     int split = pl->split == 1 ? 1 : pl->split == 2 ? 0 : T > 1;
     if (split && T < 2)
