@@ -842,14 +842,14 @@ static int conv_pack_cb(void *ctx, int t)
 {
     const conv_call *c = ctx;
     const conv_geom *g = c->g;
-    const int64_t np = (g->og + GEMM_MR - 1) / GEMM_MR, psz = sr_gemm_packed_size(g->og, g->K);
-    const int nparts = c->nparts;
-    const int64_t r0 = np * t / nparts * GEMM_MR, r1 = np * (t + 1) / nparts * GEMM_MR;
+    const int64_t psz = sr_gemm_packed_size(g->og, g->K);
     const size_t es = sr_dtype_size(c->dt);
+    int64_t r0, r1;
+    sr_gemm_panel_share(g->og, t, c->nparts, &r0, &r1);
     void *wp = conv_ws(c->im, WS_WP, 0, c->sz);
     for (int64_t grp = 0; grp < g->groups && r0 < r1; grp++)
         SR_DISPATCH(c->dt, sr_gemm_pack_a, conv_at(wp, grp * psz, es), conv_at(c->w, grp * g->og * g->K, es), g->K,
-                    r0, r1 < g->og ? r1 : g->og, g->og, g->K);
+                    r0, r1, g->og, g->K);
     return 0;
 }
 

@@ -20,6 +20,14 @@ static inline int64_t sr_gemm_nr(size_t es) { return (int64_t)(2 * GEMM_VBYTES /
 
 /* Elements of packed A for M rows and K columns. */
 static inline int64_t sr_gemm_packed_size(int64_t M, int64_t K) { return (M + GEMM_MR - 1) / GEMM_MR * GEMM_MR * K; }
+/* Rows [*r0, *r1) of an M-row matrix whose panels part t of nparts packs:
+ * whole panels, shares as even as panels allow (possibly empty). */
+static inline void sr_gemm_panel_share(int64_t M, int t, int nparts, int64_t *r0, int64_t *r1)
+{
+    int64_t np = (M + GEMM_MR - 1) / GEMM_MR, end = np * (t + 1) / nparts * GEMM_MR;
+    *r0 = np * t / nparts * GEMM_MR;
+    *r1 = end < M ? end : M;
+}
 
 /* Pack the panels of rows [r0, r1) of A (M x K, row stride lda) into Ap
  * (M's full packed size); r0, and r1 unless it is M, are multiples of

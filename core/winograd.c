@@ -617,9 +617,9 @@ static int wino_alloc(wino_ctx *cx, sr_tensor *ws, sr_dtype dt, int with_du, sr_
 static int wino_weights_cb(void *ctx, int t)
 {
     const wino_ctx *cx = ctx;
-    const int64_t O = cx->g->o, C = cx->g->c, np = (O + GEMM_MR - 1) / GEMM_MR;
-    const int64_t o0 = np * t / cx->nparts * GEMM_MR;
-    const int64_t o1 = t + 1 == cx->nparts ? O : np * (t + 1) / cx->nparts * GEMM_MR;
+    const int64_t O = cx->g->o, C = cx->g->c;
+    int64_t o0, o1;
+    sr_gemm_panel_share(O, t, cx->nparts, &o0, &o1);
     void *sc = (char *)cx->ws + (size_t)(t * cx->ws_part) * sr_dtype_size(cx->dt);
     SR_DISPATCH(cx->dt, wino_weights, cx->U, cx->Up, cx->w, O, C, o0, o1, sc);
     return 0;
