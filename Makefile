@@ -17,12 +17,14 @@ PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 OPT     ?= -O2 -march=native
 CFLAGS  ?= $(OPT) -g
-CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -fopenmp -fPIC \
-           -MMD -MP $(PKG_CFLAGS)
+CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Werror=implicit-function-declaration -fopenmp -fPIC \
+           -MMD -MP -Icore $(PKG_CFLAGS)
 LDLIBS  := $(PKG_LIBS) -lreadline -lm -fopenmp
 
-CORE_SRC := $(filter-out core/shell.c core/lua_%.c,$(wildcard core/*.c))
-LUA_SRC  := $(wildcard core/lua_*.c)
+# core/FLOOR/*.c: every floor but the Lua bindings and the shell goes into
+# the Lua-free static library (core/README.md has the map).
+CORE_SRC := $(filter-out core/lua/% core/shell/%,$(wildcard core/*/*.c))
+LUA_SRC  := $(wildcard core/lua/*.c)
 TEST_SRC := $(wildcard tests/c/*.c)
 CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/%.o)
 LUA_OBJ  := $(LUA_SRC:%.c=$(BUILD)/%.o)
@@ -37,12 +39,12 @@ $(BUILD)/%.o: %.c
 
 # The depthwise and GEMM kernels' vector blocks want a·b + c fused (see
 # depthwise.c, gemm.c); -std=c11 alone turns contraction off.
-$(BUILD)/core/depthwise.o $(BUILD)/core/gemm.o: CFLAGS += -ffp-contract=fast
+$(BUILD)/core/kernels/depthwise.o $(BUILD)/core/kernels/gemm.o: CFLAGS += -ffp-contract=fast
 
 $(BUILD)/libsrgeo_core.a: $(CORE_OBJ)
 	@rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/srgeo: $(BUILD)/core/shell.o $(LUA_OBJ) $(BUILD)/libsrgeo_core.a
+$(BUILD)/srgeo: $(BUILD)/core/shell/shell.o $(LUA_OBJ) $(BUILD)/libsrgeo_core.a
 	@echo '  LINK   $@'
 	@$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) -Wl,-E
 
@@ -65,11 +67,11 @@ $(BUILD)/bench_%: tests/bench/bench_%.c $(BUILD)/libsrgeo_core.a
 # from tests/fuzz/corpus_NAME; a crash leaves crash-* files to turn into tests.
 FUZZ_SECONDS ?= 60
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
-FUZZ_CORE := $(filter-out core/shell.c core/lua_%.c,$(wildcard core/*.c))
+FUZZ_CORE := $(CORE_SRC)
 build/fuzz/%: tests/fuzz/%.c $(FUZZ_CORE)
 	@mkdir -p build/fuzz
 	@echo '  FUZZ   $@'
-	@clang -g -O1 -Wno-pass-failed -fsanitize=fuzzer,address,undefined -fopenmp -D_GNU_SOURCE -std=c11 $(PKG_CFLAGS) \
+	@clang -g -O1 -Wno-pass-failed -fsanitize=fuzzer,address,undefined -fopenmp -D_GNU_SOURCE -std=c11 -Icore $(PKG_CFLAGS) \
 	    -o $@ $^ $(PKG_LIBS) -lm
 
 fuzz: $(FUZZ_SRC:tests/fuzz/%.c=build/fuzz/%)
@@ -109,4 +111,4 @@ clean:
 	rm -rf build
 
 .PHONY: all deps test sanitize bench demo fixtures fuzz models clean
--include $(CORE_OBJ:.o=.d) $(LUA_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/core/shell.d
+-include $(CORE_OBJ:.o=.d) $(LUA_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/core/shell/shell.d

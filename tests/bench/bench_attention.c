@@ -19,8 +19,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "../../core/layers.h"
-#include "../../core/threads.h"
+#include "base/threads.h"
+#include "nn/layers.h"
+#include "tensor/tensor_ops.h"
 
 static double now(void)
 {

@@ -15,8 +15,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "../../core/layers.h"
-#include "../../core/threads.h"
+#include "base/threads.h"
+#include "nn/layers.h"
+#include "tensor/tensor_ops.h"
 
 char *openblas_get_corename(void);
 

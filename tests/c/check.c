@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../core/npy.h"
+#include "io/npy.h"
 
 sr_module *check_layer(const char *name, const char *const *kv)
 {

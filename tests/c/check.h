@@ -10,7 +10,8 @@
 #ifndef SR_CHECK_H
 #define SR_CHECK_H
 
-#include "../../core/module.h"
+#include "nn/module.h"
+#include "tensor/tensor_ops.h"
 
 typedef struct check_result {
     double jvp_fd;      /* worst relative error of the JVP vs finite differences */

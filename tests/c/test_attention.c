@@ -3,7 +3,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "../../core/layers.h"
+#include "nn/layers.h"
 #include "check.h"
 #include "test.h"
 

@@ -4,7 +4,7 @@
  * JVP, input and parameter gradients, in float32 and float64. */
 #include <math.h>
 
-#include "../../core/layers.h"
+#include "nn/layers.h"
 #include "check.h"
 #include "test.h"
 

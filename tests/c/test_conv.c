@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../../core/layers.h"
+#include "nn/layers.h"
 #include "check.h"
 #include "test.h"
 

@@ -1,7 +1,7 @@
 /* test_conv_torch.c - conv2d against PyTorch's F.conv2d: forward, forward-mode
  * AD tangents and backward, from tests/fixtures/gen_conv.py (cases mirrored
  * here).  float32 in float32 (rel <= 1e-5), float64 (rel <= 1e-10). */
-#include "../../core/layers.h"
+#include "nn/layers.h"
 #include "check.h"
 #include "test.h"
 

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../core/gemm.h"
-#include "../../core/rng.h"
+#include "base/rng.h"
+#include "kernels/gemm.h"
 #include "test.h"
 
 /* Element i of a float or (dbl) double array. */

@@ -10,9 +10,9 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "../../core/cifar.h"
-#include "../../core/idx.h"
-#include "../../core/rng.h"
+#include "base/rng.h"
+#include "io/cifar.h"
+#include "io/idx.h"
 #include "test.h"
 
 #define FMNIST "/usr/share/datasets/fashion-mnist/"

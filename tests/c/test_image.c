@@ -10,10 +10,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../../core/augment.h"
-#include "../../core/image.h"
-#include "../../core/rng.h"
-#include "../../core/synth.h"
+#include "base/rng.h"
+#include "data/augment.h"
+#include "data/synth.h"
+#include "io/image.h"
+#include "kernels/blur.h"
+#include "tensor/tensor_ops.h"
 #include "test.h"
 
 /* A scratch directory per process (several test runs may share a
@@ -380,9 +382,9 @@ TEST(image_blur_matches_direct_2d_convolution)
             CHECK_OK(sr_tensor_alloc(&x, SR_F64, 4, shapes[sh]));
             sr_tensor_fill_uniform(&x, &r, 0, 1);
             double s = sigmas[si];
-            CHECK_OK(sr_image_blur(&y, &x, s, 0));
+            CHECK_OK(sr_blur(&y, &x, s, 0));
             int ks = 2 * (int)ceil(3 * s) + 1, rad = ks / 2;
-            CHECK(sr_image_blur_ksize(s) == ks, "ksize");
+            CHECK(sr_blur_ksize(s) == ks, "ksize");
             int64_t P = shapes[sh][0] * shapes[sh][1], H = shapes[sh][2], W = shapes[sh][3];
             double worst = 0;
             for (int64_t p = 0; p < P; p++)
@@ -401,10 +403,10 @@ TEST(image_blur_matches_direct_2d_convolution)
             CHECK(worst < 1e-12, "sigma %g shape %lld: f64 blur vs direct %g", s, (long long)sh,
                   worst);
             CHECK_OK(sr_tensor_convert(&x32, &x, SR_F32));
-            CHECK_OK(sr_image_blur(&y32, &x32, s, 0));
+            CHECK_OK(sr_blur(&y32, &x32, s, 0));
             CHECK(y32.dtype == SR_F32 && maxdiff(&y32, &y) < 1e-6, "f32 vs f64 %g", maxdiff(&y32, &y));
             /* in place (out == in) */
-            CHECK_OK(sr_image_blur(&x32, &x32, s, 0));
+            CHECK_OK(sr_blur(&x32, &x32, s, 0));
             CHECK(maxdiff(&x32, &y32) == 0, "in place differs");
             sr_tensor_free(&x), sr_tensor_free(&y), sr_tensor_free(&x32), sr_tensor_free(&y32);
         }
@@ -412,18 +414,18 @@ TEST(image_blur_matches_direct_2d_convolution)
     sr_tensor c = SR_TENSOR_INIT, d = SR_TENSOR_INIT;
     CHECK_OK(sr_tensor_alloc(&c, SR_F32, 3, (int64_t[]){2, 3, 2}));
     sr_tensor_fill(&c, 0.25);
-    CHECK_OK(sr_image_blur(&d, &c, 5, 0));
+    CHECK_OK(sr_blur(&d, &c, 5, 0));
     for (int i = 0; i < 12; i++)
         CHECK(fabs(sr_f32(&d)[i] - 0.25) < 1e-6, "constant changed: %g", sr_f32(&d)[i]);
-    CHECK_OK(sr_image_blur(&d, &c, 0, 0));
+    CHECK_OK(sr_blur(&d, &c, 0, 0));
     CHECK(maxdiff(&c, &d) == 0, "sigma 0 is a copy");
-    CHECK_ERR(sr_image_blur(&d, &c, -1, 0), "sigma");
-    CHECK_ERR(sr_image_blur(&d, &c, 1, 4), "odd");
+    CHECK_ERR(sr_blur(&d, &c, -1, 0), "sigma");
+    CHECK_ERR(sr_blur(&d, &c, 1, 4), "odd");
     sr_tensor v = SR_TENSOR_INIT;
     CHECK_OK(sr_tensor_zeros(&v, SR_F32, 1, (int64_t[]){5}));
-    CHECK_ERR(sr_image_blur(&d, &v, 1, 0), "at least 2 dims");
+    CHECK_ERR(sr_blur(&d, &v, 1, 0), "at least 2 dims");
     double k[7];
-    CHECK_OK(sr_image_blur_kernel(k, 7, 1));
+    CHECK_OK(sr_blur_kernel(k, 7, 1));
     double sum = 0;
     for (int i = 0; i < 7; i++)
         sum += k[i];

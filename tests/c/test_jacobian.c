@@ -2,8 +2,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "../../core/jacobian.h"
-#include "../../core/layers.h"
+#include "nn/layers.h"
+#include "stats/jacobian.h"
 #include "check.h"
 #include "test.h"
 

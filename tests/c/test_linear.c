@@ -1,7 +1,7 @@
 /* test_linear.c - linear layer: naive vs GEMM, derivatives, bad input. */
 #include <string.h>
 
-#include "../../core/layers.h"
+#include "nn/layers.h"
 #include "check.h"
 #include "test.h"
 

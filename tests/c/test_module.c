@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../core/module.h"
+#include "nn/module.h"
 #include "check.h"
 #include "test.h"
 

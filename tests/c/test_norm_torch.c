@@ -4,7 +4,7 @@
  * parameter gradients, and the running statistics after one train-mode
  * forward; float32 (rel <= 1e-5, computed in float32 from the float32
  * fixtures) and float64 (rel <= 1e-12). */
-#include "../../core/layers.h"
+#include "nn/layers.h"
 #include "check.h"
 #include "test.h"
 

@@ -3,8 +3,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../core/npy.h"
-#include "../../core/rng.h"
+#include "base/rng.h"
+#include "io/npy.h"
 #include "check.h"
 #include "test.h"
 

@@ -2,7 +2,7 @@
  * fixtures (tests/fixtures/gen_pool.py): forward, forward-mode tangents,
  * input and parameter gradients, in float32 (rel <= 1e-5, computed in float32
  * from the float32 fixtures) and float64 (rel <= 1e-10). */
-#include "../../core/layers.h"
+#include "nn/layers.h"
 #include "check.h"
 #include "test.h"
 

@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../core/layers.h"
-#include "../../core/profile.h"
+#include "nn/layers.h"
+#include "stats/profile.h"
 #include "check.h"
 #include "test.h"
 

@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../core/rng.h"
-#include "../../core/safetensors.h"
+#include "base/rng.h"
+#include "io/safetensors.h"
 #include "check.h"
 #include "test.h"
 

@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../core/rng.h"
-#include "../../core/tensor_ops.h"
-#include "../../core/threads.h"
+#include "base/rng.h"
+#include "base/threads.h"
+#include "tensor/tensor_ops.h"
 #include "check.h"
 #include "test.h"
 

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../core/layers.h"
-#include "../../core/threads.h"
+#include "base/threads.h"
+#include "nn/layers.h"
 #include "check.h"
 #include "test.h"
 

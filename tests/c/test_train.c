@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../core/augment.h"
-#include "../../core/layers.h"
-#include "../../core/train.h"
+#include "data/augment.h"
+#include "nn/layers.h"
+#include "train/train.h"
 #include "check.h"
 #include "test.h"
 

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "../../core/cifar.h"
+#include "io/cifar.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

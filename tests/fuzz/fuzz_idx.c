@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "../../core/idx.h"
+#include "io/idx.h"
 
 static const char *write_input(const uint8_t *data, size_t size)
 {

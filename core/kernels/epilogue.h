@@ -1,0 +1,55 @@
+/* epilogue.h - a per-channel affine map on (rows, C, P) batches,
+ *     y = (x − mu_c)·scale_c + shift_c,   then max(y, 0) when relu;
+ * on a stacked JVP's tangent rows only y = x·scale_c (an affine map's JVP).
+ *
+ * batchnorm2d (eval, and train-mode primal rows) and normalize run it as
+ * their own pass (sr_epilogue_apply); a sequential's inference fusion
+ * (module.c) runs it inside the pass that writes a convolution's output,
+ * block by block while the block is in cache (sr_epilogue_rows), with the
+ * BatchNorm's map and the following ReLU.  One implementation, so a fused
+ * forward is bit-identical to running the layers one after another: nothing
+ * downstream, the profile engine's finite differences included, can tell
+ * the two apart. */
+#ifndef SR_EPILOGUE_H
+#define SR_EPILOGUE_H
+
+#include <stdint.h>
+
+#include "tensor/tensor.h"
+
+typedef struct sr_epilogue {
+    const double *mu, *scale, *shift; /* C each; shift may be NULL (zero) */
+    int64_t C;                        /* channels the map is for */
+    int relu;
+    /* Primal rows only: add's element at the same place after the map,
+     * before the ReLU (a residual's sum fused into its body's last map).
+     * base is the start of the output dst lies in: dst − base is that
+     * place.  NULL: nothing added. */
+    const sr_tensor *add;
+    const void *base;
+} sr_epilogue;
+
+/* dst[r][0, n) = map(src[r][0, n)) for channels c0 .. c0 + rows − 1, row
+ * strides ld_dst / ld_src (dst may equal src).  One thread: for passes that
+ * already run per thread on a block still in cache.  tangent: the rows are
+ * a stacked JVP's tangents, which the affine map only scales (y·scale_c);
+ * their ReLU needs the primal's pattern, applied afterwards
+ * (sr_epilogue_jvp_mask). */
+void sr_epilogue_rows_f32(float *dst, const float *src, int64_t rows, int64_t n, int64_t ld_dst,
+                          int64_t ld_src, int64_t c0, const sr_epilogue *e, int tangent);
+void sr_epilogue_rows_f64(double *dst, const double *src, int64_t rows, int64_t n, int64_t ld_dst,
+                          int64_t ld_src, int64_t c0, const sr_epilogue *e, int tangent);
+
+/* y = map(x) over a (rows, C, P) batch whose first primal_rows rows are
+ * primals (the rest tangents; primal_rows = 0 also gives the map's
+ * backward), threaded; y may be x. */
+void sr_epilogue_apply(sr_dtype dt, void *y, const void *x, int64_t rows, int64_t primal_rows, int64_t C,
+                       int64_t P, const sr_epilogue *e);
+
+/* A stacked JVP's output (n primal rows, then k tangents each, rs elements
+ * a row), mapped by rows_f32/f64: when e->relu, zero the tangents where
+ * their primal output is not > 0 (relu's JVP; its output holds the same
+ * pattern as its input). */
+void sr_epilogue_jvp_mask(sr_dtype dt, void *y, int64_t n, int64_t k, int64_t rs, const sr_epilogue *e);
+
+#endif

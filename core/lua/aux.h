@@ -1,0 +1,78 @@
+/* aux.h - shared helpers for the Lua bindings (the only C that sees Lua).
+ *
+ * Conventions every lua_*.c file follows:
+ *  - A tensor is a full userdata holding an sr_tensor, metatable "srgeo.tensor".
+ *    Create it *empty* first (sr_lua_new_tensor pushes it), then compute into
+ *    it: if the computation fails, luaL_error unwinds and __gc frees whatever
+ *    was allocated, so no path leaks.
+ *  - Core failures become Lua errors through sr_lua_fail(L), which raises the
+ *    core's message (it already names the op and the shapes).
+ *  - Each binding file exports `void sr_lua_open_NAME(lua_State *L)` (lua/open.h)
+ *    that adds its functions to the srgeo table on top of the stack; only
+ *    the opener, lua/srgeo.c, calls them (from luaopen_srgeo).
+ */
+#ifndef SR_LUA_AUX_H
+#define SR_LUA_AUX_H
+
+#include <lauxlib.h>
+#include <lua.h>
+
+#include "tensor/tensor.h"
+
+#define SR_TENSOR_MT "srgeo.tensor"
+#define SR_MODULE_MT "srgeo.module"
+
+/* Push a new empty tensor userdata and return its sr_tensor to fill. */
+sr_tensor *sr_lua_new_tensor(lua_State *L);
+/* Check argument idx is a tensor (luaL_checkudata with a readable message). */
+sr_tensor *sr_lua_check_tensor(lua_State *L, int idx);
+/* The tensor at idx, or NULL if it is not one. */
+sr_tensor *sr_lua_test_tensor(lua_State *L, int idx);
+/* Count a freshly allocated tensor's bytes towards a full GC (Lua cannot
+ * see tensor storage); call on big new tensors a binding returns. */
+void sr_lua_track_tensor(lua_State *L, int idx);
+/* Check argument idx is a module (srgeo.nn ...). */
+struct sr_module *sr_lua_check_module(lua_State *L, int idx);
+/* Raise the core error message as a Lua error (never returns). */
+int sr_lua_fail(lua_State *L);
+
+/* Read a shape from a table {2,3,4} or from integer arguments starting at
+ * idx; returns ndim. */
+int sr_lua_check_shape(lua_State *L, int idx, int64_t *shape);
+
+/* Check that argument idx is a "float32"/"float64" string (or absent: def). */
+sr_dtype sr_lua_opt_dtype(lua_State *L, int idx, sr_dtype def);
+
+/* Options tables.  Each reader returns field k of the options table at
+ * (absolute) index t, or def when t is none or nil or the field is nil; t
+ * anything else is an argument error.  A value of the wrong type raises
+ * "<op>: option <k> must be ... (got ...)", op naming the function the user
+ * called ("pgd", "image.load"). */
+lua_Number sr_lua_opt_number(lua_State *L, int t, const char *op, const char *k, lua_Number def);
+lua_Integer sr_lua_opt_integer(lua_State *L, int t, const char *op, const char *k, lua_Integer def);
+/* An integer in lo..hi.  false reads as 0, for options where 0 is "none"
+ * (crop=false, resize=false) and, like def, is not range-checked. */
+lua_Integer sr_lua_opt_integer_in(lua_State *L, int t, const char *op, const char *k, lua_Integer def,
+                                  lua_Integer lo, lua_Integer hi);
+/* true/false, or a number (0 is false, as sr_opt_bool reads it). */
+int sr_lua_opt_boolean(lua_State *L, int t, const char *op, const char *k, int def);
+/* The position in names (NULL-terminated) of the string field k (a number
+ * counts as its string form: norm=2 is "2"), or def when absent. */
+int sr_lua_opt_choice(lua_State *L, int t, const char *op, const char *k, int def, const char *const *names);
+/* Raise "<op>: unknown option '<key>'" for a key of the table at t (none or
+ * nil: no keys) not in keys (NULL-terminated): a misspelt option silently
+ * ignored would give a result the user did not ask for. */
+void sr_lua_check_keys(lua_State *L, int t, const char *op, const char *const *keys);
+
+/* Push the list {v[0] + add, ..., v[n-1] + add} (add = 1: 0-based core
+ * indices as 1-based Lua ones). */
+void sr_lua_push_integers(lua_State *L, const int64_t *v, int64_t n, int64_t add);
+/* Push a list of the entry names of directory dir (unsorted, without "."
+ * and ".."); returns their count, or -1 with errno set and nothing pushed. */
+int sr_lua_push_dir_names(lua_State *L, const char *dir);
+/* Register metatable mt: the metamethods in meta, and methods (NULL: none)
+ * as its __index table, or, when meta has its own __index function, as the
+ * table mt.methods for that function to look methods up in. */
+void sr_lua_new_class(lua_State *L, const char *mt, const luaL_Reg *meta, const luaL_Reg *methods);
+
+#endif

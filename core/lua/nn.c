@@ -1,0 +1,752 @@
+/* lua_nn.c - srgeo.nn: module userdata, layer constructors from the registry
+ * (layers.c), containers, and forward / jvp / vjp from Lua. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lua/aux.h"
+#include "lua/open.h"
+#include "nn/layers.h"
+
+typedef struct {
+    sr_module *m;
+} lua_module;
+
+sr_module *sr_lua_check_module(lua_State *L, int idx)
+{
+    lua_module *u = luaL_testudata(L, idx, SR_MODULE_MT);
+    if (!u)
+        luaL_typeerror(L, idx, "srgeo module");
+    if (!u->m)
+        luaL_argerror(L, idx, "module was released");
+    return u->m;
+}
+
+static sr_module *test_module(lua_State *L, int idx)
+{
+    lua_module *u = luaL_testudata(L, idx, SR_MODULE_MT);
+    return u ? u->m : NULL;
+}
+
+/* Push a new userdata owning one reference to m (takes the reference). */
+static void push_module(lua_State *L, sr_module *m)
+{
+    lua_module *u = lua_newuserdatauv(L, sizeof *u, 0);
+    u->m = m;
+    luaL_setmetatable(L, SR_MODULE_MT);
+}
+
+static int m_gc(lua_State *L)
+{
+    lua_module *u = luaL_checkudata(L, 1, SR_MODULE_MT);
+    sr_module_release(u->m);
+    u->m = NULL;
+    return 0;
+}
+
+/* --- options over a Lua table ------------------------------------------ */
+#define MAX_KEYS 32
+typedef struct {
+    lua_State *L;
+    int idx;
+    const char *used[MAX_KEYS];
+    int nused;
+} lua_opts_data;
+
+static void mark_used(lua_opts_data *d, const char *key)
+{
+    for (int i = 0; i < d->nused; i++)
+        if (strcmp(d->used[i], key) == 0)
+            return;
+    if (d->nused < MAX_KEYS)
+        d->used[d->nused++] = key;
+}
+
+static int lo_num(const sr_opts *o, const char *key, double *v)
+{
+    lua_opts_data *d = o->ud;
+    mark_used(d, key);
+    if (!d->idx)
+        return 0;
+    int t = lua_getfield(d->L, d->idx, key);
+    int r = 1;
+    if (t == LUA_TNIL)
+        r = 0;
+    else if (t == LUA_TBOOLEAN)
+        *v = lua_toboolean(d->L, -1);
+    else if (t == LUA_TNUMBER)
+        *v = lua_tonumber(d->L, -1);
+    else
+        r = sr_fail("%s: option %s must be a number (got %s)", o->op, key, luaL_typename(d->L, -1));
+    lua_pop(d->L, 1);
+    return r;
+}
+
+static int lo_str(const sr_opts *o, const char *key, const char **v)
+{
+    lua_opts_data *d = o->ud;
+    mark_used(d, key);
+    if (!d->idx)
+        return 0;
+    int t = lua_getfield(d->L, d->idx, key);
+    int r = 1;
+    if (t == LUA_TNIL)
+        r = 0;
+    else if (t == LUA_TSTRING)
+        *v = lua_tostring(d->L, -1); /* stays alive: the option table holds it */
+    else
+        r = sr_fail("%s: option %s must be a string (got %s)", o->op, key, luaL_typename(d->L, -1));
+    lua_pop(d->L, 1);
+    return r;
+}
+
+static int lo_nums(const sr_opts *o, const char *key, double *v, int max, int *n)
+{
+    lua_opts_data *d = o->ud;
+    lua_State *L = d->L;
+    mark_used(d, key);
+    if (!d->idx)
+        return 0;
+    int t = lua_getfield(L, d->idx, key);
+    int r = 1;
+    if (t == LUA_TNIL) {
+        r = 0;
+    } else if (t == LUA_TNUMBER) {
+        v[0] = lua_tonumber(L, -1);
+        *n = 1;
+    } else if (t == LUA_TTABLE) {
+        lua_Integer len = luaL_len(L, -1);
+        if (len > max)
+            r = sr_fail("%s: option %s has %lld values (at most %d)", o->op, key, (long long)len, max);
+        for (lua_Integer i = 1; r == 1 && i <= len; i++) {
+            lua_geti(L, -1, i);
+            if (!lua_isnumber(L, -1))
+                r = sr_fail("%s: option %s[%lld] must be a number", o->op, key, (long long)i);
+            else
+                v[i - 1] = lua_tonumber(L, -1);
+            lua_pop(L, 1);
+        }
+        *n = (int)len;
+    } else {
+        r = sr_fail("%s: option %s must be a number or a list (got %s)", o->op, key, luaL_typename(L, -1));
+    }
+    lua_pop(L, 1);
+    return r;
+}
+
+/* Unknown keys are almost always typos: reject them, listing the valid ones. */
+static void check_unknown(lua_State *L, lua_opts_data *d, const char *op, const char *help)
+{
+    if (!d->idx)
+        return;
+    lua_pushnil(L);
+    while (lua_next(L, d->idx)) {
+        lua_pop(L, 1);
+        if (lua_type(L, -1) != LUA_TSTRING)
+            luaL_error(L, "%s: options must be named (got a positional value); options: %s", op, help);
+        const char *k = lua_tostring(L, -1);
+        int ok = 0;
+        for (int i = 0; i < d->nused; i++)
+            ok |= strcmp(d->used[i], k) == 0;
+        if (!ok && strcmp(k, "seed") != 0)
+            luaL_error(L, "%s: unknown option '%s'; options: %s", op, k, help);
+    }
+}
+
+static int l_layer(lua_State *L)
+{
+    const sr_layer_def *def = lua_touserdata(L, lua_upvalueindex(1));
+    if (!lua_isnoneornil(L, 1))
+        luaL_checktype(L, 1, LUA_TTABLE);
+    lua_opts_data d = {L, lua_istable(L, 1) ? 1 : 0, {0}, 0};
+    sr_opts o = {&d, def->name, lo_num, lo_str, lo_nums};
+    sr_module *m = def->create(&o);
+    if (!m)
+        return luaL_error(L, "%s (options: %s)", sr_errmsg(), def->help);
+    push_module(L, m); /* owned by Lua from here: errors below cannot leak it */
+    check_unknown(L, &d, def->name, def->help);
+    uint64_t seed = sr_default_seed();
+    if (d.idx && lua_getfield(L, 1, "seed") != LUA_TNIL)
+        seed = (uint64_t)luaL_checkinteger(L, -1);
+    lua_pop(L, d.idx ? 1 : 0);
+    sr_rng rng;
+    sr_rng_seed(&rng, seed);
+    sr_module_reset(m, &rng);
+    return 1;
+}
+
+/* --- containers ----------------------------------------------------------
+ * sequential{m1, m2} names children "0", "1"; entries may be {name, module}
+ * to name them; name "" is transparent (see module.h). */
+static void add_children(lua_State *L, int tidx, sr_module *c, int first)
+{
+    lua_Integer n = luaL_len(L, tidx);
+    for (lua_Integer i = first; i <= n; i++) {
+        lua_geti(L, tidx, i);
+        const char *name;
+        char idx[32];
+        sr_module *child = test_module(L, -1);
+        if (child) {
+            snprintf(idx, sizeof idx, "%lld", (long long)(i - first));
+            name = idx;
+        } else if (lua_istable(L, -1)) {
+            lua_geti(L, -1, 1);
+            lua_geti(L, -2, 2);
+            name = lua_tostring(L, -2);
+            child = test_module(L, -1);
+            if (!name || !child)
+                luaL_error(L, "%s: entry %d must be a module or {name, module}", c->ops->kind, (int)i);
+            lua_pop(L, 1); /* keep name string alive under the entry */
+        } else {
+            return (void)luaL_error(L, "%s: entry %d must be a module or {name, module} (got %s)",
+                                    c->ops->kind, (int)i, luaL_typename(L, -1));
+        }
+        if (sr_module_add_child(c, name, child))
+            sr_lua_fail(L);
+        lua_settop(L, tidx + 1);
+    }
+}
+
+static int l_sequential(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    sr_module *m = sr_sequential_new();
+    if (!m)
+        return sr_lua_fail(L);
+    push_module(L, m);
+    add_children(L, 1, m, 1);
+    lua_settop(L, 2);
+    return 1;
+}
+
+/* residual{body [, shortcut]} or residual{{"", body}, {"downsample", sc}} */
+static int l_residual(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    lua_Integer n = luaL_len(L, 1);
+    luaL_argcheck(L, n == 1 || n == 2, 1, "residual takes a body and an optional shortcut");
+    sr_module *m = sr_residual_new();
+    if (!m)
+        return sr_lua_fail(L);
+    push_module(L, m);
+    add_children(L, 1, m, 1);
+    lua_settop(L, 2);
+    return 1;
+}
+
+/* --- running -------------------------------------------------------------- */
+/* Resolve opts.tap / opts.taps into run taps; returns ntaps (0 = whole
+ * model).  names[] receives the tap names for the result table. */
+#define MAX_TAPS 16
+typedef struct {
+    const sr_module *mods[MAX_TAPS];
+    sr_tensor out[MAX_TAPS];
+    const char *names[MAX_TAPS];
+    int n, multi;
+} taps_t;
+
+static void parse_taps(lua_State *L, sr_module *m, int oidx, taps_t *t, sr_run *run)
+{
+    t->n = 0;
+    t->multi = 0;
+    if (!oidx || lua_isnoneornil(L, oidx)) {
+        /* No tap asked for: the model's default (e.g. "features"). */
+        if (m->default_tap) {
+            t->names[t->n++] = m->default_tap;
+            goto resolve;
+        }
+        return;
+    }
+    luaL_checktype(L, oidx, LUA_TTABLE);
+    if (lua_getfield(L, oidx, "tap") == LUA_TSTRING) {
+        t->names[t->n++] = lua_tostring(L, -1);
+    } else if (!lua_isnil(L, -1)) {
+        luaL_error(L, "forward: opts.tap must be a module path string");
+    }
+    lua_pop(L, 1);
+    if (lua_getfield(L, oidx, "taps") == LUA_TTABLE) {
+        t->multi = 1;
+        lua_Integer len = luaL_len(L, -1);
+        for (lua_Integer i = 1; i <= len; i++) {
+            lua_geti(L, -1, i);
+            if (!lua_isstring(L, -1) || t->n >= MAX_TAPS)
+                luaL_error(L, "forward: opts.taps must be a list of at most %d module paths", MAX_TAPS);
+            t->names[t->n++] = lua_tostring(L, -1);
+            lua_pop(L, 1);
+        }
+    }
+    lua_pop(L, 1);
+    if (t->n == 0 && m->default_tap)
+        t->names[t->n++] = m->default_tap;
+resolve:
+    for (int i = 0; i < t->n; i++) {
+        t->mods[i] = sr_module_find(m, t->names[i]);
+        if (!t->mods[i])
+            luaL_error(L, "forward: %s", sr_errmsg());
+        t->out[i] = (sr_tensor)SR_TENSOR_INIT;
+    }
+    run->ntaps = t->n;
+    run->taps = t->mods;
+    run->tap_out = t->out;
+    run->stop_after_taps = 1;
+}
+
+/* Move the run's tap results (or the module output) into Lua tensors.  For
+ * jvp, each result is split into primal and tangent parts. */
+static int push_results(lua_State *L, sr_module *m, taps_t *t, sr_run *run, int split_jvp)
+{
+    int nres = t->n ? t->n : 1;
+    int ret = split_jvp ? 2 : 1;
+    if (t->multi) {
+        lua_createtable(L, 0, nres);
+        if (split_jvp)
+            lua_createtable(L, 0, nres);
+    }
+    for (int i = 0; i < nres; i++) {
+        const sr_tensor *src = t->n ? &t->out[i] : &m->out;
+        sr_tensor *a = sr_lua_new_tensor(L);
+        if (split_jvp) {
+            sr_tensor *b = sr_lua_new_tensor(L);
+            if (sr_tensor_narrow(a, src, 0, run->n) ||
+                sr_tensor_narrow(b, src, run->n, run->n * run->k))
+                return sr_lua_fail(L);
+            if (t->multi) { /* stack: primal table, tangent table, a, b */
+                lua_setfield(L, -3, t->names[i]);
+                lua_setfield(L, -3, t->names[i]);
+            }
+        } else {
+            sr_tensor_share(a, src);
+            if (t->multi)
+                lua_setfield(L, -2, t->names[i]);
+        }
+    }
+    return ret;
+}
+
+static void free_taps(taps_t *t)
+{
+    for (int i = 0; i < t->n; i++)
+        sr_tensor_free(&t->out[i]);
+}
+
+/* A run that stopped before its last requested tap is an error, not a
+ * silently short result table. */
+static int tap_check(int rc, const taps_t *t, const sr_run *run, const char *op)
+{
+    if (rc == 0 && t->n && run->ntaps_done < t->n)
+        rc = sr_fail("%s: tap was not reached", op);
+    return rc;
+}
+
+/* The tail shared by m:forward and m:jvp: push the outputs (or raise) and
+ * release the tap buffers either way. */
+static int finish_run(lua_State *L, sr_module *m, taps_t *t, sr_run *run, int rc, const char *op, int jvp)
+{
+    if (tap_check(rc, t, run, op)) {
+        free_taps(t);
+        return sr_lua_fail(L);
+    }
+    int r = push_results(L, m, t, run, jvp);
+    free_taps(t);
+    return r;
+}
+
+/* m:forward(x [, {tap=, taps=}]) */
+static int m_forward(lua_State *L)
+{
+    sr_module *m = sr_lua_check_module(L, 1);
+    sr_tensor *x = sr_lua_check_tensor(L, 2);
+    sr_run run = SR_RUN_INIT;
+    taps_t t;
+    parse_taps(L, m, 3, &t, &run);
+    return finish_run(L, m, &t, &run, sr_module_forward(m, x, &run), "forward", 0);
+}
+
+/* m:jvp(x, v [, opts]) -> y, Jv.  v holds k tangents per input, input-major
+ * (tangent j of input i is row i*k + j). */
+static int m_jvp(lua_State *L)
+{
+    sr_module *m = sr_lua_check_module(L, 1);
+    sr_tensor *x = sr_lua_check_tensor(L, 2);
+    sr_tensor *v = sr_lua_check_tensor(L, 3);
+    if (x->ndim < 1 || v->ndim != x->ndim || x->shape[0] == 0 || v->shape[0] % x->shape[0] ||
+        v->shape[0] == 0 || sr_rowsize(v) != sr_rowsize(x))
+        return luaL_error(L, "jvp: tangents %s must be (N*k, ...) for input %s", SR_SHAPE(v), SR_SHAPE(x));
+    for (int i = 1; i < x->ndim; i++)
+        if (v->shape[i] != x->shape[i])
+            return luaL_error(L, "jvp: tangents %s must be (N*k, ...) for input %s", SR_SHAPE(v), SR_SHAPE(x));
+    if (v->dtype != x->dtype)
+        return luaL_error(L, "jvp: tangents are %s, input %s", sr_dtype_name(v->dtype), sr_dtype_name(x->dtype));
+    sr_run run = SR_RUN_INIT;
+    run.n = x->shape[0];
+    run.k = v->shape[0] / x->shape[0];
+    taps_t t;
+    parse_taps(L, m, 4, &t, &run);
+    /* Stack [x; v] once; the tree then runs it as one batch. */
+    sr_tensor *stack = sr_lua_new_tensor(L);
+    int64_t shape[SR_MAXDIM];
+    memcpy(shape, x->shape, sizeof shape);
+    shape[0] = run.n * (1 + run.k);
+    if (sr_tensor_alloc(stack, x->dtype, x->ndim, shape)) {
+        free_taps(&t);
+        return sr_lua_fail(L);
+    }
+    size_t es = sr_dtype_size(x->dtype);
+    memcpy(sr_data(stack), sr_data(x), (size_t)sr_numel(x) * es);
+    memcpy((char *)sr_data(stack) + (size_t)sr_numel(x) * es, sr_data(v), (size_t)sr_numel(v) * es);
+    int rc = sr_module_jvp(m, stack, &run);
+    sr_tensor_free(stack);
+    return finish_run(L, m, &t, &run, rc, "jvp", 1);
+}
+
+/* m:vjp(x, w [, {tap=, param_grads=false}]) -> Jᵀw (input gradient), with
+ * J the Jacobian of the tap (default: the model's default tap). */
+static int m_vjp(lua_State *L)
+{
+    sr_module *m = sr_lua_check_module(L, 1);
+    sr_tensor *x = sr_lua_check_tensor(L, 2);
+    sr_tensor *w = sr_lua_check_tensor(L, 3);
+    sr_run run = SR_RUN_INIT;
+    run.save = 1;
+    taps_t t;
+    if (lua_istable(L, 4)) {
+        lua_getfield(L, 4, "param_grads");
+        run.param_grads = lua_toboolean(L, -1);
+        lua_pop(L, 1);
+        if (lua_getfield(L, 4, "taps") != LUA_TNIL)
+            return luaL_error(L, "vjp: one tap at a time (opts.tap)");
+        lua_pop(L, 1);
+    }
+    parse_taps(L, m, lua_istable(L, 4) ? 4 : 0, &t, &run);
+    int rc = tap_check(sr_module_forward(m, x, &run), &t, &run, "vjp");
+    if (rc == 0) {
+        const sr_tensor *out = t.n ? &t.out[0] : &m->out;
+        if (!sr_same_shape(w, out))
+            rc = sr_fail("vjp: cotangent %s does not match the output %s", SR_SHAPE(w), SR_SHAPE(out));
+    }
+    free_taps(&t);
+    if (rc || sr_module_backward(m, w, &run))
+        return sr_lua_fail(L);
+    sr_tensor *g = sr_lua_new_tensor(L);
+    sr_tensor_share(g, &m->gin);
+    return 1;
+}
+
+typedef struct {
+    lua_State *L;
+    int only_trainable, grads, list;
+    lua_Integer i;
+} params_state;
+
+static int params_cb(const char *path, sr_param *p, sr_module *owner, void *ud)
+{
+    (void)owner;
+    params_state *s = ud;
+    if (s->only_trainable && !p->trainable)
+        return 0;
+    if (s->list) {
+        lua_pushstring(s->L, path);
+        lua_rawseti(s->L, -2, ++s->i);
+        return 0;
+    }
+    const sr_tensor *src = s->grads ? &p->grad : &p->value;
+    if (!src->storage)
+        return 0;
+    sr_tensor *t = sr_lua_new_tensor(s->L);
+    sr_tensor_share(t, src);
+    lua_setfield(s->L, -2, path);
+    return 0;
+}
+
+/* m:parameters([{trainable=true}]) -> {path = tensor (shared storage)} */
+static int walk_params_lua(lua_State *L, int grads, int list)
+{
+    sr_module *m = sr_lua_check_module(L, 1);
+    params_state s = {L, 0, grads, list, 0};
+    if (lua_istable(L, 2)) {
+        lua_getfield(L, 2, "trainable");
+        s.only_trainable = lua_toboolean(L, -1);
+        lua_pop(L, 1);
+    }
+    lua_newtable(L);
+    sr_module_walk_params(m, params_cb, &s);
+    return 1;
+}
+static int m_parameters(lua_State *L) { return walk_params_lua(L, 0, 0); }
+static int m_grads(lua_State *L) { return walk_params_lua(L, 1, 0); }
+static int m_param_names(lua_State *L) { return walk_params_lua(L, 0, 1); }
+
+/* m:set(path, tensor): copy values in (shapes must agree; dtype converted). */
+static int m_set(lua_State *L)
+{
+    sr_module *m = sr_lua_check_module(L, 1);
+    const char *path = luaL_checkstring(L, 2);
+    sr_tensor *src = sr_lua_check_tensor(L, 3);
+    sr_param *p = sr_module_find_param(m, path);
+    if (!p)
+        return sr_lua_fail(L);
+    if (!sr_same_shape(&p->value, src))
+        return luaL_error(L, "set %s: tensor %s, parameter %s", path, SR_SHAPE(src), SR_SHAPE(&p->value));
+    if (sr_tensor_assign(&p->value, src))
+        return sr_lua_fail(L);
+    return 0;
+}
+
+static int m_get(lua_State *L)
+{
+    sr_module *m = sr_lua_check_module(L, 1);
+    sr_param *p = sr_module_find_param(m, luaL_checkstring(L, 2));
+    if (!p)
+        return sr_lua_fail(L);
+    sr_tensor_share(sr_lua_new_tensor(L), &p->value);
+    return 1;
+}
+
+static int m_find(lua_State *L)
+{
+    sr_module *m = sr_lua_check_module(L, 1);
+    sr_module *c = sr_module_find(m, luaL_checkstring(L, 2));
+    if (!c)
+        return sr_lua_fail(L);
+    sr_module_retain(c);
+    push_module(L, c);
+    return 1;
+}
+
+static int m_train(lua_State *L)
+{
+    sr_module *m = sr_lua_check_module(L, 1);
+    sr_module_set_training(m, lua_isnoneornil(L, 2) ? 1 : lua_toboolean(L, 2));
+    lua_settop(L, 1);
+    return 1;
+}
+
+static int m_eval(lua_State *L)
+{
+    sr_module_set_training(sr_lua_check_module(L, 1), 0);
+    lua_settop(L, 1);
+    return 1;
+}
+
+static int m_training(lua_State *L)
+{
+    lua_pushboolean(L, sr_lua_check_module(L, 1)->training);
+    return 1;
+}
+
+static int to_dtype(lua_State *L, sr_dtype dt)
+{
+    if (sr_module_to_dtype(sr_lua_check_module(L, 1), dt))
+        return sr_lua_fail(L);
+    lua_settop(L, 1);
+    return 1;
+}
+static int m_double(lua_State *L) { return to_dtype(L, SR_F64); }
+static int m_float(lua_State *L) { return to_dtype(L, SR_F32); }
+
+static int m_dtype(lua_State *L)
+{
+    lua_pushstring(L, sr_dtype_name(sr_lua_check_module(L, 1)->dtype));
+    return 1;
+}
+
+static int m_init(lua_State *L)
+{
+    sr_module *m = sr_lua_check_module(L, 1);
+    sr_rng rng;
+    sr_rng_seed(&rng, lua_isnoneornil(L, 2) ? sr_default_seed() : (uint64_t)luaL_checkinteger(L, 2));
+    sr_module_reset(m, &rng);
+    lua_settop(L, 1);
+    return 1;
+}
+
+static int m_zero_grad(lua_State *L)
+{
+    sr_module_zero_grad(sr_lua_check_module(L, 1));
+    return 0;
+}
+
+static int m_clear(lua_State *L)
+{
+    sr_module_clear_buffers(sr_lua_check_module(L, 1));
+    return 0;
+}
+
+/* m:alias(name, path): a tap name for this model ("features" -> "flatten"). */
+static int m_alias(lua_State *L)
+{
+    sr_module *m = sr_lua_check_module(L, 1);
+    if (sr_module_set_alias(m, luaL_checkstring(L, 2), luaL_checkstring(L, 3)))
+        return sr_lua_fail(L);
+    lua_settop(L, 1);
+    return 1;
+}
+
+/* m:default_tap([name]): get or set the tap forward/jvp use by default. */
+static int m_default_tap(lua_State *L)
+{
+    sr_module *m = sr_lua_check_module(L, 1);
+    if (lua_gettop(L) >= 2) {
+        if (sr_module_set_default_tap(m, luaL_optstring(L, 2, NULL)))
+            return sr_lua_fail(L);
+    }
+    if (m->default_tap)
+        lua_pushstring(L, m->default_tap);
+    else
+        lua_pushnil(L);
+    return 1;
+}
+
+/* m:aliases() -> {name = path} */
+static int m_aliases(lua_State *L)
+{
+    sr_module *m = sr_lua_check_module(L, 1);
+    lua_createtable(L, 0, m->naliases);
+    for (int i = 0; i < m->naliases; i++) {
+        lua_pushstring(L, m->alias_paths[i]);
+        lua_setfield(L, -2, m->alias_names[i]);
+    }
+    return 1;
+}
+
+/* m:output_shape(): shape of the last output (after forward), or nil. */
+static int m_output_shape(lua_State *L)
+{
+    sr_module *m = sr_lua_check_module(L, 1);
+    if (!m->out_ndim) /* never ran (the buffer itself may be back in a pool) */
+        return 0;
+    lua_createtable(L, m->out_ndim, 0);
+    for (int i = 0; i < m->out_ndim; i++) {
+        lua_pushinteger(L, m->out_shape[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+    return 1;
+}
+
+static int m_describe(lua_State *L)
+{
+    sr_module *m = sr_lua_check_module(L, 1);
+    char desc[256] = "";
+    if (m->ops->describe)
+        m->ops->describe(m, desc, sizeof desc);
+    lua_pushstring(L, desc);
+    return 1;
+}
+
+static int m_kind(lua_State *L)
+{
+    lua_pushstring(L, sr_lua_check_module(L, 1)->ops->kind);
+    return 1;
+}
+
+/* m:children() -> list of {name, module} */
+static int m_children(lua_State *L)
+{
+    sr_module *m = sr_lua_check_module(L, 1);
+    lua_createtable(L, m->nchildren, 0);
+    for (int i = 0; i < m->nchildren; i++) {
+        lua_createtable(L, 2, 0);
+        lua_pushstring(L, m->children[i].name);
+        lua_rawseti(L, -2, 1);
+        sr_module_retain(m->children[i].m);
+        push_module(L, m->children[i].m);
+        lua_rawseti(L, -2, 2);
+        lua_rawseti(L, -2, i + 1);
+    }
+    return 1;
+}
+
+typedef struct {
+    luaL_Buffer *b;
+} tree_state;
+
+static int count_params(const sr_module *m)
+{
+    int64_t n = 0;
+    for (int i = 0; i < m->nparams; i++)
+        if (m->params[i].trainable)
+            n += sr_numel(&m->params[i].value);
+    return (int)n;
+}
+
+static int tree_cb(const char *path, sr_module *m, int depth, void *ud)
+{
+    tree_state *s = ud;
+    char line[512], desc[256] = "";
+    if (m->ops->describe)
+        m->ops->describe(m, desc, sizeof desc);
+    int np = count_params(m);
+    char pc[48] = "";
+    if (np)
+        snprintf(pc, sizeof pc, "  [%d params]", np);
+    snprintf(line, sizeof line, "%*s%s%s%s%s%s%s\n", 2 * depth, "", *path ? path : "", *path ? ": " : "",
+             m->ops->kind, *desc ? " (" : "", desc, *desc ? ")" : "");
+    luaL_addstring(s->b, line);
+    if (*pc) {
+        luaL_Buffer *b = s->b;
+        /* move the param count before the newline */
+        luaL_buffsub(b, 1);
+        luaL_addstring(b, pc);
+        luaL_addchar(b, '\n');
+    }
+    return 0;
+}
+
+static int m_tostring(lua_State *L)
+{
+    sr_module *m = sr_lua_check_module(L, 1);
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    tree_state s = {&b};
+    sr_module_walk(m, tree_cb, &s);
+    luaL_buffsub(&b, 1); /* trailing newline */
+    luaL_pushresult(&b);
+    return 1;
+}
+
+static const luaL_Reg module_methods[] = {
+    {"forward", m_forward},     {"jvp", m_jvp},       {"vjp", m_vjp},
+    {"parameters", m_parameters}, {"grads", m_grads}, {"param_names", m_param_names},
+    {"set", m_set},             {"get", m_get},       {"find", m_find},
+    {"train", m_train},         {"eval", m_eval},     {"training", m_training},
+    {"double", m_double},       {"float", m_float},   {"dtype", m_dtype},
+    {"init", m_init},           {"zero_grad", m_zero_grad}, {"clear_buffers", m_clear},
+    {"kind", m_kind},           {"children", m_children},
+    {"alias", m_alias},         {"default_tap", m_default_tap}, {"aliases", m_aliases},
+    {"output_shape", m_output_shape}, {"describe", m_describe},
+    {NULL, NULL},
+};
+
+static const luaL_Reg module_meta[] = {
+    {"__gc", m_gc},
+    {"__tostring", m_tostring},
+    {NULL, NULL},
+};
+
+void sr_lua_open_nn(lua_State *L)
+{
+    luaL_newmetatable(L, SR_MODULE_MT);
+    luaL_setfuncs(L, module_meta, 0);
+    luaL_newlib(L, module_methods);
+    lua_setfield(L, -2, "__index");
+    lua_pop(L, 1);
+
+    lua_newtable(L); /* srgeo.nn */
+    for (const sr_layer_def *d = sr_layers; d->name; d++) {
+        lua_pushlightuserdata(L, (void *)d);
+        lua_pushcclosure(L, l_layer, 1);
+        lua_setfield(L, -2, d->name);
+    }
+    lua_pushcfunction(L, l_sequential);
+    lua_setfield(L, -2, "sequential");
+    lua_pushcfunction(L, l_residual);
+    lua_setfield(L, -2, "residual");
+    /* srgeo.nn.help: layer name -> option summary */
+    lua_newtable(L);
+    for (const sr_layer_def *d = sr_layers; d->name; d++) {
+        lua_pushstring(L, d->help);
+        lua_setfield(L, -2, d->name);
+    }
+    lua_setfield(L, -2, "options");
+    lua_setfield(L, -2, "nn");
+}

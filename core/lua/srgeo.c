@@ -1,0 +1,152 @@
+/* srgeo.c - luaopen_srgeo, the opener: the srgeo table, the functions that
+ * belong to no area, each binding's sr_lua_open_*, and the hook that loads
+ * the Lua half of the library (lua/srgeo/init.lua).  Only this file calls
+ * the openers. */
+#include <dlfcn.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/rng.h"
+#include "base/threads.h"
+#include "lua/aux.h"
+#include "lua/open.h"
+#include "lua/srgeo.h"
+
+#ifndef SRGEO_VERSION
+#define SRGEO_VERSION "0.1.0"
+#endif
+
+static int l_threads(lua_State *L)
+{
+    if (!lua_isnoneornil(L, 1)) {
+        lua_Integer n = luaL_checkinteger(L, 1);
+        luaL_argcheck(L, n >= 0 && n <= 1024, 1, "thread count must be in 0..1024 (0 = default)");
+        sr_threads_set((int)n);
+    }
+    lua_pushinteger(L, sr_threads_get());
+    return 1;
+}
+
+static int l_seed(lua_State *L)
+{
+    if (!lua_isnoneornil(L, 1))
+        sr_set_default_seed((uint64_t)luaL_checkinteger(L, 1));
+    lua_pushinteger(L, (lua_Integer)sr_default_seed());
+    return 1;
+}
+
+/* srgeo.interrupted(): true once after Ctrl-C (clears the flag), so Lua loops
+ * can stop cleanly too. */
+static int l_interrupted(lua_State *L)
+{
+    int p = sr_interrupt_pending();
+    if (p)
+        sr_interrupt_clear();
+    lua_pushboolean(L, p);
+    return 1;
+}
+
+/* srgeo._isatty(fd): progress bars only on a terminal. */
+static int l_isatty(lua_State *L)
+{
+    lua_pushboolean(L, isatty((int)luaL_optinteger(L, 1, 2)));
+    return 1;
+}
+
+/* srgeo._clock(): monotonic seconds, for timings and ETAs. */
+static int l_clock(lua_State *L)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    lua_pushnumber(L, (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec);
+    return 1;
+}
+
+/* The project root: the nearest ancestor of the binary (build/srgeo,
+ * build/san/srgeo.so, ...) holding lua/srgeo/init.lua, found through the
+ * address of this function so it works for the shell and for require.
+ * SRGEO_ROOT overrides it. */
+static int root_dir(char *buf, size_t n)
+{
+    const char *env = getenv("SRGEO_ROOT");
+    if (env && *env) {
+        snprintf(buf, n, "%s", env);
+        return 0;
+    }
+    Dl_info info;
+    char path[PATH_MAX];
+    if (dladdr((void *)root_dir, &info) && info.dli_fname && strchr(info.dli_fname, '/')) {
+        if (!realpath(info.dli_fname, path))
+            return -1;
+    } else {
+        ssize_t k = readlink("/proc/self/exe", path, sizeof path - 1);
+        if (k <= 0)
+            return -1;
+        path[k] = 0;
+    }
+    char *d = dirname(path);
+    for (int up = 0; up < 6; up++) {
+        char probe[PATH_MAX + 32];
+        snprintf(probe, sizeof probe, "%s/lua/srgeo/init.lua", d);
+        if (access(probe, R_OK) == 0) {
+            snprintf(buf, n, "%s", d);
+            return 0;
+        }
+        if (strcmp(d, "/") == 0)
+            break;
+        d = dirname(d);
+    }
+    return -1;
+}
+
+static const luaL_Reg srgeo_funcs[] = {
+    {"threads", l_threads},
+    {"seed", l_seed},
+    {"interrupted", l_interrupted},
+    {"_isatty", l_isatty},
+    {"_clock", l_clock},
+    {NULL, NULL},
+};
+
+int luaopen_srgeo(lua_State *L)
+{
+    sr_threads_init();
+    luaL_newlib(L, srgeo_funcs);
+    lua_pushliteral(L, SRGEO_VERSION);
+    lua_setfield(L, -2, "version");
+    sr_lua_open_tensor(L);
+    sr_lua_open_nn(L);
+    sr_lua_open_image(L);
+    sr_lua_open_data(L);
+    sr_lua_open_profile(L);
+    sr_lua_open_safetensors(L);
+    sr_lua_open_train(L);
+    sr_lua_open_augment(L);
+
+    /* Make lua/?.lua requirable and run lua/srgeo/init.lua(core) to add the
+     * Lua half of the library. */
+    char root[PATH_MAX];
+    if (root_dir(root, sizeof root) == 0) {
+        lua_pushstring(L, root);
+        lua_setfield(L, -2, "root");
+        lua_getglobal(L, "package");
+        lua_getfield(L, -1, "path");
+        lua_pushfstring(L, "%s/lua/?.lua;%s/lua/?/init.lua;%s", root, root, lua_tostring(L, -1));
+        lua_setfield(L, -3, "path");
+        lua_pop(L, 2);
+        char init[PATH_MAX + 32];
+        snprintf(init, sizeof init, "%s/lua/srgeo/init.lua", root);
+        if (access(init, R_OK) == 0) {
+            if (luaL_loadfile(L, init) != LUA_OK)
+                return lua_error(L);
+            lua_pushvalue(L, -2);
+            lua_call(L, 1, 0);
+        }
+    }
+    return 1;
+}

@@ -1,0 +1,543 @@
+/* act.c - activations:
+ *   relu     y = max(x, 0)
+ *   gelu     y = x·Φ(x) (approximate="none", the erf form) or the tanh form
+ *            0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))   (approximate="tanh")
+ *   softmax  over the last dim, max-subtracted
+ *
+ * Elementwise layers have a diagonal Jacobian: tangent rows are the tangent
+ * times f'(x) of their primal row.  ReLU's mask and GELU's derivative come
+ * from the primal input (GELU's is computed once per primal element into a
+ * workspace, then applied to all k tangents).  At x = 0 ReLU's derivative is
+ * 0, PyTorch's convention in both backward and forward AD.
+ *
+ * Transcendentals.  glibc's scalar erff / tanhf / expf cost 7-20 ns here and
+ * never vectorise without -ffast-math; in a ViT the GELUs alone would then
+ * cost about as much as all the GEMMs.  So float32 uses inline, vectorisable
+ * forms (below: a Cody-Waite exp with Cephes' polynomial, and Φ from a
+ * rational erfc, relative error ~2e-7 over the whole float range), and
+ * float64 calls libm, so the float64 reference path stays accurate to
+ * rounding.  Both are written so that 1 + erf and 1 + tanh never cancel:
+ * Φ(x) = erfc(−x/√2)/2 and 1 + tanh u = 2/(1 + e^{−2u}).  The GELU loops
+ * ask for 8 lanes: GCC's Zen tuning otherwise picks 4, and the erf form ran
+ * ~20% slower so on one thread here (Zen 1, which splits 256-bit operations
+ * in two anyway; fewer instructions still win).
+ *
+ * Tangent blocks are walked in chunks of ACT_CHUNK elements so that a single
+ * image with many tangents still spreads over the threads. */
+#ifdef SR_REAL
+
+/* y = relu(x) over n elements; NaN propagates (as in torch), so a
+ * divergence stays visible to check_finite. */
+static void SR_FN(relu_fwd)(real *y, const real *x, int64_t n)
+{
+    #pragma omp parallel for schedule(static) if (n > ACT_OMP_MIN)
+    for (int64_t c = 0; c < n; c += ACT_CHUNK) {
+        int64_t e1 = c + ACT_CHUNK < n ? c + ACT_CHUNK : n;
+        #pragma omp simd
+        for (int64_t e = c; e < e1; e++)
+            y[e] = x[e] < 0 ? 0 : x[e];
+    }
+}
+
+/* Tangent rows: y_t = v_t where the primal row's x > 0, else 0.  Also the
+ * backward (gx = gy·[x > 0]) with n = k = 1 and the gradient as tangent. */
+static void SR_FN(relu_tangents)(real *yt, const real *vt, const real *x, int64_t n, int64_t k,
+                                 int64_t rs)
+{
+    int64_t nc = (rs + ACT_CHUNK - 1) / ACT_CHUNK;
+    #pragma omp parallel for schedule(static) if (n * k * rs > ACT_OMP_MIN)
+    for (int64_t bk = 0; bk < n * k * nc; bk++) {
+        int64_t t = bk / nc, e0 = (bk % nc) * ACT_CHUNK, e1 = e0 + ACT_CHUNK < rs ? e0 + ACT_CHUNK : rs;
+        const real *xr = x + (t / k) * rs, *vr = vt + t * rs;
+        real *yr = yt + t * rs;
+        #pragma omp simd
+        for (int64_t e = e0; e < e1; e++)
+            yr[e] = xr[e] > 0 ? vr[e] : 0;
+    }
+}
+
+/* y = gelu(x) and, when deriv is not NULL, deriv = gelu'(x).  The form is
+ * switched outside the loops so each loop vectorises with one formula. */
+static void SR_FN(gelu_fwd)(real *y, real *deriv, const real *x, int64_t n, int tanh_form)
+{
+    #pragma omp parallel for schedule(static) if (n > ACT_OMP_MIN / 8)
+    for (int64_t c = 0; c < n; c += ACT_CHUNK) {
+        int64_t e1 = c + ACT_CHUNK < n ? c + ACT_CHUNK : n;
+        if (tanh_form && deriv) {
+            ACT_SIMD
+            for (int64_t e = c; e < e1; e++)
+                y[e] = SR_FN(gelu_tanh)(x[e], &deriv[e]);
+        } else if (tanh_form) {
+            ACT_SIMD
+            for (int64_t e = c; e < e1; e++) {
+                real d;
+                y[e] = SR_FN(gelu_tanh)(x[e], &d);
+            }
+        } else if (deriv) {
+            ACT_SIMD
+            for (int64_t e = c; e < e1; e++)
+                y[e] = SR_FN(gelu_erf)(x[e], &deriv[e]);
+        } else {
+            ACT_SIMD
+            for (int64_t e = c; e < e1; e++) {
+                real d;
+                y[e] = SR_FN(gelu_erf)(x[e], &d);
+            }
+        }
+    }
+}
+
+/* y_t = d ⊙ v_t, d the derivative row of t's primal (n primal rows). */
+static void SR_FN(diag_tangents)(real *yt, const real *vt, const real *d, int64_t n, int64_t k,
+                                 int64_t rs)
+{
+    int64_t nc = (rs + ACT_CHUNK - 1) / ACT_CHUNK;
+    #pragma omp parallel for schedule(static) if (n * k * rs > ACT_OMP_MIN)
+    for (int64_t bk = 0; bk < n * k * nc; bk++) {
+        int64_t t = bk / nc, e0 = (bk % nc) * ACT_CHUNK, e1 = e0 + ACT_CHUNK < rs ? e0 + ACT_CHUNK : rs;
+        const real *dr = d + (t / k) * rs, *vr = vt + t * rs;
+        real *yr = yt + t * rs;
+        #pragma omp simd
+        for (int64_t e = e0; e < e1; e++)
+            yr[e] = dr[e] * vr[e];
+    }
+}
+
+/* gx = gy ⊙ gelu'(x), the derivative recomputed from the saved input. */
+static void SR_FN(gelu_bwd)(real *gx, const real *gy, const real *x, int64_t n, int tanh_form)
+{
+    #pragma omp parallel for schedule(static) if (n > ACT_OMP_MIN / 8)
+    for (int64_t c = 0; c < n; c += ACT_CHUNK) {
+        int64_t e1 = c + ACT_CHUNK < n ? c + ACT_CHUNK : n;
+        if (tanh_form) {
+            ACT_SIMD
+            for (int64_t e = c; e < e1; e++) {
+                real d;
+                SR_FN(gelu_tanh)(x[e], &d);
+                gx[e] = gy[e] * d;
+            }
+        } else {
+            ACT_SIMD
+            for (int64_t e = c; e < e1; e++) {
+                real d;
+                SR_FN(gelu_erf)(x[e], &d);
+                gx[e] = gy[e] * d;
+            }
+        }
+    }
+}
+
+/* Softmax of rows of length L; the sum in double. */
+static void SR_FN(softmax_fwd)(real *y, const real *x, int64_t rows, int64_t L)
+{
+    #pragma omp parallel for schedule(static) if (rows * L > ACT_OMP_MIN / 4)
+    for (int64_t r = 0; r < rows; r++) {
+        const real *xr = x + r * L;
+        real *yr = y + r * L;
+        real mx = xr[0];
+        #pragma omp simd reduction(max : mx)
+        for (int64_t l = 1; l < L; l++)
+            mx = xr[l] > mx ? xr[l] : mx;
+        double s = 0;
+        #pragma omp simd reduction(+ : s)
+        for (int64_t l = 0; l < L; l++) {
+            yr[l] = SR_FN(act_exp)(xr[l] - mx);
+            s += yr[l];
+        }
+        real inv = (real)(1 / s);
+        #pragma omp simd
+        for (int64_t l = 0; l < L; l++)
+            yr[l] *= inv;
+    }
+}
+
+/* out = s ⊙ (u − ⟨s, u⟩) per row: the JVP (u a tangent row) and the
+ * backward (u = gy) alike, since the Jacobian diag(s) − s sᵀ is symmetric.
+ * Row r of u uses the softmax row (r / R / k)·R + r mod R, R rows per
+ * sample: tangents of sample i share its rows (k = R = 1: row r itself). */
+static void SR_FN(softmax_tangents)(real *out, const real *u, const real *s, int64_t rows, int64_t R,
+                                    int64_t k, int64_t L)
+{
+    #pragma omp parallel for schedule(static) if (rows * L > ACT_OMP_MIN)
+    for (int64_t r = 0; r < rows; r++) {
+        const real *sr = s + ((r / R) / k * R + r % R) * L, *ur = u + r * L;
+        real *yr = out + r * L;
+        double dot = 0;
+        #pragma omp simd reduction(+ : dot)
+        for (int64_t l = 0; l < L; l++)
+            dot += (double)sr[l] * ur[l];
+        #pragma omp simd
+        for (int64_t l = 0; l < L; l++)
+            yr[l] = (real)(sr[l] * (ur[l] - dot));
+    }
+}
+
+#else /* generic part */
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "nn/layers.h"
+
+/* Below this many elements a loop is not worth waking the OpenMP team
+ * (GELU and softmax do more work per element, so they split sooner). */
+#define ACT_OMP_MIN 65536
+#define ACT_CHUNK 4096
+/* The GELU loops: eight lanes (see the header). */
+#define ACT_SIMD _Pragma("omp simd simdlen(8)")
+
+/* The elementwise helpers below must inline into the `omp simd` loops to
+ * vectorise; GCC's -O2 heuristics decline the larger ones at several call
+ * sites, hence always_inline. */
+#if defined(__GNUC__)
+#define ACT_INLINE static inline __attribute__((always_inline))
+#else
+#define ACT_INLINE static inline
+#endif
+
+#define GELU_K0 0.7978845608028654   /* √(2/π) */
+#define GELU_K1 0.044715
+#define RSQRT2 0.7071067811865476    /* 1/√2 */
+#define RSQRT2PI 0.3989422804014327  /* 1/√(2π) */
+
+/* a·b + c, fused where the target has FMA (the build's -std=c11 turns off
+ * contraction, and without hardware FMA fmaf is a slow libm call). */
+#ifdef __FMA__
+#define ACT_FMA(a, b, c) fmaf(a, b, c)
+#else
+#define ACT_FMA(a, b, c) ((a) * (b) + (c))
+#endif
+
+/* e^x in float32 without libm, for x in [-87, 88]: x = n·ln2 + r, |r| <=
+ * ln2/2 (ln2 split in a short head, so n·head is exact), e^r by Cephes'
+ * expf polynomial (relative error ~1 ulp), 2^n through the exponent bits. */
+ACT_INLINE float exp_core_f32(float x)
+{
+    /* Adding 1.5·2²³ rounds to an integer held in the low mantissa bits:
+     * n as a float and, from the bits, as an integer, with no libm floorf
+     * and no float-to-int conversion (both block vectorisation). */
+    float t = ACT_FMA(x, 1.44269504088896341f, 12582912.0f);
+    float n = t - 12582912.0f;
+    float r = ACT_FMA(n, -0.693359375f, x);
+    r = ACT_FMA(n, 2.12194440e-4f, r);
+    float p = 1.9875691500e-4f;
+    p = ACT_FMA(p, r, 1.3981999507e-3f);
+    p = ACT_FMA(p, r, 8.3334519073e-3f);
+    p = ACT_FMA(p, r, 4.1665795894e-2f);
+    p = ACT_FMA(p, r, 1.6666665459e-1f);
+    p = ACT_FMA(p, r, 5.0000001201e-1f);
+    p = ACT_FMA(p, r * r, r + 1.0f);
+    uint32_t tb, bits;
+    memcpy(&tb, &t, sizeof tb);
+    bits = (tb - 0x4B400000u + 127u) << 23; /* (n + 127) << 23; a NaN stays NaN through p */
+    float s;
+    memcpy(&s, &bits, sizeof s);
+    return p * s;
+}
+
+/* min(max(x, lo), hi) as a bitwise blend of compare masks (a NaN passes
+ * through).  Under GCC's default -ftrapping-math a float select that feeds
+ * arithmetic becomes a branch, and the loop does not vectorise; integer
+ * and/or on the bits does. */
+ACT_INLINE float clamp_f32(float x, float lo, float hi)
+{
+    uint32_t xb, lb, hb;
+    memcpy(&xb, &x, sizeof xb);
+    memcpy(&lb, &lo, sizeof lb);
+    memcpy(&hb, &hi, sizeof hb);
+    uint32_t ml = 0u - (uint32_t)isless(x, lo), mh = 0u - (uint32_t)isgreater(x, hi);
+    xb = (xb & ~ml) | (lb & ml);
+    xb = (xb & ~mh) | (hb & mh);
+    float r;
+    memcpy(&r, &xb, sizeof r);
+    return r;
+}
+
+/* Keep the bits of v where mask is all ones, else those of alt. */
+ACT_INLINE float blend_f32(uint32_t mask, float v, float alt)
+{
+    uint32_t vb, ab;
+    memcpy(&vb, &v, sizeof vb);
+    memcpy(&ab, &alt, sizeof ab);
+    vb = (vb & mask) | (ab & ~mask);
+    memcpy(&v, &vb, sizeof v);
+    return v;
+}
+
+/* e^x for any x: 0 below -87 (the true value is a denormal there, and a
+ * caller such as x·φ(x) must not see 1e-38 multiplied by a huge x), +inf
+ * above 88.7, NaN for NaN. */
+ACT_INLINE float act_exp_f32(float x)
+{
+    float e = exp_core_f32(clamp_f32(x, -87.0f, 88.0f));
+    e = blend_f32(0u - (uint32_t)isless(x, -87.0f), 0.0f, e);
+    return blend_f32(0u - (uint32_t)isgreater(x, 88.7f), INFINITY, e);
+}
+ACT_INLINE double act_exp_f64(double x) { return exp(x); }
+
+/* Beyond |x| = 12.9, Φ(−|x|) < 2.1e-38 is below float's normal range: GELU
+ * is x or 0 there (and the derivative 1 or 0). */
+#define GELU_XMAX 12.9f
+
+/* gelu(x) = x·Φ(x), *d = Φ(x) + x·φ(x), from E = Φ(−|x|) = erfc(a)/2 with
+ * a = |x|/√2 (Φ(x) = E below 0, 1 − E above: no cancellation in the lower
+ * tail).  erfc(a) = e^{−a²}·R(a) with R(a) = P(a)/Q(a), a (4, 5) rational
+ * fitted for least relative error on a in [0, 9.2] (4.7e-9; P and Q are
+ * written in |x|, with the 1/2 and the 1/√2 folded in, and all their
+ * coefficients positive, so Horner does not cancel).  e^{−a²} = e^{−x²/2}
+ * also gives φ.  A NaN or ±inf x reaches y and d through the final
+ * products with x (x·Φ: −inf·0 is NaN, as in torch). */
+ACT_INLINE float gelu_erf_f32(float x, float *d)
+{
+    uint32_t xb;
+    memcpy(&xb, &x, sizeof xb);
+    xb &= 0x7fffffffu;
+    float ax;
+    memcpy(&ax, &xb, sizeof ax);
+    uint32_t far = 0u - (uint32_t)isgreater(ax, GELU_XMAX);
+    ax = blend_f32(far, GELU_XMAX, ax);
+    float p = 3.99528863e-3f;
+    p = ACT_FMA(p, ax, 3.98151278e-2f);
+    p = ACT_FMA(p, ax, 1.80802912e-1f);
+    p = ACT_FMA(p, ax, 4.35001880e-1f);
+    p = ACT_FMA(p, ax, 0.5f);
+    float q = 1.00145536e-2f;
+    q = ACT_FMA(q, ax, 9.98093709e-2f);
+    q = ACT_FMA(q, ax, 4.63050693e-1f);
+    q = ACT_FMA(q, ax, 1.19238448f);
+    q = ACT_FMA(q, ax, 1.66788864f);
+    q = ACT_FMA(q, ax, 1.0f);
+    float g = blend_f32(far, 0.0f, exp_core_f32(-0.5f * ax * ax)); /* e^{−x²/2} */
+    float e = p / q * g;                                          /* Φ(−|x|) */
+    float cdf = blend_f32(0u - (uint32_t)isless(x, 0.0f), e, 1.0f - e);
+    *d = ACT_FMA(x, (float)RSQRT2PI * g, cdf);
+    return x * cdf;
+}
+ACT_INLINE double gelu_erf_f64(double x, double *d)
+{
+    double cdf = 0.5 * erfc(-x * RSQRT2);
+    *d = cdf + x * RSQRT2PI * exp(-0.5 * x * x);
+    return x * cdf;
+}
+
+/* The tanh form with u = k0(x + k1x³), through m = e^{−2u} and
+ * g = 1/(1 + m):  1 + tanh u = 2g,  1 − tanh² u = 4mg²,  so
+ *     y = x·g,   y' = g + 2x·m·g²·k0(1 + 3k1x²).
+ * No cancellation on either side, y = x exactly once m < ulp, and m·g² <= 1
+ * cannot overflow.  Where 2u < −80 (−700 in float64) m would overflow: g is
+ * 0 there.  The derivative's tail is dropped where m or g is 0 (x² may be
+ * inf: no 0·inf), its true size being below e^-80·x³ there. */
+ACT_INLINE float gelu_tanh_f32(float x, float *d)
+{
+    float x2 = x * x, a = -2 * (float)GELU_K0 * (x + (float)GELU_K1 * x2 * x); /* a = −2u */
+    uint32_t neg = 0u - (uint32_t)isgreater(a, 80.0f), pos = 0u - (uint32_t)isless(a, -87.0f);
+    float m = blend_f32(pos, 0.0f, exp_core_f32(clamp_f32(a, -87.0f, 80.0f)));
+    float g = blend_f32(neg, 0.0f, 1.0f / (1.0f + m));
+    float tail = blend_f32(neg | pos, 0.0f, 2 * x * m * g * g * (float)GELU_K0 * (1 + 3 * (float)GELU_K1 * x2));
+    *d = g + tail;
+    return x * g;
+}
+ACT_INLINE double gelu_tanh_f64(double x, double *d)
+{
+    double x2 = x * x, a = -2 * GELU_K0 * (x + GELU_K1 * x2 * x);
+    if (isgreater(a, 700.0)) {
+        *d = 0;
+        return x * 0.0;
+    }
+    double m = exp(a), g = 1 / (1 + m);
+    *d = g + (m == 0 ? 0.0 : 2 * x * m * g * g * GELU_K0 * (1 + 3 * GELU_K1 * x2));
+    return x * g;
+}
+
+#define SR_GENERIC_FILE "nn/act.c"
+#include "base/generic.h"
+
+/* Primal rows of a forward (k = 0: all rows) or stacked jvp call. */
+static int64_t primal_rows(const sr_tensor *x, const sr_run *run, int jvp)
+{
+    return jvp ? run->n : x->shape[0];
+}
+
+static int need_batch(const sr_module *m, const sr_tensor *x)
+{
+    if (x->ndim < 1)
+        return sr_fail("%s: input %s needs a batch dimension", m->ops->kind, SR_SHAPE(x));
+    return 0;
+}
+
+void sr_relu_tangents(sr_dtype dt, void *yt, const void *vt, const void *x, int64_t n, int64_t k, int64_t rs)
+{
+    SR_DISPATCH(dt, relu_tangents, yt, vt, x, n, k, rs);
+}
+
+/* ======================= relu ============================================ */
+
+static int relu_run(sr_module *m, const sr_tensor *xv, sr_run *run, int jvp)
+{
+    if (need_batch(m, xv) || sr_module_output_like(m, run, xv))
+        return -1;
+    int64_t n = primal_rows(xv, run, jvp), rs = sr_rowsize(xv);
+    SR_DISPATCH(xv->dtype, relu_fwd, sr_data(&m->out), sr_data(xv), n * rs);
+    if (jvp) {
+        size_t off = (size_t)(n * rs) * sr_dtype_size(xv->dtype);
+        SR_DISPATCH(xv->dtype, relu_tangents, (void *)((char *)sr_data(&m->out) + off),
+                    (const void *)((const char *)sr_data(xv) + off), sr_data(xv), n, run->k, rs);
+    }
+    /* The activation-pattern metrics (metrics.c) read the recorded input,
+     * stacked in a jvp.  Backward needs only the pattern x > 0, which
+     * y = max(x, 0) holds as well (also for -0 and NaN): saving y lets the
+     * input, typically a BatchNorm output, go back to the pool once read. */
+    if (run->record_relu)
+        sr_tensor_share(&m->saved, xv);
+    else if (!jvp && run->save)
+        sr_tensor_share(&m->saved, &m->out);
+    return 0;
+}
+
+static int relu_forward(sr_module *m, const sr_tensor *x, sr_run *run) { return relu_run(m, x, run, 0); }
+static int relu_jvp(sr_module *m, const sr_tensor *xv, sr_run *run) { return relu_run(m, xv, run, 1); }
+
+static int relu_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
+{
+    const sr_tensor *x = &m->saved;
+    if (!x->storage)
+        return sr_fail("relu backward: forward was not run with save");
+    if (sr_module_grad_input_like(m, run, x))
+        return -1;
+    /* one "primal" row holding everything, one tangent: gx = gy·[x > 0] */
+    SR_DISPATCH(x->dtype, relu_tangents, sr_data(&m->gin), sr_data(gy), sr_data(x), 1, 1, sr_numel(x));
+    return 0;
+}
+
+static const sr_module_ops relu_ops = {"relu", relu_forward, relu_jvp, relu_backward, NULL, NULL, NULL};
+
+sr_module *sr_relu_create(const sr_opts *o)
+{
+    (void)o;
+    return sr_module_new(&relu_ops, 0);
+}
+
+/* ======================= gelu ============================================ */
+
+typedef struct {
+    int tanh_form;
+    sr_tensor deriv; /* jvp workspace: gelu'(x) of the primal rows */
+} gelu_impl;
+
+static int gelu_run(sr_module *m, const sr_tensor *xv, sr_run *run, int jvp)
+{
+    gelu_impl *g = m->impl;
+    if (need_batch(m, xv) || sr_module_output_like(m, run, xv))
+        return -1;
+    int64_t n = primal_rows(xv, run, jvp), rs = sr_rowsize(xv);
+    void *deriv = NULL;
+    if (jvp) {
+        if (sr_tensor_ensure(&g->deriv, xv->dtype, 1, (int64_t[]){n * rs}))
+            return -1;
+        deriv = sr_data(&g->deriv);
+    }
+    SR_DISPATCH(xv->dtype, gelu_fwd, sr_data(&m->out), deriv, sr_data(xv), n * rs, g->tanh_form);
+    if (jvp) {
+        size_t off = (size_t)(n * rs) * sr_dtype_size(xv->dtype);
+        SR_DISPATCH(xv->dtype, diag_tangents, (void *)((char *)sr_data(&m->out) + off),
+                    (const void *)((const char *)sr_data(xv) + off), deriv, n, run->k, rs);
+    } else if (run->save) {
+        sr_tensor_share(&m->saved, xv);
+    }
+    return 0;
+}
+
+static int gelu_forward(sr_module *m, const sr_tensor *x, sr_run *run) { return gelu_run(m, x, run, 0); }
+static int gelu_jvp(sr_module *m, const sr_tensor *xv, sr_run *run) { return gelu_run(m, xv, run, 1); }
+
+static int gelu_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
+{
+    gelu_impl *g = m->impl;
+    const sr_tensor *x = &m->saved;
+    if (!x->storage)
+        return sr_fail("gelu backward: forward was not run with save");
+    if (sr_module_grad_input_like(m, run, x))
+        return -1;
+    SR_DISPATCH(x->dtype, gelu_bwd, sr_data(&m->gin), sr_data(gy), sr_data(x), sr_numel(x), g->tanh_form);
+    return 0;
+}
+
+static void gelu_free(sr_module *m)
+{
+    gelu_impl *g = m->impl;
+    sr_tensor_free(&g->deriv);
+}
+
+static void gelu_describe(const sr_module *m, char *buf, size_t n)
+{
+    const gelu_impl *g = m->impl;
+    snprintf(buf, n, "approximate=%s", g->tanh_form ? "tanh" : "none");
+}
+
+static const sr_module_ops gelu_ops = {"gelu", gelu_forward, gelu_jvp, gelu_backward,
+                                       NULL, gelu_free, gelu_describe};
+
+sr_module *sr_gelu_create(const sr_opts *o)
+{
+    int tanh_form;
+    if (sr_opt_choice(o, "approximate", (const char *[]){"none", "tanh", NULL}, &tanh_form))
+        return NULL;
+    sr_module *m = sr_module_new(&gelu_ops, sizeof(gelu_impl));
+    if (m)
+        ((gelu_impl *)m->impl)->tanh_form = tanh_form;
+    return m;
+}
+
+/* ======================= softmax ========================================= */
+
+static int softmax_run(sr_module *m, const sr_tensor *xv, sr_run *run, int jvp)
+{
+    if (xv->ndim < 2)
+        return sr_fail("softmax: input %s needs a batch dimension", SR_SHAPE(xv));
+    int64_t L = xv->shape[xv->ndim - 1];
+    if (L < 1)
+        return sr_fail("softmax: input %s has an empty last dimension", SR_SHAPE(xv));
+    if (sr_module_output_like(m, run, xv))
+        return -1;
+    int64_t n = primal_rows(xv, run, jvp), R = sr_rowsize(xv) / L;
+    SR_DISPATCH(xv->dtype, softmax_fwd, sr_data(&m->out), sr_data(xv), n * R, L);
+    if (jvp) {
+        size_t off = (size_t)(n * R * L) * sr_dtype_size(xv->dtype);
+        SR_DISPATCH(xv->dtype, softmax_tangents, (void *)((char *)sr_data(&m->out) + off),
+                    (const void *)((const char *)sr_data(xv) + off), sr_data(&m->out), n * run->k * R, R,
+                    run->k, L);
+    } else if (run->save) {
+        /* backward needs s = y; sharing it makes the next forward allocate
+         * afresh rather than overwrite it */
+        sr_tensor_share(&m->saved, &m->out);
+    }
+    return 0;
+}
+
+static int softmax_forward(sr_module *m, const sr_tensor *x, sr_run *run) { return softmax_run(m, x, run, 0); }
+static int softmax_jvp(sr_module *m, const sr_tensor *xv, sr_run *run) { return softmax_run(m, xv, run, 1); }
+
+static int softmax_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
+{
+    const sr_tensor *s = &m->saved;
+    if (!s->storage)
+        return sr_fail("softmax backward: forward was not run with save");
+    if (sr_module_grad_input_like(m, run, s))
+        return -1;
+    int64_t L = s->shape[s->ndim - 1], rows = sr_numel(s) / L;
+    SR_DISPATCH(s->dtype, softmax_tangents, sr_data(&m->gin), sr_data(gy), sr_data(s), rows, 1, 1, L);
+    return 0;
+}
+
+static const sr_module_ops softmax_ops = {"softmax", softmax_forward, softmax_jvp, softmax_backward,
+                                          NULL, NULL, NULL};
+
+sr_module *sr_softmax_create(const sr_opts *o)
+{
+    (void)o;
+    return sr_module_new(&softmax_ops, 0);
+}
+
+#endif

@@ -1,0 +1,74 @@
+/* layers.h - constructors of every leaf layer (one .c file per concept) and
+ * the kernel entry points other C code (tests, the engine) calls directly. */
+#ifndef SR_LAYERS_H
+#define SR_LAYERS_H
+
+#include "kernels/epilogue.h"
+#include "nn/module.h"
+
+/* linear.c */
+sr_module *sr_linear_create(const sr_opts *o);
+/* y = x Wᵀ (+ b on the first bias_rows rows); naive=1: reference loops. */
+int sr_linear_apply(const sr_tensor *x, const sr_tensor *w, const sr_tensor *b, sr_tensor *y,
+                    int64_t bias_rows, int naive);
+
+/* conv.c */
+sr_module *sr_conv2d_create(const sr_opts *o);
+/* Geometry for the reference kernels: {h, w} pairs and the group count
+ * (kernel size and channels come from the weight (O, C/groups, kh, kw)). */
+typedef struct sr_conv2d_params {
+    int64_t stride[2], padding[2], dilation[2], groups;
+} sr_conv2d_params;
+/* Naive direct loops summing in double, for tests: y = W ⋆ x + b (b may be
+ * NULL); y is allocated.  The backward writes (does not accumulate) gx, gw
+ * and gb (gb may be NULL) for the output gradient gy. */
+int sr_conv2d_ref(const sr_tensor *x, const sr_tensor *w, const sr_tensor *b,
+                  const sr_conv2d_params *p, sr_tensor *y);
+int sr_conv2d_ref_backward(const sr_tensor *x, const sr_tensor *w, const sr_tensor *gy,
+                           const sr_conv2d_params *p, sr_tensor *gx, sr_tensor *gw, sr_tensor *gb);
+
+/* Forward (jvp = 0) or stacked JVP (jvp = 1: run->n, run->k) with the
+ * output map ep (may be NULL) applied as the output is written: the fused
+ * conv2d -> batchnorm2d (eval) [-> relu] of a sequential (module.c). */
+int sr_conv2d_run_mapped(sr_module *m, const sr_tensor *x, int jvp, const sr_epilogue *ep, sr_run *run);
+
+/* norm.c */
+sr_module *sr_batchnorm2d_create(const sr_opts *o);
+/* If m is a batchnorm2d in eval mode: fill e with its affine map (valid
+ * until m next runs or is freed; relu = 0) and return 1; else return 0. */
+int sr_batchnorm2d_epilogue(sr_module *m, sr_epilogue *e);
+sr_module *sr_layernorm_create(const sr_opts *o);
+sr_module *sr_normalize_create(const sr_opts *o);
+
+/* act.c */
+sr_module *sr_relu_create(const sr_opts *o);
+/* relu's JVP on stacked rows: yt = vt where the primal row of x is > 0,
+ * else 0 (n primal rows of rs elements, k tangents each; yt may be vt). */
+void sr_relu_tangents(sr_dtype dt, void *yt, const void *vt, const void *x, int64_t n, int64_t k, int64_t rs);
+sr_module *sr_gelu_create(const sr_opts *o);
+sr_module *sr_softmax_create(const sr_opts *o);
+
+/* pool.c (and shape-only layers) */
+sr_module *sr_maxpool2d_create(const sr_opts *o);
+sr_module *sr_avgpool2d_create(const sr_opts *o);
+sr_module *sr_adaptive_avgpool2d_create(const sr_opts *o);
+sr_module *sr_flatten_create(const sr_opts *o);
+sr_module *sr_permute_create(const sr_opts *o);
+/* y = x with dims reordered: y.shape[d] = x.shape[perm[d]] (perm has nd
+ * entries, perm[0] = 0); y is (re)used through sr_tensor_ensure. */
+int sr_permute_apply(sr_tensor *y, const sr_tensor *x, int nd, const int *perm);
+
+/* attention.c */
+sr_module *sr_attention_create(const sr_opts *o);
+/* Reference loops (double accumulation) for tests: y = attention m applied to
+ * xv (S,T,D); with k > 0, xv is stacked like jvp input (n primal samples, then
+ * k tangents per primal) and y holds the outputs and JVPs.  y is allocated. */
+int sr_attention_naive(const sr_module *m, const sr_tensor *xv, int64_t n, int64_t k, sr_tensor *y);
+
+/* tokens.c: ViT pieces */
+sr_module *sr_to_tokens_create(const sr_opts *o);
+sr_module *sr_cls_pos_create(const sr_opts *o);
+sr_module *sr_token_select_create(const sr_opts *o);
+sr_module *sr_layer_scale_create(const sr_opts *o);
+
+#endif

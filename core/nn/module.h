@@ -1,0 +1,230 @@
+/* module.h - encoder module trees: leaves (layers) and containers.
+ *
+ * A module computes y = f(x) on a batch.  It runs three ways, wholly in C:
+ *
+ *   forward   m->out = f(x)
+ *   jvp       stacked forward-mode AD.  The input holds run->n primal rows
+ *             followed by run->n * run->k tangent rows, tangent j of primal i
+ *             at row n + i*k + j ("input-major").  The output has the same
+ *             layout: rows [0,n) are f(x), the rest J(x)·v.  Linear layers run
+ *             the whole stack through one GEMM (bias only on the primal rows),
+ *             so k tangents cost about (1+k)/k forwards each.
+ *   backward  given dL/dy for the last forward (run with run->save), writes
+ *             dL/dx into m->gin and, when run->param_grads, *accumulates*
+ *             dL/dθ into each trainable parameter's grad.
+ *
+ * Buffers: a module owns its output (m->out) and input-gradient (m->gin)
+ * tensors, lent by the pass's pool (sr_module_output, sr_module_grad_input).
+ * Containers give a child's buffers back once its consumer has read them:
+ * outputs during forward (what backward needs is held by the consumers'
+ * m->saved references, not by m->out), gradients during backward, and
+ * sr_module_backward returns m->saved.  So a training step holds the saved
+ * activations plus a few live gradients, and afterwards only the root's
+ * output and input gradient.  Whoever wants to keep a result takes a
+ * reference (sr_tensor_share): a referenced buffer never goes to a pool.
+ *
+ * Names: a child is stored with its name in the parent ("conv1", "0").  An
+ * empty name is transparent: the child's parameters and children appear
+ * directly under the parent's path.  This is how a torchvision BasicBlock
+ * (conv1, bn1, conv2, bn2, downsample with a non-sequential dataflow) gets
+ * torchvision's state_dict keys: block = sequential{ ""=residual{ ""=body,
+ * "downsample"=shortcut }, "relu"=relu }.
+ */
+#ifndef SR_MODULE_H
+#define SR_MODULE_H
+
+#include "base/opts.h"
+#include "base/rng.h"
+#include "tensor/tensor.h"
+
+typedef struct sr_module sr_module;
+
+typedef struct sr_param {
+    char *name;       /* local name: "weight", "running_mean", "cls_token" */
+    sr_tensor value;
+    sr_tensor grad;   /* allocated (zeroed) on first accumulation */
+    int trainable;    /* 0 for buffers such as BatchNorm running statistics */
+} sr_param;
+
+/* Per-call state threaded through a tree. */
+typedef struct sr_run {
+    int64_t n, k;        /* jvp: primal rows and tangents per primal */
+    int save;            /* forward: keep what backward needs */
+    int param_grads;     /* backward: accumulate parameter gradients */
+    /* Taps: outputs of these modules are recorded (as shared views, stacked
+     * for jvp).  When stop_after_taps, the pass ends once all are recorded. */
+    int ntaps;
+    const sr_module *const *taps;
+    sr_tensor *tap_out;  /* ntaps slots, filled by sr_run_record */
+    int ntaps_done;
+    int stop_after_taps;
+    int stopped;         /* set when the pass ended early at the last tap */
+    /* ReLU layers keep their input (stacked, for jvp) in m->saved, for the
+     * activation-pattern metrics (core/metrics.c). */
+    int record_relu;
+    /* Spare buffers for the pass: the pool of the module the pass started
+     * from, set by sr_module_forward / _jvp / _backward for the duration of
+     * that call (leave it NULL).  A pass without run->save returns each
+     * activation to it once consumed. */
+    sr_pool *pool;
+    /* Run without a pool: nothing is lent, whatever is given back is freed
+     * (a reference for the pooling, and use-after-give-back becomes a
+     * use-after-free that the sanitizers see). */
+    int unpooled;
+    /* Run every layer on its own: no inference fusion in sequentials (a
+     * reference for the fusion, which is bit-identical anyway). */
+    int unfused;
+    int nfused;          /* out: layer groups the pass ran fused */
+    /* Residual -> relu in a fused forward: the sum's other branch, handed
+     * to the body's sequential, which adds it and clips in its last
+     * conv -> batchnorm map and sets addend_used. */
+    const sr_tensor *addend;
+    int addend_used;
+} sr_run;
+
+#define SR_RUN_INIT {0, 0, 0, 0, 0, NULL, NULL, 0, 0, 0, 0, NULL, 0, 0, 0, NULL, 0}
+
+typedef struct sr_module_ops {
+    const char *kind; /* "conv2d", "sequential", ... */
+    int (*forward)(sr_module *m, const sr_tensor *x, sr_run *run);
+    int (*jvp)(sr_module *m, const sr_tensor *xv, sr_run *run);
+    int (*backward)(sr_module *m, const sr_tensor *gy, sr_run *run);
+    /* Re-initialise parameters (PyTorch's default init); NULL if none. */
+    void (*reset)(sr_module *m, sr_rng *rng);
+    /* Free impl-owned resources (saved tensors, workspaces); may be NULL. */
+    void (*free_impl)(sr_module *m);
+    /* One-line description of the configuration, e.g. "3->16, k3 s1 p1". */
+    void (*describe)(const sr_module *m, char *buf, size_t n);
+} sr_module_ops;
+
+typedef struct sr_child {
+    char *name;
+    sr_module *m;
+} sr_child;
+
+struct sr_module {
+    const sr_module_ops *ops;
+    long refcount;
+    int training;              /* BatchNorm batch statistics etc. */
+    sr_dtype dtype;            /* dtype of parameters; inputs must match */
+    int nparams;
+    sr_param *params;
+    int nchildren;
+    sr_child *children;
+    sr_tensor out;             /* last output (stacked for jvp) */
+    sr_tensor gin;             /* last input gradient */
+    sr_tensor saved;           /* input saved by forward for backward */
+    void *impl;                /* layer-specific config and state */
+    /* Tap names of a whole model (root only): "features" -> "flatten", and
+     * the tap used when a caller names none (NULL: the full output). */
+    int naliases;
+    char **alias_names, **alias_paths;
+    char *default_tap;
+    /* Containers: child index where the last pass stopped at a tap (-1:
+     * ran to the end), so backward starts from the tap, not the output. */
+    int stop_at;
+    /* Shape and dtype of the last output, kept when a pass has returned the
+     * buffer to the pool (m:summary and backward's checks read them). */
+    int out_ndim;
+    int64_t out_shape[SR_MAXDIM];
+    sr_dtype out_dtype;
+    /* Spare buffers of passes started at this module (see sr_run.pool). */
+    sr_pool pool;
+};
+
+/* --- construction ------------------------------------------------------ */
+/* New module with refcount 1 and a zeroed impl of impl_size bytes. */
+sr_module *sr_module_new(const sr_module_ops *ops, size_t impl_size);
+void sr_module_retain(sr_module *m);
+void sr_module_release(sr_module *m);
+/* Add a parameter (allocated, zeroed, float32); returns it or NULL. */
+sr_param *sr_module_add_param(sr_module *m, const char *name, int ndim, const int64_t *shape,
+                              int trainable);
+/* Add a child (takes a new reference). */
+int sr_module_add_child(sr_module *m, const char *name, sr_module *child);
+/* Direct parameter of this module by local name, or NULL. */
+sr_param *sr_module_local_param(const sr_module *m, const char *name);
+
+/* --- running ----------------------------------------------------------- */
+/* Check input dtype matches the module's parameters (op named in error). */
+int sr_module_check_dtype(const sr_module *m, const sr_tensor *x);
+/* Public entry points: check dtype, interrupt flag, run the op, record taps. */
+int sr_module_forward(sr_module *m, const sr_tensor *x, sr_run *run);
+int sr_module_jvp(sr_module *m, const sr_tensor *xv, sr_run *run);
+/* The stacked layout sr_module_jvp expects: xv has run->n·(1 + run->k)
+ * rows, run->k >= 1. */
+int sr_run_check_stacked(const sr_module *m, const sr_tensor *xv, const sr_run *run);
+int sr_module_backward(sr_module *m, const sr_tensor *gy, sr_run *run);
+/* Make m->out a dtype/shape buffer for this pass: m's own when it can serve,
+ * else one lent from the pass's pool, else fresh (sr_tensor_ensure). */
+int sr_module_output(sr_module *m, sr_run *run, sr_dtype dtype, int ndim, const int64_t *shape);
+int sr_module_output_like(sr_module *m, sr_run *run, const sr_tensor *like);
+/* The same for m->gin in backward. */
+int sr_module_grad_input(sr_module *m, sr_run *run, sr_dtype dtype, int ndim, const int64_t *shape);
+int sr_module_grad_input_like(sr_module *m, sr_run *run, const sr_tensor *like);
+/* Called by containers after each child: records taps, sets run->stopped. */
+void sr_run_record(sr_run *run, const sr_module *child);
+/* Release the tap outputs held by run (not the array itself). */
+void sr_run_clear(sr_run *run);
+
+/* --- tree utilities ---------------------------------------------------- */
+void sr_module_set_training(sr_module *m, int training);
+/* Convert all parameters to dtype and drop cached buffers. */
+int sr_module_to_dtype(sr_module *m, sr_dtype dtype);
+void sr_module_reset(sr_module *m, sr_rng *rng);
+void sr_module_zero_grad(sr_module *m);
+/* Drop cached activations, saved inputs and gradients (frees memory). */
+void sr_module_clear_buffers(sr_module *m);
+
+/* Visit every parameter with its dotted path ("layer1.0.conv1.weight"). */
+typedef int (*sr_param_visitor)(const char *path, sr_param *p, sr_module *owner, void *ud);
+int sr_module_walk_params(sr_module *m, sr_param_visitor fn, void *ud);
+/* Visit every module with its dotted path ("" for the root). */
+typedef int (*sr_module_visitor)(const char *path, sr_module *m, int depth, void *ud);
+int sr_module_walk(sr_module *m, sr_module_visitor fn, void *ud);
+/* Lookup by dotted path; NULL (with error set) if absent. */
+sr_param *sr_module_find_param(sr_module *m, const char *path);
+/* Module at a dotted path or at one of the root's aliases; "" is the root. */
+sr_module *sr_module_find(sr_module *m, const char *path);
+/* Define alias name -> path (replacing an existing one); path must exist. */
+int sr_module_set_alias(sr_module *m, const char *name, const char *path);
+/* Set the default tap (an alias or path; NULL or "" for the full output). */
+int sr_module_set_default_tap(sr_module *m, const char *tap);
+
+/* --- containers (module.c) --------------------------------------------- */
+/* Sequential: children run in order. */
+sr_module *sr_sequential_new(void);
+/* Forward of a sequential's children [first, n) on x, which stands for
+ * child first − 1's output: a caller that has that output another way
+ * (the profile engine's shared affine prefix) runs only the rest. */
+int sr_sequential_forward_from(sr_module *m, int first, const sr_tensor *x, sr_run *run);
+/* A leaf layer whose map is affine in its current mode (conv2d, linear,
+ * batchnorm2d in eval, normalize, pooling by averages, reshapes, ...). */
+int sr_module_is_affine(const sr_module *m);
+/* How many leading children of a sequential are affine layers, all but
+ * the last child at most (0 for other modules): on them the model is
+ * A(x) + L(u) for an input x + u. */
+int sr_sequential_affine_prefix(const sr_module *m);
+/* Residual: y = body(x) + (shortcut ? shortcut(x) : x).  Children are added
+ * as "body" role first, then the optional shortcut; names are free. */
+sr_module *sr_residual_new(void);
+/* Identity (also dropout and stochastic depth at eval). */
+sr_module *sr_identity_new(void);
+
+/* --- layer registry (layers.c) ----------------------------------------- */
+/* Every leaf layer is built from options, e.g. conv2d{in_channels=3, ...};
+ * the Lua binding srgeo.nn.NAME{...} looks the name up here. */
+typedef sr_module *(*sr_layer_ctor)(const sr_opts *o);
+typedef struct sr_layer_def {
+    const char *name;
+    sr_layer_ctor create;
+    const char *help; /* options with defaults, one line */
+} sr_layer_def;
+extern const sr_layer_def sr_layers[]; /* terminated by {NULL} */
+const sr_layer_def *sr_layer_lookup(const char *name);
+
+/* Row of the primal that tangent row t (0-based within the tangent block)
+ * belongs to, for input-major stacking. */
+static inline int64_t sr_tangent_primal(const sr_run *run, int64_t t) { return t / run->k; }
+
+#endif

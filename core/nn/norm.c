@@ -1,0 +1,806 @@
+/* norm.c - normalisation layers:
+ *   batchnorm2d  (N,C,H,W)  per channel; eval: running statistics (an affine map);
+ *                           train: batch statistics over (N,H,W) and the running-stat update
+ *   layernorm    (N,...,D)  over the last dim (ViT tokens), or (N,C,H,W) over C at each
+ *                           pixel (dim="channels", torchvision ConvNeXt's LayerNorm2d)
+ *   normalize    (N,C,H,W)  (x - mean)/std per channel: the input normalisation folded into Φ
+ *
+ * Statistics are accumulated in double for both dtypes, in two passes
+ * (mean, then squared deviations).  Every sum belongs to one thread (loops
+ * run in parallel over channels, groups or features, never split a sum), so
+ * results do not depend on the thread count.
+ *
+ * Derivatives.  Both norms standardise a group of M values (a channel over
+ * the batch, or one token / pixel across D features): x̂ = (x − μ)·r with
+ * r = 1/√(σ² + ε), σ² the biased variance.  Differentiating μ and σ² too,
+ *     dx̂ = P(v),   P(u) = r·(u − mean(u) − x̂·mean(x̂ ⊙ u)),
+ * and P is symmetric, so the JVP is w ⊙ P(v) and the backward P(w ⊙ gy).
+ * For batchnorm in train mode the group spans the batch, so tangent j of the
+ * stack is one joint perturbation of all primal rows (rows n + i·k + j over
+ * i), exactly what torch's forward AD computes for a batch.  In eval mode
+ * the map is affine and tangents are only scaled. */
+#ifdef SR_REAL
+
+/* Mean and biased variance of each channel over the first n rows. */
+static void SR_FN(bn_stats)(double *mean, double *var, const real *x, int64_t n, int64_t C, int64_t P)
+{
+    double M = (double)(n * P);
+    #pragma omp parallel for schedule(static) if (n * C * P > NORM_OMP_MIN)
+    for (int64_t c = 0; c < C; c++) {
+        double s = 0, q = 0;
+        for (int64_t i = 0; i < n; i++) {
+            const real *xc = x + (i * C + c) * P;
+            #pragma omp simd reduction(+ : s)
+            for (int64_t p = 0; p < P; p++)
+                s += xc[p];
+        }
+        double mu = s / M;
+        for (int64_t i = 0; i < n; i++) {
+            const real *xc = x + (i * C + c) * P;
+            #pragma omp simd reduction(+ : q)
+            for (int64_t p = 0; p < P; p++) {
+                double d = xc[p] - mu;
+                q += d * d;
+            }
+        }
+        mean[c] = mu;
+        var[c] = q / M;
+    }
+}
+
+/* Tangents of train-mode batchnorm: dy = w·P(v) per channel, the means in P
+ * running over the joint tangent j (rows n + i·k + j for all i). */
+static void SR_FN(bn_train_tangents)(real *y, const real *xv, int64_t n, int64_t k, int64_t C,
+                                     int64_t P, const double *mu, const double *rstd, const double *w)
+{
+    double M = (double)(n * P);
+    #pragma omp parallel for collapse(2) schedule(static) if (n * k * C * P > NORM_OMP_MIN)
+    for (int64_t c = 0; c < C; c++)
+        for (int64_t j = 0; j < k; j++) {
+            double m = mu[c], r = rstd[c], sv = 0, sxv = 0;
+            for (int64_t i = 0; i < n; i++) {
+                const real *xc = xv + (i * C + c) * P, *vc = xv + ((n + i * k + j) * C + c) * P;
+                #pragma omp simd reduction(+ : sv, sxv)
+                for (int64_t p = 0; p < P; p++) {
+                    sv += vc[p];
+                    sxv += (xc[p] - m) * r * vc[p];
+                }
+            }
+            double mv = sv / M, mxv = sxv / M, s = w[c] * r;
+            for (int64_t i = 0; i < n; i++) {
+                const real *xc = xv + (i * C + c) * P, *vc = xv + ((n + i * k + j) * C + c) * P;
+                real *yc = y + ((n + i * k + j) * C + c) * P;
+                #pragma omp simd
+                for (int64_t p = 0; p < P; p++)
+                    yc[p] = (real)(s * (vc[p] - mv - (xc[p] - m) * r * mxv));
+            }
+        }
+}
+
+/* Backward with the statistics (μ, r) the forward used.  train: gx =
+ * w·P(gy) (batch statistics depend on x); eval: gx = w·r·gy.  Either way
+ * gw += Σ gy·x̂ and gb += Σ gy (gw, gb may be NULL). */
+static void SR_FN(bn_bwd)(real *gx, real *gw, real *gb, const real *gy, const real *x, int64_t n,
+                          int64_t C, int64_t P, const double *mu, const double *rstd, const double *w,
+                          int train)
+{
+    double M = (double)(n * P);
+    #pragma omp parallel for schedule(static) if (n * C * P > NORM_OMP_MIN)
+    for (int64_t c = 0; c < C; c++) {
+        double m = mu[c], r = rstd[c], s1 = 0, s2 = 0;
+        for (int64_t i = 0; i < n; i++) {
+            const real *xc = x + (i * C + c) * P, *gc = gy + (i * C + c) * P;
+            #pragma omp simd reduction(+ : s1, s2)
+            for (int64_t p = 0; p < P; p++) {
+                s1 += gc[p];
+                s2 += gc[p] * (xc[p] - m) * r;
+            }
+        }
+        double s = w[c] * r, mg = train ? s1 / M : 0, mxg = train ? s2 / M : 0;
+        for (int64_t i = 0; i < n; i++) {
+            const real *xc = x + (i * C + c) * P, *gc = gy + (i * C + c) * P;
+            real *oc = gx + (i * C + c) * P;
+            #pragma omp simd
+            for (int64_t p = 0; p < P; p++)
+                oc[p] = (real)(s * (gc[p] - mg - (xc[p] - m) * r * mxg));
+        }
+        if (gw)
+            gw[c] += (real)s2;
+        if (gb)
+            gb[c] += (real)s1;
+    }
+}
+
+/* running ← (1 − momentum)·running + momentum·batch, with the unbiased
+ * variance (M/(M−1)) as PyTorch does; the count goes up by one. */
+static void SR_FN(bn_update)(real *rm, real *rv, real *count, const double *mean, const double *var,
+                             int64_t C, double momentum, double M)
+{
+    for (int64_t c = 0; c < C; c++) {
+        rm[c] = (real)((1 - momentum) * rm[c] + momentum * mean[c]);
+        rv[c] = (real)((1 - momentum) * rv[c] + momentum * var[c] * M / (M - 1));
+    }
+    count[0] += 1;
+}
+
+static void SR_FN(to_f64)(double *d, const real *s, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        d[i] = s[i];
+}
+
+/* --- layernorm ----------------------------------------------------------
+ * Sample layout: G groups of D values per sample (rs = G·D elements).
+ * dim="last": group q is the contiguous row at q·D ("rows" kernels, which
+ * vectorise along D).  dim="channels": value d of group q (a pixel) sits at
+ * d·G + q, so LN_QB adjacent pixels are handled together ("cols" kernels,
+ * which vectorise along the pixels). */
+#define LN_QB 64
+
+/* Mean and 1/√(var+ε) of one contiguous row, two passes in double. */
+static inline void SR_FN(ln_row_stats)(const real *x, int64_t D, double eps, double *mu, double *rstd)
+{
+    double s = 0, q = 0;
+    #pragma omp simd reduction(+ : s)
+    for (int64_t d = 0; d < D; d++)
+        s += x[d];
+    double m = s / (double)D;
+    #pragma omp simd reduction(+ : q)
+    for (int64_t d = 0; d < D; d++) {
+        double t = x[d] - m;
+        q += t * t;
+    }
+    *mu = m;
+    *rstd = 1 / sqrt(q / (double)D + eps);
+}
+
+/* out = post ⊙ P(pre ⊙ u) for one row, at most one of pre, post given:
+ * post = w is the JVP, pre = w the backward. */
+static inline void SR_FN(ln_row_project)(real *out, const real *u, const real *x, int64_t D, double mu,
+                                         double r, const real *pre, const real *post)
+{
+    double su = 0, sxu = 0;
+    #pragma omp simd reduction(+ : su, sxu)
+    for (int64_t d = 0; d < D; d++) {
+        double ud = pre ? (double)pre[d] * u[d] : u[d];
+        su += ud;
+        sxu += (x[d] - mu) * r * ud;
+    }
+    double mu_u = su / (double)D, mxu = sxu / (double)D;
+    /* the weight cases as separate loops: a select inside would keep GCC
+     * from vectorising */
+    if (post) {
+        #pragma omp simd
+        for (int64_t d = 0; d < D; d++)
+            out[d] = (real)(post[d] * r * (u[d] - mu_u - (x[d] - mu) * r * mxu));
+    } else if (pre) {
+        #pragma omp simd
+        for (int64_t d = 0; d < D; d++)
+            out[d] = (real)(r * ((double)pre[d] * u[d] - mu_u - (x[d] - mu) * r * mxu));
+    } else {
+        #pragma omp simd
+        for (int64_t d = 0; d < D; d++)
+            out[d] = (real)(r * (u[d] - mu_u - (x[d] - mu) * r * mxu));
+    }
+}
+
+/* The same for B <= LN_QB adjacent pixels of a channels layout (stride G
+ * between a pixel's values); mu, r hold the B pixels' statistics. */
+static inline void SR_FN(ln_col_stats)(const real *x, int64_t B, int64_t D, int64_t G, double eps,
+                                       double *mu, double *r)
+{
+    double s[LN_QB] = {0}, q[LN_QB] = {0};
+    for (int64_t d = 0; d < D; d++) {
+        const real *xd = x + d * G;
+        #pragma omp simd
+        for (int64_t b = 0; b < B; b++)
+            s[b] += xd[b];
+    }
+    for (int64_t b = 0; b < B; b++)
+        mu[b] = s[b] / (double)D;
+    for (int64_t d = 0; d < D; d++) {
+        const real *xd = x + d * G;
+        #pragma omp simd
+        for (int64_t b = 0; b < B; b++) {
+            double t = xd[b] - mu[b];
+            q[b] += t * t;
+        }
+    }
+    for (int64_t b = 0; b < B; b++)
+        r[b] = 1 / sqrt(q[b] / (double)D + eps);
+}
+
+static inline void SR_FN(ln_col_project)(real *out, const real *u, const real *x, int64_t B, int64_t D,
+                                         int64_t G, const double *mu, const double *r, const real *pre,
+                                         const real *post)
+{
+    double su[LN_QB] = {0}, sxu[LN_QB] = {0};
+    for (int64_t d = 0; d < D; d++) {
+        const real *xd = x + d * G, *ud = u + d * G;
+        double pw = pre ? pre[d] : 1;
+        #pragma omp simd
+        for (int64_t b = 0; b < B; b++) {
+            double uv = pw * ud[b];
+            su[b] += uv;
+            sxu[b] += (xd[b] - mu[b]) * r[b] * uv;
+        }
+    }
+    for (int64_t b = 0; b < B; b++) {
+        su[b] /= (double)D;
+        sxu[b] /= (double)D;
+    }
+    for (int64_t d = 0; d < D; d++) {
+        const real *xd = x + d * G, *ud = u + d * G;
+        real *od = out + d * G;
+        double pw = pre ? pre[d] : 1, qw = post ? post[d] : 1;
+        #pragma omp simd
+        for (int64_t b = 0; b < B; b++) {
+            double p = r[b] * (pw * ud[b] - su[b] - (xd[b] - mu[b]) * r[b] * sxu[b]);
+            od[b] = (real)(qw * p);
+        }
+    }
+}
+
+/* Forward (k = 0) or stacked JVP: tangent rows reuse their primal group's
+ * statistics.  Parallel over primal groups (rows) or pixel blocks (cols);
+ * each task also does its group's k tangents. */
+static void SR_FN(ln_run)(real *y, const real *xv, int64_t n, int64_t k, int64_t G, int64_t D,
+                          int channels, double eps, const real *w, const real *b)
+{
+    int64_t rs = G * D, nb = channels ? (G + LN_QB - 1) / LN_QB : G;
+    #pragma omp parallel for schedule(static) if (n * (1 + k) * rs > NORM_OMP_MIN)
+    for (int64_t task = 0; task < n * nb; task++) {
+        int64_t i = task / nb, q0 = (task % nb) * (channels ? LN_QB : 1);
+        int64_t off = i * rs + (channels ? q0 : q0 * D);
+        const real *x = xv + off;
+        real *yg = y + off;
+        if (!channels) {
+            double mu, r;
+            SR_FN(ln_row_stats)(x, D, eps, &mu, &r);
+            if (w) {
+                #pragma omp simd
+                for (int64_t d = 0; d < D; d++)
+                    yg[d] = (real)((x[d] - mu) * r * w[d] + b[d]);
+            } else {
+                #pragma omp simd
+                for (int64_t d = 0; d < D; d++)
+                    yg[d] = (real)((x[d] - mu) * r);
+            }
+            for (int64_t j = 0; j < k; j++) {
+                int64_t to = (n + i * k + j - i) * rs; /* primal row -> tangent row */
+                SR_FN(ln_row_project)(yg + to, x + to, x, D, mu, r, NULL, w);
+            }
+        } else {
+            int64_t B = G - q0 < LN_QB ? G - q0 : LN_QB;
+            double mu[LN_QB], r[LN_QB];
+            SR_FN(ln_col_stats)(x, B, D, G, eps, mu, r);
+            for (int64_t d = 0; d < D; d++) {
+                const real *xd = x + d * G;
+                real *yd = yg + d * G;
+                double wd = w ? w[d] : 1, bd = w ? b[d] : 0;
+                #pragma omp simd
+                for (int64_t c = 0; c < B; c++)
+                    yd[c] = (real)((xd[c] - mu[c]) * r[c] * wd + bd);
+            }
+            for (int64_t j = 0; j < k; j++) {
+                int64_t to = (n + i * k + j - i) * rs;
+                SR_FN(ln_col_project)(yg + to, x + to, x, B, D, G, mu, r, NULL, w);
+            }
+        }
+    }
+}
+
+/* gx = P(w ⊙ gy) per group; the statistics go to stats (mean, 1/std per
+ * group, group g = i·G + q) for the parameter gradients. */
+static void SR_FN(ln_bwd)(real *gx, double *stats, const real *gy, const real *x, int64_t n, int64_t G,
+                          int64_t D, int channels, double eps, const real *w)
+{
+    int64_t rs = G * D, nb = channels ? (G + LN_QB - 1) / LN_QB : G;
+    #pragma omp parallel for schedule(static) if (n * rs > NORM_OMP_MIN)
+    for (int64_t task = 0; task < n * nb; task++) {
+        int64_t i = task / nb, q0 = (task % nb) * (channels ? LN_QB : 1);
+        int64_t off = i * rs + (channels ? q0 : q0 * D);
+        double *st = stats + 2 * (i * G + q0);
+        if (!channels) {
+            SR_FN(ln_row_stats)(x + off, D, eps, &st[0], &st[1]);
+            SR_FN(ln_row_project)(gx + off, gy + off, x + off, D, st[0], st[1], w, NULL);
+        } else {
+            int64_t B = G - q0 < LN_QB ? G - q0 : LN_QB;
+            double mu[LN_QB], r[LN_QB];
+            SR_FN(ln_col_stats)(x + off, B, D, G, eps, mu, r);
+            SR_FN(ln_col_project)(gx + off, gy + off, x + off, B, D, G, mu, r, w, NULL);
+            for (int64_t c = 0; c < B; c++) {
+                st[2 * c] = mu[c];
+                st[2 * c + 1] = r[c];
+            }
+        }
+    }
+}
+
+/* gw += Σ_groups gy ⊙ x̂, gb += Σ_groups gy.  Threads own features (blocks
+ * of LN_DBLOCK for rows, single channels for cols), so the sums need no
+ * reduction across threads and do not depend on the thread count. */
+#define LN_DBLOCK 16
+static void SR_FN(ln_param_grads)(real *gw, real *gb, const real *gy, const real *x,
+                                  const double *stats, int64_t n, int64_t G, int64_t D, int channels)
+{
+    int64_t rs = G * D;
+    if (channels) {
+        #pragma omp parallel for schedule(static) if (n * rs > NORM_OMP_MIN)
+        for (int64_t d = 0; d < D; d++) {
+            double aw = 0, ab = 0;
+            for (int64_t i = 0; i < n; i++) {
+                const real *xd = x + i * rs + d * G, *gd = gy + i * rs + d * G;
+                const double *st = stats + 2 * i * G;
+                #pragma omp simd reduction(+ : aw, ab)
+                for (int64_t q = 0; q < G; q++) {
+                    aw += gd[q] * (xd[q] - st[2 * q]) * st[2 * q + 1];
+                    ab += gd[q];
+                }
+            }
+            gw[d] += (real)aw;
+            gb[d] += (real)ab;
+        }
+        return;
+    }
+    int64_t nb = (D + LN_DBLOCK - 1) / LN_DBLOCK;
+    #pragma omp parallel for schedule(static) if (n * rs > NORM_OMP_MIN)
+    for (int64_t blk = 0; blk < nb; blk++) {
+        int64_t d0 = blk * LN_DBLOCK, nd = D - d0 < LN_DBLOCK ? D - d0 : LN_DBLOCK;
+        double aw[LN_DBLOCK] = {0}, ab[LN_DBLOCK] = {0};
+        for (int64_t g = 0; g < n * G; g++) {
+            const real *xg = x + g * D + d0, *gg = gy + g * D + d0;
+            double mu = stats[2 * g], r = stats[2 * g + 1];
+            #pragma omp simd
+            for (int64_t c = 0; c < nd; c++) {
+                aw[c] += gg[c] * (xg[c] - mu) * r;
+                ab[c] += gg[c];
+            }
+        }
+        for (int64_t c = 0; c < nd; c++) {
+            gw[d0 + c] += (real)aw[c];
+            gb[d0 + c] += (real)ab[c];
+        }
+    }
+}
+
+#else /* generic part */
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/layers.h"
+
+/* Below this many elements a loop is not worth waking the OpenMP team. */
+#define NORM_OMP_MIN 32768
+
+#define SR_GENERIC_FILE "nn/norm.c"
+#include "base/generic.h"
+
+/* Zeroed grad of a parameter (first use) and its data. */
+static int grad_of(sr_module *m, sr_param *p, void **g)
+{
+    if (!p->grad.storage && sr_tensor_zeros(&p->grad, m->dtype, p->value.ndim, p->value.shape))
+        return -1;
+    *g = sr_data(&p->grad);
+    return 0;
+}
+
+static void param_f64(double *d, const sr_param *p)
+{
+    SR_DISPATCH(p->value.dtype, to_f64, d, sr_data(&p->value), sr_numel(&p->value));
+}
+
+/* ======================= batchnorm2d ===================================== */
+
+enum { BN_W, BN_B, BN_RM, BN_RV, BN_COUNT };
+
+typedef struct {
+    int64_t C;
+    double eps, momentum;
+    /* C doubles each: this pass's mean, variance, 1/√(var+ε), w·r, w, b; and
+     * the mean and 1/√(var+ε) the last saving forward used, for backward. */
+    double *mu, *var, *rstd, *scale, *w, *b, *smu, *srstd;
+    int saved_train;
+} bn_impl;
+
+static int bn_check(const sr_module *m, const sr_tensor *x)
+{
+    const bn_impl *c = m->impl;
+    if (x->ndim != 4)
+        return sr_fail("batchnorm2d: input %s must be 4D (N,C,H,W)", SR_SHAPE(x));
+    if (x->shape[1] != c->C)
+        return sr_fail("batchnorm2d: input %s has %lld channels but num_features=%lld", SR_SHAPE(x),
+                       (long long)x->shape[1], (long long)c->C);
+    return 0;
+}
+
+/* The map's coefficients: w, b, and in eval mode the running statistics
+ * (in train mode bn_stats has just filled mu, var), then 1/√(var+ε), w·r. */
+static void bn_affine(sr_module *m)
+{
+    bn_impl *c = m->impl;
+    param_f64(c->w, &m->params[BN_W]);
+    param_f64(c->b, &m->params[BN_B]);
+    if (!m->training) {
+        param_f64(c->mu, &m->params[BN_RM]);
+        param_f64(c->var, &m->params[BN_RV]);
+    }
+    for (int64_t ch = 0; ch < c->C; ch++) {
+        c->rstd[ch] = 1 / sqrt(c->var[ch] + c->eps);
+        c->scale[ch] = c->w[ch] * c->rstd[ch];
+    }
+}
+
+/* Forward (jvp = 0: xv holds n rows) or stacked JVP (n primal rows, k
+ * tangents each).  Only a forward updates the running statistics, so a JVP
+ * in train mode measures the network without changing it. */
+static int bn_run(sr_module *m, const sr_tensor *xv, int64_t n, int64_t k, sr_run *run, int jvp)
+{
+    bn_impl *c = m->impl;
+    if (bn_check(m, xv) || sr_module_output_like(m, run, xv))
+        return -1;
+    int64_t C = c->C, P = xv->shape[2] * xv->shape[3], M = n * P;
+    if (m->training) {
+        if (M < 2)
+            return sr_fail("batchnorm2d: training needs more than one value per channel (input %s%s)",
+                           SR_SHAPE(xv), jvp ? ", stacked" : "");
+        SR_DISPATCH(xv->dtype, bn_stats, c->mu, c->var, sr_data(xv), n, C, P);
+    }
+    bn_affine(m);
+    int64_t rows = xv->shape[0];
+    if (m->training && k > 0) {
+        sr_epilogue_apply(xv->dtype, sr_data(&m->out), sr_data(xv), n, n, C, P,
+                          &(sr_epilogue){c->mu, c->scale, c->b, C, 0, NULL, NULL});
+        SR_DISPATCH(xv->dtype, bn_train_tangents, sr_data(&m->out), sr_data(xv), n, k, C, P, c->mu,
+                    c->rstd, c->w);
+    } else {
+        sr_epilogue_apply(xv->dtype, sr_data(&m->out), sr_data(xv), rows, n, C, P,
+                          &(sr_epilogue){c->mu, c->scale, c->b, C, 0, NULL, NULL});
+    }
+    if (jvp)
+        return 0;
+    if (m->training)
+        SR_DISPATCH(xv->dtype, bn_update, sr_data(&m->params[BN_RM].value),
+                    sr_data(&m->params[BN_RV].value), sr_data(&m->params[BN_COUNT].value), c->mu, c->var,
+                    C, c->momentum, (double)M);
+    if (run->save) {
+        sr_tensor_share(&m->saved, xv);
+        memcpy(c->smu, c->mu, (size_t)C * sizeof *c->mu);
+        memcpy(c->srstd, c->rstd, (size_t)C * sizeof *c->rstd);
+        c->saved_train = m->training;
+    }
+    return 0;
+}
+
+static int bn_forward(sr_module *m, const sr_tensor *x, sr_run *run)
+{
+    return bn_run(m, x, x->ndim ? x->shape[0] : 0, 0, run, 0);
+}
+
+static int bn_jvp(sr_module *m, const sr_tensor *xv, sr_run *run)
+{
+    return bn_run(m, xv, run->n, run->k, run, 1);
+}
+
+static int bn_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
+{
+    bn_impl *c = m->impl;
+    const sr_tensor *x = &m->saved;
+    if (!x->storage)
+        return sr_fail("batchnorm2d backward: forward was not run with save");
+    if (sr_module_grad_input_like(m, run, x))
+        return -1;
+    void *gw = NULL, *gb = NULL;
+    if (run->param_grads &&
+        (grad_of(m, &m->params[BN_W], &gw) || grad_of(m, &m->params[BN_B], &gb)))
+        return -1;
+    param_f64(c->w, &m->params[BN_W]);
+    SR_DISPATCH(x->dtype, bn_bwd, sr_data(&m->gin), gw, gb, sr_data(gy), sr_data(x), x->shape[0], c->C,
+                x->shape[2] * x->shape[3], c->smu, c->srstd, c->w, c->saved_train);
+    return 0;
+}
+
+/* PyTorch's reset_parameters + reset_running_stats. */
+static void bn_reset(sr_module *m, sr_rng *rng)
+{
+    (void)rng;
+    sr_tensor_fill(&m->params[BN_W].value, 1);
+    sr_tensor_fill(&m->params[BN_B].value, 0);
+    sr_tensor_fill(&m->params[BN_RM].value, 0);
+    sr_tensor_fill(&m->params[BN_RV].value, 1);
+    sr_tensor_fill(&m->params[BN_COUNT].value, 0);
+}
+
+static void bn_free(sr_module *m)
+{
+    bn_impl *c = m->impl;
+    free(c->mu); /* one block holds all eight arrays */
+}
+
+static void bn_describe(const sr_module *m, char *buf, size_t n)
+{
+    const bn_impl *c = m->impl;
+    snprintf(buf, n, "%lld, eps %g, momentum %g", (long long)c->C, c->eps, c->momentum);
+}
+
+static const sr_module_ops bn_ops = {"batchnorm2d", bn_forward, bn_jvp, bn_backward,
+                                     bn_reset, bn_free, bn_describe};
+
+int sr_batchnorm2d_epilogue(sr_module *m, sr_epilogue *e)
+{
+    if (m->ops != &bn_ops || m->training)
+        return 0;
+    bn_impl *c = m->impl;
+    bn_affine(m);
+    *e = (sr_epilogue){.mu = c->mu, .scale = c->scale, .shift = c->b, .C = c->C};
+    return 1;
+}
+
+sr_module *sr_batchnorm2d_create(const sr_opts *o)
+{
+    int64_t C;
+    double eps, momentum;
+    if (sr_opt_req_int(o, "num_features", 1, &C) || sr_opt_num(o, "eps", 1e-5, &eps) ||
+        sr_opt_num(o, "momentum", 0.1, &momentum))
+        return NULL;
+    if (!(eps >= 0)) {
+        sr_fail("%s: option eps must be >= 0 (got %g)", o->op, eps);
+        return NULL;
+    }
+    if (!(momentum >= 0 && momentum <= 1)) {
+        sr_fail("%s: option momentum must be in [0, 1] (got %g)", o->op, momentum);
+        return NULL;
+    }
+    sr_module *m = sr_module_new(&bn_ops, sizeof(bn_impl));
+    if (!m)
+        return NULL;
+    bn_impl *c = m->impl;
+    c->C = C;
+    c->eps = eps;
+    c->momentum = momentum;
+    double *buf = malloc((size_t)(8 * C) * sizeof *buf);
+    if (!buf) {
+        sr_fail("%s: out of memory", o->op);
+        sr_module_release(m);
+        return NULL;
+    }
+    double **arr[] = {&c->mu, &c->var, &c->rstd, &c->scale, &c->w, &c->b, &c->smu, &c->srstd};
+    for (int i = 0; i < 8; i++)
+        *arr[i] = buf + i * C;
+    /* torchvision's state_dict keys and order; num_batches_tracked is a 0-d
+     * count (int64 in torch, stored here in the parameter dtype). */
+    if (!sr_module_add_param(m, "weight", 1, &C, 1) || !sr_module_add_param(m, "bias", 1, &C, 1) ||
+        !sr_module_add_param(m, "running_mean", 1, &C, 0) ||
+        !sr_module_add_param(m, "running_var", 1, &C, 0) ||
+        !sr_module_add_param(m, "num_batches_tracked", 0, NULL, 0)) {
+        sr_module_release(m);
+        return NULL;
+    }
+    bn_reset(m, NULL);
+    return m;
+}
+
+/* ======================= layernorm ======================================= */
+
+typedef struct {
+    int64_t D;
+    double eps;
+    int channels, affine;
+    sr_tensor stats; /* backward: (mean, 1/std) per group, float64 */
+} ln_impl;
+
+/* Groups per sample: G rows of D (dim="last") or G pixels (dim="channels"). */
+static int ln_layout(const sr_module *m, const sr_tensor *x, int64_t *G)
+{
+    const ln_impl *c = m->impl;
+    if (x->ndim < 2)
+        return sr_fail("layernorm: input %s needs a batch dimension", SR_SHAPE(x));
+    if (c->channels && x->shape[1] != c->D)
+        return sr_fail("layernorm: input %s must be (N,C,...) with C=normalized_shape=%lld "
+                       "(dim=\"channels\")", SR_SHAPE(x), (long long)c->D);
+    if (!c->channels && x->shape[x->ndim - 1] != c->D)
+        return sr_fail("layernorm: input %s must end in normalized_shape=%lld", SR_SHAPE(x),
+                       (long long)c->D);
+    *G = sr_rowsize(x) / c->D;
+    return 0;
+}
+
+static int ln_run(sr_module *m, const sr_tensor *xv, int64_t n, int64_t k, sr_run *run)
+{
+    ln_impl *c = m->impl;
+    int64_t G;
+    if (ln_layout(m, xv, &G) || sr_module_output_like(m, run, xv))
+        return -1;
+    const void *w = c->affine ? sr_data(&m->params[0].value) : NULL;
+    const void *b = c->affine ? sr_data(&m->params[1].value) : NULL;
+    SR_DISPATCH(xv->dtype, ln_run, sr_data(&m->out), sr_data(xv), n, k, G, c->D, c->channels, c->eps, w, b);
+    if (run->save && k == 0)
+        sr_tensor_share(&m->saved, xv);
+    return 0;
+}
+
+static int ln_forward(sr_module *m, const sr_tensor *x, sr_run *run)
+{
+    return ln_run(m, x, x->ndim ? x->shape[0] : 0, 0, run);
+}
+
+static int ln_jvp(sr_module *m, const sr_tensor *xv, sr_run *run)
+{
+    return ln_run(m, xv, run->n, run->k, run);
+}
+
+static int ln_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
+{
+    ln_impl *c = m->impl;
+    const sr_tensor *x = &m->saved;
+    int64_t G;
+    if (!x->storage)
+        return sr_fail("layernorm backward: forward was not run with save");
+    if (ln_layout(m, x, &G) || sr_module_grad_input_like(m, run, x))
+        return -1;
+    int64_t n = x->shape[0];
+    if (sr_tensor_ensure(&c->stats, SR_F64, 1, (int64_t[]){2 * n * G}))
+        return -1;
+    const void *w = c->affine ? sr_data(&m->params[0].value) : NULL;
+    SR_DISPATCH(x->dtype, ln_bwd, sr_data(&m->gin), sr_f64(&c->stats), sr_data(gy), sr_data(x), n, G, c->D,
+                c->channels, c->eps, w);
+    if (run->param_grads && c->affine) {
+        void *gw, *gb;
+        if (grad_of(m, &m->params[0], &gw) || grad_of(m, &m->params[1], &gb))
+            return -1;
+        SR_DISPATCH(x->dtype, ln_param_grads, gw, gb, sr_data(gy), sr_data(x), sr_f64(&c->stats), n, G, c->D,
+                    c->channels);
+    }
+    return 0;
+}
+
+static void ln_reset(sr_module *m, sr_rng *rng)
+{
+    (void)rng;
+    const ln_impl *c = m->impl;
+    if (c->affine) {
+        sr_tensor_fill(&m->params[0].value, 1);
+        sr_tensor_fill(&m->params[1].value, 0);
+    }
+}
+
+static void ln_free(sr_module *m)
+{
+    ln_impl *c = m->impl;
+    sr_tensor_free(&c->stats);
+}
+
+static void ln_describe(const sr_module *m, char *buf, size_t n)
+{
+    const ln_impl *c = m->impl;
+    snprintf(buf, n, "%lld, eps %g, over %s%s", (long long)c->D, c->eps,
+             c->channels ? "channels" : "the last dim", c->affine ? "" : ", no affine");
+}
+
+static const sr_module_ops ln_ops = {"layernorm", ln_forward, ln_jvp, ln_backward,
+                                     ln_reset, ln_free, ln_describe};
+
+sr_module *sr_layernorm_create(const sr_opts *o)
+{
+    ln_impl cfg = {0};
+    if (sr_opt_req_int(o, "normalized_shape", 1, &cfg.D) || sr_opt_num(o, "eps", 1e-5, &cfg.eps) ||
+        sr_opt_bool(o, "affine", 1, &cfg.affine))
+        return NULL;
+    if (!(cfg.eps >= 0)) {
+        sr_fail("%s: option eps must be >= 0 (got %g)", o->op, cfg.eps);
+        return NULL;
+    }
+    if (sr_opt_choice(o, "dim", (const char *[]){"last", "channels", NULL}, &cfg.channels))
+        return NULL;
+    sr_module *m = sr_module_new(&ln_ops, sizeof cfg);
+    if (!m)
+        return NULL;
+    *(ln_impl *)m->impl = cfg;
+    if (cfg.affine &&
+        (!sr_module_add_param(m, "weight", 1, &cfg.D, 1) || !sr_module_add_param(m, "bias", 1, &cfg.D, 1))) {
+        sr_module_release(m);
+        return NULL;
+    }
+    ln_reset(m, NULL);
+    return m;
+}
+
+/* ======================= normalize ======================================= */
+
+#define NORMALIZE_MAX 16
+
+typedef struct {
+    int64_t C;
+    double mean[NORMALIZE_MAX], inv[NORMALIZE_MAX]; /* inv = 1/std */
+} nz_impl;
+
+static int nz_check(const sr_module *m, const sr_tensor *x)
+{
+    const nz_impl *c = m->impl;
+    if (x->ndim < 2)
+        return sr_fail("normalize: input %s must be (N,C,H,W)", SR_SHAPE(x));
+    if (x->shape[1] != c->C)
+        return sr_fail("normalize: input %s has %lld channels but mean/std have %lld", SR_SHAPE(x),
+                       (long long)x->shape[1], (long long)c->C);
+    return 0;
+}
+
+static int nz_run(sr_module *m, const sr_tensor *xv, int64_t n, sr_run *run)
+{
+    nz_impl *c = m->impl;
+    if (nz_check(m, xv) || sr_module_output_like(m, run, xv))
+        return -1;
+    sr_epilogue_apply(xv->dtype, sr_data(&m->out), sr_data(xv), xv->shape[0], n, c->C, sr_rowsize(xv) / c->C,
+                      &(sr_epilogue){c->mean, c->inv, NULL, c->C, 0, NULL, NULL});
+    return 0;
+}
+
+static int nz_forward(sr_module *m, const sr_tensor *x, sr_run *run)
+{
+    return nz_run(m, x, x->ndim ? x->shape[0] : 0, run);
+}
+
+static int nz_jvp(sr_module *m, const sr_tensor *xv, sr_run *run) { return nz_run(m, xv, run->n, run); }
+
+/* gx = gy / std: the linear part alone, so no input needs saving. */
+static int nz_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
+{
+    nz_impl *c = m->impl;
+    if (sr_module_grad_input_like(m, run, gy))
+        return -1;
+    sr_epilogue_apply(gy->dtype, sr_data(&m->gin), sr_data(gy), gy->shape[0], 0, c->C, sr_rowsize(gy) / c->C,
+                      &(sr_epilogue){c->mean, c->inv, NULL, c->C, 0, NULL, NULL});
+    return 0;
+}
+
+static void nz_describe(const sr_module *m, char *buf, size_t n)
+{
+    const nz_impl *c = m->impl;
+    size_t len = (size_t)snprintf(buf, n, "mean {");
+    for (int64_t i = 0; i < c->C && len < n; i++)
+        len += (size_t)snprintf(buf + len, n - len, i ? ", %g" : "%g", c->mean[i]);
+    if (len < n)
+        len += (size_t)snprintf(buf + len, n - len, "}, std {");
+    for (int64_t i = 0; i < c->C && len < n; i++)
+        len += (size_t)snprintf(buf + len, n - len, i ? ", %g" : "%g", 1 / c->inv[i]);
+    if (len < n)
+        snprintf(buf + len, n - len, "}");
+}
+
+static const sr_module_ops nz_ops = {"normalize", nz_forward, nz_jvp, nz_backward, NULL, NULL, nz_describe};
+
+sr_module *sr_normalize_create(const sr_opts *o)
+{
+    double mean[NORMALIZE_MAX], std[NORMALIZE_MAX];
+    int nm = 0, ns = 0, rm, rs;
+    if ((rm = o->get_nums(o, "mean", mean, NORMALIZE_MAX, &nm)) < 0 ||
+        (rs = o->get_nums(o, "std", std, NORMALIZE_MAX, &ns)) < 0)
+        return NULL;
+    if (rm == 0 || rs == 0) {
+        sr_fail("%s: options mean and std are required", o->op);
+        return NULL;
+    }
+    if (nm != ns || nm < 1) {
+        sr_fail("%s: mean has %d values but std has %d", o->op, nm, ns);
+        return NULL;
+    }
+    nz_impl cfg = {nm, {0}, {0}};
+    for (int i = 0; i < nm; i++) {
+        if (!(std[i] > 0) || !isfinite(std[i]) || !isfinite(mean[i])) {
+            sr_fail("%s: std[%d] must be positive and mean[%d] finite (got %g, %g)", o->op, i + 1, i + 1,
+                    std[i], mean[i]);
+            return NULL;
+        }
+        cfg.mean[i] = mean[i];
+        cfg.inv[i] = 1 / std[i];
+    }
+    sr_module *m = sr_module_new(&nz_ops, sizeof cfg);
+    if (m)
+        *(nz_impl *)m->impl = cfg;
+    return m;
+}
+
+#endif

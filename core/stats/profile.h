@@ -1,0 +1,104 @@
+/* profile.h - the scale-resolved statistic for one image (DESIGN.md §1).
+ *
+ * For an image x, directions u_i (unit L2 norm in pixel space) and scales η_s:
+ *
+ *   D_s,i   = ‖Φ(x + η_s u_i) − Φ(x)‖²        measured displacement energy
+ *   E_J     = mean_{i < njvp} ‖J(x) u_i‖²     exact JVPs (stacked, k at a time)
+ *   r_s     = mean_i D_s,i / (η_s² E_J)       ratio of means
+ *
+ * (in sequential mode each rung's means run over its own first n_s
+ * directions, E_J included, so numerator and denominator stay paired)
+ *
+ * The engine streams: directions are generated on the fly from a per-image
+ * seed (direction i depends only on (seed, i), so any batch size gives the
+ * same numbers), and memory stays bounded by one batch whatever the number
+ * of directions.  Perturbed inputs are not clipped to [0,1].
+ */
+#ifndef SR_PROFILE_H
+#define SR_PROFILE_H
+
+#include "nn/module.h"
+
+typedef enum {
+    SR_DIRS_GAUSSIAN = 0, /* isotropic Gaussian, normalised */
+    SR_DIRS_USER = 1,     /* rows of opts->user_dirs, normalised */
+    SR_DIRS_LOWPASS = 2,  /* Gaussian noise blurred with lowpass_sigma (px), normalised */
+} sr_dir_family;
+
+typedef struct sr_profile_opts {
+    int64_t ndirs;         /* distinct directions u_1..u_n */
+    int antipodal;         /* also -u_i: the set is u_1..u_n, -u_1..-u_n */
+    int64_t njvp;          /* denominator uses the first njvp of the set */
+    int nscales;
+    const double *scales;  /* η, in raw pixel L2 units */
+    uint64_t seed;         /* per-image seed, shared across scales */
+    int64_t batch;         /* rows per forward batch */
+    int64_t jvp_k;         /* tangents per stacked jvp */
+    const sr_module *tap;  /* NULL: the module's output */
+    int64_t noise_dirs;    /* directions re-evaluated in float64 (0: no estimate) */
+    double noise_max;      /* discard a rung when noise > noise_max × energy */
+    int per_direction;     /* keep every D_s,i in res->per_dir */
+    sr_dir_family family;
+    const sr_tensor *user_dirs; /* (n, C, H, W) or (n, d) for SR_DIRS_USER */
+    double lowpass_sigma;       /* SR_DIRS_LOWPASS: blur σ in pixels */
+    /* Sequential mode (target_ci > 0): add chunks of seq_chunk base
+     * directions (each with its antipode, each with an exact JVP) and
+     * evaluate each chunk only at the rungs still open.  A rung closes once
+     * the 95% CI half-width of its r, relative to r, is within target_ci
+     * (checked from seq_min base directions on); the run ends when every
+     * rung is closed or ndirs are used.  njvp is ignored: every used
+     * direction has its JVP, each rung's r is the ratio of means over its
+     * own directions (a prefix of the set, paired with their JVPs), and its
+     * CI is the paired delta-method one with a Student t quantile. */
+    double target_ci;
+    /* ReLU networks: pairs (u, η) with η below u's first activation
+     * boundary get D = η²‖Ju‖² exactly, without a forward (a JVP per
+     * direction instead).  Errors if the net has other nonlinearities. */
+    int exact_relu;
+    int64_t seq_chunk;
+    int64_t seq_min;       /* base directions before a rung may close (0: one chunk) */
+    /* Run the model's leading affine layers (normalize, conv, BatchNorm:
+     * sr_sequential_affine_prefix) once per direction, as A + η·L(u),
+     * instead of once per row (default on; the same numbers up to
+     * rounding, ResNet-50's stem is 4% of a forward). */
+    int share_prefix;
+} sr_profile_opts;
+
+void sr_profile_opts_default(sr_profile_opts *o);
+
+typedef struct sr_profile_result {
+    int nscales;
+    int64_t ndirs_total;   /* ndirs × (antipodal ? 2 : 1) */
+    double jac_energy;     /* E_J over all JVP directions */
+    double *energy;        /* [nscales] mean_i D_s,i */
+    double *r;             /* [nscales] ratio; NaN where discarded */
+    double *noise;         /* [nscales] relative float32 noise; NaN if not estimated */
+    double *per_dir;       /* [nscales × ndirs_total] when per_direction; NaN for the
+                            * directions a rung did not evaluate (sequential mode) */
+    double *ci;            /* [nscales] relative 95% CI half-width of r */
+    double *jvp_sq;        /* [njvp_used] ‖J u_i‖² per JVP direction */
+    int64_t njvp_used;
+    int64_t ndirs_used;    /* base directions used (sequential mode stops early) */
+    int64_t *rung_ndirs;   /* [nscales] base directions each rung's r rests on: the
+                            * first rung_ndirs[s] of the set (sequential mode closes
+                            * rungs separately; otherwise all ndirs_used) */
+    int64_t nexact;        /* (direction, rung) pairs filled by the exact shortcut */
+    int shared_layers;     /* leading layers run once per direction (share_prefix) */
+    int64_t nforward;      /* rows pushed through the model (forward + jvp) */
+    double seconds;
+} sr_profile_result;
+
+void sr_profile_result_free(sr_profile_result *r);
+
+/* Run the statistic for one image x (1, C, H, W) on a model in eval mode.
+ * The model must be float32 or float64; with noise_dirs > 0 and a float32
+ * model, the model is temporarily converted to float64 for the estimate
+ * (exactly restored afterwards). */
+int sr_profile_image(sr_module *m, const sr_tensor *x, const sr_profile_opts *o,
+                     sr_profile_result *res);
+
+/* Direction i of the set (for tests and other metrics): unit vector in
+ * double with x's size (x gives the image shape for spatial families). */
+int sr_profile_direction(const sr_profile_opts *o, int64_t i, const sr_tensor *x, double *out);
+
+#endif
