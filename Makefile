@@ -2,7 +2,8 @@
 #
 #   make            build build/srgeo (the shell) and build/srgeo.so (Lua module)
 #   make deps       install missing Debian 12 packages (scripts/install-deps.sh)
-#   make test       C unit tests + Lua specs; ends with "N passed, N failed"
+#   make layers     check core/'s layering rules (tests/layers.lua)
+#   make test       layering rules + C unit tests + Lua specs; ends with "N passed, N failed"
 #   make sanitize   the same tests under ASan + UBSan (+ LeakSanitizer)
 #   make bench      benchmarks (ratios against sgemm peak / PyTorch, same run)
 #   make demo       deps + build + the headline experiment on a shipped model
@@ -80,6 +81,9 @@ fuzz: $(FUZZ_SRC:tests/fuzz/%.c=build/fuzz/%)
 	  $$f -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -artifact_prefix=build/fuzz/ \
 	    build/fuzz/corpus_$$n tests/fuzz/corpus_$$n 2>&1 | tail -3 || exit 1; done
 
+layers:
+	@lua5.4 tests/layers.lua
+
 deps:
 	sh scripts/install-deps.sh
 
@@ -110,5 +114,5 @@ fixtures:
 clean:
 	rm -rf build
 
-.PHONY: all deps test sanitize bench demo fixtures fuzz models clean
+.PHONY: all layers deps test sanitize bench demo fixtures fuzz models clean
 -include $(CORE_OBJ:.o=.d) $(LUA_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/core/shell/shell.d
