@@ -1,7 +1,15 @@
 /* epilogue.c - the per-channel affine map (+ ReLU) of epilogue.h: the one
  * implementation behind batchnorm2d's and normalize's own passes and the
- * map fused into a convolution's output pass. */
+ * map fused into a convolution's output pass; and the ReLU kernels (its
+ * forward, its JVP / backward mask, the clipping sum of a residual), so
+ * every ReLU in srgeo is the one expression relu1 below. */
 #ifdef SR_REAL
+
+/* ReLU of one value.  NaN passes (v < 0 is false), as in torch, so a
+ * divergence stays visible to check_finite; -0 stays -0.  The layer, the
+ * fused map and the residual's clipping sum all use this, so fused and
+ * unfused passes agree bit for bit. */
+static inline real SR_FN(relu1)(real v) { return v < 0 ? 0 : v; }
 
 void SR_FN(sr_epilogue_rows)(real *dst, const real *src, int64_t rows, int64_t n, int64_t ld_dst,
                              int64_t ld_src, int64_t c0, const sr_epilogue *e, int tangent)
@@ -16,19 +24,17 @@ void SR_FN(sr_epilogue_rows)(real *dst, const real *src, int64_t rows, int64_t n
             #pragma omp simd
             for (int64_t p = 0; p < n; p++) {
                 real v = (real)((s[p] - m) * a + t) + q[p];
-                d[p] = e->relu && v < 0 ? 0 : v;
+                d[p] = e->relu ? SR_FN(relu1)(v) : v;
             }
         } else if (tangent) {
             #pragma omp simd
             for (int64_t p = 0; p < n; p++)
                 d[p] = (real)(s[p] * a);
         } else if (e->relu) {
-            /* relu's own test on the rounded value: NaN passes. */
+            /* on the rounded value, as the relu layer sees it */
             #pragma omp simd
-            for (int64_t p = 0; p < n; p++) {
-                real v = (real)((s[p] - m) * a + t);
-                d[p] = v < 0 ? 0 : v;
-            }
+            for (int64_t p = 0; p < n; p++)
+                d[p] = SR_FN(relu1)((real)((s[p] - m) * a + t));
         } else {
             #pragma omp simd
             for (int64_t p = 0; p < n; p++)
@@ -46,13 +52,52 @@ static void SR_FN(epi_apply)(real *y, const real *x, int64_t rows, int64_t prima
             SR_FN(sr_epilogue_rows)(y + (i * C + c) * P, x + (i * C + c) * P, 1, P, P, P, c, e, i >= primal_rows);
 }
 
+/* y = relu(x) over n elements. */
+static void SR_FN(relu_fwd)(real *y, const real *x, int64_t n)
+{
+    #pragma omp parallel for schedule(static) if (n > RELU_OMP_MIN)
+    for (int64_t c = 0; c < n; c += RELU_CHUNK) {
+        int64_t e1 = c + RELU_CHUNK < n ? c + RELU_CHUNK : n;
+        #pragma omp simd
+        for (int64_t e = c; e < e1; e++)
+            y[e] = SR_FN(relu1)(x[e]);
+    }
+}
+
+/* Tangent rows: y_t = v_t where the primal row's x > 0, else 0.  Also the
+ * backward (gx = gy·[x > 0]) with n = k = 1 and the gradient as tangent.
+ * Walked in chunks of RELU_CHUNK elements so that a single image with many
+ * tangents still spreads over the threads. */
+static void SR_FN(relu_tangents)(real *yt, const real *vt, const real *x, int64_t n, int64_t k, int64_t rs)
+{
+    int64_t nc = (rs + RELU_CHUNK - 1) / RELU_CHUNK;
+    #pragma omp parallel for schedule(static) if (n * k * rs > RELU_OMP_MIN)
+    for (int64_t bk = 0; bk < n * k * nc; bk++) {
+        int64_t t = bk / nc, e0 = (bk % nc) * RELU_CHUNK, e1 = e0 + RELU_CHUNK < rs ? e0 + RELU_CHUNK : rs;
+        const real *xr = x + (t / k) * rs, *vr = vt + t * rs;
+        real *yr = yt + t * rs;
+        #pragma omp simd
+        for (int64_t e = e0; e < e1; e++)
+            yr[e] = xr[e] > 0 ? vr[e] : 0;
+    }
+}
+
+static void SR_FN(add_relu)(real *o, const real *p, const real *q, int64_t n, int relu)
+{
+    #pragma omp parallel for simd schedule(static) if (n > RELU_OMP_MIN)
+    for (int64_t i = 0; i < n; i++) {
+        real v = p[i] + q[i];
+        o[i] = relu ? SR_FN(relu1)(v) : v;
+    }
+}
+
 #else
 #include "kernels/epilogue.h"
-#include "nn/layers.h"
-#include "tensor/tensor_ops.h"
 
-/* Below this many elements the pass is not worth waking the threads. */
+/* Below this many elements a pass is not worth waking the threads. */
 #define EPI_OMP_MIN 32768
+#define RELU_OMP_MIN 65536
+#define RELU_CHUNK 4096
 
 #define SR_GENERIC_FILE "kernels/epilogue.c"
 #include "base/generic.h"
@@ -69,6 +114,18 @@ void sr_epilogue_jvp_mask(sr_dtype dt, void *y, int64_t n, int64_t k, int64_t rs
         return;
     void *yt = (char *)y + (size_t)(n * rs) * sr_dtype_size(dt);
     sr_relu_tangents(dt, yt, yt, y, n, k, rs);
+}
+
+void sr_relu_apply(sr_dtype dt, void *y, const void *x, int64_t n) { SR_DISPATCH(dt, relu_fwd, y, x, n); }
+
+void sr_relu_tangents(sr_dtype dt, void *yt, const void *vt, const void *x, int64_t n, int64_t k, int64_t rs)
+{
+    SR_DISPATCH(dt, relu_tangents, yt, vt, x, n, k, rs);
+}
+
+void sr_add_relu(sr_dtype dt, void *out, const void *a, const void *b, int64_t n, int relu)
+{
+    SR_DISPATCH(dt, add_relu, out, a, b, n, relu);
 }
 
 #endif

@@ -52,4 +52,16 @@ void sr_epilogue_apply(sr_dtype dt, void *y, const void *x, int64_t rows, int64_
  * pattern as its input). */
 void sr_epilogue_jvp_mask(sr_dtype dt, void *y, int64_t n, int64_t k, int64_t rs, const sr_epilogue *e);
 
+/* --- ReLU: one expression for the layer, the fused map and the residual's
+ * clipping sum (y = x < 0 ? 0 : x: NaN passes, -0 stays), threaded. ---- */
+/* y = relu(x) over n elements (y may be x). */
+void sr_relu_apply(sr_dtype dt, void *y, const void *x, int64_t n);
+/* ReLU's JVP on stacked rows: yt = vt where the primal row of x is > 0,
+ * else 0 (n primal rows of rs elements, k tangents each; yt may be vt).
+ * With n = k = 1 and rs = all elements, the backward gx = gy·[x > 0]. */
+void sr_relu_tangents(sr_dtype dt, void *yt, const void *vt, const void *x, int64_t n, int64_t k, int64_t rs);
+/* out = a + b over n elements, clipped by the ReLU when relu (out may be a
+ * or b). */
+void sr_add_relu(sr_dtype dt, void *out, const void *a, const void *b, int64_t n, int relu);
+
 #endif

@@ -26,36 +26,6 @@
  * image with many tangents still spreads over the threads. */
 #ifdef SR_REAL
 
-/* y = relu(x) over n elements; NaN propagates (as in torch), so a
- * divergence stays visible to check_finite. */
-static void SR_FN(relu_fwd)(real *y, const real *x, int64_t n)
-{
-    #pragma omp parallel for schedule(static) if (n > ACT_OMP_MIN)
-    for (int64_t c = 0; c < n; c += ACT_CHUNK) {
-        int64_t e1 = c + ACT_CHUNK < n ? c + ACT_CHUNK : n;
-        #pragma omp simd
-        for (int64_t e = c; e < e1; e++)
-            y[e] = x[e] < 0 ? 0 : x[e];
-    }
-}
-
-/* Tangent rows: y_t = v_t where the primal row's x > 0, else 0.  Also the
- * backward (gx = gy·[x > 0]) with n = k = 1 and the gradient as tangent. */
-static void SR_FN(relu_tangents)(real *yt, const real *vt, const real *x, int64_t n, int64_t k,
-                                 int64_t rs)
-{
-    int64_t nc = (rs + ACT_CHUNK - 1) / ACT_CHUNK;
-    #pragma omp parallel for schedule(static) if (n * k * rs > ACT_OMP_MIN)
-    for (int64_t bk = 0; bk < n * k * nc; bk++) {
-        int64_t t = bk / nc, e0 = (bk % nc) * ACT_CHUNK, e1 = e0 + ACT_CHUNK < rs ? e0 + ACT_CHUNK : rs;
-        const real *xr = x + (t / k) * rs, *vr = vt + t * rs;
-        real *yr = yt + t * rs;
-        #pragma omp simd
-        for (int64_t e = e0; e < e1; e++)
-            yr[e] = xr[e] > 0 ? vr[e] : 0;
-    }
-}
-
 /* y = gelu(x) and, when deriv is not NULL, deriv = gelu'(x).  The form is
  * switched outside the loops so each loop vectorises with one formula. */
 static void SR_FN(gelu_fwd)(real *y, real *deriv, const real *x, int64_t n, int tanh_form)
@@ -367,11 +337,6 @@ static int need_batch(const sr_module *m, const sr_tensor *x)
     return 0;
 }
 
-void sr_relu_tangents(sr_dtype dt, void *yt, const void *vt, const void *x, int64_t n, int64_t k, int64_t rs)
-{
-    SR_DISPATCH(dt, relu_tangents, yt, vt, x, n, k, rs);
-}
-
 /* ======================= relu ============================================ */
 
 static int relu_run(sr_module *m, const sr_tensor *xv, sr_run *run, int jvp)
@@ -379,11 +344,11 @@ static int relu_run(sr_module *m, const sr_tensor *xv, sr_run *run, int jvp)
     if (need_batch(m, xv) || sr_module_output_like(m, run, xv))
         return -1;
     int64_t n = primal_rows(xv, run, jvp), rs = sr_rowsize(xv);
-    SR_DISPATCH(xv->dtype, relu_fwd, sr_data(&m->out), sr_data(xv), n * rs);
+    sr_relu_apply(xv->dtype, sr_data(&m->out), sr_data(xv), n * rs);
     if (jvp) {
         size_t off = (size_t)(n * rs) * sr_dtype_size(xv->dtype);
-        SR_DISPATCH(xv->dtype, relu_tangents, (void *)((char *)sr_data(&m->out) + off),
-                    (const void *)((const char *)sr_data(xv) + off), sr_data(xv), n, run->k, rs);
+        sr_relu_tangents(xv->dtype, (char *)sr_data(&m->out) + off, (const char *)sr_data(xv) + off, sr_data(xv), n,
+                         run->k, rs);
     }
     /* The activation-pattern metrics (metrics.c) read the recorded input,
      * stacked in a jvp.  Backward needs only the pattern x > 0, which
@@ -407,7 +372,7 @@ static int relu_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
     if (sr_module_grad_input_like(m, run, x))
         return -1;
     /* one "primal" row holding everything, one tangent: gx = gy·[x > 0] */
-    SR_DISPATCH(x->dtype, relu_tangents, sr_data(&m->gin), sr_data(gy), sr_data(x), 1, 1, sr_numel(x));
+    sr_relu_tangents(x->dtype, sr_data(&m->gin), sr_data(gy), sr_data(x), 1, 1, sr_numel(x));
     return 0;
 }
 

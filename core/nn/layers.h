@@ -42,9 +42,6 @@ sr_module *sr_normalize_create(const sr_opts *o);
 
 /* act.c */
 sr_module *sr_relu_create(const sr_opts *o);
-/* relu's JVP on stacked rows: yt = vt where the primal row of x is > 0,
- * else 0 (n primal rows of rs elements, k tangents each; yt may be vt). */
-void sr_relu_tangents(sr_dtype dt, void *yt, const void *vt, const void *x, int64_t n, int64_t k, int64_t rs);
 sr_module *sr_gelu_create(const sr_opts *o);
 sr_module *sr_softmax_create(const sr_opts *o);
 

@@ -664,9 +664,7 @@ int sr_sequential_affine_prefix(const sr_module *m)
 /* --- residual ---------------------------------------------------------- */
 /* out = body(x) + shortcut(x) (or + x).  Stacked jvp works unchanged since
  * the sum is linear. */
-#define ADD_OMP_MIN 65536
-
-/* out = a + b, clipped at 0 when relu (relu's own expression, so NaN passes). */
+/* out = a + b, clipped at 0 when relu (the ReLU kernel's own expression). */
 static int add_into(sr_pool *pool, sr_tensor *out, const sr_tensor *a, const sr_tensor *b, int relu,
                     const char *op)
 {
@@ -674,24 +672,7 @@ static int add_into(sr_pool *pool, sr_tensor *out, const sr_tensor *a, const sr_
         return sr_fail("%s: branch outputs %s and %s differ in shape", op, SR_SHAPE(a), SR_SHAPE(b));
     if (sr_pool_ensure_like(pool, out, a))
         return -1;
-    int64_t n = sr_numel(a);
-    if (a->dtype == SR_F64) {
-        double *o = sr_f64(out);
-        const double *p = sr_f64(a), *q = sr_f64(b);
-        #pragma omp parallel for simd schedule(static) if (n > ADD_OMP_MIN)
-        for (int64_t i = 0; i < n; i++) {
-            double v = p[i] + q[i];
-            o[i] = relu && v < 0 ? 0 : v;
-        }
-    } else {
-        float *o = sr_f32(out);
-        const float *p = sr_f32(a), *q = sr_f32(b);
-        #pragma omp parallel for simd schedule(static) if (n > ADD_OMP_MIN)
-        for (int64_t i = 0; i < n; i++) {
-            float v = p[i] + q[i];
-            o[i] = relu && v < 0 ? 0 : v;
-        }
-    }
+    sr_add_relu(a->dtype, sr_data(out), sr_data(a), sr_data(b), sr_numel(a), relu);
     return 0;
 }
 
