@@ -187,14 +187,23 @@ do
 end
 
 -- 5. nobody decides by a layer's kind string: containers, fusion and
--- metrics ask the ops table's hooks and flags
+-- metrics ask the ops table's hooks and flags.  Any comparison of ->kind,
+-- and any strcmp against a kind some ops table declares, is a violation.
 do
-  local v = {}
+  local v, kinds = {}, {}
+  for _, f in ipairs(files) do
+    for _, l in ipairs(lines_of(root .. "/" .. f)) do
+      local k = l:match('%.kind%s*=%s*"([^"]+)"')
+      if k then kinds[k] = true end
+    end
+  end
   for _, f in ipairs(files) do
     for n, l in ipairs(lines_of(root .. "/" .. f)) do
-      if l:match("ops%->kind%s*,%s*\"") or l:match("strcmp%s*%([^;]*ops%->kind") or l:match("is_kind%s*%(") then
-        v[#v + 1] = ("%s:%d: %s"):format(f, n, l:match("^%s*(.-)%s*$"))
+      local bad = l:match("strcmp%s*%([^;]*%->kind") or l:match("ops%->kind%s*[=!]=") or l:match("is_kind%s*%(")
+      for lit in l:gmatch('"([%w_]+)"') do
+        if kinds[lit] and l:match("str%a*cmp%s*%(") then bad = true end
       end
+      if bad then v[#v + 1] = ("%s:%d: %s"):format(f, n, l:match("^%s*(.-)%s*$")) end
     end
   end
   rule("no file compares ops->kind strings", v)

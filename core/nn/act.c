@@ -376,7 +376,20 @@ static int relu_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
     return 0;
 }
 
-static const sr_module_ops relu_ops = {"relu", relu_forward, relu_jvp, relu_backward, NULL, NULL, NULL};
+/* Fusion: the ReLU closes the output map of the layers before it. */
+static int relu_fold(sr_module *m, sr_epilogue *e)
+{
+    (void)m;
+    if (e->relu || e->add)
+        return 0;
+    e->relu = 1;
+    return 1;
+}
+
+static const sr_module_ops relu_ops = {
+    .kind = "relu", .forward = relu_forward, .jvp = relu_jvp, .backward = relu_backward,
+    .flags = SR_MOD_RELU, .fold = relu_fold,
+};
 
 sr_module *sr_relu_create(const sr_opts *o)
 {
@@ -441,8 +454,10 @@ static void gelu_describe(const sr_module *m, char *buf, size_t n)
     snprintf(buf, n, "approximate=%s", g->tanh_form ? "tanh" : "none");
 }
 
-static const sr_module_ops gelu_ops = {"gelu", gelu_forward, gelu_jvp, gelu_backward,
-                                       NULL, gelu_free, gelu_describe};
+static const sr_module_ops gelu_ops = {
+    .kind = "gelu", .forward = gelu_forward, .jvp = gelu_jvp, .backward = gelu_backward,
+    .free_impl = gelu_free, .describe = gelu_describe
+};
 
 sr_module *sr_gelu_create(const sr_opts *o)
 {
@@ -496,8 +511,9 @@ static int softmax_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
     return 0;
 }
 
-static const sr_module_ops softmax_ops = {"softmax", softmax_forward, softmax_jvp, softmax_backward,
-                                          NULL, NULL, NULL};
+static const sr_module_ops softmax_ops = {
+    .kind = "softmax", .forward = softmax_forward, .jvp = softmax_jvp, .backward = softmax_backward
+};
 
 sr_module *sr_softmax_create(const sr_opts *o)
 {

@@ -504,8 +504,10 @@ static void attn_describe(const sr_module *m, char *buf, size_t n)
              c->qkv_bias ? "" : c->style == STYLE_TIMM ? ", no qkv bias" : ", no biases");
 }
 
-static const sr_module_ops attn_ops = {"attention", attn_forward, attn_jvp, attn_backward,
-                                       attn_reset, attn_free, attn_describe};
+static const sr_module_ops attn_ops = {
+    .kind = "attention", .forward = attn_forward, .jvp = attn_jvp, .backward = attn_backward,
+    .reset = attn_reset, .free_impl = attn_free, .describe = attn_describe
+};
 
 sr_module *sr_attention_create(const sr_opts *o)
 {

@@ -1106,19 +1106,24 @@ static void conv_describe(const sr_module *m, char *buf, size_t n)
         snprintf(buf + len, n - (size_t)len, ", no bias");
 }
 
-static const sr_module_ops conv_ops = {"conv2d", conv_forward, conv_jvp, conv_backward,
-                                       conv_reset, conv_free_impl, conv_describe};
-
-int sr_conv2d_run_mapped(sr_module *m, const sr_tensor *x, int jvp, const sr_epilogue *ep, sr_run *run)
+/* Fusion: the convolution writes its output through a folded per-channel
+ * map for its own channel count (and a residual's sum in a forward). */
+static int conv_maps(const sr_module *m, const sr_epilogue *e, int jvp)
 {
-    if (m->ops != &conv_ops)
-        return sr_fail("conv2d: fused forward on a %s", m->ops->kind);
-    if (sr_interrupted() || sr_module_check_dtype(m, x))
-        return -1;
-    if (jvp && sr_run_check_stacked(m, x, run))
-        return -1;
-    return conv_run(m, x, jvp ? run->n : x->ndim > 0 ? x->shape[0] : 0, ep, run);
+    const sr_tensor *w = &m->params[0].value;
+    return w->ndim == 4 && w->shape[0] == e->C && !(e->add && jvp);
 }
+
+static int conv_mapped(sr_module *m, const sr_tensor *x, int jvp, const sr_epilogue *e, sr_run *run)
+{
+    return conv_run(m, x, jvp ? run->n : x->ndim > 0 ? x->shape[0] : 0, e, run);
+}
+
+static const sr_module_ops conv_ops = {
+    .kind = "conv2d", .forward = conv_forward, .jvp = conv_jvp, .backward = conv_backward, .reset = conv_reset,
+    .free_impl = conv_free_impl, .describe = conv_describe, .is_affine = sr_module_affine_always,
+    .maps = conv_maps, .run_mapped = conv_mapped,
+};
 
 /* Lay the taps out for a phase order perm: sort by (shift, block), then a
  * GEMM continues while the shift is the same and the block is the next one

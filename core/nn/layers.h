@@ -27,16 +27,8 @@ int sr_conv2d_ref(const sr_tensor *x, const sr_tensor *w, const sr_tensor *b,
 int sr_conv2d_ref_backward(const sr_tensor *x, const sr_tensor *w, const sr_tensor *gy,
                            const sr_conv2d_params *p, sr_tensor *gx, sr_tensor *gw, sr_tensor *gb);
 
-/* Forward (jvp = 0) or stacked JVP (jvp = 1: run->n, run->k) with the
- * output map ep (may be NULL) applied as the output is written: the fused
- * conv2d -> batchnorm2d (eval) [-> relu] of a sequential (module.c). */
-int sr_conv2d_run_mapped(sr_module *m, const sr_tensor *x, int jvp, const sr_epilogue *ep, sr_run *run);
-
 /* norm.c */
 sr_module *sr_batchnorm2d_create(const sr_opts *o);
-/* If m is a batchnorm2d in eval mode: fill e with its affine map (valid
- * until m next runs or is freed; relu = 0) and return 1; else return 0. */
-int sr_batchnorm2d_epilogue(sr_module *m, sr_epilogue *e);
 sr_module *sr_layernorm_create(const sr_opts *o);
 sr_module *sr_normalize_create(const sr_opts *o);
 

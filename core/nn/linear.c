@@ -167,8 +167,10 @@ static void linear_describe(const sr_module *m, char *buf, size_t n)
     snprintf(buf, n, "%lld -> %lld%s", (long long)c->in, (long long)c->out, c->bias ? "" : ", no bias");
 }
 
-static const sr_module_ops linear_ops = {"linear", linear_forward, linear_jvp, linear_backward,
-                                         linear_reset, NULL, linear_describe};
+static const sr_module_ops linear_ops = {
+    .kind = "linear", .forward = linear_forward, .jvp = linear_jvp, .backward = linear_backward,
+    .reset = linear_reset, .describe = linear_describe, .is_affine = sr_module_affine_always
+};
 
 sr_module *sr_linear_create(const sr_opts *o)
 {

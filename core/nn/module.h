@@ -35,6 +35,7 @@
 
 #include "base/opts.h"
 #include "base/rng.h"
+#include "kernels/epilogue.h"
 #include "tensor/tensor.h"
 
 typedef struct sr_module sr_module;
@@ -82,10 +83,15 @@ typedef struct sr_run {
     int addend_used;
 } sr_run;
 
-#define SR_RUN_INIT {0, 0, 0, 0, 0, NULL, NULL, 0, 0, 0, 0, NULL, 0, 0, 0, NULL, 0}
+/* A run with nothing set: a plain forward or backward, no taps. */
+#define SR_RUN_INIT {.n = 0}
 
 typedef struct sr_module_ops {
-    const char *kind; /* "conv2d", "sequential", ... */
+    /* "conv2d", "sequential", ...: for messages and listings only.  Nothing
+     * decides by it: what a container or a statistic needs to know about a
+     * layer it asks through the properties and hooks below, so a new layer
+     * is added in its own file and the registry, nowhere else. */
+    const char *kind;
     int (*forward)(sr_module *m, const sr_tensor *x, sr_run *run);
     int (*jvp)(sr_module *m, const sr_tensor *xv, sr_run *run);
     int (*backward)(sr_module *m, const sr_tensor *gy, sr_run *run);
@@ -95,7 +101,42 @@ typedef struct sr_module_ops {
     void (*free_impl)(sr_module *m);
     /* One-line description of the configuration, e.g. "3->16, k3 s1 p1". */
     void (*describe)(const sr_module *m, char *buf, size_t n);
+
+    /* --- properties (optional) ------------------------------------------ */
+    /* 1 when the map is affine in the module's current mode (conv2d,
+     * linear, batchnorm2d in eval, pooling by averages, reshapes); NULL:
+     * never.  sr_module_affine_always serves layers that always are. */
+    int (*is_affine)(const sr_module *m);
+    unsigned flags; /* SR_MOD_* below */
+
+    /* --- inference fusion (optional; containers.c) ------------------------
+     * A sequential runs a layer with run_mapped followed by layers with fold
+     * as one op: the folded maps are applied to the first layer's output
+     * while each block is still in cache, bit-identical to running them one
+     * by one (kernels/epilogue.h). */
+    /* Absorb this layer's map, applied after e's, into e: 1 if it can (a
+     * batchnorm2d in eval mode folds its per-channel affine map into an e
+     * without one; a relu sets e->relu), 0 otherwise (e unchanged).  The
+     * arrays e then points to stay valid until m next runs or is freed. */
+    int (*fold)(sr_module *m, sr_epilogue *e);
+    /* Whether run_mapped can apply e in a forward (jvp = 0) or a stacked
+     * JVP (jvp = 1). */
+    int (*maps)(const sr_module *m, const sr_epilogue *e, int jvp);
+    /* The forward or stacked JVP with e applied to the output as it is
+     * written (called through sr_module_run_mapped, which checks the input). */
+    int (*run_mapped)(sr_module *m, const sr_tensor *x, int jvp, const sr_epilogue *e, sr_run *run);
 } sr_module_ops;
+
+/* sr_module_ops.flags */
+enum {
+    /* ReLU: piecewise linear with a kink at 0 in each element.  Under
+     * run->record_relu it keeps its input (stacked in a jvp) in m->saved,
+     * whose signs the activation-pattern metrics read (stats/metrics.c). */
+    SR_MOD_RELU = 1u << 0,
+    /* A container whose map is its children's maps composed and summed
+     * (sequential, residual): piecewise linear when theirs are. */
+    SR_MOD_COMBINES = 1u << 1,
+};
 
 typedef struct sr_child {
     char *name;
@@ -155,6 +196,16 @@ int sr_module_jvp(sr_module *m, const sr_tensor *xv, sr_run *run);
  * rows, run->k >= 1. */
 int sr_run_check_stacked(const sr_module *m, const sr_tensor *xv, const sr_run *run);
 int sr_module_backward(sr_module *m, const sr_tensor *gy, sr_run *run);
+/* m's forward (jvp = 0) or stacked JVP with the output map e, through its
+ * run_mapped hook, after sr_module_forward's / sr_module_jvp's checks (the
+ * caller asked m->ops->maps first).  Taps are recorded by the caller. */
+int sr_module_run_mapped(sr_module *m, const sr_tensor *x, int jvp, const sr_epilogue *e, sr_run *run);
+/* After forward or jvp: keep the output's shape and dtype (the buffer may go
+ * back to a pool) and record taps. */
+void sr_module_ran(sr_module *m, sr_run *run);
+/* One tap for a pass that stops there: run records taps[0]'s output in
+ * *out (taps[0] NULL: no tap, the pass runs to the end). */
+void sr_run_tap(sr_run *run, const sr_module *const *taps, sr_tensor *out);
 /* Make m->out a dtype/shape buffer for this pass: m's own when it can serve,
  * else one lent from the pass's pool, else fresh (sr_tensor_ensure). */
 int sr_module_output(sr_module *m, sr_run *run, sr_dtype dtype, int ndim, const int64_t *shape);
@@ -162,6 +213,11 @@ int sr_module_output_like(sr_module *m, sr_run *run, const sr_tensor *like);
 /* The same for m->gin in backward. */
 int sr_module_grad_input(sr_module *m, sr_run *run, sr_dtype dtype, int ndim, const int64_t *shape);
 int sr_module_grad_input_like(sr_module *m, sr_run *run, const sr_tensor *like);
+/* A pass's start and end around an op run outside sr_module_forward /
+ * _jvp (sr_sequential_forward_from): begin returns whether this call
+ * started the pass (and lent it m's pool), end takes the pool back. */
+int sr_run_begin(sr_module *m, sr_run *run);
+void sr_run_end(sr_run *run, int root);
 /* Called by containers after each child: records taps, sets run->stopped. */
 void sr_run_record(sr_run *run, const sr_module *child);
 /* Release the tap outputs held by run (not the array itself). */
@@ -191,16 +247,19 @@ int sr_module_set_alias(sr_module *m, const char *name, const char *path);
 /* Set the default tap (an alias or path; NULL or "" for the full output). */
 int sr_module_set_default_tap(sr_module *m, const char *tap);
 
-/* --- containers (module.c) --------------------------------------------- */
+/* --- properties --------------------------------------------------------- */
+/* The is_affine hook of layers that are affine in every mode. */
+int sr_module_affine_always(const sr_module *m);
+/* A module whose map is affine in its current mode (its is_affine hook). */
+int sr_module_is_affine(const sr_module *m);
+
+/* --- containers (containers.c) ----------------------------------------- */
 /* Sequential: children run in order. */
 sr_module *sr_sequential_new(void);
 /* Forward of a sequential's children [first, n) on x, which stands for
  * child first − 1's output: a caller that has that output another way
  * (the profile engine's shared affine prefix) runs only the rest. */
 int sr_sequential_forward_from(sr_module *m, int first, const sr_tensor *x, sr_run *run);
-/* A leaf layer whose map is affine in its current mode (conv2d, linear,
- * batchnorm2d in eval, normalize, pooling by averages, reshapes, ...). */
-int sr_module_is_affine(const sr_module *m);
 /* How many leading children of a sequential are affine layers, all but
  * the last child at most (0 for other modules): on them the model is
  * A(x) + L(u) for an input x + u. */

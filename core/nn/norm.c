@@ -526,18 +526,26 @@ static void bn_describe(const sr_module *m, char *buf, size_t n)
     snprintf(buf, n, "%lld, eps %g, momentum %g", (long long)c->C, c->eps, c->momentum);
 }
 
-static const sr_module_ops bn_ops = {"batchnorm2d", bn_forward, bn_jvp, bn_backward,
-                                     bn_reset, bn_free, bn_describe};
-
-int sr_batchnorm2d_epilogue(sr_module *m, sr_epilogue *e)
+/* Fusion: in eval mode the layer is a per-channel affine map, folded into
+ * the output map of the layer before it (a convolution) when that map has
+ * no part of its own yet. */
+static int bn_fold(sr_module *m, sr_epilogue *e)
 {
-    if (m->ops != &bn_ops || m->training)
+    if (m->training || e->C || e->relu || e->add)
         return 0;
     bn_impl *c = m->impl;
     bn_affine(m);
     *e = (sr_epilogue){.mu = c->mu, .scale = c->scale, .shift = c->b, .C = c->C};
     return 1;
 }
+
+/* Batch statistics couple the rows in training: affine in eval only. */
+static int bn_is_affine(const sr_module *m) { return !m->training; }
+
+static const sr_module_ops bn_ops = {
+    .kind = "batchnorm2d", .forward = bn_forward, .jvp = bn_jvp, .backward = bn_backward, .reset = bn_reset,
+    .free_impl = bn_free, .describe = bn_describe, .is_affine = bn_is_affine, .fold = bn_fold,
+};
 
 sr_module *sr_batchnorm2d_create(const sr_opts *o)
 {
@@ -680,8 +688,10 @@ static void ln_describe(const sr_module *m, char *buf, size_t n)
              c->channels ? "channels" : "the last dim", c->affine ? "" : ", no affine");
 }
 
-static const sr_module_ops ln_ops = {"layernorm", ln_forward, ln_jvp, ln_backward,
-                                     ln_reset, ln_free, ln_describe};
+static const sr_module_ops ln_ops = {
+    .kind = "layernorm", .forward = ln_forward, .jvp = ln_jvp, .backward = ln_backward, .reset = ln_reset,
+    .free_impl = ln_free, .describe = ln_describe
+};
 
 sr_module *sr_layernorm_create(const sr_opts *o)
 {
@@ -770,7 +780,10 @@ static void nz_describe(const sr_module *m, char *buf, size_t n)
         snprintf(buf + len, n - len, "}");
 }
 
-static const sr_module_ops nz_ops = {"normalize", nz_forward, nz_jvp, nz_backward, NULL, NULL, nz_describe};
+static const sr_module_ops nz_ops = {
+    .kind = "normalize", .forward = nz_forward, .jvp = nz_jvp, .backward = nz_backward,
+    .describe = nz_describe, .is_affine = sr_module_affine_always
+};
 
 sr_module *sr_normalize_create(const sr_opts *o)
 {

@@ -453,12 +453,18 @@ static void pool_describe(const sr_module *m, char *buf, size_t n)
         snprintf(buf + len, n - (size_t)len, ", exclude pad");
 }
 
-static const sr_module_ops maxpool_ops = {"maxpool2d", pool_forward, pool_jvp, pool_backward,
-                                          NULL, pool_free, pool_describe};
-static const sr_module_ops avgpool_ops = {"avgpool2d", pool_forward, pool_jvp, pool_backward,
-                                          NULL, pool_free, pool_describe};
-static const sr_module_ops adaptive_ops = {"adaptive_avgpool2d", pool_forward, pool_jvp,
-                                           pool_backward, NULL, pool_free, pool_describe};
+static const sr_module_ops maxpool_ops = {
+    .kind = "maxpool2d", .forward = pool_forward, .jvp = pool_jvp, .backward = pool_backward,
+    .free_impl = pool_free, .describe = pool_describe
+};
+static const sr_module_ops avgpool_ops = {
+    .kind = "avgpool2d", .forward = pool_forward, .jvp = pool_jvp, .backward = pool_backward,
+    .free_impl = pool_free, .describe = pool_describe, .is_affine = sr_module_affine_always
+};
+static const sr_module_ops adaptive_ops = {
+    .kind = "adaptive_avgpool2d", .forward = pool_forward, .jvp = pool_jvp, .backward = pool_backward,
+    .free_impl = pool_free, .describe = pool_describe, .is_affine = sr_module_affine_always
+};
 
 /* Absent-option sentinel: no user value can be this (opts rejects |v| > 9e15). */
 #define POOL_UNSET INT64_MIN
@@ -559,8 +565,10 @@ static void flatten_describe(const sr_module *m, char *buf, size_t n)
     snprintf(buf, n, "dims %lld..%lld", (long long)c->start, (long long)c->end);
 }
 
-static const sr_module_ops flatten_ops = {"flatten", flatten_run, flatten_run, flatten_backward,
-                                          NULL, NULL, flatten_describe};
+static const sr_module_ops flatten_ops = {
+    .kind = "flatten", .forward = flatten_run, .jvp = flatten_run, .backward = flatten_backward,
+    .describe = flatten_describe, .is_affine = sr_module_affine_always
+};
 
 sr_module *sr_flatten_create(const sr_opts *o)
 {
@@ -634,8 +642,10 @@ static void permute_describe(const sr_module *m, char *buf, size_t n)
         snprintf(buf + k, n - k, ")");
 }
 
-static const sr_module_ops permute_ops = {"permute", permute_run, permute_run, permute_backward,
-                                          NULL, NULL, permute_describe};
+static const sr_module_ops permute_ops = {
+    .kind = "permute", .forward = permute_run, .jvp = permute_run, .backward = permute_backward,
+    .describe = permute_describe, .is_affine = sr_module_affine_always
+};
 
 sr_module *sr_permute_create(const sr_opts *o)
 {

@@ -176,8 +176,10 @@ static int to_tokens_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
     return rc;
 }
 
-static const sr_module_ops to_tokens_ops = {"to_tokens", to_tokens_run, to_tokens_run,
-                                            to_tokens_backward, NULL, NULL, NULL};
+static const sr_module_ops to_tokens_ops = {
+    .kind = "to_tokens", .forward = to_tokens_run, .jvp = to_tokens_run, .backward = to_tokens_backward,
+    .is_affine = sr_module_affine_always
+};
 
 sr_module *sr_to_tokens_create(const sr_opts *o)
 {
@@ -257,8 +259,10 @@ static void cls_pos_describe(const sr_module *m, char *buf, size_t n)
              (long long)c->dim);
 }
 
-static const sr_module_ops cls_pos_ops = {"cls_pos", cls_pos_forward, cls_pos_jvp, cls_pos_backward,
-                                          cls_pos_reset, NULL, cls_pos_describe};
+static const sr_module_ops cls_pos_ops = {
+    .kind = "cls_pos", .forward = cls_pos_forward, .jvp = cls_pos_jvp, .backward = cls_pos_backward,
+    .reset = cls_pos_reset, .describe = cls_pos_describe, .is_affine = sr_module_affine_always
+};
 
 sr_module *sr_cls_pos_create(const sr_opts *o)
 {
@@ -330,9 +334,11 @@ static void token_select_describe(const sr_module *m, char *buf, size_t n)
         snprintf(buf, n, "token %lld", (long long)c->first);
 }
 
-static const sr_module_ops token_select_ops = {"token_select", token_select_run, token_select_run,
-                                               token_select_backward, NULL, NULL,
-                                               token_select_describe};
+static const sr_module_ops token_select_ops = {
+    .kind = "token_select", .forward = token_select_run, .jvp = token_select_run,
+    .backward = token_select_backward, .describe = token_select_describe,
+    .is_affine = sr_module_affine_always
+};
 
 sr_module *sr_token_select_create(const sr_opts *o)
 {
@@ -446,9 +452,11 @@ static void layer_scale_describe(const sr_module *m, char *buf, size_t n)
              c->init);
 }
 
-static const sr_module_ops layer_scale_ops = {"layer_scale", layer_scale_run, layer_scale_run,
-                                              layer_scale_backward, layer_scale_reset, NULL,
-                                              layer_scale_describe};
+static const sr_module_ops layer_scale_ops = {
+    .kind = "layer_scale", .forward = layer_scale_run, .jvp = layer_scale_run,
+    .backward = layer_scale_backward, .reset = layer_scale_reset, .describe = layer_scale_describe,
+    .is_affine = sr_module_affine_always
+};
 
 sr_module *sr_layer_scale_create(const sr_opts *o)
 {

@@ -17,10 +17,9 @@ static int pl_cb(const char *path, sr_module *m, int depth, void *ud)
     (void)path;
     (void)depth;
     pl_state *s = ud;
-    const char *k = m->ops->kind;
-    if (sr_module_is_affine(m) || !strcmp(k, "sequential") || !strcmp(k, "residual") || !strcmp(k, "relu"))
+    if (sr_module_is_affine(m) || (m->ops->flags & (SR_MOD_COMBINES | SR_MOD_RELU)))
         return 0;
-    s->bad = k;
+    s->bad = m->ops->kind;
     return 1;
 }
 
@@ -75,7 +74,7 @@ static int boundary_cb(const char *path, sr_module *m, int depth, void *ud)
     (void)path;
     (void)depth;
     relu_state *s = ud;
-    if (strcmp(m->ops->kind, "relu") != 0 || !m->saved.storage)
+    if (!(m->ops->flags & SR_MOD_RELU) || !m->saved.storage)
         return 0;
     /* A ReLU that did not run in this pass (beyond a tap) holds nothing. */
     if (m->saved.shape[0] == 1 + s->k)
@@ -119,7 +118,7 @@ static int flips_cb(const char *path, sr_module *m, int depth, void *ud)
     (void)path;
     (void)depth;
     relu_state *s = ud;
-    if (strcmp(m->ops->kind, "relu") != 0)
+    if (!(m->ops->flags & SR_MOD_RELU))
         return 0;
     if (!m->saved.storage)
         return sr_fail("relu_flips: a ReLU did not record its input");

@@ -516,6 +516,39 @@ TEST(module_residual_branch_shape_mismatch_is_an_error)
     sr_module_release(m);
 }
 
+/* A tap ends a fused group at the tapped layer (its output is the group's,
+ * so it is materialised): conv -> bn [tap] -> relu runs conv -> bn fused
+ * and the relu alone; a tap on the conv leaves nothing to fuse.  Outputs
+ * and taps stay bit-identical to the unfused pass. */
+TEST(module_fusion_ends_at_a_tap)
+{
+    const char *kv[] = {"in_channels", "3", "out_channels", "4", "kernel_size", "3", "padding", "1", NULL};
+    sr_module *m = fuse_net(kv, 4, 1, 0, SR_F32);
+    CHECK(m, "net: %s", sr_errmsg());
+    sr_tensor x = SR_TENSOR_INIT;
+    CHECK_OK(check_randn(&x, 4, (int64_t[]){2, 3, 6, 6}, 3));
+    CHECK_OK(sr_tensor_convert(&x, &x, SR_F32));
+    for (int at = 0; at < 3; at++) {
+        const sr_module *taps[1] = {m->children[at].m};
+        sr_tensor got[1] = {SR_TENSOR_INIT}, want[1] = {SR_TENSOR_INIT}, out = SR_TENSOR_INIT;
+        sr_run ur = SR_RUN_INIT, fr = SR_RUN_INIT;
+        ur.unfused = 1, ur.ntaps = fr.ntaps = 1, ur.taps = fr.taps = taps, ur.tap_out = want, fr.tap_out = got;
+        CHECK_OK(sr_module_forward(m, &x, &ur));
+        CHECK_OK(sr_tensor_copy(&out, &m->out));
+        CHECK_OK(sr_module_forward(m, &x, &fr));
+        /* conv tapped: nothing fuses; bn tapped: conv -> bn; relu: all three */
+        CHECK(fr.nfused == (at > 0) && ur.nfused == 0, "tap on child %d: %d groups fused", at, fr.nfused);
+        CHECK(max_abs_diff(&got[0], &want[0]) == 0 && sr_same_shape(&got[0], &want[0]),
+              "tap on child %d differs from the unfused pass", at);
+        CHECK(max_abs_diff(&m->out, &out) == 0, "output with a tap on child %d differs", at);
+        sr_tensor_free(&got[0]);
+        sr_tensor_free(&want[0]);
+        sr_tensor_free(&out);
+    }
+    sr_tensor_free(&x);
+    sr_module_release(m);
+}
+
 TEST(module_fusion_keeps_the_channel_mismatch_error)
 {
     const char *conv[] = {"in_channels", "3", "out_channels", "6", "kernel_size", "3", "padding", "1", NULL};

@@ -36,7 +36,7 @@ static int sq_jvp(sr_module *m, const sr_tensor *xv, sr_run *run)
     return 0;
 }
 
-static const sr_module_ops sq_ops = {"square", sq_forward, sq_jvp, NULL, NULL, NULL, NULL};
+static const sr_module_ops sq_ops = {.kind = "square", .forward = sq_forward, .jvp = sq_jvp};
 
 static double closed_form_r(const sr_profile_opts *o, const sr_tensor *xt, int64_t d, double eta, int64_t total)
 {
