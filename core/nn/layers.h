@@ -14,18 +14,6 @@ int sr_linear_apply(const sr_tensor *x, const sr_tensor *w, const sr_tensor *b, 
 
 /* conv.c */
 sr_module *sr_conv2d_create(const sr_opts *o);
-/* Geometry for the reference kernels: {h, w} pairs and the group count
- * (kernel size and channels come from the weight (O, C/groups, kh, kw)). */
-typedef struct sr_conv2d_params {
-    int64_t stride[2], padding[2], dilation[2], groups;
-} sr_conv2d_params;
-/* Naive direct loops summing in double, for tests: y = W ⋆ x + b (b may be
- * NULL); y is allocated.  The backward writes (does not accumulate) gx, gw
- * and gb (gb may be NULL) for the output gradient gy. */
-int sr_conv2d_ref(const sr_tensor *x, const sr_tensor *w, const sr_tensor *b,
-                  const sr_conv2d_params *p, sr_tensor *y);
-int sr_conv2d_ref_backward(const sr_tensor *x, const sr_tensor *w, const sr_tensor *gy,
-                           const sr_conv2d_params *p, sr_tensor *gx, sr_tensor *gw, sr_tensor *gb);
 
 /* norm.c */
 sr_module *sr_batchnorm2d_create(const sr_opts *o);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "kernels/conv.h"
 #include "nn/layers.h"
 #include "check.h"
 #include "test.h"
