@@ -48,12 +48,12 @@ local function basename(p) return (p:match("([^/]+)$") or p) end
 
 local function stem(p) return (basename(p):gsub("%.safetensors$", "")) end
 
--- A file's identity for the cache: size and modification time.
+-- A file's identity for the cache: size and modification time (seconds),
+-- "?" when it cannot be read.
 local function file_id(path)
-  local p = io.popen("stat -L -c '%s %Y' " .. util.shell_quote(path) .. " 2>/dev/null")
-  local s = p and p:read("l")
-  if p then p:close() end
-  return s or "?"
+  local st = srgeo._stat(path)
+  if not st then return "?" end
+  return string.format("%d %d", st.size, st.mtime)
 end
 
 --- The folder shipped models are looked up in.
