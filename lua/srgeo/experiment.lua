@@ -35,12 +35,9 @@ local cli = require "srgeo.cli"
 local E = {}
 local NAN = 0 / 0
 
--- User errors (a bad spec, a missing model) are error objects with a
--- __tostring: the shell then prints the message without a traceback.
-E.Error = { __tostring = function(e) return e.msg end }
-local function fail(fmt, ...)
-  error(setmetatable({ msg = "experiment: " .. string.format(fmt, ...) }, E.Error), 0)
-end
+-- User errors (a bad spec, a missing model) print without a traceback.
+E.Error = util.Error
+local fail = util.failer("experiment: ")
 
 local copy, exists = util.copy, util.exists
 

@@ -164,6 +164,19 @@ T.test("cli: bad command lines name the problem and the valid options", function
   T.raises(function() cli.parse(SPEC, { "a", "b" }) end, "unexpected argument 'b'")
 end)
 
+T.test("errors: cli, experiment and notebook raise util.Error objects (the shell prints them without a traceback)", function()
+  local function err_of(f, ...)
+    local ok, e = pcall(f, ...)
+    T.eq(ok, false)
+    T.eq(getmetatable(e), util.Error, tostring(e))
+    return tostring(e)
+  end
+  T.truthy(err_of(cli.parse, SPEC, { "--modle", "x" }):find("^t%.lua: unknown option '%-%-modle'"))
+  T.truthy(err_of(E.parse_eval, "imagenet:5"):find("^experiment: unknown evaluation set 'imagenet:5'"))
+  T.truthy(err_of(require("srgeo.notebook").run, ROOT .. "/no_such_notebook.md"):find("^notebook: cannot read "))
+  T.eq(cli.Error, util.Error); T.eq(E.Error, util.Error)
+end)
+
 T.test("cli: --help text from the spec", function()
   local o, help = cli.parse(SPEC, { "--help" })
   T.eq(o, nil)
