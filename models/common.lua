@@ -1,5 +1,7 @@
--- models/common.lua: pieces shared by the architecture files.
-local srgeo = ...
+-- models/common.lua: pieces shared by the architecture files (a helper
+-- module, not a family: it returns no _order, so srgeo.models lists nothing
+-- from it).  Loaded once per state by require "models.common".
+local srgeo = require "srgeo"
 local nn = srgeo.nn
 local C = {}
 
@@ -65,8 +67,11 @@ function C.taps(m, features_path)
   return m
 end
 
-function C.order(t, names)
-  t._order = names
+--- What a family file returns: its entries, the order srgeo.models.list()
+--- gives them, and the family's rank among the families (lower first; a
+--- family without one follows the ranked ones, by file name).
+function C.order(t, names, rank)
+  t._order, t._rank = names, rank
   return t
 end
 

@@ -1,25 +1,37 @@
 -- models/small.lua: small encoders for 28x28 Fashion-MNIST and 32x32 inputs
 -- (the shipped defaults are trained from these).  Each keeps the zoo's tap
 -- names: "features" (pooled penultimate) and "logits".
-local srgeo = ...
+local srgeo = require "srgeo"
 local nn = srgeo.nn
-local C = assert(loadfile(srgeo.root .. "/models/common.lua"))(srgeo)
+local C = require "models.common"
+
+-- Fashion-MNIST's statistics: the default normalisation of one-channel
+-- inputs (nothing for other channel counts: the normalizer's own default).
+local function fmnist_stats(channels)
+  if channels == 1 then return { 0.286 }, { 0.353 } end
+end
+
+-- The cfg a small model hands to the zoo architecture it narrows: a copy,
+-- with one input channel and Fashion-MNIST's statistics unless given.
+local function gray(cfg)
+  local c = {}
+  for k, v in pairs(cfg or {}) do c[k] = v end
+  c.in_channels = c.in_channels or 1
+  local mean, std = fmnist_stats(c.in_channels)
+  c.mean, c.std = c.mean or mean, c.std or std
+  return c
+end
 
 local R = {}
 
 R.small_resnet = {
   doc = "small ResNet for 1x28x28 (16-32-64, 2 BasicBlocks per stage); features: 64", input = { 1, 28, 28 },
   build = function(cfg)
-    local defs = assert(loadfile(srgeo.root .. "/models/resnet.lua"))(srgeo)
-    local c = {}
-    for k, v in pairs(cfg or {}) do c[k] = v end
-    c.in_channels = c.in_channels or 1
+    local c = gray(cfg)
     c.num_classes = c.num_classes or 10
-    c.mean = c.mean or (c.in_channels == 1 and { 0.286 } or nil)
-    c.std = c.std or (c.in_channels == 1 and { 0.353 } or nil)
     c.widths = c.widths or { 16, 32, 64 }
     c.blocks = c.blocks or { 2, 2, 2 }
-    return defs.resnet20.build(c)
+    return require("models.resnet").resnet20.build(c)
   end,
   options = { "in_channels", "widths", "blocks" },
 }
@@ -42,7 +54,7 @@ R.small_vgg = {
       end
     end
     local m = C.seq {
-      { "normalize", C.normalizer(cfg, cin, cin == 1 and { 0.286 } or nil, cin == 1 and { 0.353 } or nil) },
+      { "normalize", C.normalizer(cfg, cin, fmnist_stats(cin)) },
       { "features", nn.sequential(list) },
       { "avgpool", nn.adaptive_avgpool2d { output_size = 1 } },
       { "flatten", nn.flatten {} },
@@ -58,14 +70,9 @@ R.small_vit = {
   doc = "small ViT for 1x28x28 (patch 4 -> 49 tokens, 64-d, 4 blocks, 4 heads; timm names); features: 64",
   input = { 1, 28, 28 },
   build = function(cfg)
-    local defs = assert(loadfile(srgeo.root .. "/models/vit.lua"))(srgeo)
-    local c = {}
-    for k, v in pairs(cfg or {}) do c[k] = v end
-    c.in_channels = c.in_channels or 1
+    local c = gray(cfg)
     c.image_size = c.image_size or 28
-    c.mean = c.mean or (c.in_channels == 1 and { 0.286 } or nil)
-    c.std = c.std or (c.in_channels == 1 and { 0.353 } or nil)
-    return defs.vit_nano.build(c)
+    return require("models.vit").vit_nano.build(c)
   end,
   options = { "in_channels", "image_size", "patch_size", "dim", "depth", "heads" },
 }
@@ -77,7 +84,7 @@ R.mlp = {
     local shape = cfg.input or { 1, 28, 28 }
     local d = shape[1] * shape[2] * shape[3]
     local hidden = cfg.hidden or { 256, 128 }
-    local children = { { "normalize", C.normalizer(cfg, shape[1], shape[1] == 1 and { 0.286 } or nil, shape[1] == 1 and { 0.353 } or nil) },
+    local children = { { "normalize", C.normalizer(cfg, shape[1], fmnist_stats(shape[1])) },
                        { "flatten", nn.flatten {} } }
     local c = d
     for i, h in ipairs(hidden) do
@@ -93,4 +100,4 @@ R.mlp = {
   options = { "input", "hidden" },
 }
 
-return C.order(R, { "small_resnet", "small_vgg", "small_vit", "mlp" })
+return C.order(R, { "small_resnet", "small_vgg", "small_vit", "mlp" }, 6)

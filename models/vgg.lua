@@ -1,8 +1,8 @@
 -- models/vgg.lua: torchvision VGG-11/13/16/19 (+ _bn) and a CIFAR VGG-16.
 -- features.N / classifier.N indices match torchvision (dropout = identity).
-local srgeo = ...
+local srgeo = require "srgeo"
 local nn = srgeo.nn
-local C = assert(loadfile(srgeo.root .. "/models/common.lua"))(srgeo)
+local C = require "models.common"
 
 local cfgs = {
   vgg11 = { 64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M" },
@@ -76,4 +76,4 @@ end
 R.vgg16_cifar = { doc = "VGG-16 (BN) for 32x32 inputs; features: 512 (x width)", input = { 3, 32, 32 }, build = vgg_cifar,
                   options = { "in_channels", "width", "batch_norm" } }
 order[#order + 1] = "vgg16_cifar"
-return C.order(R, order)
+return C.order(R, order, 2)

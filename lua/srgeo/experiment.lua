@@ -53,22 +53,9 @@ local function file_id(path)
   return string.format("%d %d", st.size, st.mtime)
 end
 
---- The folder shipped models are looked up in.
-function E.shipped_dir() return os.getenv("SRGEO_SHIPPED") or (srgeo.root .. "/models/shipped") end
-
---- Names of shipped models present (sorted).
-function E.shipped()
-  local out = {}
-  local names = srgeo._listdir(E.shipped_dir())
-  for _, f in ipairs(names or {}) do
-    local n = f:match("^(.+)%.safetensors$")
-    if n then out[#out + 1] = n end
-  end
-  table.sort(out)
-  return out
-end
-
-local function shipped_path(name) return E.shipped_dir() .. "/" .. name .. ".safetensors" end
+-- Shipped models belong to the models registry (srgeo.models.shipped).
+E.shipped_dir, E.shipped = srgeo.models.shipped_dir, srgeo.models.shipped
+local shipped_path = srgeo.models.shipped_path
 
 -- ---------------------------------------------------------------------------
 -- Model specs

@@ -163,8 +163,7 @@ local function topic_text(name)
   elseif name == "models" then
     local archs = {}
     for _, r in ipairs(srgeo.models.list { params = false }) do archs[#archs + 1] = r.name end
-    local ok, E = pcall(require, "srgeo.experiment")
-    local shipped = ok and E.shipped() or {}
+    local shipped = srgeo.models.shipped()
     return t:format(table.concat(archs, ", "), #shipped > 0 and table.concat(shipped, ", ") or "none yet (make models)")
   elseif name == "scripts" then
     return H.examples_text()
