@@ -617,20 +617,13 @@ function E.jacobian_fro(p, B, seed)
   return { value = med, lo = stats.quantile(boots, (1 - ci) / 2), hi = stats.quantile(boots, 1 - (1 - ci) / 2) }
 end
 
---- E.bump(p) -> "yes" | "edge" | "no": a peak more than 5% above the
---- plateau that comes back down by at least half its excess before the end
---- of the ladder is a bump; a rise that is still high at the last valid rung
---- is "edge" (the ladder may be too short to see the peak).
+--- E.bump(p) -> "yes" | "edge" | "no": srgeo.profile.classify_bump's kind
+--- for a profile (a peak more than 5% above the plateau that comes back
+--- down by at least half its excess before the end of the ladder is a bump;
+--- a rise still high at the last valid rung is "edge").
 function E.bump(p)
   local d = p.descriptors
-  local plateau, peak = d.plateau.value, d.peak_height.value
-  if not (plateau == plateau and peak == peak) or peak - plateau <= 0.05 * math.abs(plateau) then return "no" end
-  local last
-  for s = #p.median, 1, -1 do
-    if p.median[s] == p.median[s] then last = p.median[s] break end
-  end
-  if last and last <= plateau + (peak - plateau) / 2 then return "yes" end
-  return "edge"
+  return (srgeo.profile.classify_bump(p.median, d.plateau.value, d.peak_height.value))
 end
 
 local function ci_cell(d, p)
