@@ -42,20 +42,10 @@ R.small_vgg = {
   build = function(cfg)
     cfg = cfg or {}
     local cin = cfg.in_channels or 1
-    local layout = cfg.layout or { 16, 16, "M", 32, 32, "M", 64, "M" }
-    local list, c = {}, cin
-    for _, v in ipairs(layout) do
-      if v == "M" then list[#list + 1] = nn.maxpool2d { kernel_size = 2, stride = 2 }
-      else
-        list[#list + 1] = nn.conv2d { in_channels = c, out_channels = v, kernel_size = 3, padding = 1 }
-        list[#list + 1] = nn.batchnorm2d { num_features = v }
-        list[#list + 1] = nn.relu {}
-        c = v
-      end
-    end
+    local feats, c = C.vgg_features(cfg.layout or { 16, 16, "M", 32, 32, "M", 64, "M" }, cin, true)
     local m = C.seq {
       { "normalize", C.normalizer(cfg, cin, fmnist_stats(cin)) },
-      { "features", nn.sequential(list) },
+      { "features", feats },
       { "avgpool", nn.adaptive_avgpool2d { output_size = 1 } },
       { "flatten", nn.flatten {} },
       { "classifier", nn.linear { in_features = c, out_features = cfg.num_classes or 10 } },
