@@ -1,5 +1,7 @@
--- models/common.lua: pieces shared by the architecture files.
-local srgeo = ...
+-- models/common.lua: pieces shared by the architecture files (a helper
+-- module, not a family: it returns no _order, so srgeo.models lists nothing
+-- from it).  Loaded once per state by require "models.common".
+local srgeo = require "srgeo"
 local nn = srgeo.nn
 local C = {}
 
@@ -57,6 +59,26 @@ function C.init(m, cfg, kind)
   return m
 end
 
+--- VGG's feature stack (torchvision's make_layers): per layout entry a 3x3
+--- conv (width scaled by widths_scale), BatchNorm when batch_norm, ReLU;
+--- "M" a 2x2 max-pool.  Returns the sequential and its output channels.
+function C.vgg_features(layout, cin, batch_norm, widths_scale)
+  local list = {}
+  local c = cin
+  for _, v in ipairs(layout) do
+    if v == "M" then
+      list[#list + 1] = nn.maxpool2d { kernel_size = 2, stride = 2 }
+    else
+      local w = math.max(1, math.floor(v * (widths_scale or 1)))
+      list[#list + 1] = nn.conv2d { in_channels = c, out_channels = w, kernel_size = 3, padding = 1 }
+      if batch_norm then list[#list + 1] = nn.batchnorm2d { num_features = w } end
+      list[#list + 1] = nn.relu {}
+      c = w
+    end
+  end
+  return nn.sequential(list), c
+end
+
 --- Tap names every zoo model answers to.
 function C.taps(m, features_path)
   m:alias("features", features_path)
@@ -65,8 +87,11 @@ function C.taps(m, features_path)
   return m
 end
 
-function C.order(t, names)
-  t._order = names
+--- What a family file returns: its entries, the order srgeo.models.list()
+--- gives them, and the family's rank among the families (lower first; a
+--- family without one follows the ranked ones, by file name).
+function C.order(t, names, rank)
+  t._order, t._rank = names, rank
   return t
 end
 

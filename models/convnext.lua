@@ -2,9 +2,9 @@
 -- 28/32-px inputs.  Keys: features.0.0 (stem conv), features.0.1 (LayerNorm2d),
 -- features.{1,3,5,7}.i.block.{0,2,3,5} and .layer_scale, downsamples
 -- features.{2,4,6}.{0,1}, classifier.{0,2}.
-local srgeo = ...
+local srgeo = require "srgeo"
 local nn = srgeo.nn
-local C = assert(loadfile(srgeo.root .. "/models/common.lua"))(srgeo)
+local C = require "models.common"
 
 local EPS = 1e-6
 
@@ -80,4 +80,4 @@ local R = {
                     end,
                     options = { "in_channels", "depths", "dims", "stem_kernel" } },
 }
-return C.order(R, { "convnext_tiny", "convnext_small", "convnext_nano" })
+return C.order(R, { "convnext_tiny", "convnext_small", "convnext_nano" }, 3)

@@ -1,9 +1,9 @@
 -- models/resnet.lua: torchvision ResNets (V1.5: stride on the 3x3 conv of a
 -- bottleneck), wide_resnet50_2, and CIFAR-scale variants.  Parameter paths
 -- are torchvision's state_dict keys (layer1.0.conv1.weight, ...).
-local srgeo = ...
+local srgeo = require "srgeo"
 local nn = srgeo.nn
-local C = assert(loadfile(srgeo.root .. "/models/common.lua"))(srgeo)
+local C = require "models.common"
 
 local function conv(cin, cout, k, stride, pad, groups)
   return nn.conv2d { in_channels = cin, out_channels = cout, kernel_size = k, stride = stride or 1,
@@ -120,4 +120,4 @@ def("resnet20", "ResNet-20 of He et al. for CIFAR (16-32-64, 3 blocks per stage,
     return resnet("basic", (cfg or {}).blocks or { 3, 3, 3 }, cfg, { stem = "cifar", widths = { 16, 32, 64 }, num_classes = 10 })
   end, { "in_channels", "widths", "blocks" })
 
-return C.order(R, { "resnet18", "resnet34", "resnet50", "resnet101", "wide_resnet50_2", "resnet18_cifar", "resnet20" })
+return C.order(R, { "resnet18", "resnet34", "resnet50", "resnet101", "wide_resnet50_2", "resnet18_cifar", "resnet20" }, 1)

@@ -1,25 +1,37 @@
 -- models/small.lua: small encoders for 28x28 Fashion-MNIST and 32x32 inputs
 -- (the shipped defaults are trained from these).  Each keeps the zoo's tap
 -- names: "features" (pooled penultimate) and "logits".
-local srgeo = ...
+local srgeo = require "srgeo"
 local nn = srgeo.nn
-local C = assert(loadfile(srgeo.root .. "/models/common.lua"))(srgeo)
+local C = require "models.common"
+
+-- Fashion-MNIST's statistics: the default normalisation of one-channel
+-- inputs (nothing for other channel counts: the normalizer's own default).
+local function fmnist_stats(channels)
+  if channels == 1 then return { 0.286 }, { 0.353 } end
+end
+
+-- The cfg a small model hands to the zoo architecture it narrows: a copy,
+-- with one input channel and Fashion-MNIST's statistics unless given.
+local function gray(cfg)
+  local c = {}
+  for k, v in pairs(cfg or {}) do c[k] = v end
+  c.in_channels = c.in_channels or 1
+  local mean, std = fmnist_stats(c.in_channels)
+  c.mean, c.std = c.mean or mean, c.std or std
+  return c
+end
 
 local R = {}
 
 R.small_resnet = {
   doc = "small ResNet for 1x28x28 (16-32-64, 2 BasicBlocks per stage); features: 64", input = { 1, 28, 28 },
   build = function(cfg)
-    local defs = assert(loadfile(srgeo.root .. "/models/resnet.lua"))(srgeo)
-    local c = {}
-    for k, v in pairs(cfg or {}) do c[k] = v end
-    c.in_channels = c.in_channels or 1
+    local c = gray(cfg)
     c.num_classes = c.num_classes or 10
-    c.mean = c.mean or (c.in_channels == 1 and { 0.286 } or nil)
-    c.std = c.std or (c.in_channels == 1 and { 0.353 } or nil)
     c.widths = c.widths or { 16, 32, 64 }
     c.blocks = c.blocks or { 2, 2, 2 }
-    return defs.resnet20.build(c)
+    return require("models.resnet").resnet20.build(c)
   end,
   options = { "in_channels", "widths", "blocks" },
 }
@@ -30,20 +42,10 @@ R.small_vgg = {
   build = function(cfg)
     cfg = cfg or {}
     local cin = cfg.in_channels or 1
-    local layout = cfg.layout or { 16, 16, "M", 32, 32, "M", 64, "M" }
-    local list, c = {}, cin
-    for _, v in ipairs(layout) do
-      if v == "M" then list[#list + 1] = nn.maxpool2d { kernel_size = 2, stride = 2 }
-      else
-        list[#list + 1] = nn.conv2d { in_channels = c, out_channels = v, kernel_size = 3, padding = 1 }
-        list[#list + 1] = nn.batchnorm2d { num_features = v }
-        list[#list + 1] = nn.relu {}
-        c = v
-      end
-    end
+    local feats, c = C.vgg_features(cfg.layout or { 16, 16, "M", 32, 32, "M", 64, "M" }, cin, true)
     local m = C.seq {
-      { "normalize", C.normalizer(cfg, cin, cin == 1 and { 0.286 } or nil, cin == 1 and { 0.353 } or nil) },
-      { "features", nn.sequential(list) },
+      { "normalize", C.normalizer(cfg, cin, fmnist_stats(cin)) },
+      { "features", feats },
       { "avgpool", nn.adaptive_avgpool2d { output_size = 1 } },
       { "flatten", nn.flatten {} },
       { "classifier", nn.linear { in_features = c, out_features = cfg.num_classes or 10 } },
@@ -58,14 +60,9 @@ R.small_vit = {
   doc = "small ViT for 1x28x28 (patch 4 -> 49 tokens, 64-d, 4 blocks, 4 heads; timm names); features: 64",
   input = { 1, 28, 28 },
   build = function(cfg)
-    local defs = assert(loadfile(srgeo.root .. "/models/vit.lua"))(srgeo)
-    local c = {}
-    for k, v in pairs(cfg or {}) do c[k] = v end
-    c.in_channels = c.in_channels or 1
+    local c = gray(cfg)
     c.image_size = c.image_size or 28
-    c.mean = c.mean or (c.in_channels == 1 and { 0.286 } or nil)
-    c.std = c.std or (c.in_channels == 1 and { 0.353 } or nil)
-    return defs.vit_nano.build(c)
+    return require("models.vit").vit_nano.build(c)
   end,
   options = { "in_channels", "image_size", "patch_size", "dim", "depth", "heads" },
 }
@@ -77,7 +74,7 @@ R.mlp = {
     local shape = cfg.input or { 1, 28, 28 }
     local d = shape[1] * shape[2] * shape[3]
     local hidden = cfg.hidden or { 256, 128 }
-    local children = { { "normalize", C.normalizer(cfg, shape[1], shape[1] == 1 and { 0.286 } or nil, shape[1] == 1 and { 0.353 } or nil) },
+    local children = { { "normalize", C.normalizer(cfg, shape[1], fmnist_stats(shape[1])) },
                        { "flatten", nn.flatten {} } }
     local c = d
     for i, h in ipairs(hidden) do
@@ -93,4 +90,4 @@ R.mlp = {
   options = { "input", "hidden" },
 }
 
-return C.order(R, { "small_resnet", "small_vgg", "small_vit", "mlp" })
+return C.order(R, { "small_resnet", "small_vgg", "small_vit", "mlp" }, 6)

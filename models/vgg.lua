@@ -1,8 +1,8 @@
 -- models/vgg.lua: torchvision VGG-11/13/16/19 (+ _bn) and a CIFAR VGG-16.
 -- features.N / classifier.N indices match torchvision (dropout = identity).
-local srgeo = ...
+local srgeo = require "srgeo"
 local nn = srgeo.nn
-local C = assert(loadfile(srgeo.root .. "/models/common.lua"))(srgeo)
+local C = require "models.common"
 
 local cfgs = {
   vgg11 = { 64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M" },
@@ -11,27 +11,10 @@ local cfgs = {
   vgg19 = { 64, 64, "M", 128, 128, "M", 256, 256, 256, 256, "M", 512, 512, 512, 512, "M", 512, 512, 512, 512, "M" },
 }
 
-local function features(layout, cin, batch_norm, widths_scale)
-  local list = {}
-  local c = cin
-  for _, v in ipairs(layout) do
-    if v == "M" then
-      list[#list + 1] = nn.maxpool2d { kernel_size = 2, stride = 2 }
-    else
-      local w = math.max(1, math.floor(v * (widths_scale or 1)))
-      list[#list + 1] = nn.conv2d { in_channels = c, out_channels = w, kernel_size = 3, padding = 1 }
-      if batch_norm then list[#list + 1] = nn.batchnorm2d { num_features = w } end
-      list[#list + 1] = nn.relu {}
-      c = w
-    end
-  end
-  return nn.sequential(list), c
-end
-
 local function vgg(name, batch_norm, cfg)
   cfg = cfg or {}
   local cin = cfg.in_channels or 3
-  local feats, c = features(cfgs[name], cin, batch_norm)
+  local feats, c = C.vgg_features(cfgs[name], cin, batch_norm)
   local m = C.seq {
     { "normalize", C.normalizer(cfg, cin, C.IMAGENET_MEAN, C.IMAGENET_STD) },
     { "features", feats },
@@ -51,7 +34,7 @@ end
 local function vgg_cifar(cfg)
   cfg = cfg or {}
   local cin = cfg.in_channels or 3
-  local feats, c = features(cfgs.vgg16, cin, cfg.batch_norm ~= false, cfg.width)
+  local feats, c = C.vgg_features(cfgs.vgg16, cin, cfg.batch_norm ~= false, cfg.width)
   local m = C.seq {
     { "normalize", C.normalizer(cfg, cin, cfg.mean, cfg.std) },
     { "features", feats },
@@ -76,4 +59,4 @@ end
 R.vgg16_cifar = { doc = "VGG-16 (BN) for 32x32 inputs; features: 512 (x width)", input = { 3, 32, 32 }, build = vgg_cifar,
                   options = { "in_channels", "width", "batch_norm" } }
 order[#order + 1] = "vgg16_cifar"
-return C.order(R, order)
+return C.order(R, order, 2)

@@ -3,9 +3,9 @@
 -- blocks.N.attn.qkv, blocks.N.mlp.fc1, norm, head); vit_b_16 uses
 -- torchvision's (conv_proj, class_token, encoder.pos_embedding,
 -- encoder.layers.encoder_layer_N.ln_1, self_attention.in_proj_weight, ...).
-local srgeo = ...
+local srgeo = require "srgeo"
 local nn = srgeo.nn
-local C = assert(loadfile(srgeo.root .. "/models/common.lua"))(srgeo)
+local C = require "models.common"
 
 local function residual(children) return { "", nn.residual { { "", nn.sequential(children) } } } end
 
@@ -100,4 +100,4 @@ local R = {
                       { 3, 32, 32 },
                       { image_size = 32, patch = 4, dim = 64, depth = 4, heads = 4, num_classes = 10, small = true }),
 }
-return C.order(R, { "vit_s_16", "vit_ti_16", "vit_b_16_timm", "vit_b_16", "vit_nano" })
+return C.order(R, { "vit_s_16", "vit_ti_16", "vit_b_16_timm", "vit_b_16", "vit_nano" }, 4)

@@ -2,9 +2,9 @@
 -- key names of the common PyTorch implementation (conv1,
 -- block1.layer.0.bn1/conv1/bn2/conv2/convShortcut, bn1, fc).  Pre-activation
 -- blocks: when channels change, the shortcut sees relu(bn1(x)) too.
-local srgeo = ...
+local srgeo = require "srgeo"
 local nn = srgeo.nn
-local C = assert(loadfile(srgeo.root .. "/models/common.lua"))(srgeo)
+local C = require "models.common"
 
 local function conv(cin, cout, k, stride)
   return nn.conv2d { in_channels = cin, out_channels = cout, kernel_size = k, stride = stride,
@@ -64,4 +64,4 @@ local R = {
   wrn_16_4 = { doc = "WRN-16-4 for CIFAR (64-128-256); features: 256", input = { 3, 32, 32 }, options = OPTIONS,
                build = function(cfg) return wrn(cfg, { depth = 16, widen_factor = 4 }) end },
 }
-return C.order(R, { "wrn_28_10", "wrn_16_4" })
+return C.order(R, { "wrn_28_10", "wrn_16_4" }, 5)

@@ -7,7 +7,9 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -67,6 +69,31 @@ static int l_clock(lua_State *L)
     return 1;
 }
 
+/* srgeo._stat(path) -> {size=, mtime=, mtime_nsec=, dir=} or nil, message
+ * (mtime in whole seconds, mtime_nsec the nanoseconds within it; links
+ * followed): a file's identity for the experiment and dataset caches,
+ * without a shell. */
+static int l_stat(lua_State *L)
+{
+    const char *path = luaL_checkstring(L, 1);
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        lua_pushnil(L);
+        lua_pushfstring(L, "%s: %s", path, strerror(errno));
+        return 2;
+    }
+    lua_createtable(L, 0, 4);
+    lua_pushinteger(L, (lua_Integer)st.st_size);
+    lua_setfield(L, -2, "size");
+    lua_pushinteger(L, (lua_Integer)st.st_mtim.tv_sec);
+    lua_setfield(L, -2, "mtime");
+    lua_pushinteger(L, (lua_Integer)st.st_mtim.tv_nsec);
+    lua_setfield(L, -2, "mtime_nsec");
+    lua_pushboolean(L, S_ISDIR(st.st_mode));
+    lua_setfield(L, -2, "dir");
+    return 1;
+}
+
 /* The project root: the nearest ancestor of the binary (build/srgeo,
  * build/san/srgeo.so, ...) holding lua/srgeo/init.lua, found through the
  * address of this function so it works for the shell and for require.
@@ -110,6 +137,7 @@ static const luaL_Reg srgeo_funcs[] = {
     {"interrupted", l_interrupted},
     {"_isatty", l_isatty},
     {"_clock", l_clock},
+    {"_stat", l_stat},
     {NULL, NULL},
 };
 

@@ -24,20 +24,15 @@
 -- Spelling: `--key value` or `--key=value`; dashes and underscores are the
 -- same (`--jvp-directions` sets o.jvp_directions).  Positionals fill
 -- spec.positional in order (the rest land in o._).
+local util = require "srgeo.util"
+
 local M = {}
 
-local function fail(spec, fmt, ...)
-  error(setmetatable({ msg = (spec.name or "script") .. ": " .. string.format(fmt, ...) }, M.Error), 0)
-end
+local function fail(spec, fmt, ...) util.raise { msg = (spec.name or "script") .. ": " .. string.format(fmt, ...) } end
 
-M.Error = { __tostring = function(e) return e.msg end }
+M.Error = util.Error
 
-local function copy(v)
-  if type(v) ~= "table" then return v end
-  local c = {}
-  for k, x in pairs(v) do c[k] = copy(x) end
-  return c
-end
+local copy = util.copy
 
 -- Normalise one option entry: {name, default, help, choices=, type=} or
 -- {name=, default=, help=, ...}.

@@ -204,8 +204,8 @@ local cache = setmetatable({}, { __mode = "v" })
 local function file_key(paths)
   local parts = {}
   for _, p in ipairs(paths) do
-    local size, mtime = C.stat(p)
-    parts[#parts + 1] = string.format("%s:%s:%s", p, tostring(size), tostring(mtime))
+    local st, err = srgeo._stat(p)
+    parts[#parts + 1] = st and string.format("%s:%d:%d.%09d", p, st.size, st.mtime, st.mtime_nsec) or p .. ":" .. err
   end
   return table.concat(parts, "|")
 end
@@ -220,8 +220,8 @@ local function cached(key, load)
 end
 
 local function isdir(path)
-  local _, _, d = C.stat(path)
-  return d == true
+  local st = srgeo._stat(path)
+  return st ~= nil and st.dir
 end
 
 local function expand(path)

@@ -8,343 +8,35 @@
 --   ex:note("Comparison", text) ; ex:set("compare", t)
 --   ex:finish()     -- OUT/results.json, OUT/profiles.csv, OUT/descriptors.csv, OUT/summary.txt; prints it
 --
--- Model specs (E.parse_model):
---   small_resnet                  a shipped model: models/shipped/small_resnet.safetensors
---                                 ($SRGEO_SHIPPED overrides the folder)
---   small_resnet@init             its random-init twin (architecture and config from the shipped file's
---                                 metadata, or the zoo architecture of that name); @init:7 picks the seed
---   mlp{hidden={16}}@init         a zoo architecture with a config (a Lua table literal)
---   runs/x/ckpt_00000100.safetensors   any checkpoint srgeo.models.load reads (@init works too)
---   trained=path.safetensors      LABEL=SPEC names the curve
--- Evaluation-set specs (E.parse_eval): NAME[:N][@SEED], N images (default --images), SEED (default --seed)
---   fmnist-test  fmnist-train  (or test, train)  cifar10-test  cifar10-train
---   fmnist-test-blur1  blur1  blur2 ...   the test draw Gaussian-blurred with that σ (train-blur1 too)
---   noise  noise-gaussian  noise-pink  noise-dead_leaves   i.i.d. synthetic images of the model's input shape
---
--- Caching (resume): each unit (model × evaluation set × estimator options ×
--- tap) is written to OUT/units/KEY.json (+ .csv, + .unit.json describing what
--- was computed).  A rerun with the same options reuses every unit whose
--- description matches and recomputes the rest; --force recomputes all.
+-- This module composes the parts, one module per concept, and re-exports
+-- their functions so scripts and notebooks need only E:
+--   srgeo.spec     model and evaluation-set specs (E.parse_model, E.load_model, E.parse_eval, ...)
+--   srgeo.cache    the unit cache in OUT/units/ (resume; --force recomputes)
+--   srgeo.report   tables, ‖J‖_F, the bump kind, the result files (E.descriptor_table, E.bump, ...)
+--   srgeo.models   the zoo and the shipped models (E.shipped, E.shipped_dir)
 -- Ctrl-C during a unit stops the script; completed units stay cached.
 local srgeo = require "srgeo"
 local util = require "srgeo.util"
-local json = require "srgeo.json"
-local stats = require "srgeo.stats"
 local cli = require "srgeo.cli"
+local models = require "srgeo.models"
+local S = require "srgeo.spec"
+local cache = require "srgeo.cache"
+local report = require "srgeo.report"
 
 local E = {}
-local NAN = 0 / 0
 
--- User errors (a bad spec, a missing model) are error objects with a
--- __tostring: the shell then prints the message without a traceback.
-E.Error = { __tostring = function(e) return e.msg end }
-local function fail(fmt, ...)
-  error(setmetatable({ msg = "experiment: " .. string.format(fmt, ...) }, E.Error), 0)
-end
+-- User errors (a bad spec, a missing model) print without a traceback.
+E.Error = util.Error
+local fail = util.failer("experiment: ")
 
-local copy, exists = util.copy, util.exists
+local copy = util.copy
 
-local function basename(p) return (p:match("([^/]+)$") or p) end
-
-local function stem(p) return (basename(p):gsub("%.safetensors$", "")) end
-
--- A file's identity for the cache: size and modification time.
-local function file_id(path)
-  local p = io.popen("stat -L -c '%s %Y' " .. util.shell_quote(path) .. " 2>/dev/null")
-  local s = p and p:read("l")
-  if p then p:close() end
-  return s or "?"
-end
-
---- The folder shipped models are looked up in.
-function E.shipped_dir() return os.getenv("SRGEO_SHIPPED") or (srgeo.root .. "/models/shipped") end
-
---- Names of shipped models present (sorted).
-function E.shipped()
-  local out = {}
-  local names = srgeo._listdir(E.shipped_dir())
-  for _, f in ipairs(names or {}) do
-    local n = f:match("^(.+)%.safetensors$")
-    if n then out[#out + 1] = n end
-  end
-  table.sort(out)
-  return out
-end
-
-local function shipped_path(name) return E.shipped_dir() .. "/" .. name .. ".safetensors" end
-
--- ---------------------------------------------------------------------------
--- Model specs
-
-local function is_arch(name)
-  local ok, opts = pcall(srgeo.models.options, name)
-  return ok and opts ~= nil
-end
-
-local function parse_cfg(s, spec)
-  local chunk, err = load("return " .. s, "=model config", "t", {})
-  if not chunk then fail("model '%s': config %s is not a Lua table: %s", spec, s, err) end
-  local ok, cfg = pcall(chunk)
-  if not ok or type(cfg) ~= "table" then fail("model '%s': config %s is not a Lua table", spec, s) end
-  return cfg
-end
-
---- E.parse_model(spec) -> {spec, label, name | path, cfg, init, init_seed}
-function E.parse_model(spec)
-  if type(spec) == "table" and spec.spec then return spec end
-  if type(spec) ~= "string" or spec == "" then fail("a model spec must be a non-empty string (got %s)", tostring(spec)) end
-  local ms = { spec = spec }
-  local s = spec
-  local label, rest = s:match("^([%w_%.%-@]+)=(.+)$")
-  if label and not label:find("/") then ms.label, s = label, rest end
-  local base, seed = s:match("^(.-)@init:(%-?%d+)$")
-  if base then ms.init, ms.init_seed, s = true, math.tointeger(tonumber(seed)), base
-  else
-    base = s:match("^(.-)@init$")
-    if base then ms.init, s = true, base end
-  end
-  if s:find("@", 1, true) then fail("model '%s': only @init or @init:SEED may follow the name", spec) end
-  if s:match("%.safetensors$") or s:find("/", 1, true) then
-    ms.path = s:gsub("^~", os.getenv("HOME") or "~")
-  else
-    local name, cfg = s:match("^([%w_%.%-]+)(%b{})$")
-    if name then ms.name, ms.cfg = name, parse_cfg(cfg, spec)
-    elseif s:match("^[%w_%.%-]+$") then ms.name = s
-    else fail("model '%s': expected NAME, NAME{config}, NAME@init or a .safetensors path", spec) end
-  end
-  if not ms.label then
-    local init = ms.init and ("@init" .. (ms.init_seed and ":" .. ms.init_seed or "")) or ""
-    ms.label = (ms.path and stem(ms.path) or ms.name) .. init
-  end
-  return ms
-end
-
---- The random-init twin of a model spec ("x" -> "x@init").
-function E.twin(spec)
-  local ms = E.parse_model(spec)
-  if ms.init then return ms.spec end
-  local label, rest = ms.spec:match("^([%w_%.%-@]+)=(.+)$")
-  if label and not label:find("/") then return label .. "@init=" .. rest .. "@init" end
-  return ms.spec .. "@init"
-end
-
--- Architecture and config recorded in a checkpoint.
-local function ckpt_arch(path)
-  local f <close> = srgeo.safetensors.open(path)
-  local meta = f:metadata()
-  local arch = meta.architecture
-  if not arch then fail("%s has no 'architecture' in its metadata (cannot build its random-init twin)", path) end
-  local cfg = {}
-  if meta.config then
-    local ok, c = pcall(json.decode, meta.config)
-    if ok and type(c) == "table" then cfg = c end
-  end
-  return arch, cfg, meta
-end
-
--- Where a spec's weights come from, and the cache identity of the model.
-function E.model_key(ms, seed)
-  ms = E.parse_model(ms)
-  local key
-  if ms.path then
-    key = "file:" .. ms.path .. "#" .. file_id(ms.path)
-  elseif not ms.cfg and exists(shipped_path(ms.name)) then
-    key = "shipped:" .. ms.name .. "#" .. file_id(shipped_path(ms.name))
-  else
-    key = "arch:" .. ms.name .. (ms.cfg and json.encode(ms.cfg) or "")
-  end
-  if ms.init then key = key .. "@init:" .. tostring(ms.init_seed or seed or 0) end
-  return key
-end
-
---- E.load_model(spec, seed) -> model (eval mode), info {label, arch, config, path, metadata}
-function E.load_model(spec, seed)
-  local ms = E.parse_model(spec)
-  local init_seed = ms.init_seed or seed or 0
-  local path = ms.path
-  if not path and not ms.cfg and exists(shipped_path(ms.name)) then path = shipped_path(ms.name) end
-  local m, info
-  if path then
-    if not exists(path) then fail("model '%s': no such file %s", ms.spec, path) end
-    if ms.init then
-      local arch, cfg, meta = ckpt_arch(path)
-      cfg.init, cfg.seed = nil, init_seed
-      m = srgeo.models.build(arch, cfg)
-      info = { arch = arch, config = cfg, twin_of = path, metadata = meta }
-    else
-      local meta
-      m, meta = srgeo.models.load(path)
-      local mi = srgeo.models.info(m) or {}
-      info = { arch = mi.arch, config = mi.config, path = path, metadata = meta }
-    end
-  elseif is_arch(ms.name) then
-    if not ms.init then
-      fail("model '%s' is an architecture, not a shipped model (%s does not exist; `make models` builds the "
-        .. "shipped ones): write %s@init for a random-init network, or give a .safetensors path",
-        ms.spec, shipped_path(ms.name), ms.spec)
-    end
-    local cfg = copy(ms.cfg or {})
-    cfg.seed = cfg.seed or init_seed
-    m = srgeo.models.build(ms.name, cfg)
-    info = { arch = ms.name, config = cfg }
-  else
-    local shipped = E.shipped()
-    local archs = {}
-    for _, r in ipairs(srgeo.models.list { params = false }) do archs[#archs + 1] = r.name end
-    fail("unknown model '%s': not a shipped model (%s: %s) nor an architecture (%s), nor a .safetensors path",
-      ms.spec, E.shipped_dir(), #shipped > 0 and table.concat(shipped, ", ") or "none yet", table.concat(archs, ", "))
-  end
-  m:eval()
-  info.label, info.spec = ms.label, ms.spec
-  return m, info
-end
-
---- The (C, H, W) input of a zoo-built model, or nil.
-function E.input_shape(m)
-  local mi = srgeo.models.info(m)
-  if not mi then return nil end
-  local cfg = mi.config or {}
-  if type(cfg.input) == "table" then return copy(cfg.input) end
-  for _, r in ipairs(srgeo.models.list { params = false }) do
-    if r.name == mi.arch and r.input then
-      local s = copy(r.input)
-      if cfg.in_channels then s[1] = cfg.in_channels end
-      if cfg.image_size then s[2], s[3] = cfg.image_size, cfg.image_size end
-      return s
-    end
-  end
-  return nil
-end
-
---- The robustness "ε" a model was trained with, from its checkpoint's
---- training metadata: PGD eps, LLR eps or Gaussian-augmentation σ; 0 for
---- standard training; else a name like ..._eps0.5; nil when unknown.
-function E.model_eps(spec)
-  local ms = E.parse_model(spec)
-  local path = ms.path or (ms.name and exists(shipped_path(ms.name)) and shipped_path(ms.name))
-  if path and exists(path) then
-    local ok, meta = pcall(function()
-      local f <close> = srgeo.safetensors.open(path)
-      return f:metadata()
-    end)
-    if ok and meta and meta.training then
-      local dok, t = pcall(json.decode, meta.training)
-      if dok and type(t) == "table" then
-        local obj = t.objective
-        local sub = type(obj) == "string" and type(t[obj]) == "table" and t[obj] or {}
-        if obj == "pgd" or obj == "llr" then
-          if tonumber(sub.eps) then return tonumber(sub.eps) end
-        elseif obj == "gaussian" then
-          if tonumber(sub.sigma) then return tonumber(sub.sigma) end
-        elseif (obj == nil or obj == "ce") and not (ms.label or ""):find("eps") then
-          return 0
-        end
-      end
-    end
-  end
-  local e = (ms.label or ms.spec):match("eps([%d%.]+)")
-  if e then return tonumber((e:gsub("%.$", ""))) end
-  return nil
-end
-
---- Checkpoints of a training run (OUT of srgeo.train): a list of {path, step,
---- label, test_acc} sorted by step.
-function E.checkpoints(dir)
-  local names, err = srgeo._listdir(dir)
-  if not names then fail("run folder %s: %s", dir, tostring(err)) end
-  local out = {}
-  for _, f in ipairs(names) do
-    if f:match("%.safetensors$") and not f:match("^optim_") then
-      local path = dir .. "/" .. f
-      local step = tonumber(f:match("(%d+)%.safetensors$"))
-      local acc
-      local ok, meta = pcall(function()
-        local h <close> = srgeo.safetensors.open(path)
-        return h:metadata()
-      end)
-      if ok and meta then
-        step = tonumber(meta.step) or step
-        acc = tonumber(meta.test_acc)
-      end
-      if step then out[#out + 1] = { path = path, step = math.tointeger(step) or step, test_acc = acc, file = f } end
-    end
-  end
-  table.sort(out, function(a, b) return a.step < b.step end)
-  if #out == 0 then fail("run folder %s holds no checkpoints (*.safetensors with a step)", dir) end
-  return out
-end
-
--- ---------------------------------------------------------------------------
--- Evaluation-set specs
-
-local NOISE_KINDS = { uniform = true, gaussian = true, pink = true, dead_leaves = true }
-local BASES = {
-  ["fmnist-test"] = { "fashion_mnist", "test" }, ["fmnist-train"] = { "fashion_mnist", "train" },
-  test = { "fashion_mnist", "test" }, train = { "fashion_mnist", "train" },
-  ["cifar10-test"] = { "cifar10", "test" }, ["cifar10-train"] = { "cifar10", "train" },
-}
-E.EVAL_NAMES = "fmnist-test, fmnist-train, cifar10-test, cifar10-train, <base>-blur<σ>, blur<σ>, noise, noise-gaussian, noise-pink, noise-dead_leaves"
-
---- E.parse_eval(spec, {images =, seed =}) -> {spec, name, n, seed, key, label, base | noise, blur}
-function E.parse_eval(spec, defaults)
-  if type(spec) == "table" and spec.key then return spec end
-  defaults = defaults or {}
-  if type(spec) ~= "string" or spec == "" then fail("an evaluation set spec must be a non-empty string") end
-  local s, seed = spec:match("^(.-)@(%-?%d+)$")
-  if not s then s = spec end
-  local name, n = s:match("^(.-):(%d+)$")
-  if not name then name = s end
-  local es = { spec = spec, name = name, n = math.tointeger(tonumber(n)) or defaults.images or 64,
-               seed = math.tointeger(tonumber(seed)) or defaults.seed or 0 }
-  if es.n < 1 then fail("evaluation set '%s': needs at least one image", spec) end
-  local kind = name:match("^noise%-(.+)$")
-  if name == "noise" or name == "uniform" then kind = "uniform" end
-  if kind then
-    if not NOISE_KINDS[kind] then fail("evaluation set '%s': unknown noise kind '%s' (uniform, gaussian, pink, dead_leaves)", spec, kind) end
-    es.noise = kind
-  else
-    local base, sigma = name:match("^(.-)%-?blur([%d%.]+)$")
-    if base then
-      es.blur = tonumber(sigma)
-      if not es.blur or es.blur <= 0 then fail("evaluation set '%s': bad blur σ", spec) end
-      if base == "" then base = "fmnist-test" end
-    else
-      base = name
-    end
-    if not BASES[base] then fail("unknown evaluation set '%s' (%s)", spec, E.EVAL_NAMES) end
-    es.base = base
-  end
-  es.key = string.format("%s:%d@%d", name, es.n, es.seed)
-  es.label = name
-  return es
-end
-
-local source_cache = setmetatable({}, { __mode = "v" })
-
-local function source(base)
-  local b = BASES[base]
-  local key = b[1] .. "/" .. b[2]
-  local ds = source_cache[key]
-  if not ds then
-    ds = srgeo.data[b[1]] { split = b[2] }
-    source_cache[key] = ds
-  end
-  return ds
-end
-
---- E.load_eval(spec, {images, seed, shape, model}) -> dataset
-function E.load_eval(spec, opts)
-  opts = opts or {}
-  local es = E.parse_eval(spec, opts)
-  if es.noise then
-    local shape = opts.shape or (opts.model and E.input_shape(opts.model)) or { 1, 28, 28 }
-    return srgeo.data.noise { n = es.n, shape = shape, seed = es.seed, kind = es.noise }
-  end
-  local ds = source(es.base)
-  local draw = ds:sample(math.min(es.n, #ds), es.seed)
-  if es.blur then draw = draw:blurred(es.blur) end
-  return draw
-end
+E.shipped_dir, E.shipped = models.shipped_dir, models.shipped
+for _, k in ipairs { "parse_model", "twin", "load_model", "input_shape", "model_eps", "checkpoints", "EVAL_NAMES",
+                     "parse_eval", "load_eval" } do E[k] = S[k] end
+E.model_key = cache.model_key
+for _, k in ipairs { "jacobian_fro", "bump", "with_jacobian", "columns", "descriptor_table", "compare_table",
+                     "load_results" } do E[k] = report[k] end
 
 -- ---------------------------------------------------------------------------
 -- Options every script shares
@@ -385,7 +77,7 @@ function E.spec(t, defaults)
   s.epilog = (t.epilog and t.epilog .. "\n\n" or "") ..
     "Models: a shipped name (models/shipped/NAME.safetensors), NAME@init (random-init twin),\n" ..
     "ARCH{cfg}@init (e.g. mlp{hidden={16}}@init), a .safetensors path; LABEL=SPEC names a curve.\n" ..
-    "Evaluation sets: NAME[:N][@SEED] with NAME one of\n  " .. E.EVAL_NAMES .. ".\n" ..
+    "Evaluation sets: NAME[:N][@SEED] with NAME one of\n  " .. S.EVAL_NAMES .. ".\n" ..
     "Units already computed in OUT/units/ with the same options are reused (--force recomputes)."
   return s
 end
@@ -443,8 +135,6 @@ function Ex:log(fmt, ...)
   io.stdout:flush()
 end
 
-local function sanitize(s) return (tostring(s):gsub("[^%w%.%-_@]+", "_")) end
-
 --- The model (loaded once per spec) and its info.
 function Ex:model(spec)
   local ms = E.parse_model(spec)
@@ -465,12 +155,9 @@ function Ex:eval_set(spec, model)
   return E.load_eval(spec, { images = self.images, seed = self.seed, model = model })
 end
 
--- JSON canonical form of a unit's description (for cache comparison).
-local function canon(t) return json.encode(json.decode(json.encode(t))) end
-
---- ex:profile(model_spec, eval_spec [, extra]) -> profile.  extra: label,
---- tap, key (file name) and any srgeo.profile options for this unit.
---- Reuses OUT/units/KEY.json when its description matches.
+--- ex:profile(model_spec, eval_spec [, extra]) -> profile, record.  extra:
+--- label, tap, key (file name) and any srgeo.profile options for this unit.
+--- Reuses OUT/units/KEY.json when its description matches (srgeo.cache).
 function Ex:profile(mspec, espec, extra)
   extra = extra or {}
   local ms = E.parse_model(mspec)
@@ -480,27 +167,20 @@ function Ex:profile(mspec, espec, extra)
     if k ~= "label" and k ~= "key" and k ~= "eval_label" then popts[k] = v end
   end
   local label = extra.label or ms.label
-  local key = extra.key or sanitize(ms.label .. (ms.cfg and json.encode(ms.cfg) or "") .. "__" .. es.key
-    .. (popts.tap and "__" .. popts.tap or ""))
-  local unit = { format = "srgeo.unit/1", model = E.model_key(ms, self.seed), eval = es.key, profile = popts,
-                 version = srgeo.version }
-  local base = self.out .. "/units/" .. key
-  local jpath, cpath, upath = base .. ".json", base .. ".csv", base .. ".unit.json"
+  local key = extra.key or cache.key(ms, es, popts.tap)
+  local unit = cache.unit(ms, es, popts, self.seed)
+  local files = cache.files(self.out .. "/units", key)
   local rec = { key = key, label = label, model = ms.spec, model_label = ms.label, eval = es.key,
-                eval_label = extra.eval_label or es.label, tap = popts.tap, json = jpath, csv = cpath }
+                eval_label = extra.eval_label or es.label, tap = popts.tap, json = files.json, csv = files.csv }
   self.units[#self.units + 1] = rec
-  local want = canon(unit)
-  if not self.force and exists(jpath) and exists(upath) then
-    local ok, have = pcall(function() return canon(json.decode(util.read_file(upath)).unit) end)
-    if ok and have == want then
-      local lok, p = pcall(srgeo.profile.load, jpath)
-      if lok then
-        p.label = label
-        rec.cached, rec.profile = true, p
-        self.cached = self.cached + 1
-        return p, rec
-      end
-    elseif ok and not self.quiet then
+  if not self.force then
+    local p, changed = cache.lookup(files, unit)
+    if p then
+      p.label = label
+      rec.cached, rec.profile = true, p
+      self.cached = self.cached + 1
+      return p, rec
+    elseif changed and not self.quiet then
       self:log("  %s: options or model changed since it was cached; recomputing", key)
     end
   end
@@ -511,15 +191,11 @@ function Ex:profile(mspec, espec, extra)
   local t0 = srgeo._clock()
   local p = srgeo.profile(m, X, po)
   if p.interrupted then
-    p:save_json(base .. ".partial.json")
+    cache.save_partial(files, p)
     fail("interrupted during %s after %d images; the %d completed units are cached in %s/units — "
       .. "rerun the same command to resume", key, p.n_images, self.computed + self.cached, self.out)
   end
-  p:save_json(jpath)
-  p:save_csv(cpath)
-  util.write_atomic(upath, json.encode({ unit = unit, label = label, seconds = srgeo._clock() - t0,
-    written = os.date("!%Y-%m-%dT%H:%M:%SZ") }, { indent = true }) .. "\n")
-  os.remove(base .. ".partial.json")
+  cache.store(files, unit, label, p, srgeo._clock() - t0)
   rec.cached, rec.profile, rec.seconds = false, p, srgeo._clock() - t0
   self.computed = self.computed + 1
   return p, rec
@@ -576,13 +252,6 @@ function E.title(espec, ex, prefix)
     es.name, es.n, es.seed, ex and ex.preset or "quick")
 end
 
---- A stand-in profile for plot.descriptors carrying ‖J‖_F as the
---- descriptor "jacobian_fro".
-function E.with_jacobian(p)
-  return { label = p.label, model = p.model,
-           descriptors = setmetatable({ jacobian_fro = E.jacobian_fro(p) }, { __index = p.descriptors }) }
-end
-
 --- Default taps of a model for layer-resolved profiles: its top-level
 --- containers (ResNet stages, ...) or, for flat models, its activations,
 --- then "features" (the embedding).
@@ -610,200 +279,22 @@ function Ex:note(title, text) self.notes[#self.notes + 1] = { title = title, tex
 --- A value stored under results.json's "extra".
 function Ex:set(key, value) self.extra[key] = value end
 
--- ---------------------------------------------------------------------------
--- Tables
-
-local function g(v, p)
-  if v == nil or v ~= v then return "nan" end
-  return string.format("%." .. (p or 3) .. "g", v)
-end
-
---- E.jacobian_fro(p) -> {value, lo, hi}: the median over images of the
---- Hutchinson ‖J‖_F estimates, with a bootstrap CI of that median.
-function E.jacobian_fro(p, B, seed)
-  local vals = {}
-  for i, j in ipairs(p.jacobian_fro or {}) do vals[i] = type(j) == "table" and j.value or j end
-  if #vals == 0 then return { value = NAN, lo = NAN, hi = NAN } end
-  local med = stats.median(vals)
-  if #vals < 2 then return { value = med, lo = NAN, hi = NAN } end
-  local rows = {}
-  for i, v in ipairs(vals) do rows[i] = { v } end
-  local boots = stats.bootstrap(rows, function(s) return stats.median(stats.column(s, 1)) end, B or 500, seed or 1)
-  local ci = (p.options and p.options.ci) or 0.95
-  return { value = med, lo = stats.quantile(boots, (1 - ci) / 2), hi = stats.quantile(boots, 1 - (1 - ci) / 2) }
-end
-
---- E.bump(p) -> "yes" | "edge" | "no": a peak more than 5% above the
---- plateau that comes back down by at least half its excess before the end
---- of the ladder is a bump; a rise that is still high at the last valid rung
---- is "edge" (the ladder may be too short to see the peak).
-function E.bump(p)
-  local d = p.descriptors
-  local plateau, peak = d.plateau.value, d.peak_height.value
-  if not (plateau == plateau and peak == peak) or peak - plateau <= 0.05 * math.abs(plateau) then return "no" end
-  local last
-  for s = #p.median, 1, -1 do
-    if p.median[s] == p.median[s] then last = p.median[s] break end
-  end
-  if last and last <= plateau + (peak - plateau) / 2 then return "yes" end
-  return "edge"
-end
-
-local function ci_cell(d, p)
-  if type(d) ~= "table" then return g(d, p) end
-  if d.lo ~= d.lo or d.lo == nil then return g(d.value, p) end
-  return string.format("%s [%s, %s]", g(d.value, p), g(d.lo, p), g(d.hi, p))
-end
-
--- Left-justify text columns to their widest cell.
-local function columns(rows)
-  local w = {}
-  for _, r in ipairs(rows) do for j, c in ipairs(r) do w[j] = math.max(w[j] or 0, utf8.len(c) or #c) end end
-  local out = {}
-  for _, r in ipairs(rows) do
-    local cells = {}
-    for j, c in ipairs(r) do
-      cells[j] = j < #r and c .. string.rep(" ", w[j] - (utf8.len(c) or #c)) or c
-    end
-    out[#out + 1] = table.concat(cells, "  ")
-  end
-  return table.concat(out, "\n")
-end
-E.columns = columns
-
---- E.descriptor_table(profiles [, labels]) -> text: one row per profile:
---- plateau, onset η, peak η and height (with CIs), half-width, area, ‖J‖_F.
-function E.descriptor_table(ps, labels)
-  local rows = { { "profile", "bump", "plateau", "onset η", "peak η [95% CI]", "peak r [95% CI]", "half-width",
-                   "area", "‖J‖_F [95% CI]" } }
-  for i, p in ipairs(ps) do
-    local d = p.descriptors
-    rows[#rows + 1] = {
-      tostring(labels and labels[i] or p.label or p.model or ("#" .. i)),
-      E.bump(p),
-      g(d.plateau.value), g(d.onset.value), ci_cell(d.peak_eta), ci_cell(d.peak_height),
-      g(d.half_width.value), g(d.area.value), ci_cell(E.jacobian_fro(p)),
-    }
-  end
-  return columns(rows)
-end
-
---- E.compare_table(pairs) -> text: rows {label, compare result} from
---- srgeo.profile.compare: p-values of the curve and of each descriptor.
-function E.compare_table(list)
-  local names = { "curve", "plateau", "onset", "peak_eta", "peak_height", "half_width", "area" }
-  local head = { "comparison" }
-  for _, k in ipairs(names) do head[#head + 1] = "p(" .. k .. ")" end
-  local rows = { head }
-  for _, e in ipairs(list) do
-    local r = { e[1] }
-    for _, k in ipairs(names) do r[#r + 1] = g(e[2].p[k], 2) end
-    rows[#rows + 1] = r
-  end
-  return columns(rows)
-end
-
--- ---------------------------------------------------------------------------
--- Writing the results
-
-local function num(v) return (v == nil or v ~= v) and "nan" or string.format("%.10g", v) end
-
-local function csv_cell(s)
-  s = tostring(s)
-  if s:find('[,"\n]') then s = '"' .. s:gsub('"', '""') .. '"' end
-  return s
-end
-
 --- ex:finish([profiles, labels]) -> summary text.  Writes OUT/profiles.csv
 --- (one row per unit and rung), OUT/descriptors.csv, OUT/results.json and
---- OUT/summary.txt, then prints the summary and the files written.
+--- OUT/summary.txt (srgeo.report), then prints the summary and the files
+--- written.
 function Ex:finish(ps, labels)
-  if not ps then
-    ps, labels = {}, {}
-    for i, u in ipairs(self.units) do ps[i], labels[i] = u.profile, u.label end
-  end
-  local out = self.out
-  -- profiles.csv
-  local lines = { "label,model,eval,tap,eta,median,lo,hi,mean" }
-  for _, u in ipairs(self.units) do
-    local p = u.profile
-    for s, eta in ipairs(p.scales) do
-      lines[#lines + 1] = table.concat({ csv_cell(u.label), csv_cell(u.model), csv_cell(u.eval), csv_cell(u.tap or ""),
-        num(eta), num(p.median[s]), num(p.lo[s]), num(p.hi[s]), num(p.mean[s]) }, ",")
-    end
-  end
-  util.write_atomic(out .. "/profiles.csv", table.concat(lines, "\n") .. "\n")
-  -- descriptors.csv
-  lines = { "label,model,eval,tap,descriptor,value,lo,hi" }
-  for _, u in ipairs(self.units) do
-    local p = u.profile
-    local rows = {}
-    for _, k in ipairs(srgeo.profile.descriptor_names) do rows[#rows + 1] = { k, p.descriptors[k] } end
-    rows[#rows + 1] = { "jacobian_fro", E.jacobian_fro(p) }
-    for _, r in ipairs(rows) do
-      lines[#lines + 1] = table.concat({ csv_cell(u.label), csv_cell(u.model), csv_cell(u.eval), csv_cell(u.tap or ""),
-        r[1], num(r[2].value), num(r[2].lo), num(r[2].hi) }, ",")
-    end
-  end
-  util.write_atomic(out .. "/descriptors.csv", table.concat(lines, "\n") .. "\n")
-  -- results.json
-  local units = {}
-  for i, u in ipairs(self.units) do
-    local p = u.profile
-    units[i] = { key = u.key, label = u.label, model = u.model, eval = u.eval, tap = u.tap, json = u.json,
-                 csv = u.csv, cached = u.cached, seconds = p.seconds, n_images = p.n_images, bump = p.bump,
-                 bump_kind = E.bump(p), descriptors = p.descriptors, jacobian_fro = E.jacobian_fro(p), scales = p.scales,
-                 median = p.median, lo = p.lo, hi = p.hi }
-  end
-  local figs = {}
-  for i, f in ipairs(self.figures) do figs[i] = f end
-  local opts = {}
-  for k, v in pairs(self.opts) do if type(k) == "string" and k:sub(1, 1) ~= "_" then opts[k] = v end end
-  util.write_atomic(out .. "/results.json", json.encode({
-    format = "srgeo.experiment/1", name = self.name, command = self:command(), options = opts,
-    units = units, figures = figs, extra = self.extra, version = srgeo.version,
-    seconds = srgeo._clock() - self.t0, written = os.date("!%Y-%m-%dT%H:%M:%SZ"),
-  }, { indent = true }) .. "\n")
-  -- summary.txt
-  local s = {}
-  s[#s + 1] = string.format("%s — srgeo %s, preset %s, seed %d, %d units (%d computed, %d cached), %.1f s",
-    self.name, srgeo.version, self.preset, self.seed, #self.units, self.computed, self.cached, srgeo._clock() - self.t0)
-  s[#s + 1] = "command: " .. self:command()
-  s[#s + 1] = ""
-  s[#s + 1] = "Descriptors (median over images; 95% bootstrap CIs over images):"
-  s[#s + 1] = E.descriptor_table(ps, labels)
-  for _, n in ipairs(self.notes) do
-    s[#s + 1] = ""
-    s[#s + 1] = n.title .. ":"
-    s[#s + 1] = n.text
-  end
-  local text = table.concat(s, "\n") .. "\n"
-  util.write_atomic(out .. "/summary.txt", text)
+  local text = report.write(self, ps, labels)
   if not self.quiet then
     io.stdout:write("\n", text, "\n")
-    local files = { out .. "/summary.txt", out .. "/results.json", out .. "/profiles.csv", out .. "/descriptors.csv" }
-    for _, f in ipairs(self.figures) do for _, p in ipairs(f.files) do files[#files + 1] = p end end
-    io.stdout:write("wrote ", table.concat(files, " "), "\n")
+    io.stdout:write("wrote ", table.concat(report.files(self), " "), "\n")
     io.stdout:flush()
   end
   return text
 end
 
-function Ex:command()
-  local parts = { "srgeo", "scripts/" .. self.name .. ".lua" }
-  for _, a in ipairs(self.argv or {}) do
-    a = tostring(a)
-    parts[#parts + 1] = a:match("^[%w%-%._/:=@,]+$") and a or util.shell_quote(a)
-  end
-  return table.concat(parts, " ")
-end
-
---- E.load_results(out) -> the results.json table of a finished experiment.
-function E.load_results(out)
-  local t = json.decode(util.read_file(out .. "/results.json"))
-  if type(t) ~= "table" or t.format ~= "srgeo.experiment/1" then fail("%s/results.json is not an srgeo experiment", out) end
-  return t
-end
+--- The command line that reruns this experiment.
+function Ex:command() return report.command(self.name, self.argv) end
 
 --- E.run_script(name, args): run scripts/NAME.lua in this state with the
 --- given argument list (what `srgeo scripts/NAME.lua ARGS` does).

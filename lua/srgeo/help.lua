@@ -117,7 +117,8 @@ Related finite-scale metrics on the same inputs and directions (srgeo.metrics):
   p.jacobian_fro: per image Hutchinson ‖J‖_F with a 95% CI (from the profile's JVPs).]]
 
 TEXT.experiment = [[
-What the scripts share (lua/srgeo/experiment.lua; options parsing in lua/srgeo/cli.lua):
+What the scripts share (lua/srgeo/experiment.lua, composing spec.lua: model and evaluation-set specs,
+cache.lua: the unit cache, report.lua: tables and result files; options parsing in cli.lua):
   local E = srgeo.experiment
   m, info = E.load_model("small_resnet")           -- shipped name | NAME@init | ARCH{cfg}@init | path.safetensors
   ds = E.load_eval("fmnist-test:64@0", {model = m}) -- fmnist-test|train, blurσ, noise[-kind], cifar10-*; :N @SEED
@@ -163,8 +164,7 @@ local function topic_text(name)
   elseif name == "models" then
     local archs = {}
     for _, r in ipairs(srgeo.models.list { params = false }) do archs[#archs + 1] = r.name end
-    local ok, E = pcall(require, "srgeo.experiment")
-    local shipped = ok and E.shipped() or {}
+    local shipped = srgeo.models.shipped()
     return t:format(table.concat(archs, ", "), #shipped > 0 and table.concat(shipped, ", ") or "none yet (make models)")
   elseif name == "scripts" then
     return H.examples_text()
@@ -197,7 +197,8 @@ end
 -- Which library table/function is v, as a dotted path (searched one and two
 -- levels down the loaded parts of srgeo; lazy parts are not loaded for this).
 local TOPIC_OF_MODULE = { nn = "nn", models = "models", profile = "profile", plot = "plot", data = "data",
-  train = "train", metrics = "metrics", experiment = "experiment", cli = "experiment", notebook = "notebook",
+  train = "train", metrics = "metrics", experiment = "experiment", cli = "experiment", spec = "experiment",
+  cache = "experiment", report = "experiment", notebook = "notebook",
   image = "data", npy = "tensors", safetensors = "models" }
 
 local function find_path(v)

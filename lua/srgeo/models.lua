@@ -1,33 +1,89 @@
--- srgeo.models: the encoder zoo.  Architectures live in models/*.lua (one
--- file per family); each returns a table of entries
+-- srgeo.models: the encoder zoo and the shipped models.  Architectures live
+-- in models/*.lua, one file per family, each a module (require
+-- "models.resnet"); a family returns a table of entries
 --   name = { build = function(cfg) -> module, doc = "...", input = {C,H,W} }
 --   name = { build = function(cfg) -> module, doc = "...", input = {C,H,W},
 --            options = {"widths", ...} }    -- cfg keys beyond the common ones
--- and this module exposes them as srgeo.models.NAME{...}, lists them, and
--- records each built model's architecture and config so checkpoints can be
--- reloaded with srgeo.models.load(path) (m:save writes both).
+-- with its order and rank (C.order in models/common.lua).  The families are
+-- the files of models/ that return such a table (found by listing the
+-- folder, so a new family is a new file), and this module exposes them as
+-- srgeo.models.NAME{...}, lists them, and records each built model's
+-- architecture and config so checkpoints can be reloaded with
+-- srgeo.models.load(path) (m:save writes both).  Trained checkpoints ship
+-- in models/shipped/ (srgeo.models.shipped()).
 local srgeo = require "srgeo"
 local json = require "srgeo.json"
 local util = require "srgeo.util"
 
 local M = {}
-local families = { "resnet", "vgg", "convnext", "vit", "wrn", "small" }
+local MODELS = srgeo.root .. "/models"
+
+-- `require "models.NAME"` loads MODELS/NAME.lua, so each file runs once per
+-- state (every family used to reload common.lua) and families can use one
+-- another.  A searcher rather than ROOT/?.lua in package.path: only
+-- models.* names resolve there, and a models/ folder in the working
+-- directory cannot shadow the zoo.
+local function search(name)
+  local file = name:match("^models%.([%w_]+)$")
+  if not file then return nil end
+  local path = MODELS .. "/" .. file .. ".lua"
+  if not util.exists(path) then return "no file '" .. path .. "'" end
+  local chunk, err = loadfile(path)
+  if not chunk then error("error loading module '" .. name .. "' from file '" .. path .. "':\n\t" .. err, 0) end
+  return chunk, path
+end
+table.insert(package.searchers, 2, search)
+
 local entries, order = {}, {}
 
+-- Families: every models/*.lua that returns an _order, by rank then name.
 local function load_families()
   if #order > 0 then return end
-  for _, fam in ipairs(families) do
-    local path = srgeo.root .. "/models/" .. fam .. ".lua"
-    local chunk, err = loadfile(path)
-    if not chunk then error("srgeo.models: " .. err) end
-    local defs = chunk(srgeo)
-    for _, name in ipairs(defs._order) do
-      local e = defs[name]
-      e.name, e.family = name, fam
+  local fams = {}
+  for _, f in ipairs(srgeo._listdir(MODELS) or {}) do
+    local fam = f:match("^([%w_]+)%.lua$")
+    if fam then
+      local defs = require("models." .. fam)
+      if type(defs) == "table" and defs._order then fams[#fams + 1] = { name = fam, defs = defs } end
+    end
+  end
+  table.sort(fams, function(a, b)
+    local ra, rb = a.defs._rank or math.huge, b.defs._rank or math.huge
+    if ra ~= rb then return ra < rb end
+    return a.name < b.name
+  end)
+  for _, fam in ipairs(fams) do
+    for _, name in ipairs(fam.defs._order) do
+      local e = fam.defs[name]
+      e.name, e.family = name, fam.name
       entries[name] = e
       order[#order + 1] = name
     end
   end
+end
+
+--- The folder shipped models are looked up in ($SRGEO_SHIPPED overrides
+--- models/shipped).
+function M.shipped_dir() return os.getenv("SRGEO_SHIPPED") or (MODELS .. "/shipped") end
+
+--- The file of shipped model NAME (whether or not it exists).
+function M.shipped_path(name) return M.shipped_dir() .. "/" .. name .. ".safetensors" end
+
+--- Names of shipped models present (sorted).
+function M.shipped()
+  local out = {}
+  for _, f in ipairs(srgeo._listdir(M.shipped_dir()) or {}) do
+    local n = f:match("^(.+)%.safetensors$")
+    if n then out[#out + 1] = n end
+  end
+  table.sort(out)
+  return out
+end
+
+--- A checkpoint's __metadata__ (the file is closed again).
+function M.metadata(path)
+  local f <close> = srgeo.safetensors.open(path)
+  return f:metadata()
 end
 
 -- Architecture and config of every model built here (weak keys: the info
@@ -135,9 +191,7 @@ end
 
 --- Build the architecture recorded in a checkpoint's __metadata__ and load it.
 function M.load(path, opts)
-  local f <close> = srgeo.safetensors.open(path)
-  local meta = f:metadata()
-  f:close()
+  local meta = M.metadata(path)
   local arch = meta.architecture
   if not arch then error("srgeo.models.load: " .. path .. " has no 'architecture' in its metadata", 2) end
   local ok, cfg = pcall(json.decode, meta.config or "{}")

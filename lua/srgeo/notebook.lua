@@ -24,7 +24,7 @@ local util = require "srgeo.util"
 
 local N = {}
 
-N.Error = { __tostring = function(e) return e.msg end }
+N.Error = util.Error
 
 -- ---------------------------------------------------------------------------
 -- Parsing: text cells and fenced code blocks
@@ -107,7 +107,7 @@ end
 function N.run(path, opts)
   opts = opts or {}
   local text = util.try_read(path)
-  if not text then error(setmetatable({ msg = "notebook: cannot read " .. tostring(path) }, N.Error), 2) end
+  if not text then util.raise { msg = "notebook: cannot read " .. tostring(path) } end
   local name = (path:match("([^/]+)$") or path):gsub("%.md$", ""):gsub("%.markdown$", "")
   local out = opts.out or ("out/notebooks/" .. name)
   util.mkdir(out)
@@ -225,7 +225,7 @@ function N.run(path, opts)
   if failed then
     local msg = string.format("notebook %s: block %d (line %d: `%s`) failed: %s\n(report with the error: %s)",
       path, failed.index, failed.line, first_code_line(failed.code), failed.error, html)
-    error(setmetatable({ msg = msg, block = failed.index, line = failed.line, html = html, md = md }, N.Error), 0)
+    util.raise { msg = msg, block = failed.index, line = failed.line, html = html, md = md }
   end
   return { html = html, md = md, cells = cells, seconds = seconds, ok = true, figures = nfig }
 end

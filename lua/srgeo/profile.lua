@@ -163,6 +163,33 @@ P.hutchinson = hutchinson
 
 local function image_seed(base, i) return (base * 1000003 + i * 7919) % (1 << 53) end
 
+--- srgeo.profile.classify_bump(curve, plateau, peak) -> kind, bump: the one place that
+--- says what a bump is (a later issue replaces the classifier).  A bump is a
+--- peak more than 5% above the plateau that the curve comes back down from;
+--- it is answered at the two strengths in use:
+---   kind: "yes" when the last valid rung is down by at least half the
+---     peak's excess, "edge" when it is still higher (the ladder may be too
+---     short to see the peak), "no" without such a peak (summary tables,
+---     results.json's bump_kind, the notebooks);
+---   bump: true when the peak is inside the ladder (neither the first nor
+---     the last valid rung) and the last valid rung is more than a fifth of
+---     the excess below it (p.bump).
+--- curve: r per rung, NaN rungs skipped; plateau, peak: its descriptors.
+function P.classify_bump(curve, plateau, peak)
+  local n, top, at, last = 0, nil, nil, nil -- valid rungs, their (first) maximum and its place, the last
+  for _, v in ipairs(curve) do
+    if v == v then
+      n, last = n + 1, v
+      if not top or v > top then top, at = v, n end
+    end
+  end
+  if not (plateau == plateau and peak == peak) then return "no", false end
+  local excess = peak - plateau
+  if excess <= 0.05 * math.abs(plateau) then return "no", false end
+  local kind = (last and last <= plateau + excess / 2) and "yes" or "edge"
+  return kind, at ~= nil and at > 1 and at < n and last < peak - 0.2 * excess
+end
+
 --- Bump descriptors of one curve r over scales (NaN rungs skipped).
 --- plateau: mean r over the first up to 3 valid rungs; onset: first η where r
 --- leaves the plateau by 5% (log-interpolated); peak: max r and its η;
@@ -205,10 +232,7 @@ function P.descriptors(scales, r)
   end
   d.peak_eta = 10 ^ px
   local excess = ys[ip] - d.plateau
-  -- A bump rises more than 5% above the plateau, peaks inside the ladder
-  -- and comes down again (by at least a fifth of its excess); a curve still
-  -- rising at the last rung is a rise, not a bump.
-  d.bump = excess > 0.05 * math.abs(d.plateau) and ip > 1 and ip < n and ys[n] < ys[ip] - 0.2 * excess
+  d.bump = select(2, P.classify_bump(ys, d.plateau, d.peak_height)) -- the stricter of its two answers
   if excess > 0.05 * math.abs(d.plateau) then
     local half = d.plateau + excess / 2
     local function cross(i, j) -- interpolate where y crosses `half` between rungs i and j

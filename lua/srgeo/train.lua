@@ -106,12 +106,7 @@ local objective_defaults = {
 
 local function fail(fmt, ...) error("srgeo.train: " .. string.format(fmt, ...), 3) end
 
-local function copy(t)
-  if type(t) ~= "table" then return t end
-  local c = {}
-  for k, v in pairs(t) do c[k] = copy(v) end
-  return c
-end
+local copy = util.copy
 
 -- ---------------------------------------------------------------------------
 -- Schedules
@@ -227,27 +222,33 @@ function T.evaluate(m, ds, opts)
   return T._evaluate(m, X, labels, idx, opts.batch)
 end
 
--- Evaluate rows idx (all when nil) of X in batches; the model is left in
--- the mode it had.
-function T._evaluate(m, X, labels, idx, batch)
-  batch = batch or 256
-  local n = idx and #idx or X:shape()[1]
-  local was = m:training()
-  m:eval()
-  local loss, correct = 0, 0
+-- fn(rows, labels, first) for each batch of the first n of rows idx (1..n
+-- when nil) of X, in order; the rows are gathered into one reused buffer.
+local function each_batch(X, labels, idx, n, batch, fn)
   local buf
   for first = 1, n, batch do
-    local last = math.min(n, first + batch - 1)
     local ix, lab = {}, {}
-    for k = first, last do
+    for k = first, math.min(n, first + batch - 1) do
       local i = idx and idx[k] or k
       ix[#ix + 1] = i
       lab[#lab + 1] = labels[i]
     end
     buf = srgeo.augment.batch(X, ix, { out = buf })
-    local l, c = srgeo._eval_batch(m, buf, lab)
-    loss, correct = loss + l, correct + c
+    fn(buf, lab, first)
   end
+end
+
+-- Evaluate rows idx (all when nil) of X in batches; the model is left in
+-- the mode it had.
+function T._evaluate(m, X, labels, idx, batch)
+  local n = idx and #idx or X:shape()[1]
+  local was = m:training()
+  m:eval()
+  local loss, correct = 0, 0
+  each_batch(X, labels, idx, n, batch or 256, function(rows, lab)
+    local l, c = srgeo._eval_batch(m, rows, lab)
+    loss, correct = loss + l, correct + c
+  end)
   if was then m:train() end
   return { loss = loss / n, acc = correct / n, n = n }
 end
@@ -266,19 +267,12 @@ function T.robust_accuracy(m, ds, opts)
   local total = X:shape()[1]
   local p = (n and n < total) and srgeo.augment.permutation(total, seed) or nil
   n = p and n or total
-  local correct, loss, buf = 0, 0, nil
-  for first = 1, n, batch do
-    local ix, lab = {}, {}
-    for k = first, math.min(n, first + batch - 1) do
-      local i = p and p[k] or k
-      ix[#ix + 1] = i
-      lab[#lab + 1] = labels[i]
-    end
-    buf = srgeo.augment.batch(X, ix, { out = buf })
+  local correct, loss = 0, 0
+  each_batch(X, labels, p, n, batch, function(rows, lab, first)
     opts.seed = mix(seed, STREAM.objective, first)
-    local _, l, c = srgeo._pgd(m, buf, lab, opts)
-    correct, loss = correct + c, loss + l * #ix
-  end
+    local _, l, c = srgeo._pgd(m, rows, lab, opts)
+    correct, loss = correct + c, loss + l * #lab
+  end)
   return { acc = correct / n, loss = loss / n, n = n }
 end
 

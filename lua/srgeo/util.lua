@@ -1,6 +1,19 @@
 -- srgeo.util: files, formatting and progress shared by the library.
 local M = {}
 
+-- User errors (a bad command line, spec or notebook, a missing model) are
+-- error objects with a __tostring: the shell then prints the message
+-- without a traceback.  One metatable for the whole library.
+M.Error = { __tostring = function(e) return e.msg end }
+
+--- Raise t (a table with msg and any fields a caller may want) as a user error.
+function M.raise(t) error(setmetatable(t, M.Error), 0) end
+
+--- A function fail(fmt, ...) that raises the user error PREFIX .. fmt:format(...).
+function M.failer(prefix)
+  return function(fmt, ...) M.raise { msg = prefix .. string.format(fmt, ...) } end
+end
+
 --- Write `content` to `path` atomically: a temporary file beside it, then
 --- rename, so a crash never leaves a truncated result behind.
 function M.write_atomic(path, content)

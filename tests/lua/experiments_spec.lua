@@ -9,6 +9,10 @@ local T = ...
 local srgeo = require "srgeo"
 local cli = require "srgeo.cli"
 local E = require "srgeo.experiment"
+local spec = require "srgeo.spec"
+local cache = require "srgeo.cache"
+local report = require "srgeo.report"
+local models = require "srgeo.models"
 local json = require "srgeo.json"
 local util = require "srgeo.util"
 
@@ -160,6 +164,19 @@ T.test("cli: bad command lines name the problem and the valid options", function
   T.raises(function() cli.parse(SPEC, { "--n", "1.5" }) end, "--n expects an integer")
   T.raises(function() cli.parse(SPEC, { "--lr", "fast" }) end, "--lr expects a number")
   T.raises(function() cli.parse(SPEC, { "--preset", "slow" }) end, "--preset must be one of paper, quick")
+T.test("errors: cli, experiment and notebook raise util.Error objects (the shell prints them without a traceback)", function()
+  local function err_of(f, ...)
+    local ok, e = pcall(f, ...)
+    T.eq(ok, false)
+    T.eq(getmetatable(e), util.Error, tostring(e))
+    return tostring(e)
+  end
+  T.truthy(err_of(cli.parse, SPEC, { "--modle", "x" }):find("^t%.lua: unknown option '%-%-modle'"))
+  T.truthy(err_of(E.parse_eval, "imagenet:5"):find("^experiment: unknown evaluation set 'imagenet:5'"))
+  T.truthy(err_of(require("srgeo.notebook").run, ROOT .. "/no_such_notebook.md"):find("^notebook: cannot read "))
+  T.eq(cli.Error, util.Error); T.eq(E.Error, util.Error)
+end)
+
   T.raises(function() cli.parse(SPEC, { "--model" }) end, "--model needs a value")
   T.raises(function() cli.parse(SPEC, { "a", "b" }) end, "unexpected argument 'b'")
 end)
@@ -223,6 +240,97 @@ T.test("experiment: evaluation-set specs", function()
   local m = srgeo.models.mlp { hidden = { 4 }, input = { 1, 5, 5 } }
   local ds = E.load_eval("noise:3@2", { model = m })
   T.eq(#ds, 3); T.eq(ds:get(1):shape()[4], 5)
+end)
+
+T.test("cache: srgeo._stat gives a file's identity without a shell", function()
+  local f = setup()
+  local path = f.ship .. "/tiny.safetensors"
+  local st = srgeo._stat(path)
+  T.eq(st.size, #read(path)); T.eq(math.type(st.mtime), "integer"); T.eq(st.dir, false)
+  T.truthy(math.type(st.mtime_nsec) == "integer" and st.mtime_nsec >= 0 and st.mtime_nsec < 1e9, "nanoseconds")
+  T.truthy(math.abs(st.mtime - os.time()) < 86400, "mtime in seconds since the epoch")
+  T.eq(srgeo._stat(f.ship).dir, true)
+  local none, err = srgeo._stat(f.ship .. "/nope.safetensors")
+  T.eq(none, nil); T.truthy(err:find("nope.safetensors", 1, true), err)
+  T.eq(cache.file_id(path), st.size .. " " .. st.mtime)
+  T.eq(cache.file_id(f.ship .. "/nope.safetensors"), "?")
+end)
+
+T.test("cache: model keys name where the weights come from", function()
+  local f = setup()
+  local path = f.ship .. "/tiny.safetensors"
+  T.eq(cache.model_key(path), "file:" .. path .. "#" .. cache.file_id(path))
+  T.eq(cache.model_key("t=" .. path .. "@init:4"), "file:" .. path .. "#" .. cache.file_id(path) .. "@init:4")
+  T.eq(cache.model_key("mlp{hidden={4}}@init", 3), 'arch:mlp{"hidden":[4]}@init:3', "the run's seed for @init")
+  T.eq(cache.model_key("mlp@init"), "arch:mlp@init:0")
+  local shipped = models.shipped_path("small_resnet")
+  if util.exists(shipped) then
+    T.eq(cache.model_key("small_resnet@init:2"), "shipped:small_resnet#" .. cache.file_id(shipped) .. "@init:2")
+    T.eq(cache.model_key("small_resnet{widths={4,8,16}}@init"), 'arch:small_resnet{"widths":[4,8,16]}@init:0',
+      "NAME{cfg} is an architecture even when NAME is shipped")
+  end
+end)
+
+T.test("cache: a stored unit is found again only under the same description", function()
+  local dir = ROOT .. "/cache"
+  util.mkdir(dir)
+  local ms, es = spec.parse_model("mlp{hidden={4},input={1,4,4}}@init"), spec.parse_eval("noise:2@1")
+  local key = cache.key(ms, es)
+  T.eq(key, "mlp@init_hidden_4_input_1_4_4___noise_2@1", "a file-system-safe name")
+  T.eq(cache.key(ms, es, "fc1"), key .. "__fc1")
+  local files = cache.files(dir, key)
+  for _, k in ipairs { "json", "csv", "unit", "partial" } do os.remove(files[k]) end
+  local unit = cache.unit(ms, es, { preset = "quick", seed = 0, directions = 4 }, 0)
+  T.eq(unit.model, cache.model_key(ms, 0)); T.eq(unit.eval, "noise:2@1")
+  local p0, changed = cache.lookup(files, unit)
+  T.eq(p0, nil); T.eq(changed, false, "nothing cached yet")
+  local m = spec.load_model(ms)
+  local p = srgeo.profile(m, spec.load_eval(es, { model = m }), { preset = "quick", directions = 4, nscales = 5,
+    bootstrap = 10, progress = false })
+  cache.save_partial(files, p)
+  T.truthy(exists(files.partial))
+  cache.store(files, unit, "lbl", p, 0.25)
+  T.truthy(exists(files.json) and exists(files.csv) and not exists(files.partial), "profile written, partial removed")
+  T.eq(json.decode(read(files.unit)).label, "lbl")
+  local q = cache.lookup(files, unit)
+  T.truthy(q, "found again")
+  for s = 1, #p.scales do T.close(q.median[s], p.median[s], 1e-12) end
+  local other = cache.unit(ms, es, { preset = "quick", seed = 0, directions = 8 }, 0)
+  q, changed = cache.lookup(files, other)
+  T.eq(q, nil); T.eq(changed, true, "options changed")
+  util.write_atomic(files.unit, "{not json")
+  q, changed = cache.lookup(files, unit)
+  T.eq(q, nil); T.eq(changed, false, "an unreadable description is recomputed silently")
+end)
+
+T.test("report: CSV rows (quoted labels, nan), the rerun command line", function()
+  local descriptors = {}
+  for _, k in ipairs(srgeo.profile.descriptor_names) do descriptors[k] = { value = 1.5, lo = 0 / 0, hi = 0 / 0 } end
+  local p = { scales = { 0.1, 1 }, median = { 1, 0 / 0 }, lo = { 0.9, 0 / 0 }, hi = { 1.1, 0 / 0 }, mean = { 1, 0 / 0 },
+              descriptors = descriptors, jacobian_fro = { 2, 4 } }
+  local u = { label = 'a,"b"', model = "m", eval = "noise:2@0", tap = "fc1", profile = p }
+  T.eq(report.profiles_csv { u }, 'label,model,eval,tap,eta,median,lo,hi,mean\n'
+    .. '"a,""b""",m,noise:2@0,fc1,0.1,1,0.9,1.1,1\n"a,""b""",m,noise:2@0,fc1,1,nan,nan,nan,nan\n')
+  local lines = {}
+  for l in report.descriptors_csv({ u }):gmatch("[^\n]+") do lines[#lines + 1] = l end
+  T.eq(#lines, 2 + #srgeo.profile.descriptor_names, "header, one row per descriptor, then ‖J‖_F")
+  T.eq(lines[2], '"a,""b""",m,noise:2@0,fc1,plateau,1.5,nan,nan')
+  T.truthy(lines[#lines]:find('^"a,""b""",m,noise:2@0,fc1,jacobian_fro,3,'), lines[#lines])
+  T.eq(report.jacobian_fro(p).value, 3, "median of the per-image ‖J‖_F")
+  T.eq(report.command("bump", { "--model", "a b", "--eval", "noise:4@0" }),
+    "srgeo scripts/bump.lua --model 'a b' --eval noise:4@0")
+  T.eq(E.descriptor_table, report.descriptor_table, "srgeo.experiment re-exports the report")
+end)
+
+T.test("models: shipped models listed by the registry; help lists them without srgeo.experiment", function()
+  local f = setup()
+  local out = sh("SRGEO_SHIPPED=" .. f.ship .. " " .. exe() .. [[ -e 'print(table.concat(srgeo.models.shipped(), " "))
+print(srgeo.help.text_of("models"):match("Shipped models here: [^\n]*"))
+print(package.loaded["srgeo.experiment"] == nil and "experiment not loaded" or "experiment loaded")']])
+  T.truthy(out:find("tiny tiny_pgd_eps0.5 tiny_random_labels tiny_robust\n", 1, true), out)
+  T.truthy(out:find("Shipped models here: tiny, tiny_pgd_eps0.5, tiny_random_labels, tiny_robust.", 1, true), out)
+  T.truthy(out:find("experiment not loaded", 1, true), out)
+  T.eq(E.shipped, models.shipped)
 end)
 
 -- ---------------------------------------------------------------------------

@@ -327,6 +327,27 @@ T.test("models: unknown config keys are errors listing the valid ones", function
   T.raises(function() srgeo.models.vit_s_16 { image_size = 100, init = false } end, "not a multiple of patch 16")
 end)
 
+T.test("models: families are the modules of models/ (require \"models.NAME\"), each loaded once", function()
+  local files = {}
+  for _, f in ipairs(srgeo._listdir(srgeo.root .. "/models")) do
+    local name = f:match("^([%w_]+)%.lua$")
+    if name then files[name] = true end
+  end
+  local listed = {}
+  for _, r in ipairs(srgeo.models.list { params = false }) do
+    T.truthy(files[r.family], r.name .. ": family '" .. tostring(r.family) .. "' is a file of models/")
+    -- the registry's entry is the family module's own table: one load per state
+    T.eq(package.loaded["models." .. r.family][r.name], require("models." .. r.family)[r.name], r.name)
+    listed[r.family] = true
+  end
+  for name in pairs(files) do
+    local defs = require("models." .. name)
+    T.eq(listed[name] or false, defs._order ~= nil, "models/" .. name .. ".lua: listed exactly when it is a family")
+  end
+  T.truthy(package.loaded["models.common"] and not listed.common, "common.lua: a shared module, not a family")
+  T.raises(function() require "models.no_such_family" end, srgeo.root .. "/models/no_such_family.lua")
+end)
+
 local ARCHS = { "resnet18", "resnet34", "resnet50", "resnet101", "wide_resnet50_2", "resnet18_cifar", "resnet20",
                 "vgg11", "vgg11_bn", "vgg13", "vgg13_bn", "vgg16", "vgg16_bn", "vgg19", "vgg19_bn", "vgg16_cifar",
                 "convnext_tiny", "convnext_small", "convnext_nano", "vit_s_16", "vit_ti_16", "vit_b_16_timm", "vit_b_16",

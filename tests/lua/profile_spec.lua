@@ -200,6 +200,27 @@ T.test("profile: Ctrl-C stops cleanly and keeps the images already done", functi
   T.truthy(err:find("interrupted after", 1, true), err)
 end)
 
+T.test("profile.classify_bump: one classifier, two strengths (kind: down by half; bump: interior peak, down by a fifth)", function()
+  local scales = {}
+  for i = 1, 8 do scales[i] = 10 ^ (i - 4) end
+  local function check(r, kind, bump, what)
+    local d = srgeo.profile.descriptors(scales, r)
+    local k, b = srgeo.profile.classify_bump(r, d.plateau, d.peak_height)
+    T.eq(k, kind, what .. ": kind"); T.eq(b, bump, what .. ": bump")
+    T.eq(d.bump, b, what .. ": the descriptors' bump is the classifier's")
+  end
+  check({ 1, 1, 1, 1.5, 1 }, "yes", true, "back down to the plateau")
+  check({ 1, 1, 1, 1.5, 1.35 }, "edge", true, "down by more than a fifth, less than half")
+  check({ 1, 1, 1, 1.5, 1.4 }, "edge", false, "down by exactly a fifth")
+  check({ 1, 1, 1, 2, 1.5 }, "yes", true, "down by exactly half")
+  check({ 1.5, 1, 1, 1 }, "yes", false, "peak on the first rung: back down, but not inside the ladder")
+  check({ 1, 1, 1, 1.2, 1.5 }, "edge", false, "still rising at the last rung")
+  check({ 1, 1, 1, 1.04, 1 }, "no", false, "within 5% of the plateau")
+  check({ 1, 1, 1, 1.5, 1, 0 / 0 }, "yes", true, "NaN rungs skipped")
+  T.eq(srgeo.profile.classify_bump({ 0 / 0 }, 0 / 0, 0 / 0), "no", "no valid rung")
+  T.eq(select(2, srgeo.profile.classify_bump({ 0 / 0 }, 0 / 0, 0 / 0)), false)
+end)
+
 T.test("profile.descriptors: a curve still rising at the last rung is not a bump", function()
   local scales, r = {}, {}
   for i = 1, 17 do scales[i] = 10 ^ (-2 + (i - 1) * 0.25); r[i] = 1 + (i > 10 and (i - 10) ^ 2 or 0) end

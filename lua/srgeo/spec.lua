@@ -1,0 +1,297 @@
+-- srgeo.spec: model and evaluation-set specs, the strings the scripts take
+-- (`--model small_resnet@init`, `--eval fmnist-test:64@1`), and what they
+-- load.
+--
+-- Model specs (spec.parse_model):
+--   small_resnet                  a shipped model: models/shipped/small_resnet.safetensors
+--                                 ($SRGEO_SHIPPED overrides the folder)
+--   small_resnet@init             its random-init twin (architecture and config from the shipped file's
+--                                 metadata, or the zoo architecture of that name); @init:7 picks the seed
+--   mlp{hidden={16}}@init         a zoo architecture with a config (a Lua table literal)
+--   runs/x/ckpt_00000100.safetensors   any checkpoint models.load reads (@init works too)
+--   trained=path.safetensors      LABEL=SPEC names the curve
+-- Evaluation-set specs (spec.parse_eval): NAME[:N][@SEED], N images (default --images), SEED (default --seed)
+--   fmnist-test  fmnist-train  (or test, train)  cifar10-test  cifar10-train
+--   fmnist-test-blur1  blur1  blur2 ...   the test draw Gaussian-blurred with that σ (train-blur1 too)
+--   noise  noise-gaussian  noise-pink  noise-dead_leaves   i.i.d. synthetic images of the model's input shape
+--
+-- A bad spec is a user error (util.Error) whose message starts with
+-- "experiment: ": the scripts reach this module through srgeo.experiment.
+local srgeo = require "srgeo"
+local util = require "srgeo.util"
+local json = require "srgeo.json"
+local models = require "srgeo.models"
+
+local S = {}
+
+local fail = util.failer("experiment: ")
+local copy, exists = util.copy, util.exists
+
+local function basename(p) return (p:match("([^/]+)$") or p) end
+
+local function stem(p) return (basename(p):gsub("%.safetensors$", "")) end
+
+-- ---------------------------------------------------------------------------
+-- Model specs
+
+local function is_arch(name)
+  local ok, opts = pcall(models.options, name)
+  return ok and opts ~= nil
+end
+
+local function parse_cfg(s, spec)
+  local chunk, err = load("return " .. s, "=model config", "t", {})
+  if not chunk then fail("model '%s': config %s is not a Lua table: %s", spec, s, err) end
+  local ok, cfg = pcall(chunk)
+  if not ok or type(cfg) ~= "table" then fail("model '%s': config %s is not a Lua table", spec, s) end
+  return cfg
+end
+
+--- spec.parse_model(spec) -> {spec, label, name | path, cfg, init, init_seed}
+function S.parse_model(spec)
+  if type(spec) == "table" and spec.spec then return spec end
+  if type(spec) ~= "string" or spec == "" then fail("a model spec must be a non-empty string (got %s)", tostring(spec)) end
+  local ms = { spec = spec }
+  local s = spec
+  local label, rest = s:match("^([%w_%.%-@]+)=(.+)$")
+  if label and not label:find("/") then ms.label, s = label, rest end
+  local base, seed = s:match("^(.-)@init:(%-?%d+)$")
+  if base then ms.init, ms.init_seed, s = true, math.tointeger(tonumber(seed)), base
+  else
+    base = s:match("^(.-)@init$")
+    if base then ms.init, s = true, base end
+  end
+  if s:find("@", 1, true) then fail("model '%s': only @init or @init:SEED may follow the name", spec) end
+  if s:match("%.safetensors$") or s:find("/", 1, true) then
+    ms.path = s:gsub("^~", os.getenv("HOME") or "~")
+  else
+    local name, cfg = s:match("^([%w_%.%-]+)(%b{})$")
+    if name then ms.name, ms.cfg = name, parse_cfg(cfg, spec)
+    elseif s:match("^[%w_%.%-]+$") then ms.name = s
+    else fail("model '%s': expected NAME, NAME{config}, NAME@init or a .safetensors path", spec) end
+  end
+  if not ms.label then
+    local init = ms.init and ("@init" .. (ms.init_seed and ":" .. ms.init_seed or "")) or ""
+    ms.label = (ms.path and stem(ms.path) or ms.name) .. init
+  end
+  return ms
+end
+
+--- The random-init twin of a model spec ("x" -> "x@init").
+function S.twin(spec)
+  local ms = S.parse_model(spec)
+  if ms.init then return ms.spec end
+  local label, rest = ms.spec:match("^([%w_%.%-@]+)=(.+)$")
+  if label and not label:find("/") then return label .. "@init=" .. rest .. "@init" end
+  return ms.spec .. "@init"
+end
+
+-- The shipped file of a spec's NAME, when there is one.
+local function shipped_file(ms)
+  if ms.name and exists(models.shipped_path(ms.name)) then return models.shipped_path(ms.name) end
+end
+
+--- The file a spec's weights (or, for @init, architecture) come from: its
+--- path, or the shipped file of its name (a NAME{cfg} is an architecture,
+--- never a shipped file); nil for a zoo architecture.
+function S.weights_path(spec)
+  local ms = S.parse_model(spec)
+  return ms.path or (not ms.cfg and shipped_file(ms)) or nil
+end
+
+-- Architecture and config recorded in a checkpoint.
+local function ckpt_arch(path)
+  local meta = models.metadata(path)
+  local arch = meta.architecture
+  if not arch then fail("%s has no 'architecture' in its metadata (cannot build its random-init twin)", path) end
+  local cfg = {}
+  if meta.config then
+    local ok, c = pcall(json.decode, meta.config)
+    if ok and type(c) == "table" then cfg = c end
+  end
+  return arch, cfg, meta
+end
+
+--- spec.load_model(spec, seed) -> model (eval mode), info {label, arch, config, path, metadata}
+function S.load_model(spec, seed)
+  local ms = S.parse_model(spec)
+  local init_seed = ms.init_seed or seed or 0
+  local path = S.weights_path(ms)
+  local m, info
+  if path then
+    if not exists(path) then fail("model '%s': no such file %s", ms.spec, path) end
+    if ms.init then
+      local arch, cfg, meta = ckpt_arch(path)
+      cfg.init, cfg.seed = nil, init_seed
+      m = models.build(arch, cfg)
+      info = { arch = arch, config = cfg, twin_of = path, metadata = meta }
+    else
+      local meta
+      m, meta = models.load(path)
+      local mi = models.info(m) or {}
+      info = { arch = mi.arch, config = mi.config, path = path, metadata = meta }
+    end
+  elseif is_arch(ms.name) then
+    if not ms.init then
+      fail("model '%s' is an architecture, not a shipped model (%s does not exist; `make models` builds the "
+        .. "shipped ones): write %s@init for a random-init network, or give a .safetensors path",
+        ms.spec, models.shipped_path(ms.name), ms.spec)
+    end
+    local cfg = copy(ms.cfg or {})
+    cfg.seed = cfg.seed or init_seed
+    m = models.build(ms.name, cfg)
+    info = { arch = ms.name, config = cfg }
+  else
+    local shipped = models.shipped()
+    local archs = {}
+    for _, r in ipairs(models.list { params = false }) do archs[#archs + 1] = r.name end
+    fail("unknown model '%s': not a shipped model (%s: %s) nor an architecture (%s), nor a .safetensors path",
+      ms.spec, models.shipped_dir(), #shipped > 0 and table.concat(shipped, ", ") or "none yet", table.concat(archs, ", "))
+  end
+  m:eval()
+  info.label, info.spec = ms.label, ms.spec
+  return m, info
+end
+
+--- The (C, H, W) input of a zoo-built model, or nil.
+function S.input_shape(m)
+  local mi = models.info(m)
+  if not mi then return nil end
+  local cfg = mi.config or {}
+  if type(cfg.input) == "table" then return copy(cfg.input) end
+  for _, r in ipairs(models.list { params = false }) do
+    if r.name == mi.arch and r.input then
+      local s = copy(r.input)
+      if cfg.in_channels then s[1] = cfg.in_channels end
+      if cfg.image_size then s[2], s[3] = cfg.image_size, cfg.image_size end
+      return s
+    end
+  end
+  return nil
+end
+
+--- The robustness "ε" a model was trained with, from its checkpoint's
+--- training metadata: PGD eps, LLR eps or Gaussian-augmentation σ; 0 for
+--- standard training; else a name like ..._eps0.5; nil when unknown.
+function S.model_eps(spec)
+  local ms = S.parse_model(spec)
+  local path = ms.path or shipped_file(ms)
+  if path and exists(path) then
+    local ok, meta = pcall(models.metadata, path)
+    if ok and meta and meta.training then
+      local dok, t = pcall(json.decode, meta.training)
+      if dok and type(t) == "table" then
+        local obj = t.objective
+        local sub = type(obj) == "string" and type(t[obj]) == "table" and t[obj] or {}
+        if obj == "pgd" or obj == "llr" then
+          if tonumber(sub.eps) then return tonumber(sub.eps) end
+        elseif obj == "gaussian" then
+          if tonumber(sub.sigma) then return tonumber(sub.sigma) end
+        elseif (obj == nil or obj == "ce") and not (ms.label or ""):find("eps") then
+          return 0
+        end
+      end
+    end
+  end
+  local e = (ms.label or ms.spec):match("eps([%d%.]+)")
+  if e then return tonumber((e:gsub("%.$", ""))) end
+  return nil
+end
+
+--- Checkpoints of a training run (OUT of srgeo.train): a list of {path, step,
+--- label, test_acc} sorted by step.
+function S.checkpoints(dir)
+  local names, err = srgeo._listdir(dir)
+  if not names then fail("run folder %s: %s", dir, tostring(err)) end
+  local out = {}
+  for _, f in ipairs(names) do
+    if f:match("%.safetensors$") and not f:match("^optim_") then
+      local path = dir .. "/" .. f
+      local step = tonumber(f:match("(%d+)%.safetensors$"))
+      local acc
+      local ok, meta = pcall(models.metadata, path)
+      if ok and meta then
+        step = tonumber(meta.step) or step
+        acc = tonumber(meta.test_acc)
+      end
+      if step then out[#out + 1] = { path = path, step = math.tointeger(step) or step, test_acc = acc, file = f } end
+    end
+  end
+  table.sort(out, function(a, b) return a.step < b.step end)
+  if #out == 0 then fail("run folder %s holds no checkpoints (*.safetensors with a step)", dir) end
+  return out
+end
+
+-- ---------------------------------------------------------------------------
+-- Evaluation-set specs
+
+local NOISE_KINDS = { uniform = true, gaussian = true, pink = true, dead_leaves = true }
+local BASES = {
+  ["fmnist-test"] = { "fashion_mnist", "test" }, ["fmnist-train"] = { "fashion_mnist", "train" },
+  test = { "fashion_mnist", "test" }, train = { "fashion_mnist", "train" },
+  ["cifar10-test"] = { "cifar10", "test" }, ["cifar10-train"] = { "cifar10", "train" },
+}
+S.EVAL_NAMES = "fmnist-test, fmnist-train, cifar10-test, cifar10-train, <base>-blur<σ>, blur<σ>, noise, noise-gaussian, noise-pink, noise-dead_leaves"
+
+--- spec.parse_eval(spec, {images =, seed =}) -> {spec, name, n, seed, key, label, base | noise, blur}
+function S.parse_eval(spec, defaults)
+  if type(spec) == "table" and spec.key then return spec end
+  defaults = defaults or {}
+  if type(spec) ~= "string" or spec == "" then fail("an evaluation set spec must be a non-empty string") end
+  local s, seed = spec:match("^(.-)@(%-?%d+)$")
+  if not s then s = spec end
+  local name, n = s:match("^(.-):(%d+)$")
+  if not name then name = s end
+  local es = { spec = spec, name = name, n = math.tointeger(tonumber(n)) or defaults.images or 64,
+               seed = math.tointeger(tonumber(seed)) or defaults.seed or 0 }
+  if es.n < 1 then fail("evaluation set '%s': needs at least one image", spec) end
+  local kind = name:match("^noise%-(.+)$")
+  if name == "noise" or name == "uniform" then kind = "uniform" end
+  if kind then
+    if not NOISE_KINDS[kind] then fail("evaluation set '%s': unknown noise kind '%s' (uniform, gaussian, pink, dead_leaves)", spec, kind) end
+    es.noise = kind
+  else
+    local base, sigma = name:match("^(.-)%-?blur([%d%.]+)$")
+    if base then
+      es.blur = tonumber(sigma)
+      if not es.blur or es.blur <= 0 then fail("evaluation set '%s': bad blur σ", spec) end
+      if base == "" then base = "fmnist-test" end
+    else
+      base = name
+    end
+    if not BASES[base] then fail("unknown evaluation set '%s' (%s)", spec, S.EVAL_NAMES) end
+    es.base = base
+  end
+  es.key = string.format("%s:%d@%d", name, es.n, es.seed)
+  es.label = name
+  return es
+end
+
+local source_cache = setmetatable({}, { __mode = "v" })
+
+local function source(base)
+  local b = BASES[base]
+  local key = b[1] .. "/" .. b[2]
+  local ds = source_cache[key]
+  if not ds then
+    ds = srgeo.data[b[1]] { split = b[2] }
+    source_cache[key] = ds
+  end
+  return ds
+end
+
+--- spec.load_eval(spec, {images, seed, shape, model}) -> dataset
+function S.load_eval(spec, opts)
+  opts = opts or {}
+  local es = S.parse_eval(spec, opts)
+  if es.noise then
+    local shape = opts.shape or (opts.model and S.input_shape(opts.model)) or { 1, 28, 28 }
+    return srgeo.data.noise { n = es.n, shape = shape, seed = es.seed, kind = es.noise }
+  end
+  local ds = source(es.base)
+  local draw = ds:sample(math.min(es.n, #ds), es.seed)
+  if es.blur then draw = draw:blurred(es.blur) end
+  return draw
+end
+
+return S
