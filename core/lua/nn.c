@@ -7,6 +7,7 @@
 #include "lua/aux.h"
 #include "lua/open.h"
 #include "nn/layers.h"
+#include "tensor/tensor_ops.h"
 
 typedef struct {
     sr_module *m;
@@ -369,31 +370,15 @@ static int m_jvp(lua_State *L)
     sr_module *m = sr_lua_check_module(L, 1);
     sr_tensor *x = sr_lua_check_tensor(L, 2);
     sr_tensor *v = sr_lua_check_tensor(L, 3);
-    if (x->ndim < 1 || v->ndim != x->ndim || x->shape[0] == 0 || v->shape[0] % x->shape[0] ||
-        v->shape[0] == 0 || sr_rowsize(v) != sr_rowsize(x))
-        return luaL_error(L, "jvp: tangents %s must be (N*k, ...) for input %s", SR_SHAPE(v), SR_SHAPE(x));
-    for (int i = 1; i < x->ndim; i++)
-        if (v->shape[i] != x->shape[i])
-            return luaL_error(L, "jvp: tangents %s must be (N*k, ...) for input %s", SR_SHAPE(v), SR_SHAPE(x));
-    if (v->dtype != x->dtype)
-        return luaL_error(L, "jvp: tangents are %s, input %s", sr_dtype_name(v->dtype), sr_dtype_name(x->dtype));
+    lua_settop(L, 4); /* the stacked input goes above the arguments */
+    sr_tensor *stack = sr_lua_new_tensor(L);
+    if (sr_tensor_stack_jvp(stack, x, v))
+        return sr_lua_fail(L);
     sr_run run = SR_RUN_INIT;
     run.n = x->shape[0];
     run.k = v->shape[0] / x->shape[0];
     taps_t t;
     parse_taps(L, m, 4, &t, &run);
-    /* Stack [x; v] once; the tree then runs it as one batch. */
-    sr_tensor *stack = sr_lua_new_tensor(L);
-    int64_t shape[SR_MAXDIM];
-    memcpy(shape, x->shape, sizeof shape);
-    shape[0] = run.n * (1 + run.k);
-    if (sr_tensor_alloc(stack, x->dtype, x->ndim, shape)) {
-        free_taps(&t);
-        return sr_lua_fail(L);
-    }
-    size_t es = sr_dtype_size(x->dtype);
-    memcpy(sr_data(stack), sr_data(x), (size_t)sr_numel(x) * es);
-    memcpy((char *)sr_data(stack) + (size_t)sr_numel(x) * es, sr_data(v), (size_t)sr_numel(v) * es);
     int rc = sr_module_jvp(m, stack, &run);
     sr_tensor_free(stack);
     return finish_run(L, m, &t, &run, rc, "jvp", 1);

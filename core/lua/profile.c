@@ -11,6 +11,7 @@
 #include "stats/jacobian.h"
 #include "stats/metrics.h"
 #include "stats/profile.h"
+#include "tensor/tensor_ops.h"
 
 static void push_array(lua_State *L, const double *a, int64_t n)
 {
@@ -191,20 +192,14 @@ static int l_relu_boundary(lua_State *L)
     sr_module *m = sr_lua_check_module(L, 1);
     sr_tensor *x = sr_lua_check_tensor(L, 2);
     sr_tensor *v = sr_lua_check_tensor(L, 3);
-    if (x->ndim < 1 || x->shape[0] != 1 || v->ndim != x->ndim || sr_rowsize(v) != sr_rowsize(x) ||
-        v->dtype != x->dtype || v->shape[0] < 1)
-        return luaL_error(L, "relu_boundary: directions %s must be (k, ...) matching the input %s (one row)",
-                          SR_SHAPE(v), SR_SHAPE(x));
-    int64_t k = v->shape[0], d = sr_numel(x);
+    if (x->ndim < 1 || x->shape[0] != 1)
+        return luaL_error(L, "relu_boundary: input %s must be one row", SR_SHAPE(x));
     sr_tensor *stack = sr_lua_new_tensor(L);
-    int64_t shape[SR_MAXDIM];
-    memcpy(shape, x->shape, sizeof shape);
-    shape[0] = 1 + k;
-    if (sr_tensor_alloc(stack, x->dtype, x->ndim, shape))
+    if (sr_tensor_stack_jvp(stack, x, v)) {
+        sr_fail_context("relu_boundary: directions");
         return sr_lua_fail(L);
-    size_t es = sr_dtype_size(x->dtype);
-    memcpy(sr_data(stack), sr_data(x), (size_t)d * es);
-    memcpy((char *)sr_data(stack) + (size_t)d * es, sr_data(v), (size_t)(k * d) * es);
+    }
+    int64_t k = v->shape[0];
     double *dist = lua_newuserdatauv(L, (size_t)k * sizeof(double), 0);
     int64_t units;
     if (sr_relu_boundary(m, stack, k, dist, &units))

@@ -55,6 +55,7 @@ static void SR_FN(to_real)(real *dst, const double *src, int64_t n)
 
 #include "kernels/blur.h"
 #include "stats/metrics.h"
+#include "tensor/tensor_ops.h"
 
 #define SR_GENERIC_FILE "stats/profile.c"
 #include "base/generic.h"
@@ -164,18 +165,19 @@ static int features(sr_module *m, int first, const sr_tensor *x, const sr_module
 
 /* The stacked JVP at x along u_1..u_k (k rows of x's size, in double), up
  * to tap (NULL: the whole model): *out becomes a view of [f(x); J u_1;
- * ...; J u_k].  stack: the caller's input buffer, reused across calls. */
+ * ...; J u_k].  tan, stack: the caller's buffers (the tangents rounded to
+ * x's dtype, the stacked input), reused across calls. */
 static int stacked_jvp(sr_module *m, const sr_tensor *x, const double *u, int64_t k, const sr_module *tap,
-                       int record_relu, sr_tensor *stack, sr_tensor *out)
+                       int record_relu, sr_tensor *tan, sr_tensor *stack, sr_tensor *out)
 {
-    int64_t d = sr_numel(x), shape[SR_MAXDIM];
-    size_t es = sr_dtype_size(x->dtype);
+    int64_t shape[SR_MAXDIM];
     memcpy(shape, x->shape, sizeof shape);
-    shape[0] = 1 + k;
-    if (sr_tensor_ensure(stack, x->dtype, x->ndim, shape))
+    shape[0] = k;
+    if (sr_tensor_ensure(tan, x->dtype, x->ndim, shape))
         return -1;
-    memcpy(sr_data(stack), sr_data(x), (size_t)d * es);
-    SR_DISPATCH(x->dtype, to_real, (void *)((char *)sr_data(stack) + (size_t)d * es), u, k * d);
+    SR_DISPATCH(x->dtype, to_real, sr_data(tan), u, k * sr_numel(x));
+    if (sr_tensor_stack_jvp(stack, x, tan))
+        return -1;
     sr_run run = SR_RUN_INIT;
     sr_tensor tap_out = SR_TENSOR_INIT;
     const sr_module *taps[1] = {tap};
@@ -233,7 +235,7 @@ static int energies(sr_module *m, const sr_tensor *x, const double *f0, int64_t 
     double *dist = malloc((size_t)cap * sizeof *dist);
     int64_t *pair = malloc((size_t)cap * sizeof *pair); /* a * ns + s within the chunk */
     sr_tensor rows = SR_TENSOR_INIT, y = SR_TENSOR_INIT, A = SR_TENSOR_INIT, lin = SR_TENSOR_INIT,
-              stack = SR_TENSOR_INIT;
+              tan = SR_TENSOR_INIT, stack = SR_TENSOR_INIT;
     const sr_module *pend = pre ? m->children[pre - 1].m : NULL;
     if (!u || !dist || !pair) {
         sr_fail("profile: out of memory for a batch of %lld directions", (long long)per);
@@ -260,7 +262,7 @@ static int energies(sr_module *m, const sr_tensor *x, const double *f0, int64_t 
         for (int64_t a = 0; a < na; a++)
             if (sr_profile_direction(o, idx[a0 + a], x, u + a * d))
                 goto done;
-        if (pre && stacked_jvp(m, x, u, na, pend, 0, &stack, &lin))
+        if (pre && stacked_jvp(m, x, u, na, pend, 0, &tan, &stack, &lin))
             goto done;
         const sr_tensor *start = pre ? &A : x; /* the rows' shape */
         int64_t q = sr_numel(start), shape[SR_MAXDIM];
@@ -302,6 +304,7 @@ done:
     sr_tensor_free(&y);
     sr_tensor_free(&A);
     sr_tensor_free(&lin);
+    sr_tensor_free(&tan);
     sr_tensor_free(&stack);
     return rc;
 }
@@ -313,7 +316,7 @@ static int jac_energies(sr_module *m, const sr_tensor *x, const sr_profile_opts 
     int64_t d = sr_numel(x), k = o->jvp_k;
     int rc = -1;
     double *u = malloc((size_t)(k * d) * sizeof *u);
-    sr_tensor stack = SR_TENSOR_INIT, out = SR_TENSOR_INIT;
+    sr_tensor tan = SR_TENSOR_INIT, stack = SR_TENSOR_INIT, out = SR_TENSOR_INIT;
     if (!u) {
         sr_fail("profile: out of memory for %lld tangents", (long long)k);
         goto done;
@@ -323,7 +326,7 @@ static int jac_energies(sr_module *m, const sr_tensor *x, const sr_profile_opts 
         for (int64_t a = 0; a < kk; a++)
             if (sr_profile_direction(o, idx[j0 + a], x, u + a * d))
                 goto done;
-        if (stacked_jvp(m, x, u, kk, o->tap, dpos != NULL, &stack, &out))
+        if (stacked_jvp(m, x, u, kk, o->tap, dpos != NULL, &tan, &stack, &out))
             goto done;
         if (dpos && sr_relu_boundary_walk(m, kk, dpos + j0, dneg ? dneg + j0 : NULL, NULL))
             goto done;
@@ -338,6 +341,7 @@ static int jac_energies(sr_module *m, const sr_tensor *x, const sr_profile_opts 
     rc = 0;
 done:
     free(u);
+    sr_tensor_free(&tan);
     sr_tensor_free(&stack);
     sr_tensor_free(&out);
     return rc;
