@@ -1,13 +1,15 @@
 /* test_opts.c - declared options (base/opts.h): defaults, every type, ranges
  * with open and closed bounds, NaN and infinities, unknown keys, the exact
  * messages, a struct filled in C checked against the same table, the help
- * text. */
+ * text; and the profile engine's table read through the same reader. */
 #include <math.h>
 #include <stddef.h>
 #include <string.h>
 
 #include "base/error.h"
 #include "base/opts.h"
+#include "nn/layers.h"
+#include "stats/profile.h"
 #include "test.h"
 
 typedef struct {
@@ -142,4 +144,49 @@ TEST(opts_spec_help_text)
               def);
     }
     CHECK(sr_opt_spec_find(demo_specs, "nope") == NULL, "found an undeclared name");
+}
+
+TEST(opts_profile_engine_reads_and_checks_its_declared_options)
+{
+    sr_opts o;
+    sr_opts_kv_data data;
+    sr_profile_opts po;
+    sr_opts_kv(&o, &data, "profile", (const char *[]){"directions", "8", "antipodal", "false", "jvp_batch", "4",
+                                                     "lowpass_sigma", "1.5", "tap", "features", NULL});
+    CHECK_OK(sr_profile_opts_read(&o, &po));
+    CHECK(po.ndirs == 8 && !po.antipodal && po.jvp_k == 4 && po.njvp == 256 && po.noise_dirs == 8 &&
+              po.family == SR_DIRS_LOWPASS && po.lowpass_sigma == 1.5 && po.tap == NULL && po.batch == 0,
+          "read: ndirs %lld antipodal %d jvp_k %lld family %d", (long long)po.ndirs, po.antipodal,
+          (long long)po.jvp_k, (int)po.family);
+    static const char *const bad[][3] = {
+        {"jvp_directions", "0", "profile: jvp_directions must be an integer in 1..2000000, got 0"},
+        {"batch", "0", "profile: batch must be an integer in 1..1000000, got 0"},
+        {"target_ci", "0", "profile: target_ci must be a number in (0, 1), got 0"},
+        {"lowpass_sigma", "nan", "profile: lowpass_sigma must be a number in [0, 10000], got nan"},
+        {"tap", "", "profile: tap must be a module path, got ''"},
+        {"ci", "1", "profile: ci must be a number in (0, 1), got 1"},
+        {"directons", "3", "profile: unknown option 'directons'"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        sr_opts_kv(&o, &data, "profile", (const char *[]){bad[i][0], bad[i][1], NULL});
+        CHECK_ERR(sr_profile_opts_read(&o, &po), bad[i][2]);
+    }
+    /* a struct filled in C meets the same table in the engine */
+    sr_opts_kv(&o, &data, "linear", (const char *[]){"in_features", "4", "out_features", "2", NULL});
+    sr_module *m = sr_linear_create(&o);
+    CHECK(m, "%s", sr_errmsg());
+    sr_tensor x = SR_TENSOR_INIT;
+    CHECK_OK(sr_tensor_zeros(&x, SR_F32, 2, (int64_t[]){1, 4}));
+    double scales[] = {0.1};
+    sr_profile_opts_default(&po);
+    po.scales = scales;
+    po.nscales = 1;
+    po.batch = -1;
+    sr_profile_result r;
+    CHECK_ERR(sr_profile_image(m, &x, &po, &r), "profile: batch must be an integer in 1..1000000, got -1");
+    po.batch = 0;
+    po.seq_chunk = 0;
+    CHECK_ERR(sr_profile_image(m, &x, &po, &r), "profile: seq_chunk must be an integer in 1..1000000, got 0");
+    sr_tensor_free(&x);
+    sr_module_release(m);
 }
