@@ -315,6 +315,15 @@ void sr_lua_push_integers(lua_State *L, const int64_t *v, int64_t n, int64_t add
     }
 }
 
+void sr_lua_push_numbers(lua_State *L, const double *v, int64_t n)
+{
+    lua_createtable(L, n > 0 && n <= INT_MAX ? (int)n : 0, 0);
+    for (int64_t i = 0; i < n; i++) {
+        lua_pushnumber(L, v[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+}
+
 int sr_lua_push_dir_names(lua_State *L, const char *dir)
 {
     DIR *d = opendir(dir);

@@ -91,6 +91,8 @@ void sr_lua_check_keys(lua_State *L, int t, const char *op, const char *const *k
 /* Push the list {v[0] + add, ..., v[n-1] + add} (add = 1: 0-based core
  * indices as 1-based Lua ones). */
 void sr_lua_push_integers(lua_State *L, const int64_t *v, int64_t n, int64_t add);
+/* Push the list {v[0], ..., v[n-1]}. */
+void sr_lua_push_numbers(lua_State *L, const double *v, int64_t n);
 /* Push a list of the entry names of directory dir (unsorted, without "."
  * and ".."); returns their count, or -1 with errno set and nothing pushed. */
 int sr_lua_push_dir_names(lua_State *L, const char *dir);

@@ -14,15 +14,6 @@
 #include "stats/profile.h"
 #include "tensor/tensor_ops.h"
 
-static void push_array(lua_State *L, const double *a, int64_t n)
-{
-    lua_createtable(L, (int)n, 0);
-    for (int64_t i = 0; i < n; i++) {
-        lua_pushnumber(L, a[i]);
-        lua_rawseti(L, -2, i + 1);
-    }
-}
-
 /* The engine's options from the table at idx (declared in
  * sr_profile_specs: the core checks every value); tap, user_directions and
  * scales are Lua values, resolved here.  Leaves the scales' buffer (GC-owned)
@@ -92,23 +83,23 @@ static int l_profile_image(lua_State *L)
     sr_profile_result_free(&res);
 
     lua_createtable(L, 0, 8);
-    push_array(L, copy, ns);
+    sr_lua_push_numbers(L, copy, ns);
     lua_setfield(L, -2, "energy");
-    push_array(L, copy + ns, ns);
+    sr_lua_push_numbers(L, copy + ns, ns);
     lua_setfield(L, -2, "r");
-    push_array(L, copy + 2 * ns, ns);
+    sr_lua_push_numbers(L, copy + 2 * ns, ns);
     lua_setfield(L, -2, "noise");
     if (npd) {
         lua_createtable(L, ns, 0);
         for (int s = 0; s < ns; s++) {
-            push_array(L, copy + 4 * ns + (int64_t)s * total, total);
+            sr_lua_push_numbers(L, copy + 4 * ns + (int64_t)s * total, total);
             lua_rawseti(L, -2, s + 1);
         }
         lua_setfield(L, -2, "per_direction");
     }
-    push_array(L, copy + 3 * ns, ns);
+    sr_lua_push_numbers(L, copy + 3 * ns, ns);
     lua_setfield(L, -2, "ci");
-    push_array(L, copy + 4 * ns + npd, nj);
+    sr_lua_push_numbers(L, copy + 4 * ns + npd, nj);
     lua_setfield(L, -2, "jvp_sq");
     lua_createtable(L, ns, 0);
     for (int s = 0; s < ns; s++) {
@@ -157,7 +148,7 @@ static int l_jacobian_top(lua_State *L)
     sr_tensor *V = sr_lua_new_tensor(L);
     if (sr_jacobian_top(m, x, tap, k, (int)iters, (uint64_t)seed, V, sv))
         return sr_lua_fail(L);
-    push_array(L, sv, k);
+    sr_lua_push_numbers(L, sv, k);
     return 2;
 }
 
@@ -181,7 +172,7 @@ static int l_relu_boundary(lua_State *L)
     int64_t units;
     if (sr_relu_boundary(m, stack, k, dist, &units))
         return sr_lua_fail(L);
-    push_array(L, dist, k);
+    sr_lua_push_numbers(L, dist, k);
     lua_pushinteger(L, units);
     return 2;
 }
@@ -198,7 +189,7 @@ static int l_relu_flips(lua_State *L)
     double *f = lua_newuserdatauv(L, (size_t)X->shape[0] * sizeof(double), 0);
     if (sr_relu_flips(m, x, X, f))
         return sr_lua_fail(L);
-    push_array(L, f, X->shape[0]);
+    sr_lua_push_numbers(L, f, X->shape[0]);
     return 1;
 }
 
