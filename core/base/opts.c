@@ -49,12 +49,7 @@ int sr_opt_req_int(const sr_opts *o, const char *key, int64_t min, int64_t *out)
         return -1;
     if (r == 0)
         return sr_fail("%s: option %s is required", o->op, key);
-    if (as_int(o, key, v, out))
-        return -1;
-    if (*out < min)
-        return sr_fail("%s: option %s must be >= %lld (got %lld)", o->op, key, (long long)min,
-                       (long long)*out);
-    return 0;
+    return sr_opt_int_min(o, key, 0, min, out);
 }
 
 int sr_opt_num(const sr_opts *o, const char *key, double def, double *out)
