@@ -57,7 +57,7 @@ static void mark_used(sr_lua_opts *lo, const char *key)
         lo->used[lo->nused++] = key;
 }
 
-static int lua_value(const sr_opts *o, const char *key, sr_optv *v)
+static int table_value(const sr_opts *o, const char *key, sr_optv *v)
 {
     sr_lua_opts *lo = o->ud;
     lua_State *L = lo->L;
@@ -97,10 +97,10 @@ static int lua_value(const sr_opts *o, const char *key, sr_optv *v)
 }
 
 /* Layer constructors' getters (booleans read as 1/0 numbers, for bias=false). */
-static int lua_num(const sr_opts *o, const char *key, double *v)
+static int table_num(const sr_opts *o, const char *key, double *v)
 {
     sr_optv x;
-    lua_value(o, key, &x);
+    table_value(o, key, &x);
     if (x.kind == SR_OPTV_ABSENT)
         return 0;
     if (x.kind != SR_OPTV_NUMBER && x.kind != SR_OPTV_BOOL)
@@ -109,10 +109,10 @@ static int lua_num(const sr_opts *o, const char *key, double *v)
     return 1;
 }
 
-static int lua_str(const sr_opts *o, const char *key, const char **v)
+static int table_str(const sr_opts *o, const char *key, const char **v)
 {
     sr_optv x;
-    lua_value(o, key, &x);
+    table_value(o, key, &x);
     if (x.kind == SR_OPTV_ABSENT)
         return 0;
     if (x.kind != SR_OPTV_STRING)
@@ -121,7 +121,7 @@ static int lua_str(const sr_opts *o, const char *key, const char **v)
     return 1;
 }
 
-static int lua_nums(const sr_opts *o, const char *key, double *v, int max, int *n)
+static int table_nums(const sr_opts *o, const char *key, double *v, int max, int *n)
 {
     sr_lua_opts *lo = o->ud;
     lua_State *L = lo->L;
@@ -155,7 +155,7 @@ static int lua_nums(const sr_opts *o, const char *key, double *v, int max, int *
     return r;
 }
 
-static int lua_each_key(const sr_opts *o, int (*fn)(const char *key, void *ctx), void *ctx)
+static int table_each_key(const sr_opts *o, int (*fn)(const char *key, void *ctx), void *ctx)
 {
     sr_lua_opts *lo = o->ud;
     lua_State *L = lo->L;
@@ -186,8 +186,8 @@ void sr_lua_opts_init(sr_lua_opts *lo, lua_State *L, int t, const char *op)
         luaL_checktype(L, t, LUA_TTABLE);
         lo->idx = lua_absindex(L, t);
     }
-    lo->o = (sr_opts){.ud = lo, .op = op, .get_num = lua_num, .get_str = lua_str, .get_nums = lua_nums,
-                      .get_value = lua_value, .each_key = lua_each_key};
+    lo->o = (sr_opts){.ud = lo, .op = op, .get_num = table_num, .get_str = table_str, .get_nums = table_nums,
+                      .get_value = table_value, .each_key = table_each_key};
 }
 
 /* A key neither read (lo, when given) nor named in names. */
@@ -268,7 +268,7 @@ static lua_Integer opt_int(lua_State *L, int t, const char *op, const sr_opt_spe
     sr_lua_opts_init(&lo, L, t, op);
     sr_optv x;
     int64_t v = def;
-    lua_value(&lo.o, s->name, &x);
+    table_value(&lo.o, s->name, &x);
     if (x.kind != SR_OPTV_ABSENT && sr_opt_get(&lo.o, s, &v))
         sr_lua_fail(L);
     return (lua_Integer)v;

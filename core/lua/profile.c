@@ -234,18 +234,11 @@ static int l_profile_check(lua_State *L)
     return 0;
 }
 
-void sr_lua_open_profile(lua_State *L)
-{
-    lua_pushcfunction(L, l_profile_options);
-    lua_setfield(L, -2, "_profile_options");
-    lua_pushcfunction(L, l_profile_check);
-    lua_setfield(L, -2, "_profile_check");
-    lua_pushcfunction(L, l_relu_boundary);
-    lua_setfield(L, -2, "relu_boundary");
-    lua_pushcfunction(L, l_relu_flips);
-    lua_setfield(L, -2, "relu_flips");
-    lua_pushcfunction(L, l_jacobian_top);
-    lua_setfield(L, -2, "jacobian_top");
-    lua_pushcfunction(L, l_profile_image);
-    lua_setfield(L, -2, "_profile_image");
-}
+static const luaL_Reg profile_funcs[] = {
+    {"_profile_image", l_profile_image}, {"_profile_options", l_profile_options},
+    {"_profile_check", l_profile_check}, {"jacobian_top", l_jacobian_top},
+    {"relu_boundary", l_relu_boundary},  {"relu_flips", l_relu_flips},
+    {NULL, NULL},
+};
+
+void sr_lua_open_profile(lua_State *L) { luaL_setfuncs(L, profile_funcs, 0); }
