@@ -2,6 +2,8 @@
  * tensors and modules as userdata, shapes, options tables, classes). */
 #include <dirent.h>
 #include <limits.h>
+#include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "lua/aux.h"
@@ -46,132 +48,260 @@ int sr_lua_check_shape(lua_State *L, int idx, int64_t *shape)
 
 /* --- options tables ------------------------------------------------------ */
 
-/* Push field k of the options table at t (nil when t is none or nil) and
- * return its type. */
-static int opt_field(lua_State *L, int t, const char *k)
+static void mark_used(sr_lua_opts *lo, const char *key)
 {
-    if (lua_isnoneornil(L, t)) {
-        lua_pushnil(L);
-        return LUA_TNIL;
-    }
-    luaL_checktype(L, t, LUA_TTABLE);
-    return lua_getfield(L, t, k);
+    for (int i = 0; i < lo->nused; i++)
+        if (strcmp(lo->used[i], key) == 0)
+            return;
+    if (lo->nused < (int)(sizeof lo->used / sizeof lo->used[0]))
+        lo->used[lo->nused++] = key;
 }
 
-/* A wrong value for a message: a number, boolean or string as written
- * (may push it), anything else by its type. */
-static const char *got(lua_State *L, int idx)
+static int table_value(const sr_opts *o, const char *key, sr_optv *v)
 {
-    switch (lua_type(L, idx)) {
-    case LUA_TSTRING:
-        return lua_pushfstring(L, "'%s'", lua_tostring(L, idx));
-    case LUA_TNUMBER:
+    sr_lua_opts *lo = o->ud;
+    lua_State *L = lo->L;
+    mark_used(lo, key);
+    memset(v, 0, sizeof *v);
+    v->kind = SR_OPTV_ABSENT;
+    if (!lo->idx)
+        return 0;
+    switch (lua_getfield(L, lo->idx, key)) {
+    case LUA_TNIL:
+        break;
     case LUA_TBOOLEAN:
-        return luaL_tolstring(L, idx, NULL);
+        v->kind = SR_OPTV_BOOL;
+        v->num = lua_toboolean(L, -1);
+        snprintf(v->shown, sizeof v->shown, "%s", v->num ? "true" : "false");
+        break;
+    case LUA_TNUMBER:
+        v->kind = SR_OPTV_NUMBER;
+        v->is_int = lua_isinteger(L, -1);
+        v->integer = v->is_int ? (int64_t)lua_tointeger(L, -1) : 0;
+        v->num = lua_tonumber(L, -1);
+        snprintf(v->shown, sizeof v->shown, "%s", luaL_tolstring(L, -1, NULL)); /* as Lua prints it */
+        lua_pop(L, 1);
+        break;
+    case LUA_TSTRING:
+        v->kind = SR_OPTV_STRING;
+        v->str = lua_tostring(L, -1); /* stays alive: the table holds it */
+        snprintf(v->shown, sizeof v->shown, "'%s'", v->str);
+        break;
     default:
-        return luaL_typename(L, idx);
+        v->kind = SR_OPTV_OTHER;
+        snprintf(v->shown, sizeof v->shown, "%s", luaL_typename(L, -1));
+        break;
     }
+    lua_pop(L, 1);
+    return 0;
+}
+
+/* Layer constructors' getters (booleans read as 1/0 numbers, for bias=false). */
+static int table_num(const sr_opts *o, const char *key, double *v)
+{
+    sr_optv x;
+    table_value(o, key, &x);
+    if (x.kind == SR_OPTV_ABSENT)
+        return 0;
+    if (x.kind != SR_OPTV_NUMBER && x.kind != SR_OPTV_BOOL)
+        return sr_fail("%s: option %s must be a number (got %s)", o->op, key, x.shown);
+    *v = x.num;
+    return 1;
+}
+
+static int table_str(const sr_opts *o, const char *key, const char **v)
+{
+    sr_optv x;
+    table_value(o, key, &x);
+    if (x.kind == SR_OPTV_ABSENT)
+        return 0;
+    if (x.kind != SR_OPTV_STRING)
+        return sr_fail("%s: option %s must be a string (got %s)", o->op, key, x.shown);
+    *v = x.str;
+    return 1;
+}
+
+static int table_nums(const sr_opts *o, const char *key, double *v, int max, int *n)
+{
+    sr_lua_opts *lo = o->ud;
+    lua_State *L = lo->L;
+    mark_used(lo, key);
+    if (!lo->idx)
+        return 0;
+    int t = lua_getfield(L, lo->idx, key);
+    int r = 1;
+    if (t == LUA_TNIL) {
+        r = 0;
+    } else if (t == LUA_TNUMBER) {
+        v[0] = lua_tonumber(L, -1);
+        *n = 1;
+    } else if (t == LUA_TTABLE) {
+        lua_Integer len = luaL_len(L, -1);
+        if (len > max)
+            r = sr_fail("%s: option %s has %lld values (at most %d)", o->op, key, (long long)len, max);
+        for (lua_Integer i = 1; r == 1 && i <= len; i++) {
+            lua_geti(L, -1, i);
+            if (!lua_isnumber(L, -1))
+                r = sr_fail("%s: option %s[%lld] must be a number", o->op, key, (long long)i);
+            else
+                v[i - 1] = lua_tonumber(L, -1);
+            lua_pop(L, 1);
+        }
+        *n = (int)len;
+    } else {
+        r = sr_fail("%s: option %s must be a number or a list (got %s)", o->op, key, luaL_typename(L, -1));
+    }
+    lua_pop(L, 1);
+    return r;
+}
+
+static int table_each_key(const sr_opts *o, int (*fn)(const char *key, void *ctx), void *ctx)
+{
+    sr_lua_opts *lo = o->ud;
+    lua_State *L = lo->L;
+    if (!lo->idx)
+        return 0;
+    lua_pushnil(L);
+    while (lua_next(L, lo->idx)) {
+        lua_pop(L, 1);
+        /* (lua_tostring on a number key would break the traversal) */
+        if (lua_type(L, -1) != LUA_TSTRING) {
+            lua_pop(L, 1);
+            return sr_fail("%s: options must be named (got a positional value)", o->op);
+        }
+        int r = fn(lua_tostring(L, -1), ctx);
+        if (r) {
+            lua_pop(L, 1);
+            return r;
+        }
+    }
+    return 0;
+}
+
+void sr_lua_opts_init(sr_lua_opts *lo, lua_State *L, int t, const char *op)
+{
+    memset(lo, 0, sizeof *lo);
+    lo->L = L;
+    if (!lua_isnoneornil(L, t)) {
+        luaL_checktype(L, t, LUA_TTABLE);
+        lo->idx = lua_absindex(L, t);
+    }
+    lo->o = (sr_opts){.ud = lo, .op = op, .get_num = table_num, .get_str = table_str, .get_nums = table_nums,
+                      .get_value = table_value, .each_key = table_each_key};
+}
+
+/* A key neither read (lo, when given) nor named in names. */
+typedef struct {
+    const sr_lua_opts *lo;
+    const char *const *names;
+    char bad[64];
+} key_filter;
+
+static int key_unknown(const char *key, void *ctx)
+{
+    key_filter *f = ctx;
+    for (int i = 0; f->lo && i < f->lo->nused; i++)
+        if (strcmp(f->lo->used[i], key) == 0)
+            return 0;
+    for (const char *const *p = f->names; p && *p; p++)
+        if (strcmp(*p, key) == 0)
+            return 0;
+    snprintf(f->bad, sizeof f->bad, "%s", key);
+    return 1;
+}
+
+static void reject_unknown(sr_lua_opts *lo, key_filter *f, const char *help)
+{
+    lua_State *L = lo->L;
+    int r = lo->o.each_key(&lo->o, key_unknown, f);
+    const char *sep = help ? "; options: " : "", *list = help ? help : "";
+    if (r < 0)
+        luaL_error(L, "%s%s%s", sr_errmsg(), sep, list);
+    if (r > 0)
+        luaL_error(L, "%s: unknown option '%s'%s%s", lo->o.op, f->bad, sep, list);
+}
+
+void sr_lua_opts_check_used(sr_lua_opts *lo, const char *help, const char *const *also)
+{
+    key_filter f = {lo, also, ""};
+    reject_unknown(lo, &f, help);
+}
+
+void sr_lua_check_keys(lua_State *L, int t, const char *op, const char *const *keys)
+{
+    sr_lua_opts lo;
+    sr_lua_opts_init(&lo, L, t, op);
+    key_filter f = {NULL, keys, ""};
+    reject_unknown(&lo, &f, NULL);
+}
+
+void sr_lua_read_opts(lua_State *L, int t, const char *op, const sr_opt_spec *specs, void *dst)
+{
+    sr_lua_opts lo;
+    sr_lua_opts_init(&lo, L, t, op);
+    if (sr_opts_read(&lo.o, specs, dst))
+        sr_lua_fail(L);
+}
+
+/* One option as a one-entry declaration reads it. */
+static void opt_one(lua_State *L, int t, const char *op, const sr_opt_spec *s, void *field)
+{
+    sr_lua_opts lo;
+    sr_lua_opts_init(&lo, L, t, op);
+    if (sr_opt_get(&lo.o, s, field))
+        sr_lua_fail(L);
 }
 
 lua_Number sr_lua_opt_number(lua_State *L, int t, const char *op, const char *k, lua_Number def)
 {
-    lua_Number v = def;
-    if (opt_field(L, t, k) != LUA_TNIL) {
-        int ok;
-        v = lua_tonumberx(L, -1, &ok);
-        if (!ok)
-            luaL_error(L, "%s: option %s must be a number (got %s)", op, k, got(L, -1));
-    }
-    lua_pop(L, 1);
+    sr_opt_spec s = {.name = k, .type = SR_OPT_NUM, .lo = -INFINITY, .hi = INFINITY, .def = def};
+    double v;
+    opt_one(L, t, op, &s, &v);
     return v;
 }
 
-static lua_Integer opt_int(lua_State *L, int t, const char *op, const char *k, lua_Integer def, int ranged,
-                           lua_Integer lo, lua_Integer hi)
+/* An integer option; absent, def as given (a spec's double default keeps
+ * only 53 bits of it). */
+static lua_Integer opt_int(lua_State *L, int t, const char *op, const sr_opt_spec *s, lua_Integer def)
 {
-    lua_Integer v = def;
-    int ty = opt_field(L, t, k);
-    if (ranged && ty == LUA_TBOOLEAN && !lua_toboolean(L, -1)) {
-        v = 0;
-    } else if (ty != LUA_TNIL) {
-        int ok;
-        v = lua_tointegerx(L, -1, &ok);
-        if (!ok || v < lo || v > hi) {
-            if (ranged)
-                luaL_error(L, "%s: option %s must be an integer in %I..%I (got %s)", op, k, lo, hi, got(L, -1));
-            luaL_error(L, "%s: option %s must be an integer (got %s)", op, k, got(L, -1));
-        }
-    }
-    lua_pop(L, 1);
-    return v;
+    sr_lua_opts lo;
+    sr_lua_opts_init(&lo, L, t, op);
+    sr_optv x;
+    int64_t v = def;
+    table_value(&lo.o, s->name, &x);
+    if (x.kind != SR_OPTV_ABSENT && sr_opt_get(&lo.o, s, &v))
+        sr_lua_fail(L);
+    return (lua_Integer)v;
 }
 
 lua_Integer sr_lua_opt_integer(lua_State *L, int t, const char *op, const char *k, lua_Integer def)
 {
-    return opt_int(L, t, op, k, def, 0, LUA_MININTEGER, LUA_MAXINTEGER);
+    sr_opt_spec s = {.name = k, .type = SR_OPT_INT, .lo = -INFINITY, .hi = INFINITY, .def = (double)def};
+    return opt_int(L, t, op, &s, def);
 }
 
 lua_Integer sr_lua_opt_integer_in(lua_State *L, int t, const char *op, const char *k, lua_Integer def,
                                   lua_Integer lo, lua_Integer hi)
 {
-    return opt_int(L, t, op, k, def, 1, lo, hi);
+    sr_opt_spec s = {.name = k, .type = SR_OPT_INT, .lo = (double)lo, .hi = (double)hi,
+                     .flags = SR_OPT_FALSE_NONE, .def = (double)def};
+    return opt_int(L, t, op, &s, def);
 }
 
 int sr_lua_opt_boolean(lua_State *L, int t, const char *op, const char *k, int def)
 {
-    int v = def, ty = opt_field(L, t, k);
-    if (ty == LUA_TBOOLEAN)
-        v = lua_toboolean(L, -1);
-    else if (ty == LUA_TNUMBER)
-        v = lua_tonumber(L, -1) != 0;
-    else if (ty != LUA_TNIL)
-        luaL_error(L, "%s: option %s must be true or false (got %s)", op, k, got(L, -1));
-    lua_pop(L, 1);
+    sr_opt_spec s = {.name = k, .type = SR_OPT_BOOL, .def = def};
+    int v;
+    opt_one(L, t, op, &s, &v);
     return v;
 }
 
 int sr_lua_opt_choice(lua_State *L, int t, const char *op, const char *k, int def, const char *const *names)
 {
-    int v = def, ty = opt_field(L, t, k);
-    if (ty != LUA_TNIL) {
-        /* lua_tostring turns a number into a string only in this stack copy */
-        const char *s = ty == LUA_TSTRING || ty == LUA_TNUMBER ? lua_tostring(L, -1) : NULL;
-        for (v = 0; s && names[v] && strcmp(s, names[v]) != 0; v++) {
-        }
-        if (!s || !names[v]) {
-            const char *g = got(L, -1);
-            luaL_Buffer b;
-            luaL_buffinit(L, &b);
-            for (int i = 0; names[i]; i++) {
-                if (i > 0)
-                    luaL_addstring(&b, names[i + 1] ? ", " : " or ");
-                luaL_addchar(&b, '"');
-                luaL_addstring(&b, names[i]);
-                luaL_addchar(&b, '"');
-            }
-            luaL_pushresult(&b);
-            luaL_error(L, "%s: option %s must be %s (got %s)", op, k, lua_tostring(L, -1), g);
-        }
-    }
-    lua_pop(L, 1);
+    sr_opt_spec s = {.name = k, .type = SR_OPT_CHOICE, .def = def, .choices = names};
+    int v;
+    opt_one(L, t, op, &s, &v);
     return v;
-}
-
-void sr_lua_check_keys(lua_State *L, int t, const char *op, const char *const *keys)
-{
-    if (lua_isnoneornil(L, t))
-        return;
-    luaL_checktype(L, t, LUA_TTABLE);
-    lua_pushnil(L);
-    while (lua_next(L, t)) {
-        lua_pop(L, 1);
-        int ok = 0;
-        if (lua_type(L, -1) == LUA_TSTRING)
-            for (const char *const *p = keys; *p && !ok; p++)
-                ok = strcmp(*p, lua_tostring(L, -1)) == 0;
-        if (!ok)
-            luaL_error(L, "%s: unknown option '%s'", op, luaL_tolstring(L, -1, NULL));
-    }
 }
 
 /* --- lists, directories, classes ----------------------------------------- */
@@ -181,6 +311,15 @@ void sr_lua_push_integers(lua_State *L, const int64_t *v, int64_t n, int64_t add
     lua_createtable(L, n > 0 && n <= INT_MAX ? (int)n : 0, 0);
     for (int64_t i = 0; i < n; i++) {
         lua_pushinteger(L, (lua_Integer)(v[i] + add));
+        lua_rawseti(L, -2, i + 1);
+    }
+}
+
+void sr_lua_push_numbers(lua_State *L, const double *v, int64_t n)
+{
+    lua_createtable(L, n > 0 && n <= INT_MAX ? (int)n : 0, 0);
+    for (int64_t i = 0; i < n; i++) {
+        lua_pushnumber(L, v[i]);
         lua_rawseti(L, -2, i + 1);
     }
 }

@@ -17,6 +17,7 @@
 #include <lauxlib.h>
 #include <lua.h>
 
+#include "base/opts.h"
 #include "tensor/tensor.h"
 
 #define SR_TENSOR_MT "srgeo.tensor"
@@ -43,11 +44,35 @@ int sr_lua_check_shape(lua_State *L, int idx, int64_t *shape);
 /* Check that argument idx is a "float32"/"float64" string (or absent: def). */
 sr_dtype sr_lua_opt_dtype(lua_State *L, int idx, sr_dtype def);
 
-/* Options tables.  Each reader returns field k of the options table at
- * (absolute) index t, or def when t is none or nil or the field is nil; t
- * anything else is an argument error.  A value of the wrong type raises
- * "<op>: option <k> must be ... (got ...)", op naming the function the user
- * called ("pgd", "image.load"). */
+/* Options tables.  Every binding reads them through one sr_opts over a Lua
+ * table (base/opts.h), so layer constructors, declared options and the
+ * single-option readers below share its conversions and messages. */
+typedef struct sr_lua_opts {
+    sr_opts o;
+    lua_State *L;
+    int idx;                   /* absolute index of the table; 0: no options */
+    const char *used[32];      /* the keys read so far */
+    int nused;
+} sr_lua_opts;
+/* lo over the options table at t: none or nil is no options, anything else
+ * but a table an argument error.  op names the function the user called
+ * ("pgd", "image.load"), for messages. */
+void sr_lua_opts_init(sr_lua_opts *lo, lua_State *L, int t, const char *op);
+/* Raise "<op>: unknown option '<key>'; options: <help>" for a key of lo's
+ * table that nothing read and also (NULL-terminated, or NULL) does not
+ * name: a misspelt option silently ignored would give a result the user
+ * did not ask for. */
+void sr_lua_opts_check_used(sr_lua_opts *lo, const char *help, const char *const *also);
+/* The options declared in specs from the table at t into the struct dst
+ * (sr_opts_read: defaults, types, ranges, unknown keys), raising the core's
+ * message ("profile: batch must be an integer in 1..1000000, got 0").
+ * Strings in dst are the table's: keep it alive while they are used. */
+void sr_lua_read_opts(lua_State *L, int t, const char *op, const sr_opt_spec *specs, void *dst);
+
+/* Single options, for bindings whose options are a handful of fields of no
+ * core struct: field k of the table at t, or def when t is none or nil or
+ * the field is nil, read as a one-entry declaration would (messages
+ * "<op>: <k> must be ..., got ..."). */
 lua_Number sr_lua_opt_number(lua_State *L, int t, const char *op, const char *k, lua_Number def);
 lua_Integer sr_lua_opt_integer(lua_State *L, int t, const char *op, const char *k, lua_Integer def);
 /* An integer in lo..hi.  false reads as 0, for options where 0 is "none"
@@ -60,13 +85,14 @@ int sr_lua_opt_boolean(lua_State *L, int t, const char *op, const char *k, int d
  * counts as its string form: norm=2 is "2"), or def when absent. */
 int sr_lua_opt_choice(lua_State *L, int t, const char *op, const char *k, int def, const char *const *names);
 /* Raise "<op>: unknown option '<key>'" for a key of the table at t (none or
- * nil: no keys) not in keys (NULL-terminated): a misspelt option silently
- * ignored would give a result the user did not ask for. */
+ * nil: no keys) not in keys (NULL-terminated). */
 void sr_lua_check_keys(lua_State *L, int t, const char *op, const char *const *keys);
 
 /* Push the list {v[0] + add, ..., v[n-1] + add} (add = 1: 0-based core
  * indices as 1-based Lua ones). */
 void sr_lua_push_integers(lua_State *L, const int64_t *v, int64_t n, int64_t add);
+/* Push the list {v[0], ..., v[n-1]}. */
+void sr_lua_push_numbers(lua_State *L, const double *v, int64_t n);
 /* Push a list of the entry names of directory dir (unsorted, without "."
  * and ".."); returns their count, or -1 with errno set and nothing pushed. */
 int sr_lua_push_dir_names(lua_State *L, const char *dir);

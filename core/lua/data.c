@@ -324,11 +324,7 @@ static int l_radial_spectrum(lua_State *L)
     double *p = lua_newuserdatauv(L, sizeof *p * (size_t)nb, 0);
     if (sr_radial_spectrum(t, p, nb))
         return sr_lua_fail(L);
-    lua_createtable(L, nb, 0);
-    for (int r = 0; r < nb; r++) {
-        lua_pushnumber(L, p[r]);
-        lua_rawseti(L, -2, r + 1);
-    }
+    sr_lua_push_numbers(L, p, nb);
     return 1;
 }
 

@@ -129,8 +129,7 @@ static int l_save(lua_State *L)
 static int l_blur(lua_State *L)
 {
     sr_tensor *t = sr_lua_check_tensor(L, 1);
-    double sigma = luaL_checknumber(L, 2);
-    luaL_argcheck(L, sigma >= 0 && sigma <= 1e4, 2, "sigma must be in [0, 1e4]");
+    double sigma = luaL_checknumber(L, 2); /* sr_blur checks its range */
     static const char *const keys[] = {"ksize", NULL};
     sr_lua_check_keys(L, 3, "image.blur", keys);
     int ksize = (int)sr_lua_opt_integer_in(L, 3, "image.blur", "ksize", 0, 1, 100001);
@@ -185,11 +184,7 @@ static int l_gaussian_kernel(lua_State *L)
     double *k = lua_newuserdatauv(L, sizeof *k * (size_t)ksize, 0);
     if (sr_blur_kernel(k, ksize, sigma))
         return sr_lua_fail(L);
-    lua_createtable(L, ksize, 0);
-    for (int i = 0; i < ksize; i++) {
-        lua_pushnumber(L, k[i]);
-        lua_rawseti(L, -2, i + 1);
-    }
+    sr_lua_push_numbers(L, k, ksize);
     return 1;
 }
 

@@ -7,6 +7,7 @@
 #include "lua/aux.h"
 #include "lua/open.h"
 #include "nn/layers.h"
+#include "tensor/tensor_ops.h"
 
 typedef struct {
     sr_module *m;
@@ -44,131 +45,21 @@ static int m_gc(lua_State *L)
     return 0;
 }
 
-/* --- options over a Lua table ------------------------------------------ */
-#define MAX_KEYS 32
-typedef struct {
-    lua_State *L;
-    int idx;
-    const char *used[MAX_KEYS];
-    int nused;
-} lua_opts_data;
-
-static void mark_used(lua_opts_data *d, const char *key)
-{
-    for (int i = 0; i < d->nused; i++)
-        if (strcmp(d->used[i], key) == 0)
-            return;
-    if (d->nused < MAX_KEYS)
-        d->used[d->nused++] = key;
-}
-
-static int lo_num(const sr_opts *o, const char *key, double *v)
-{
-    lua_opts_data *d = o->ud;
-    mark_used(d, key);
-    if (!d->idx)
-        return 0;
-    int t = lua_getfield(d->L, d->idx, key);
-    int r = 1;
-    if (t == LUA_TNIL)
-        r = 0;
-    else if (t == LUA_TBOOLEAN)
-        *v = lua_toboolean(d->L, -1);
-    else if (t == LUA_TNUMBER)
-        *v = lua_tonumber(d->L, -1);
-    else
-        r = sr_fail("%s: option %s must be a number (got %s)", o->op, key, luaL_typename(d->L, -1));
-    lua_pop(d->L, 1);
-    return r;
-}
-
-static int lo_str(const sr_opts *o, const char *key, const char **v)
-{
-    lua_opts_data *d = o->ud;
-    mark_used(d, key);
-    if (!d->idx)
-        return 0;
-    int t = lua_getfield(d->L, d->idx, key);
-    int r = 1;
-    if (t == LUA_TNIL)
-        r = 0;
-    else if (t == LUA_TSTRING)
-        *v = lua_tostring(d->L, -1); /* stays alive: the option table holds it */
-    else
-        r = sr_fail("%s: option %s must be a string (got %s)", o->op, key, luaL_typename(d->L, -1));
-    lua_pop(d->L, 1);
-    return r;
-}
-
-static int lo_nums(const sr_opts *o, const char *key, double *v, int max, int *n)
-{
-    lua_opts_data *d = o->ud;
-    lua_State *L = d->L;
-    mark_used(d, key);
-    if (!d->idx)
-        return 0;
-    int t = lua_getfield(L, d->idx, key);
-    int r = 1;
-    if (t == LUA_TNIL) {
-        r = 0;
-    } else if (t == LUA_TNUMBER) {
-        v[0] = lua_tonumber(L, -1);
-        *n = 1;
-    } else if (t == LUA_TTABLE) {
-        lua_Integer len = luaL_len(L, -1);
-        if (len > max)
-            r = sr_fail("%s: option %s has %lld values (at most %d)", o->op, key, (long long)len, max);
-        for (lua_Integer i = 1; r == 1 && i <= len; i++) {
-            lua_geti(L, -1, i);
-            if (!lua_isnumber(L, -1))
-                r = sr_fail("%s: option %s[%lld] must be a number", o->op, key, (long long)i);
-            else
-                v[i - 1] = lua_tonumber(L, -1);
-            lua_pop(L, 1);
-        }
-        *n = (int)len;
-    } else {
-        r = sr_fail("%s: option %s must be a number or a list (got %s)", o->op, key, luaL_typename(L, -1));
-    }
-    lua_pop(L, 1);
-    return r;
-}
-
-/* Unknown keys are almost always typos: reject them, listing the valid ones. */
-static void check_unknown(lua_State *L, lua_opts_data *d, const char *op, const char *help)
-{
-    if (!d->idx)
-        return;
-    lua_pushnil(L);
-    while (lua_next(L, d->idx)) {
-        lua_pop(L, 1);
-        if (lua_type(L, -1) != LUA_TSTRING)
-            luaL_error(L, "%s: options must be named (got a positional value); options: %s", op, help);
-        const char *k = lua_tostring(L, -1);
-        int ok = 0;
-        for (int i = 0; i < d->nused; i++)
-            ok |= strcmp(d->used[i], k) == 0;
-        if (!ok && strcmp(k, "seed") != 0)
-            luaL_error(L, "%s: unknown option '%s'; options: %s", op, k, help);
-    }
-}
-
 static int l_layer(lua_State *L)
 {
+    static const char *const also[] = {"seed", NULL};
     const sr_layer_def *def = lua_touserdata(L, lua_upvalueindex(1));
-    if (!lua_isnoneornil(L, 1))
-        luaL_checktype(L, 1, LUA_TTABLE);
-    lua_opts_data d = {L, lua_istable(L, 1) ? 1 : 0, {0}, 0};
-    sr_opts o = {&d, def->name, lo_num, lo_str, lo_nums};
-    sr_module *m = def->create(&o);
+    sr_lua_opts lo;
+    sr_lua_opts_init(&lo, L, 1, def->name);
+    sr_module *m = def->create(&lo.o);
     if (!m)
         return luaL_error(L, "%s (options: %s)", sr_errmsg(), def->help);
     push_module(L, m); /* owned by Lua from here: errors below cannot leak it */
-    check_unknown(L, &d, def->name, def->help);
+    sr_lua_opts_check_used(&lo, def->help, also);
     uint64_t seed = sr_default_seed();
-    if (d.idx && lua_getfield(L, 1, "seed") != LUA_TNIL)
+    if (lo.idx && lua_getfield(L, 1, "seed") != LUA_TNIL)
         seed = (uint64_t)luaL_checkinteger(L, -1);
-    lua_pop(L, d.idx ? 1 : 0);
+    lua_pop(L, lo.idx ? 1 : 0);
     sr_rng rng;
     sr_rng_seed(&rng, seed);
     sr_module_reset(m, &rng);
@@ -369,31 +260,15 @@ static int m_jvp(lua_State *L)
     sr_module *m = sr_lua_check_module(L, 1);
     sr_tensor *x = sr_lua_check_tensor(L, 2);
     sr_tensor *v = sr_lua_check_tensor(L, 3);
-    if (x->ndim < 1 || v->ndim != x->ndim || x->shape[0] == 0 || v->shape[0] % x->shape[0] ||
-        v->shape[0] == 0 || sr_rowsize(v) != sr_rowsize(x))
-        return luaL_error(L, "jvp: tangents %s must be (N*k, ...) for input %s", SR_SHAPE(v), SR_SHAPE(x));
-    for (int i = 1; i < x->ndim; i++)
-        if (v->shape[i] != x->shape[i])
-            return luaL_error(L, "jvp: tangents %s must be (N*k, ...) for input %s", SR_SHAPE(v), SR_SHAPE(x));
-    if (v->dtype != x->dtype)
-        return luaL_error(L, "jvp: tangents are %s, input %s", sr_dtype_name(v->dtype), sr_dtype_name(x->dtype));
+    lua_settop(L, 4); /* the stacked input goes above the arguments */
+    sr_tensor *stack = sr_lua_new_tensor(L);
+    if (sr_tensor_stack_jvp(stack, x, v))
+        return sr_lua_fail(L);
     sr_run run = SR_RUN_INIT;
     run.n = x->shape[0];
     run.k = v->shape[0] / x->shape[0];
     taps_t t;
     parse_taps(L, m, 4, &t, &run);
-    /* Stack [x; v] once; the tree then runs it as one batch. */
-    sr_tensor *stack = sr_lua_new_tensor(L);
-    int64_t shape[SR_MAXDIM];
-    memcpy(shape, x->shape, sizeof shape);
-    shape[0] = run.n * (1 + run.k);
-    if (sr_tensor_alloc(stack, x->dtype, x->ndim, shape)) {
-        free_taps(&t);
-        return sr_lua_fail(L);
-    }
-    size_t es = sr_dtype_size(x->dtype);
-    memcpy(sr_data(stack), sr_data(x), (size_t)sr_numel(x) * es);
-    memcpy((char *)sr_data(stack) + (size_t)sr_numel(x) * es, sr_data(v), (size_t)sr_numel(v) * es);
     int rc = sr_module_jvp(m, stack, &run);
     sr_tensor_free(stack);
     return finish_run(L, m, &t, &run, rc, "jvp", 1);

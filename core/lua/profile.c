@@ -1,6 +1,7 @@
 /* lua_profile.c - srgeo._profile_image(model, x, opts): the C engine for one
  * image (core/profile.c); lua/srgeo/profile.lua builds the user-facing
  * srgeo.profile on top (ladders, images, medians, bands, descriptors). */
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,14 +12,42 @@
 #include "stats/jacobian.h"
 #include "stats/metrics.h"
 #include "stats/profile.h"
+#include "tensor/tensor_ops.h"
 
-static void push_array(lua_State *L, const double *a, int64_t n)
+/* The engine's options from the table at idx (declared in
+ * sr_profile_specs: the core checks every value); tap, user_directions and
+ * scales are Lua values, resolved here.  Leaves the scales' buffer (GC-owned)
+ * on the stack. */
+static void read_profile_opts(lua_State *L, int idx, sr_module *m, sr_profile_opts *o)
 {
-    lua_createtable(L, (int)n, 0);
-    for (int64_t i = 0; i < n; i++) {
-        lua_pushnumber(L, a[i]);
-        lua_rawseti(L, -2, i + 1);
+    sr_lua_opts lo;
+    sr_lua_opts_init(&lo, L, idx, "profile");
+    if (sr_profile_opts_read(&lo.o, o))
+        sr_lua_fail(L);
+    lua_getfield(L, idx, "tap"); /* a non-empty string, if present (checked above) */
+    if (sr_profile_set_tap(o, m, lua_tostring(L, -1)))
+        sr_lua_fail(L);
+    lua_pop(L, 1);
+    if (lua_getfield(L, idx, "user_directions") != LUA_TNIL) {
+        o->user_dirs = sr_lua_check_tensor(L, -1);
+        o->family = SR_DIRS_USER;
     }
+    lua_pop(L, 1); /* the tensor stays referenced by the options table */
+    if (lua_getfield(L, idx, "scales") != LUA_TTABLE)
+        luaL_error(L, "profile: option scales must be a list of η values");
+    lua_Integer ns = luaL_len(L, -1);
+    luaL_argcheck(L, ns >= 0 && ns <= INT_MAX / (int)sizeof(double), idx, "profile: too many scales");
+    double *scales = lua_newuserdatauv(L, (size_t)(ns > 0 ? ns : 1) * sizeof(double), 0); /* GC-owned */
+    for (int s = 0; s < ns; s++) {
+        lua_geti(L, -2, s + 1);
+        if (!lua_isnumber(L, -1))
+            luaL_error(L, "profile: scales[%d] is not a number", s + 1);
+        scales[s] = lua_tonumber(L, -1);
+        lua_pop(L, 1);
+    }
+    lua_remove(L, -2);
+    o->scales = scales;
+    o->nscales = (int)ns;
 }
 
 static int l_profile_image(lua_State *L)
@@ -27,68 +56,8 @@ static int l_profile_image(lua_State *L)
     sr_tensor *x = sr_lua_check_tensor(L, 2);
     luaL_checktype(L, 3, LUA_TTABLE);
     sr_profile_opts o;
-    sr_profile_opts_default(&o);
-    o.ndirs = sr_lua_opt_integer(L, 3, "profile", "directions", o.ndirs);
-    o.antipodal = sr_lua_opt_boolean(L, 3, "profile", "antipodal", o.antipodal);
-    o.njvp = sr_lua_opt_integer(L, 3, "profile", "jvp_directions", o.njvp);
-    o.seed = (uint64_t)sr_lua_opt_integer(L, 3, "profile", "seed", 0);
-    o.batch = sr_lua_opt_integer(L, 3, "profile", "batch", 0);
-    o.jvp_k = sr_lua_opt_integer(L, 3, "profile", "jvp_batch", o.jvp_k);
-    o.noise_dirs = sr_lua_opt_integer(L, 3, "profile", "noise_directions", o.noise_dirs);
-    o.noise_max = sr_lua_opt_number(L, 3, "profile", "noise_max", o.noise_max);
-    o.per_direction = sr_lua_opt_boolean(L, 3, "profile", "per_direction", 0);
-    o.target_ci = sr_lua_opt_number(L, 3, "profile", "target_ci", 0);
-    o.exact_relu = sr_lua_opt_boolean(L, 3, "profile", "exact_relu", 0);
-    o.seq_chunk = sr_lua_opt_integer(L, 3, "profile", "seq_chunk", o.seq_chunk);
-    o.seq_min = sr_lua_opt_integer(L, 3, "profile", "seq_min", 0);
-    o.share_prefix = sr_lua_opt_boolean(L, 3, "profile", "share_prefix", o.share_prefix);
-    if (o.target_ci < 0)
-        return luaL_error(L, "profile: target_ci must be positive (a relative CI half-width such as 0.02)");
-    if (o.ndirs < 1)
-        return luaL_error(L, "profile: directions must be >= 1");
-    if (o.njvp > o.ndirs * (o.antipodal ? 2 : 1))
-        o.njvp = o.ndirs * (o.antipodal ? 2 : 1);
-
-    if (lua_getfield(L, 3, "tap") == LUA_TSTRING) {
-        o.tap = sr_module_find(m, lua_tostring(L, -1));
-        if (!o.tap)
-            return luaL_error(L, "profile: tap: %s", sr_errmsg());
-    } else if (!lua_isnil(L, -1)) {
-        return luaL_error(L, "profile: option tap must be a module path");
-    } else if (m->default_tap) {
-        o.tap = sr_module_find(m, m->default_tap);
-    }
-    lua_pop(L, 1);
-
-    o.lowpass_sigma = sr_lua_opt_number(L, 3, "profile", "lowpass_sigma", 0);
-    if (o.lowpass_sigma < 0)
-        return luaL_error(L, "profile: lowpass_sigma must be >= 0");
-    if (o.lowpass_sigma > 0)
-        o.family = SR_DIRS_LOWPASS;
-    if (lua_getfield(L, 3, "user_directions") != LUA_TNIL) {
-        o.user_dirs = sr_lua_check_tensor(L, -1);
-        o.family = SR_DIRS_USER;
-        if (o.user_dirs->ndim < 1 || o.user_dirs->shape[0] < o.ndirs)
-            return luaL_error(L, "profile: user directions %s hold fewer than %d rows",
-                              SR_SHAPE(o.user_dirs), (int)o.ndirs);
-    }
-    lua_pop(L, 1); /* the tensor stays referenced by the options table */
-
-    if (lua_getfield(L, 3, "scales") != LUA_TTABLE)
-        return luaL_error(L, "profile: option scales must be a list of η values");
-    int ns = (int)luaL_len(L, -1);
-    if (ns < 1 || ns > 4096)
-        return luaL_error(L, "profile: %d scales (need 1..4096)", ns);
-    double *scales = lua_newuserdatauv(L, (size_t)ns * sizeof(double), 0); /* GC-owned */
-    for (int s = 0; s < ns; s++) {
-        lua_geti(L, -2, s + 1);
-        if (!lua_isnumber(L, -1))
-            return luaL_error(L, "profile: scales[%d] is not a number", s + 1);
-        scales[s] = lua_tonumber(L, -1);
-        lua_pop(L, 1);
-    }
-    o.scales = scales;
-    o.nscales = ns;
+    read_profile_opts(L, 3, m, &o);
+    int ns = o.nscales;
 
     sr_profile_result res;
     if (sr_profile_image(m, x, &o, &res))
@@ -114,23 +83,23 @@ static int l_profile_image(lua_State *L)
     sr_profile_result_free(&res);
 
     lua_createtable(L, 0, 8);
-    push_array(L, copy, ns);
+    sr_lua_push_numbers(L, copy, ns);
     lua_setfield(L, -2, "energy");
-    push_array(L, copy + ns, ns);
+    sr_lua_push_numbers(L, copy + ns, ns);
     lua_setfield(L, -2, "r");
-    push_array(L, copy + 2 * ns, ns);
+    sr_lua_push_numbers(L, copy + 2 * ns, ns);
     lua_setfield(L, -2, "noise");
     if (npd) {
         lua_createtable(L, ns, 0);
         for (int s = 0; s < ns; s++) {
-            push_array(L, copy + 4 * ns + (int64_t)s * total, total);
+            sr_lua_push_numbers(L, copy + 4 * ns + (int64_t)s * total, total);
             lua_rawseti(L, -2, s + 1);
         }
         lua_setfield(L, -2, "per_direction");
     }
-    push_array(L, copy + 3 * ns, ns);
+    sr_lua_push_numbers(L, copy + 3 * ns, ns);
     lua_setfield(L, -2, "ci");
-    push_array(L, copy + 4 * ns + npd, nj);
+    sr_lua_push_numbers(L, copy + 4 * ns + npd, nj);
     lua_setfield(L, -2, "jvp_sq");
     lua_createtable(L, ns, 0);
     for (int s = 0; s < ns; s++) {
@@ -179,7 +148,7 @@ static int l_jacobian_top(lua_State *L)
     sr_tensor *V = sr_lua_new_tensor(L);
     if (sr_jacobian_top(m, x, tap, k, (int)iters, (uint64_t)seed, V, sv))
         return sr_lua_fail(L);
-    push_array(L, sv, k);
+    sr_lua_push_numbers(L, sv, k);
     return 2;
 }
 
@@ -191,25 +160,19 @@ static int l_relu_boundary(lua_State *L)
     sr_module *m = sr_lua_check_module(L, 1);
     sr_tensor *x = sr_lua_check_tensor(L, 2);
     sr_tensor *v = sr_lua_check_tensor(L, 3);
-    if (x->ndim < 1 || x->shape[0] != 1 || v->ndim != x->ndim || sr_rowsize(v) != sr_rowsize(x) ||
-        v->dtype != x->dtype || v->shape[0] < 1)
-        return luaL_error(L, "relu_boundary: directions %s must be (k, ...) matching the input %s (one row)",
-                          SR_SHAPE(v), SR_SHAPE(x));
-    int64_t k = v->shape[0], d = sr_numel(x);
+    if (x->ndim < 1 || x->shape[0] != 1)
+        return luaL_error(L, "relu_boundary: input %s must be one row", SR_SHAPE(x));
     sr_tensor *stack = sr_lua_new_tensor(L);
-    int64_t shape[SR_MAXDIM];
-    memcpy(shape, x->shape, sizeof shape);
-    shape[0] = 1 + k;
-    if (sr_tensor_alloc(stack, x->dtype, x->ndim, shape))
+    if (sr_tensor_stack_jvp(stack, x, v)) {
+        sr_fail_context("relu_boundary: directions");
         return sr_lua_fail(L);
-    size_t es = sr_dtype_size(x->dtype);
-    memcpy(sr_data(stack), sr_data(x), (size_t)d * es);
-    memcpy((char *)sr_data(stack) + (size_t)d * es, sr_data(v), (size_t)(k * d) * es);
+    }
+    int64_t k = v->shape[0];
     double *dist = lua_newuserdatauv(L, (size_t)k * sizeof(double), 0);
     int64_t units;
     if (sr_relu_boundary(m, stack, k, dist, &units))
         return sr_lua_fail(L);
-    push_array(L, dist, k);
+    sr_lua_push_numbers(L, dist, k);
     lua_pushinteger(L, units);
     return 2;
 }
@@ -226,18 +189,56 @@ static int l_relu_flips(lua_State *L)
     double *f = lua_newuserdatauv(L, (size_t)X->shape[0] * sizeof(double), 0);
     if (sr_relu_flips(m, x, X, f))
         return sr_lua_fail(L);
-    push_array(L, f, X->shape[0]);
+    sr_lua_push_numbers(L, f, X->shape[0]);
     return 1;
 }
 
-void sr_lua_open_profile(lua_State *L)
+/* srgeo._profile_options() -> {{name=, type=, what=, default=, help=}, ...}:
+ * the declared options of srgeo.profile (sr_profile_specs), for help text. */
+static int l_profile_options(lua_State *L)
 {
-    lua_pushcfunction(L, l_relu_boundary);
-    lua_setfield(L, -2, "relu_boundary");
-    lua_pushcfunction(L, l_relu_flips);
-    lua_setfield(L, -2, "relu_flips");
-    lua_pushcfunction(L, l_jacobian_top);
-    lua_setfield(L, -2, "jacobian_top");
-    lua_pushcfunction(L, l_profile_image);
-    lua_setfield(L, -2, "_profile_image");
+    static const char *const types[] = {"integer", "number", "boolean", "string", "choice", "other"};
+    char buf[256];
+    lua_newtable(L);
+    for (const sr_opt_spec *s = sr_profile_specs; s->name; s++) {
+        lua_createtable(L, 0, 5);
+        lua_pushstring(L, s->name);
+        lua_setfield(L, -2, "name");
+        lua_pushstring(L, types[s->type]);
+        lua_setfield(L, -2, "type");
+        lua_pushstring(L, sr_opt_spec_what(s, buf, sizeof buf));
+        lua_setfield(L, -2, "what");
+        lua_pushstring(L, sr_opt_spec_default(s, buf, sizeof buf));
+        lua_setfield(L, -2, "default");
+        lua_pushstring(L, s->help ? s->help : "");
+        lua_setfield(L, -2, "help");
+        lua_rawseti(L, -2, (lua_Integer)(s - sr_profile_specs) + 1);
+    }
+    return 1;
 }
+
+/* srgeo._profile_check(opts): check every declared option present in opts
+ * (the same code and messages as the engine's own reading), so
+ * lua/srgeo/profile.lua can reject a bad value, its own ci and bootstrap
+ * included, before the first image.  Keys not declared here are
+ * profile.lua's to check. */
+static int l_profile_check(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    sr_lua_opts lo;
+    sr_lua_opts_init(&lo, L, 1, "profile");
+    lo.o.each_key = NULL;
+    sr_profile_opts o;
+    if (sr_profile_opts_read(&lo.o, &o))
+        return sr_lua_fail(L);
+    return 0;
+}
+
+static const luaL_Reg profile_funcs[] = {
+    {"_profile_image", l_profile_image}, {"_profile_options", l_profile_options},
+    {"_profile_check", l_profile_check}, {"jacobian_top", l_jacobian_top},
+    {"relu_boundary", l_relu_boundary},  {"relu_flips", l_relu_flips},
+    {NULL, NULL},
+};
+
+void sr_lua_open_profile(lua_State *L) { luaL_setfuncs(L, profile_funcs, 0); }

@@ -447,134 +447,30 @@ static int handle_init(lua_State *L)
 }
 
 /* ------------------------------------------------------------------------
- * Printing results, and the fallback help()
- *
- * Written in Lua because it is string formatting and sorting, which Lua
- * says in a third of the lines.  Tables print shallowly on one logical
- * line, array part first, then keys sorted, capped, wrapped at 78 columns:
- *     {conv2d=function, help={...}, linear=function, ...}
+ * Printing results, and the fallback help(): lua/srgeo/repl.lua
  * ---------------------------------------------------------------------- */
-
-static const char shell_lua[] =
-    "local srgeo = ...\n"
-    "local MAXITEMS, WIDTH, SHORT = 40, 78, 60\n"
-    "local keywords = {}\n"
-    "for w in ('and break do else elseif end false for function goto if in local nil not or '\n"
-    "  .. 'repeat return then true until while'):gmatch('%a+') do keywords[w] = true end\n"
-    "local function isident(k)\n"
-    "  return type(k) == 'string' and k:match('^[%a_][%w_]*$') ~= nil and not keywords[k]\n"
-    "end\n"
-    "local function cut(s)\n"
-    "  local nl = s:find('\\n', 1, true)\n"
-    "  if nl then s = s:sub(1, nl - 1) .. ' ...' end\n"
-    "  if #s > SHORT then s = s:sub(1, SHORT - 3) .. '...' end\n"
-    "  return s\n"
-    "end\n"
-    "local function quote(s)\n"
-    "  if #s > SHORT then s = s:sub(1, SHORT - 3) .. '...' end\n"
-    "  return (string.format('%q', s):gsub('\\\\\\n', '\\\\n'))\n"
-    "end\n"
-    "local function safetostring(v)\n"
-    "  local ok, s = pcall(tostring, v)\n"
-    "  return ok and type(s) == 'string' and s or '<' .. type(v) .. '>'\n"
-    "end\n"
-    "local function hastostring(v)\n"
-    "  local mt = getmetatable(v)\n"
-    "  return type(mt) == 'table' and rawget(mt, '__tostring') ~= nil\n"
-    "end\n"
-    /* a value inside a table: one short token */
-    "local function short(v)\n"
-    "  local t = type(v)\n"
-    "  if t == 'string' then return quote(v) end\n"
-    "  if t == 'table' and not hastostring(v) then return next(v) == nil and '{}' or '{...}' end\n"
-    "  if t == 'function' then return 'function' end\n"
-    "  return cut(safetostring(v))\n"
-    "end\n"
-    "local rank = { string = 1, number = 2, boolean = 3 }\n"
-    "local function before(a, b)\n"
-    "  local ra, rb = rank[type(a)] or 4, rank[type(b)] or 4\n"
-    "  if ra ~= rb then return ra < rb end\n"
-    "  if ra <= 2 then return a < b end\n"
-    "  return safetostring(a) < safetostring(b)\n"
-    "end\n"
-    "local function tabrepr(t)\n"
-    "  local items, total = {}, 0\n"
-    "  local len = rawlen(t)\n"
-    "  for i = 1, len do\n"
-    "    total = total + 1\n"
-    "    if total <= MAXITEMS then items[total] = short(rawget(t, i)) end\n"
-    "  end\n"
-    "  local keys = {}\n"
-    "  for k in next, t do\n"
-    "    if not (math.type(k) == 'integer' and k >= 1 and k <= len) then keys[#keys + 1] = k end\n"
-    "  end\n"
-    "  if #keys <= 10000 then table.sort(keys, before) end\n"
-    "  for _, k in ipairs(keys) do\n"
-    "    total = total + 1\n"
-    "    if total <= MAXITEMS then\n"
-    "      local ks = isident(k) and k or '[' .. (type(k) == 'string' and quote(k) or short(k)) .. ']'\n"
-    "      items[#items + 1] = ks .. '=' .. short(rawget(t, k))\n"
-    "    end\n"
-    "  end\n"
-    "  if total > MAXITEMS then items[#items + 1] = '... (' .. (total - MAXITEMS) .. ' more)' end\n"
-    "  local out, col = { '{' }, 1\n"
-    "  for i, s in ipairs(items) do\n"
-    "    if i > 1 then\n"
-    "      if col + 2 + #s > WIDTH then out[#out + 1] = ',\\n '; col = 1\n"
-    "      else out[#out + 1] = ', '; col = col + 2 end\n"
-    "    end\n"
-    "    out[#out + 1] = s; col = col + #s\n"
-    "  end\n"
-    "  out[#out + 1] = '}'\n"
-    "  return table.concat(out)\n"
-    "end\n"
-    /* the REPL's printer: every result, tab-separated, like print */
-    "local function repr(...)\n"
-    "  local n, out = select('#', ...), {}\n"
-    "  for i = 1, n do\n"
-    "    local v = select(i, ...)\n"
-    "    if type(v) == 'table' and not hastostring(v) then out[i] = tabrepr(v)\n"
-    "    else out[i] = tostring(v) end\n"
-    "  end\n"
-    "  return table.concat(out, '\\t')\n"
-    "end\n"
-    /* help(): defer to the library's help when it has one */
-    "local function help(...)\n"
-    "  local ok, h = pcall(function() return srgeo.help end)\n"
-    "  if ok and h ~= nil then return h(...) end\n"
-    "  io.write([[\n"
-    "srgeo shell: Lua 5.4 with the srgeo library as the global 'srgeo'.\n"
-    "  expressions print their value     srgeo.version   srgeo.nn   1 + 1\n"
-    "  Tab completes                     srgeo.nn.<Tab>  x:<Tab> (methods)\n"
-    "  Ctrl-C stops a computation and returns here; Ctrl-D or os.exit() quits.\n"
-    "  history is kept in ~/.srgeo_history (SRGEO_HISTORY overrides).\n"
-    "  srgeo.threads(n) sets the thread count (also SRGEO_THREADS).\n"
-    "Library fields: ]])\n"
-    "  local names = {}\n"
-    "  for k in pairs(srgeo) do if type(k) == 'string' then names[#names + 1] = k end end\n"
-    "  table.sort(names)\n"
-    "  io.write(table.concat(names, ' '), '\\n')\n"
-    "end\n"
-    "return repr, help\n";
 
 /* Registry key of the printer. */
 static const char *const REPR_KEY = "srgeo.shell.repr";
 
-/* Load shell_lua; keep the printer; set the global help unless the library
- * already provides one. */
+/* require "srgeo.repl": keep its printer; set the global help unless the
+ * library already provides one.  Without the Lua half of the library (no
+ * root found) the shell still runs, printing results as print does. */
 static void open_shell_lua(lua_State *L)
 {
-    if (luaL_loadbuffer(L, shell_lua, sizeof shell_lua - 1, "=shell") != LUA_OK)
-        lua_error(L);
-    lua_getglobal(L, "srgeo");
-    lua_call(L, 1, 2);
-    if (lua_getglobal(L, "help") == LUA_TNIL) {
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "srgeo.repl");
+    if (lua_pcall(L, 1, 1, 0) != LUA_OK || !lua_istable(L, -1)) {
         lua_pop(L, 1);
-        lua_setglobal(L, "help");
-    } else {
-        lua_pop(L, 2);
+        return;
     }
+    lua_getfield(L, -1, "repr");
     lua_setfield(L, LUA_REGISTRYINDEX, REPR_KEY);
+    if (lua_getglobal(L, "help") == LUA_TNIL) {
+        lua_getfield(L, -2, "help");
+        lua_setglobal(L, "help");
+    }
+    lua_pop(L, 2);
 }
 
 /* Print the REPL results on the stack (lua.c's l_print, with our printer). */
@@ -583,7 +479,15 @@ static void l_print(lua_State *L)
     int n = lua_gettop(L);
     if (n > 0) {
         luaL_checkstack(L, LUA_MINSTACK, "too many results to print");
-        lua_getfield(L, LUA_REGISTRYINDEX, REPR_KEY);
+        if (lua_getfield(L, LUA_REGISTRYINDEX, REPR_KEY) == LUA_TNIL) {
+            lua_pop(L, 1);
+            lua_getglobal(L, "print"); /* open_shell_lua found no printer */
+            lua_insert(L, 1);
+            if (lua_pcall(L, n, 0, 0) != LUA_OK)
+                l_message(progname, lua_tostring(L, -1));
+            lua_settop(L, 0);
+            return;
+        }
         lua_insert(L, 1);
         if (lua_pcall(L, n, 1, 0) != LUA_OK) {
             l_message(progname, lua_pushfstring(L, "error printing the result (%s)", lua_tostring(L, -2)));

@@ -49,28 +49,93 @@ static void SR_FN(to_real)(real *dst, const double *src, int64_t n)
 #include "stats/profile.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "kernels/blur.h"
 #include "stats/metrics.h"
+#include "tensor/tensor_ops.h"
 
 #define SR_GENERIC_FILE "stats/profile.c"
 #include "base/generic.h"
 
+#define FIELD(f) offsetof(sr_profile_opts, f)
+const sr_opt_spec sr_profile_specs[] = {
+    {.name = "directions", .type = SR_OPT_INT, .lo = 1, .hi = 1e6, .def = 1024, .offset = FIELD(ndirs),
+     .help = "distinct directions u_1..u_n per image"},
+    {.name = "antipodal", .type = SR_OPT_BOOL, .def = 1, .offset = FIELD(antipodal),
+     .help = "also -u_i: the set is u_1..u_n, -u_1..-u_n"},
+    {.name = "jvp_directions", .type = SR_OPT_INT, .lo = 1, .hi = 2e6, .def = 256, .offset = FIELD(njvp),
+     .help = "exact JVPs behind the denominator: the first n of the set (more than the set: all of it)"},
+    {.name = "seed", .type = SR_OPT_INT, .lo = -INFINITY, .hi = INFINITY, .def = 0, .offset = FIELD(seed),
+     .help = "per-image seed of the directions"},
+    {.name = "batch", .type = SR_OPT_INT, .lo = 1, .hi = 1e6, .def = 0, .def_text = "auto", .offset = FIELD(batch),
+     .help = "rows per forward batch (auto: about 32 MB of input rows)"},
+    {.name = "jvp_batch", .type = SR_OPT_INT, .lo = 1, .hi = 4096, .def = 16, .offset = FIELD(jvp_k),
+     .help = "tangents per stacked JVP"},
+    {.name = "noise_directions", .type = SR_OPT_INT, .lo = 0, .hi = 1e6, .def = 8, .offset = FIELD(noise_dirs),
+     .help = "directions re-evaluated in float64 for the float32 noise estimate (0: none)"},
+    {.name = "noise_max", .type = SR_OPT_NUM, .lo = 0, .hi = INFINITY, .def = 0.05, .offset = FIELD(noise_max),
+     .help = "discard a rung whose float32 noise exceeds this fraction of its energy"},
+    {.name = "per_direction", .type = SR_OPT_BOOL, .def = 0, .offset = FIELD(per_direction),
+     .help = "keep every direction's displacement energy"},
+    {.name = "target_ci", .type = SR_OPT_NUM, .lo = 0, .hi = 1, .flags = SR_OPT_OPEN_LO | SR_OPT_OPEN_HI, .def = 0,
+     .def_text = "off", .offset = FIELD(target_ci),
+     .help = "sequential mode: a rung closes once the relative 95% CI half-width of its r is within this"},
+    {.name = "seq_chunk", .type = SR_OPT_INT, .lo = 1, .hi = 1e6, .def = 32, .offset = FIELD(seq_chunk),
+     .help = "sequential mode: base directions added per step"},
+    {.name = "seq_min", .type = SR_OPT_INT, .lo = 0, .hi = 1e6, .def = 0, .offset = FIELD(seq_min),
+     .help = "sequential mode: base directions before a rung may close (0: one chunk)"},
+    {.name = "exact_relu", .type = SR_OPT_BOOL, .def = 0, .offset = FIELD(exact_relu),
+     .help = "ReLU nets: pairs below the direction's first activation boundary are exact, without a forward"},
+    {.name = "share_prefix", .type = SR_OPT_BOOL, .def = 1, .offset = FIELD(share_prefix),
+     .help = "run the model's leading affine layers once per direction"},
+    {.name = "lowpass_sigma", .type = SR_OPT_NUM, .lo = 0, .hi = 1e4, .def = 0, .def_text = "none",
+     .offset = FIELD(lowpass_sigma), .help = "blur of low-pass directions in pixels (> 0 selects them)"},
+    {.name = "tap", .type = SR_OPT_STR, .flags = SR_OPT_CALLER | SR_OPT_NONEMPTY, .what = "a module path",
+     .def_text = "the model's default tap", .help = "features of this module (a path as m:find takes)"},
+    {.name = "user_directions", .type = SR_OPT_OTHER, .flags = SR_OPT_CALLER,
+     .what = "a tensor of at least `directions` rows", .help = "the directions, one per row (normalised)"},
+    {.name = "scales", .type = SR_OPT_OTHER, .flags = SR_OPT_CALLER, .what = "a list of 1..4096 positive numbers",
+     .help = "the ladder of η, in pixel L2 units"},
+    {.name = "ci", .type = SR_OPT_NUM, .lo = 0, .hi = 1, .flags = SR_OPT_CALLER | SR_OPT_OPEN_LO | SR_OPT_OPEN_HI,
+     .def = 0.95, .help = "confidence level of the bootstrap bands over images"},
+    {.name = "bootstrap", .type = SR_OPT_INT, .lo = 1, .hi = 1e6, .flags = SR_OPT_CALLER, .def = 1000,
+     .help = "bootstrap resamples of the images behind the bands"},
+    {.name = NULL},
+};
+#undef FIELD
+
+/* sr_profile_image reads at most this many scales (a ladder, not a sweep). */
+#define MAX_SCALES 4096
+
 void sr_profile_opts_default(sr_profile_opts *o)
 {
     memset(o, 0, sizeof *o);
-    o->ndirs = 1024;
-    o->antipodal = 1;
-    o->njvp = 256;
-    o->jvp_k = 16;
-    o->noise_dirs = 8;
-    o->noise_max = 0.05;
+    sr_opts_defaults(sr_profile_specs, o);
     o->family = SR_DIRS_GAUSSIAN;
-    o->seq_chunk = 32;
-    o->share_prefix = 1;
+}
+
+int sr_profile_opts_read(const sr_opts *src, sr_profile_opts *o)
+{
+    sr_profile_opts_default(o);
+    if (sr_opts_read(src, sr_profile_specs, o))
+        return -1;
+    if (o->lowpass_sigma > 0)
+        o->family = SR_DIRS_LOWPASS;
+    return 0;
+}
+
+int sr_profile_set_tap(sr_profile_opts *o, sr_module *m, const char *path)
+{
+    o->tap = NULL;
+    if (!path)
+        path = m->default_tap;
+    if (path && !(o->tap = sr_module_find(m, path)))
+        return sr_fail_context("profile: tap");
+    return 0;
 }
 
 void sr_profile_result_free(sr_profile_result *r)
@@ -86,6 +151,19 @@ void sr_profile_result_free(sr_profile_result *r)
 }
 
 static int64_t total_dirs(const sr_profile_opts *o) { return o->ndirs * (o->antipodal ? 2 : 1); }
+
+/* JVP directions of a fixed-count run: njvp, at most the whole set. */
+static int64_t jvp_count(const sr_profile_opts *o) { return o->njvp < total_dirs(o) ? o->njvp : total_dirs(o); }
+
+/* The rows SR_DIRS_USER draws from: at least ndirs of d values each. */
+static int check_user_dirs(const sr_profile_opts *o, int64_t d)
+{
+    const sr_tensor *u = o->user_dirs;
+    if (!u || u->ndim < 1 || u->shape[0] < o->ndirs || sr_rowsize(u) != d)
+        return sr_fail("profile: user directions %s must hold %lld rows of %lld values", u ? SR_SHAPE(u) : "(none)",
+                       (long long)o->ndirs, (long long)d);
+    return 0;
+}
 
 static uint64_t mix(uint64_t seed, uint64_t i)
 {
@@ -103,12 +181,10 @@ int sr_profile_direction(const sr_profile_opts *o, int64_t i, const sr_tensor *x
     int64_t base = i % o->ndirs;
     double sign = (o->antipodal && i >= o->ndirs) ? -1.0 : 1.0;
     if (o->family == SR_DIRS_USER) {
-        const sr_tensor *u = o->user_dirs;
-        if (!u || u->ndim < 1 || u->shape[0] < o->ndirs || sr_rowsize(u) != d)
-            return sr_fail("profile: user directions %s must hold %lld rows of %lld values",
-                           u ? SR_SHAPE(u) : "(none)", (long long)o->ndirs, (long long)d);
+        if (check_user_dirs(o, d))
+            return -1;
         for (int64_t e = 0; e < d; e++)
-            out[e] = sr_get_flat(u, base * d + e);
+            out[e] = sr_get_flat(o->user_dirs, base * d + e);
     } else {
         sr_rng r;
         sr_rng_seed(&r, mix(o->seed, (uint64_t)base));
@@ -164,18 +240,19 @@ static int features(sr_module *m, int first, const sr_tensor *x, const sr_module
 
 /* The stacked JVP at x along u_1..u_k (k rows of x's size, in double), up
  * to tap (NULL: the whole model): *out becomes a view of [f(x); J u_1;
- * ...; J u_k].  stack: the caller's input buffer, reused across calls. */
+ * ...; J u_k].  tan, stack: the caller's buffers (the tangents rounded to
+ * x's dtype, the stacked input), reused across calls. */
 static int stacked_jvp(sr_module *m, const sr_tensor *x, const double *u, int64_t k, const sr_module *tap,
-                       int record_relu, sr_tensor *stack, sr_tensor *out)
+                       int record_relu, sr_tensor *tan, sr_tensor *stack, sr_tensor *out)
 {
-    int64_t d = sr_numel(x), shape[SR_MAXDIM];
-    size_t es = sr_dtype_size(x->dtype);
+    int64_t shape[SR_MAXDIM];
     memcpy(shape, x->shape, sizeof shape);
-    shape[0] = 1 + k;
-    if (sr_tensor_ensure(stack, x->dtype, x->ndim, shape))
+    shape[0] = k;
+    if (sr_tensor_ensure(tan, x->dtype, x->ndim, shape))
         return -1;
-    memcpy(sr_data(stack), sr_data(x), (size_t)d * es);
-    SR_DISPATCH(x->dtype, to_real, (void *)((char *)sr_data(stack) + (size_t)d * es), u, k * d);
+    SR_DISPATCH(x->dtype, to_real, sr_data(tan), u, k * sr_numel(x));
+    if (sr_tensor_stack_jvp(stack, x, tan))
+        return -1;
     sr_run run = SR_RUN_INIT;
     sr_tensor tap_out = SR_TENSOR_INIT;
     const sr_module *taps[1] = {tap};
@@ -233,7 +310,7 @@ static int energies(sr_module *m, const sr_tensor *x, const double *f0, int64_t 
     double *dist = malloc((size_t)cap * sizeof *dist);
     int64_t *pair = malloc((size_t)cap * sizeof *pair); /* a * ns + s within the chunk */
     sr_tensor rows = SR_TENSOR_INIT, y = SR_TENSOR_INIT, A = SR_TENSOR_INIT, lin = SR_TENSOR_INIT,
-              stack = SR_TENSOR_INIT;
+              tan = SR_TENSOR_INIT, stack = SR_TENSOR_INIT;
     const sr_module *pend = pre ? m->children[pre - 1].m : NULL;
     if (!u || !dist || !pair) {
         sr_fail("profile: out of memory for a batch of %lld directions", (long long)per);
@@ -260,7 +337,7 @@ static int energies(sr_module *m, const sr_tensor *x, const double *f0, int64_t 
         for (int64_t a = 0; a < na; a++)
             if (sr_profile_direction(o, idx[a0 + a], x, u + a * d))
                 goto done;
-        if (pre && stacked_jvp(m, x, u, na, pend, 0, &stack, &lin))
+        if (pre && stacked_jvp(m, x, u, na, pend, 0, &tan, &stack, &lin))
             goto done;
         const sr_tensor *start = pre ? &A : x; /* the rows' shape */
         int64_t q = sr_numel(start), shape[SR_MAXDIM];
@@ -302,6 +379,7 @@ done:
     sr_tensor_free(&y);
     sr_tensor_free(&A);
     sr_tensor_free(&lin);
+    sr_tensor_free(&tan);
     sr_tensor_free(&stack);
     return rc;
 }
@@ -313,7 +391,7 @@ static int jac_energies(sr_module *m, const sr_tensor *x, const sr_profile_opts 
     int64_t d = sr_numel(x), k = o->jvp_k;
     int rc = -1;
     double *u = malloc((size_t)(k * d) * sizeof *u);
-    sr_tensor stack = SR_TENSOR_INIT, out = SR_TENSOR_INIT;
+    sr_tensor tan = SR_TENSOR_INIT, stack = SR_TENSOR_INIT, out = SR_TENSOR_INIT;
     if (!u) {
         sr_fail("profile: out of memory for %lld tangents", (long long)k);
         goto done;
@@ -323,7 +401,7 @@ static int jac_energies(sr_module *m, const sr_tensor *x, const sr_profile_opts 
         for (int64_t a = 0; a < kk; a++)
             if (sr_profile_direction(o, idx[j0 + a], x, u + a * d))
                 goto done;
-        if (stacked_jvp(m, x, u, kk, o->tap, dpos != NULL, &stack, &out))
+        if (stacked_jvp(m, x, u, kk, o->tap, dpos != NULL, &tan, &stack, &out))
             goto done;
         if (dpos && sr_relu_boundary_walk(m, kk, dpos + j0, dneg ? dneg + j0 : NULL, NULL))
             goto done;
@@ -338,6 +416,7 @@ static int jac_energies(sr_module *m, const sr_tensor *x, const sr_profile_opts 
     rc = 0;
 done:
     free(u);
+    sr_tensor_free(&tan);
     sr_tensor_free(&stack);
     sr_tensor_free(&out);
     return rc;
@@ -434,13 +513,12 @@ static int check_opts(const sr_module *m, const sr_tensor *x, const sr_profile_o
                        sr_dtype_name(m->dtype));
     if (m->training)
         return sr_fail("profile: the model is in training mode; call m:eval() first");
-    if (o->ndirs < 1 || o->nscales < 1 || !o->scales)
-        return sr_fail("profile: need at least one direction and one scale");
-    if (o->njvp < 1 || o->njvp > total_dirs(o))
-        return sr_fail("profile: njvp=%lld must be in 1..%lld (the direction count)",
-                       (long long)o->njvp, (long long)total_dirs(o));
-    if (o->jvp_k < 1)
-        return sr_fail("profile: jvp_k must be >= 1");
+    if (sr_opts_check("profile", sr_profile_specs, o))
+        return -1;
+    if (o->nscales < 1 || o->nscales > MAX_SCALES || !o->scales)
+        return sr_fail("profile: %d scales (need 1..%d)", o->nscales, MAX_SCALES);
+    if (o->family == SR_DIRS_USER && check_user_dirs(o, sr_numel(x)))
+        return -1;
     for (int s = 0; s < o->nscales; s++)
         if (!(o->scales[s] > 0) || !isfinite(o->scales[s]))
             return sr_fail("profile: scale %d is %g (scales must be positive and finite)", s + 1,
@@ -595,7 +673,7 @@ int sr_profile_image(sr_module *m, const sr_tensor *x, const sr_profile_opts *o,
     D = malloc((size_t)(ns * total) * sizeof *D);
     idx = malloc((size_t)total * sizeof *idx);
     scratch = malloc((size_t)total * sizeof *scratch);
-    res->jvp_sq = malloc((size_t)(seq ? o->ndirs : o->njvp) * sizeof(double));
+    res->jvp_sq = malloc((size_t)(seq ? o->ndirs : jvp_count(o)) * sizeof(double));
     if (!res->energy || !res->r || !res->noise || !res->ci || !res->rung_ndirs || !D || !idx || !scratch ||
         !res->jvp_sq) {
         sr_fail("profile: out of memory");

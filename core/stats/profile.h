@@ -17,6 +17,7 @@
 #ifndef SR_PROFILE_H
 #define SR_PROFILE_H
 
+#include "base/opts.h"
 #include "nn/module.h"
 
 typedef enum {
@@ -64,7 +65,23 @@ typedef struct sr_profile_opts {
     int share_prefix;
 } sr_profile_opts;
 
+/* The engine's options, declared once (name, type, range, default, help;
+ * base/opts.h) over sr_profile_opts: the bindings read them with
+ * sr_profile_opts_read, sr_profile_image checks a struct filled in C
+ * against the same table, and help text lists it.  Entries flagged
+ * SR_OPT_CALLER are not plain values (tap, user_directions, scales: the
+ * caller resolves them into tap, user_dirs, scales) or belong to the
+ * aggregation over images in lua/srgeo/profile.lua (ci, bootstrap); they
+ * are declared here so one table checks every option of srgeo.profile. */
+extern const sr_opt_spec sr_profile_specs[];
+
+/* Every field at its declared default (Gaussian directions, no tap). */
 void sr_profile_opts_default(sr_profile_opts *o);
+/* Defaults, then the options present in src (sr_opts_read: types, ranges,
+ * unknown keys); lowpass_sigma > 0 selects low-pass directions. */
+int sr_profile_opts_read(const sr_opts *src, sr_profile_opts *o);
+/* o->tap from a module path (NULL: m's default tap, if it has one). */
+int sr_profile_set_tap(sr_profile_opts *o, sr_module *m, const char *path);
 
 typedef struct sr_profile_result {
     int nscales;
@@ -93,7 +110,11 @@ void sr_profile_result_free(sr_profile_result *r);
 /* Run the statistic for one image x (1, C, H, W) on a model in eval mode.
  * The model must be float32 or float64; with noise_dirs > 0 and a float32
  * model, the model is temporarily converted to float64 for the estimate
- * (exactly restored afterwards). */
+ * (exactly restored afterwards).  The options are checked first: each field
+ * against sr_profile_specs, then the rules between them.  njvp above the
+ * set's size (ndirs, doubled with antipodes) means the whole set: the
+ * count "all JVPs" has no other spelling once ndirs comes from the
+ * directions a family produced. */
 int sr_profile_image(sr_module *m, const sr_tensor *x, const sr_profile_opts *o,
                      sr_profile_result *res);
 

@@ -923,6 +923,21 @@ int sr_cat(sr_tensor *out, const sr_tensor *const *ts, int n, int dim)
     return r;
 }
 
+int sr_tensor_stack_jvp(sr_tensor *out, const sr_tensor *x, const sr_tensor *v)
+{
+    int ok = x->ndim >= 1 && v->ndim == x->ndim && x->shape[0] > 0 && v->shape[0] > 0 &&
+             v->shape[0] % x->shape[0] == 0;
+    for (int i = 1; ok && i < x->ndim; i++)
+        ok = v->shape[i] == x->shape[i];
+    if (!ok)
+        return sr_fail("jvp: tangents %s must be (N*k, ...) for input %s", SR_SHAPE(v), SR_SHAPE(x));
+    if (v->dtype != x->dtype)
+        return sr_fail("jvp: tangents are %s, input %s", sr_dtype_name(v->dtype), sr_dtype_name(x->dtype));
+    /* input-major tangents make the stack a plain concatenation */
+    const sr_tensor *parts[2] = {x, v};
+    return sr_cat(out, parts, 2, 0);
+}
+
 int sr_stack(sr_tensor *out, const sr_tensor *const *ts, int n, int dim)
 {
     if (n < 1)

@@ -91,6 +91,11 @@ int sr_transpose_dims(sr_tensor *out, const sr_tensor *a, int d0, int d1);
 int sr_cat(sr_tensor *out, const sr_tensor *const *ts, int n, int dim);
 /* Stack n >= 1 same-shape tensors along a new dim (0..ndim). */
 int sr_stack(sr_tensor *out, const sr_tensor *const *ts, int n, int dim);
+/* The stacked input sr_module_jvp runs (nn/module.h): x's n rows, then the
+ * n·k tangent rows of v, tangent j of row i at row n + i·k + j (v is
+ * input-major, k = v's rows / n).  v must have x's dtype and row shape and
+ * a positive multiple of n rows; out is reused when it can be. */
+int sr_tensor_stack_jvp(sr_tensor *out, const sr_tensor *x, const sr_tensor *v);
 /* Entries [start, start+len) along dim, as a copy (sr_tensor_narrow is the
  * view for dim 0). */
 int sr_narrow_copy(sr_tensor *out, const sr_tensor *a, int dim, int64_t start, int64_t len);

@@ -87,6 +87,13 @@ local function resolve(opts, d)
     error("profile: precision must be \"float32\" or \"float64\"", 3)
   end
   o.seed = o.seed or 0
+  -- Types and ranges of the options the C engine declares (ci and bootstrap
+  -- too: core/stats/profile.c holds them with the engine's), up front.
+  local declared = {}
+  for k, v in pairs(o) do declared[k] = v end
+  if declared.jvp_directions == "all" then declared.jvp_directions = nil end
+  local ok, err = pcall(srgeo._profile_check, declared)
+  if not ok then error(err, 3) end
   return o
 end
 

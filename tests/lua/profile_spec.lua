@@ -81,6 +81,50 @@ T.test("profile: bad options are clear errors", function()
   T.raises(function() srgeo.profile(m, images(1), { precision = "half" }) end, "precision must be")
 end)
 
+T.test("profile: a bad option value names the option, what it takes and the value", function()
+  local m = linear_model()
+  local cases = {
+    { { ci = -1 }, "profile: ci must be a number in (0, 1), got -1" },
+    { { bootstrap = 0 }, "profile: bootstrap must be an integer in 1..1000000, got 0" },
+    { { noise_max = -1 }, "profile: noise_max must be a number >= 0, got -1" },
+    { { batch = 0 }, "profile: batch must be an integer in 1..1000000, got 0" },
+    { { batch = -1 }, "profile: batch must be an integer in 1..1000000, got -1" },
+    { { tap = "" }, "profile: tap must be a module path, got ''" },
+    { { seq_chunk = 0 }, "profile: seq_chunk must be an integer in 1..1000000, got 0" },
+    { { seq_min = -1 }, "profile: seq_min must be an integer in 0..1000000, got -1" },
+    { { target_ci = 0 }, "profile: target_ci must be a number in (0, 1), got 0" },
+    { { noise_directions = -1 }, "profile: noise_directions must be an integer in 0..1000000, got -1" },
+    { { lowpass_sigma = 0 / 0 }, "profile: lowpass_sigma must be a number in [0, 10000], got " },
+    { { directions = 2.5 }, "profile: directions must be an integer in 1..1000000, got 2.5" },
+    { { jvp_directions = "half" }, "profile: jvp_directions must be an integer in 1..2000000, got 'half'" },
+    { { jvp_batch = 0 }, "profile: jvp_batch must be an integer in 1..4096, got 0" },
+    { { antipodal = "yes" }, "profile: antipodal must be true or false, got 'yes'" },
+  }
+  for _, c in ipairs(cases) do
+    local err = T.raises(function() srgeo.profile(m, images(1), c[1]) end, c[2])
+    -- raised at the caller's line, before any image is run
+    T.truthy(err:find("profile_spec.lua:%d+: profile: "), err)
+  end
+  -- the engine reads its options through the same declaration
+  local x = images(1)[1]
+  T.raises(function() srgeo._profile_image(m, x, { scales = { 1 }, batch = 0 }) end,
+    "profile: batch must be an integer in 1..1000000, got 0")
+  T.raises(function() srgeo._profile_image(m, x, { scales = { 1 }, tap = "" }) end,
+    "profile: tap must be a module path, got ''")
+  T.raises(function() srgeo._profile_image(m, x, { scales = { 1 }, directons = 3 }) end,
+    "profile: unknown option 'directons'")
+  -- jvp_directions above the set's size means the whole set
+  local r = srgeo._profile_image(m, x, { scales = { 1 }, directions = 4, jvp_directions = 100, noise_directions = 0 })
+  T.eq(#r.jvp_sq, 4)
+  local listed = {}
+  for _, o in ipairs(srgeo._profile_options()) do listed[o.name] = o end
+  T.eq(listed.jvp_directions.what, "an integer in 1..2000000")
+  T.eq(listed.jvp_directions.default, "256")
+  T.eq(listed.batch.default, "auto")
+  T.eq(listed.ci.what, "a number in (0, 1)")
+  T.truthy(#listed.target_ci.help > 0, "help text")
+end)
+
 T.test("profile.descriptors on a synthetic bump", function()
   local scales, r = {}, {}
   for i = 1, 41 do
