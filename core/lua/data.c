@@ -15,7 +15,6 @@
  *   X = _data.stack{t1, t2, ...}          -- srgeo.cat: concatenate along dim 0
  *   P = _data.radial_spectrum(T)          -- radially averaged power spectrum
  *   mn, mx, mean = _data.stats(T) ; d = _data.maxdiff(A, B)
- *   size, mtime, isdir = _data.stat(path)
  *
  * Indices are 1-based (Lua) here and 0-based in the core; labels are 0-based
  * class ids everywhere (they index classifier outputs, as in torchvision).
@@ -363,23 +362,6 @@ static int l_maxdiff(lua_State *L)
     return 1;
 }
 
-/* size, mtime (seconds, with nanoseconds) of a file, or nil + message: the
- * dataset cache keys on them so a rewritten file is read again. */
-static int l_stat(lua_State *L)
-{
-    const char *path = luaL_checkstring(L, 1);
-    struct stat st;
-    if (stat(path, &st) != 0) {
-        lua_pushnil(L);
-        lua_pushfstring(L, "%s: %s", path, strerror(errno));
-        return 2;
-    }
-    lua_pushinteger(L, (lua_Integer)st.st_size);
-    lua_pushnumber(L, (double)st.st_mtim.tv_sec + 1e-9 * (double)st.st_mtim.tv_nsec);
-    lua_pushboolean(L, S_ISDIR(st.st_mode));
-    return 3;
-}
-
 static const luaL_Reg store_methods[] = {
     {"gather", store_gather},
     {"size", store_size},
@@ -407,7 +389,6 @@ static const luaL_Reg data_funcs[] = {
     {"radial_spectrum", l_radial_spectrum},
     {"stats", l_stats},
     {"maxdiff", l_maxdiff},
-    {"stat", l_stat},
     {NULL, NULL},
 };
 

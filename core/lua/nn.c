@@ -535,25 +535,16 @@ typedef struct {
     luaL_Buffer *b;
 } tree_state;
 
-static int count_params(const sr_module *m)
-{
-    int64_t n = 0;
-    for (int i = 0; i < m->nparams; i++)
-        if (m->params[i].trainable)
-            n += sr_numel(&m->params[i].value);
-    return (int)n;
-}
-
 static int tree_cb(const char *path, sr_module *m, int depth, void *ud)
 {
     tree_state *s = ud;
     char line[512], desc[256] = "";
     if (m->ops->describe)
         m->ops->describe(m, desc, sizeof desc);
-    int np = count_params(m);
+    int64_t np = sr_module_count_params(m, 0);
     char pc[48] = "";
     if (np)
-        snprintf(pc, sizeof pc, "  [%d params]", np);
+        snprintf(pc, sizeof pc, "  [%lld params]", (long long)np);
     snprintf(line, sizeof line, "%*s%s%s%s%s%s%s\n", 2 * depth, "", *path ? path : "", *path ? ": " : "",
              m->ops->kind, *desc ? " (" : "", desc, *desc ? ")" : "");
     luaL_addstring(s->b, line);

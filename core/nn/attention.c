@@ -167,21 +167,6 @@ static void SR_FN(attn_backward)(real *gqkv, real *gp, const real *go, const rea
         }
 }
 
-/* Projection backward, as linear.c: gx = gy · W; gW += gyᵀ · x; gb += Σ gy. */
-static void SR_FN(proj_bwd)(real *gx, real *gw, real *gb, const real *gy, const real *x,
-                            const real *w, int64_t rows, int64_t in, int64_t out)
-{
-    SR_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)in, (int)out, 1, gy, (int)out,
-            w, (int)in, 0, gx, (int)in);
-    if (gw)
-        SR_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)out, (int)in, (int)rows, 1, gy,
-                (int)out, x, (int)in, 1, gw, (int)in);
-    if (gb)
-        for (int64_t r = 0; r < rows; r++)
-            for (int64_t o = 0; o < out; o++)
-                gb[o] += gy[r * out + o];
-}
-
 /* Naive reference for tests: loops in double, straight from the formulas in
  * the header (forward for the n primal samples; with kt > 0 also the JVP of
  * the kt tangents per primal that follow them).  Returns 0 or -1 (no memory). */
@@ -394,16 +379,12 @@ static int attn_jvp(sr_module *m, const sr_tensor *xv, sr_run *run)
     return 0;
 }
 
+/* Parameter i's gradient buffer (i < 0: no such parameter, NULL). */
 static void *grad_of(sr_module *m, int i, int *err)
 {
-    if (i < 0)
-        return NULL;
-    sr_param *p = &m->params[i];
-    if (!p->grad.storage && sr_tensor_zeros(&p->grad, m->dtype, p->value.ndim, p->value.shape)) {
-        *err = 1;
-        return NULL;
-    }
-    return sr_data(&p->grad);
+    void *g = i < 0 ? NULL : sr_param_grad(m, &m->params[i]);
+    *err |= i >= 0 && !g;
+    return g;
 }
 
 static int attn_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
@@ -429,12 +410,12 @@ static int attn_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
             return -1;
     }
     if (N > 0) {
-        SR_DISPATCH(x->dtype, proj_bwd, sr_data(&c->go), gwo, gbo, sr_data(gy), sr_data(&c->o),
-                    sr_data(&m->params[c->wo].value), N * T, D, D);
+        sr_linear_backward(x->dtype, sr_data(&c->go), gwo, gbo, sr_data(gy), sr_data(&c->o),
+                           sr_data(&m->params[c->wo].value), N * T, D, D);
         SR_DISPATCH(x->dtype, attn_backward, sr_data(&c->gqkv), sr_data(&c->wa), sr_data(&c->go),
                     sr_data(&c->att), sr_data(&c->qkv), N, T, D, c->heads);
-        SR_DISPATCH(x->dtype, proj_bwd, sr_data(&m->gin), gwi, gbi, sr_data(&c->gqkv), sr_data(x),
-                    sr_data(&m->params[c->wi].value), N * T, D, 3 * D);
+        sr_linear_backward(x->dtype, sr_data(&m->gin), gwi, gbi, sr_data(&c->gqkv), sr_data(x),
+                           sr_data(&m->params[c->wi].value), N * T, D, 3 * D);
     }
     attn_scratch_done(c, run);
     return 0;

@@ -46,14 +46,6 @@ static int conv_jvp(sr_module *m, const sr_tensor *xv, sr_run *run)
     return conv_run(m, xv, run->n, NULL, run);
 }
 
-static int grad_of(sr_module *m, sr_param *p, void **g)
-{
-    if (!p->grad.storage && sr_tensor_zeros(&p->grad, m->dtype, p->value.ndim, p->value.shape))
-        return -1;
-    *g = sr_data(&p->grad);
-    return 0;
-}
-
 static int conv_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
 {
     sr_conv *c = m->impl;
@@ -65,7 +57,7 @@ static int conv_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
         return -1;
     sr_param *w = &m->params[0], *b = c->cfg.bias ? &m->params[1] : NULL;
     void *gw = NULL, *gb = NULL;
-    if (run->param_grads && (grad_of(m, w, &gw) || (b && grad_of(m, b, &gb))))
+    if (run->param_grads && (!(gw = sr_param_grad(m, w)) || (b && !(gb = sr_param_grad(m, b)))))
         return -1;
     return sr_conv_backward(c, &m->gin, gw, gb, gy, x, &w->value, run->pool);
 }

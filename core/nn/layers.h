@@ -11,6 +11,11 @@ sr_module *sr_linear_create(const sr_opts *o);
 /* y = x Wᵀ (+ b on the first bias_rows rows); naive=1: reference loops. */
 int sr_linear_apply(const sr_tensor *x, const sr_tensor *w, const sr_tensor *b, sr_tensor *y,
                     int64_t bias_rows, int naive);
+/* Backward of y = x Wᵀ + b over rows × in -> out: gx = gy · W (written);
+ * gW += gyᵀ · x and gb += Σ_rows gy when not NULL (attention's projections
+ * use it too). */
+void sr_linear_backward(sr_dtype dt, void *gx, void *gw, void *gb, const void *gy, const void *x, const void *w,
+                        int64_t rows, int64_t in, int64_t out);
 
 /* conv.c */
 sr_module *sr_conv2d_create(const sr_opts *o);

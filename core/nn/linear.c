@@ -126,6 +126,12 @@ static int linear_jvp(sr_module *m, const sr_tensor *xv, sr_run *run)
     return linear_run(m, xv, run->n * (sr_rowsize(xv) / c->in), run);
 }
 
+void sr_linear_backward(sr_dtype dt, void *gx, void *gw, void *gb, const void *gy, const void *x, const void *w,
+                        int64_t rows, int64_t in, int64_t out)
+{
+    SR_DISPATCH(dt, linear_bwd, gx, gw, gb, gy, x, w, rows, in, out);
+}
+
 static int linear_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
 {
     linear_cfg *c = m->impl;
@@ -136,18 +142,10 @@ static int linear_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
         return -1;
     sr_param *w = &m->params[0], *b = c->bias ? &m->params[1] : NULL;
     void *gw = NULL, *gb = NULL;
-    if (run->param_grads) {
-        if (!w->grad.storage && sr_tensor_zeros(&w->grad, m->dtype, w->value.ndim, w->value.shape))
-            return -1;
-        gw = sr_data(&w->grad);
-        if (b) {
-            if (!b->grad.storage && sr_tensor_zeros(&b->grad, m->dtype, b->value.ndim, b->value.shape))
-                return -1;
-            gb = sr_data(&b->grad);
-        }
-    }
-    SR_DISPATCH(gy->dtype, linear_bwd, sr_data(&m->gin), gw, gb, sr_data(gy), sr_data(x),
-                sr_data(&w->value), sr_numel(x) / c->in, c->in, c->out);
+    if (run->param_grads && (!(gw = sr_param_grad(m, w)) || (b && !(gb = sr_param_grad(m, b)))))
+        return -1;
+    sr_linear_backward(gy->dtype, sr_data(&m->gin), gw, gb, sr_data(gy), sr_data(x), sr_data(&w->value),
+                       sr_numel(x) / c->in, c->in, c->out);
     return 0;
 }
 

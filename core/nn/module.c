@@ -99,6 +99,13 @@ int sr_module_add_child(sr_module *m, const char *name, sr_module *child)
     return 0;
 }
 
+void *sr_param_grad(sr_module *m, sr_param *p)
+{
+    if (!p->grad.storage && sr_tensor_zeros(&p->grad, m->dtype, p->value.ndim, p->value.shape))
+        return NULL;
+    return sr_data(&p->grad);
+}
+
 sr_param *sr_module_local_param(const sr_module *m, const char *name)
 {
     for (int i = 0; i < m->nparams; i++)
@@ -337,6 +344,17 @@ void sr_module_zero_grad(sr_module *m)
             sr_tensor_fill(&m->params[i].grad, 0);
     for (int i = 0; i < m->nchildren; i++)
         sr_module_zero_grad(m->children[i].m);
+}
+
+int64_t sr_module_count_params(const sr_module *m, int recurse)
+{
+    int64_t n = 0;
+    for (int i = 0; i < m->nparams; i++)
+        if (m->params[i].trainable)
+            n += sr_numel(&m->params[i].value);
+    for (int i = 0; recurse && i < m->nchildren; i++)
+        n += sr_module_count_params(m->children[i].m, 1);
+    return n;
 }
 
 #define SR_PATHMAX 512

@@ -183,6 +183,9 @@ sr_param *sr_module_add_param(sr_module *m, const char *name, int ndim, const in
                               int trainable);
 /* Add a child (takes a new reference). */
 int sr_module_add_child(sr_module *m, const char *name, sr_module *child);
+/* p's gradient buffer for backward to accumulate into, allocated and
+ * zeroed on first use; NULL with the error set when out of memory. */
+void *sr_param_grad(sr_module *m, sr_param *p);
 /* Direct parameter of this module by local name, or NULL. */
 sr_param *sr_module_local_param(const sr_module *m, const char *name);
 
@@ -232,6 +235,9 @@ void sr_module_zero_grad(sr_module *m);
 /* Drop cached activations, saved inputs and gradients (frees memory). */
 void sr_module_clear_buffers(sr_module *m);
 
+/* Elements in m's own trainable parameters (with recurse, in its whole
+ * subtree's). */
+int64_t sr_module_count_params(const sr_module *m, int recurse);
 /* Visit every parameter with its dotted path ("layer1.0.conv1.weight"). */
 typedef int (*sr_param_visitor)(const char *path, sr_param *p, sr_module *owner, void *ud);
 int sr_module_walk_params(sr_module *m, sr_param_visitor fn, void *ud);

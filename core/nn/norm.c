@@ -379,15 +379,6 @@ static void SR_FN(ln_param_grads)(real *gw, real *gb, const real *gy, const real
 #define SR_GENERIC_FILE "nn/norm.c"
 #include "base/generic.h"
 
-/* Zeroed grad of a parameter (first use) and its data. */
-static int grad_of(sr_module *m, sr_param *p, void **g)
-{
-    if (!p->grad.storage && sr_tensor_zeros(&p->grad, m->dtype, p->value.ndim, p->value.shape))
-        return -1;
-    *g = sr_data(&p->grad);
-    return 0;
-}
-
 static void param_f64(double *d, const sr_param *p)
 {
     SR_DISPATCH(p->value.dtype, to_f64, d, sr_data(&p->value), sr_numel(&p->value));
@@ -495,7 +486,7 @@ static int bn_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
         return -1;
     void *gw = NULL, *gb = NULL;
     if (run->param_grads &&
-        (grad_of(m, &m->params[BN_W], &gw) || grad_of(m, &m->params[BN_B], &gb)))
+        (!(gw = sr_param_grad(m, &m->params[BN_W])) || !(gb = sr_param_grad(m, &m->params[BN_B]))))
         return -1;
     param_f64(c->w, &m->params[BN_W]);
     SR_DISPATCH(x->dtype, bn_bwd, sr_data(&m->gin), gw, gb, sr_data(gy), sr_data(x), x->shape[0], c->C,
@@ -657,7 +648,7 @@ static int ln_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
                 c->channels, c->eps, w);
     if (run->param_grads && c->affine) {
         void *gw, *gb;
-        if (grad_of(m, &m->params[0], &gw) || grad_of(m, &m->params[1], &gb))
+        if (!(gw = sr_param_grad(m, &m->params[0])) || !(gb = sr_param_grad(m, &m->params[1])))
             return -1;
         SR_DISPATCH(x->dtype, ln_param_grads, gw, gb, sr_data(gy), sr_data(x), sr_f64(&c->stats), n, G, c->D,
                     c->channels);

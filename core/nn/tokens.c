@@ -134,14 +134,6 @@ static void SR_FN(scale_grad)(real *gg, const real *gy, const real *x, int64_t o
 #define SR_GENERIC_FILE "nn/tokens.c"
 #include "base/generic.h"
 
-/* Parameter grad buffer, zeroed on first use (grads accumulate). */
-static void *grad_of(sr_module *m, sr_param *p)
-{
-    if (!p->grad.storage && sr_tensor_zeros(&p->grad, m->dtype, p->value.ndim, p->value.shape))
-        return NULL;
-    return sr_data(&p->grad);
-}
-
 /* --- to_tokens ----------------------------------------------------------- */
 typedef struct {
     int64_t h, w; /* last input plane, for backward */
@@ -233,7 +225,7 @@ static int cls_pos_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
         return -1;
     void *gcls = NULL, *gpos = NULL;
     if (run->param_grads) {
-        if ((c->cls && !(gcls = grad_of(m, &m->params[0]))) || !(gpos = grad_of(m, pos_param(m))))
+        if ((c->cls && !(gcls = sr_param_grad(m, &m->params[0]))) || !(gpos = sr_param_grad(m, pos_param(m))))
             return -1;
     }
     SR_DISPATCH(gy->dtype, cls_pos_bwd, sr_data(&m->gin), gcls, gpos, sr_data(gy), rows, c->patches,
@@ -431,7 +423,7 @@ static int layer_scale_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
     sr_param *g = &m->params[0];
     SR_DISPATCH(gy->dtype, scale_fwd, sr_data(&m->gin), sr_data(gy), sr_data(&g->value), outer, c->dim, S);
     if (run->param_grads) {
-        void *gg = grad_of(m, g);
+        void *gg = sr_param_grad(m, g);
         if (!gg)
             return -1;
         SR_DISPATCH(gy->dtype, scale_grad, gg, sr_data(gy), sr_data(x), outer, c->dim, S);

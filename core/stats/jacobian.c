@@ -37,16 +37,6 @@ static void orthonormalise(double *v, int64_t k, int64_t d, sr_rng *rng)
         }
 }
 
-static void set_taps(sr_run *run, const sr_module **taps, sr_tensor *out)
-{
-    if (taps[0]) {
-        run->ntaps = 1;
-        run->taps = taps;
-        run->tap_out = out;
-        run->stop_after_taps = 1;
-    }
-}
-
 /* JV (k × nf) for the rows of v, via one stacked jvp. */
 static int apply_j(sr_module *m, const sr_tensor *x, const sr_module *tap, const double *v, int64_t k,
                    double **jv, int64_t *nf)
@@ -66,7 +56,7 @@ static int apply_j(sr_module *m, const sr_tensor *x, const sr_module *tap, const
     const sr_module *taps[1] = {tap};
     run.n = 1;
     run.k = k;
-    set_taps(&run, taps, &tap_out);
+    sr_run_tap(&run, taps, &tap_out);
     int rc = sr_module_jvp(m, &stack, &run);
     if (rc == 0) {
         const sr_tensor *out = tap ? &tap_out : &m->out;
@@ -100,7 +90,7 @@ static int apply_jt(sr_module *m, const sr_tensor *x, const sr_module *tap, cons
     sr_run run = SR_RUN_INIT;
     const sr_module *taps[1] = {tap};
     run.save = 1;
-    set_taps(&run, taps, &tap_out);
+    sr_run_tap(&run, taps, &tap_out);
     if (sr_module_forward(m, &xs, &run))
         goto done;
     const sr_tensor *out = tap ? &tap_out : &m->out;

@@ -223,12 +223,7 @@ static int features(sr_module *m, int first, const sr_tensor *x, const sr_module
     sr_run run = SR_RUN_INIT;
     sr_tensor tap_out = SR_TENSOR_INIT;
     const sr_module *taps[1] = {tap};
-    if (tap) {
-        run.ntaps = 1;
-        run.taps = taps;
-        run.tap_out = &tap_out;
-        run.stop_after_taps = 1;
-    }
+    sr_run_tap(&run, taps, &tap_out);
     if (first ? sr_sequential_forward_from(m, first, x, &run) : sr_module_forward(m, x, &run))
         return -1;
     if (tap && !tap_out.storage)
@@ -259,12 +254,7 @@ static int stacked_jvp(sr_module *m, const sr_tensor *x, const double *u, int64_
     run.n = 1;
     run.k = k;
     run.record_relu = record_relu;
-    if (tap) {
-        run.ntaps = 1;
-        run.taps = taps;
-        run.tap_out = &tap_out;
-        run.stop_after_taps = 1;
-    }
+    sr_run_tap(&run, taps, &tap_out);
     if (sr_module_jvp(m, stack, &run))
         return -1;
     sr_tensor_share(out, tap ? &tap_out : &m->out);
