@@ -2,7 +2,7 @@
 # Run the layering rules of core/, the C unit tests and the Lua specs; print one combined closing line
 # "N passed, N failed" (the format CI reads).
 B=${1:-build}
-# See core/shell.c: spinning OpenMP and OpenBLAS workers fight for the cores.
+# See core/shell/shell.c: spinning OpenMP and OpenBLAS workers fight for the cores.
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 export OPENBLAS_THREAD_TIMEOUT=${OPENBLAS_THREAD_TIMEOUT:-22}
 out=$(mktemp)

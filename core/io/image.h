@@ -47,7 +47,7 @@ typedef struct sr_image_opts {
     int channels;       /* 1, 3, or 0 = as stored (1 for grey files, else 3) */
 } sr_image_opts;
 
-/* The DESIGN default: Resize(256) + CenterCrop(224), RGB. */
+/* The default: Resize(256) + CenterCrop(224), RGB (torchvision's ImageNet eval). */
 #define SR_IMAGE_OPTS_INIT {224, 224, 256, 3}
 
 /* Initialise libvips (idempotent, thread-safe).  Called by every function

@@ -4,7 +4,7 @@
  *
  * batchnorm2d (eval, and train-mode primal rows) and normalize run it as
  * their own pass (sr_epilogue_apply); a sequential's inference fusion
- * (module.c) runs it inside the pass that writes a convolution's output,
+ * (nn/containers.c) runs it inside the pass that writes a convolution's output,
  * block by block while the block is in cache (sr_epilogue_rows), with the
  * BatchNorm's map and the following ReLU.  One implementation, so a fused
  * forward is bit-identical to running the layers one after another: nothing

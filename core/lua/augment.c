@@ -1,4 +1,4 @@
-/* lua_augment.c - srgeo.augment: the trainer's reproducible data pipeline.
+/* lua/augment.c - srgeo.augment: the trainer's reproducible data pipeline.
  *
  *   p = srgeo.augment.permutation(n, seed)           -- Lua list, a permutation of 1..n
  *   X = srgeo.augment.batch(images, idx [, {crop=4, flip=true, seed=0, out=tensor}])
@@ -132,7 +132,7 @@ static const luaL_Reg augment_funcs[] = {
 void sr_lua_open_augment(lua_State *L)
 {
     luaL_newlib(L, augment_funcs);
-    lua_getfield(L, -2, "cat"); /* srgeo.cat (lua_tensor.c, opened first) */
+    lua_getfield(L, -2, "cat"); /* srgeo.cat (lua/tensor.c, opened first) */
     lua_setfield(L, -2, "cat");
     lua_setfield(L, -2, "augment");
     lua_pushcfunction(L, l_listdir);

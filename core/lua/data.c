@@ -1,4 +1,4 @@
-/* lua_data.c - the C half of srgeo.data: low-level readers and helpers that
+/* lua/data.c - the C half of srgeo.data: low-level readers and helpers that
  * lua/srgeo/data.lua builds dataset objects on.  They live in srgeo._data
  * (srgeo.data itself is the lazily loaded Lua module, which re-exports them).
  *
@@ -396,7 +396,7 @@ void sr_lua_open_data(lua_State *L)
 {
     sr_lua_new_class(L, SR_U8_MT, store_meta, store_methods);
     luaL_newlib(L, data_funcs);
-    lua_getfield(L, -2, "cat"); /* stack = srgeo.cat (lua_tensor.c, opened first) */
+    lua_getfield(L, -2, "cat"); /* stack = srgeo.cat (lua/tensor.c, opened first) */
     lua_setfield(L, -2, "stack");
     lua_setfield(L, -2, "_data");
 }

@@ -1,4 +1,4 @@
-/* lua_image.c - srgeo.image: load / load_batch / save / blur / info / check.
+/* lua/image.c - srgeo.image: load / load_batch / save / blur / info / check.
  *
  *   x = srgeo.image.load(path [, {size=224, resize=256, channels=3}])
  *   X, bad, msg = srgeo.image.load_batch(paths [, {..., on_error="fail"|"skip"}])
@@ -7,7 +7,7 @@
  *   info = srgeo.image.info(path)      -- width, height, bands, has_alpha, bits, loader
  *   ok, msg = srgeo.image.check(path)  -- full decode
  *
- * Option semantics are in core/image.h.  size: a number (square crop),
+ * Option semantics are in core/io/image.h.  size: a number (square crop),
  * {h, w}, or false/0 (no crop).  resize: the shorter side before the crop;
  * by default round(size * 256/224), i.e. 256 for 224 (torchvision's ImageNet
  * evaluation ratio), and no resize when size is false.  channels: 3 (the

@@ -1,4 +1,4 @@
-/* lua_nn.c - srgeo.nn: module userdata, layer constructors from the registry
+/* lua/nn.c - srgeo.nn: module userdata, layer constructors from the registry
  * (layers.c), containers, and forward / jvp / vjp from Lua. */
 #include <stdio.h>
 #include <stdlib.h>

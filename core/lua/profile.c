@@ -1,5 +1,5 @@
-/* lua_profile.c - srgeo._profile_image(model, x, opts): the C engine for one
- * image (core/profile.c); lua/srgeo/profile.lua builds the user-facing
+/* lua/profile.c - srgeo._profile_image(model, x, opts): the C engine for one
+ * image (core/stats/profile.c); lua/srgeo/profile.lua builds the user-facing
  * srgeo.profile on top (ladders, images, medians, bands, descriptors). */
 #include <limits.h>
 #include <math.h>

@@ -1,4 +1,4 @@
-/* lua_safetensors.c - srgeo.safetensors: open/inspect/read/write weight files.
+/* lua/safetensors.c - srgeo.safetensors: open/inspect/read/write weight files.
  *
  *   f = srgeo.safetensors.open(path)   -- validated header, data mmapped
  *   f:keys() f:info(name) f:get(name [, dtype]) f:metadata() f:close()

@@ -1,4 +1,4 @@
-/* lua_tensor.c - the srgeo.tensor userdata: constructors, metamethods,
+/* lua/tensor.c - the srgeo.tensor userdata: constructors, metamethods,
  * methods, srgeo.cat/stack/check_finite and srgeo.npy.
  *
  * Indexing from Lua is 1-based throughout, as in Lua itself and torch7:

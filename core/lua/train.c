@@ -1,4 +1,4 @@
-/* lua_train.c - losses, optimisers and the fused training step for Lua.
+/* lua/train.c - losses, optimisers and the fused training step for Lua.
  *
  *   loss, correct, grad = srgeo.cross_entropy(logits, labels [, {grad=true}])
  *   opt = srgeo.optim.sgd{lr=0.1, momentum=0.9, nesterov=false, weight_decay=5e-4}
@@ -313,7 +313,7 @@ static void attack_fields(lua_State *L, int t, const char *op, sr_norm *norm, do
     *norm = sr_lua_opt_choice(L, t, op, "norm", *norm == SR_NORM_L2 ? 0 : 3, norms) < 3 ? SR_NORM_L2
                                                                                         : SR_NORM_LINF;
     double e = sr_lua_opt_number(L, t, op, "eps", *eps);
-    int st = (int)sr_lua_opt_integer_in(L, t, op, "steps", *steps, 0, 100000); /* core/train.c's range */
+    int st = (int)sr_lua_opt_integer_in(L, t, op, "steps", *steps, 0, 100000); /* core/train/train.c's range */
     /* The default step follows Madry et al.: 2.5 ε / steps. */
     *step = sr_lua_opt_number(L, t, op, "step_size", st > 0 ? 2.5 * e / st : 0);
     *eps = e;

@@ -61,7 +61,7 @@ typedef struct sr_run {
     int stop_after_taps;
     int stopped;         /* set when the pass ended early at the last tap */
     /* ReLU layers keep their input (stacked, for jvp) in m->saved, for the
-     * activation-pattern metrics (core/metrics.c). */
+     * activation-pattern metrics (core/stats/metrics.c). */
     int record_relu;
     /* Spare buffers for the pass: the pool of the module the pass started
      * from, set by sr_module_forward / _jvp / _backward for the duration of

@@ -1,4 +1,4 @@
-/* profile.h - the scale-resolved statistic for one image (DESIGN.md §1).
+/* profile.h - the scale-resolved statistic for one image (README, "The statistic, exactly").
  *
  * For an image x, directions u_i (unit L2 norm in pixel space) and scales η_s:
  *

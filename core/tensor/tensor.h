@@ -73,7 +73,7 @@ int sr_tensor_ensure_like(sr_tensor *out, const sr_tensor *like);
 void sr_tensor_free(sr_tensor *t);
 
 /* A pool of spare storages, owned by whoever runs a sequence of passes (a
- * model: core/module.c).  A pass puts each activation back once its
+ * model: core/nn/module.c).  A pass puts each activation back once its
  * consumer has run (unless backward holds it), backward does the same with
  * gradients and saved inputs, and the next buffer is lent from the pool, so
  * peak memory is the live buffers instead of all of them, and a warm pool

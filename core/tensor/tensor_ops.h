@@ -1,5 +1,5 @@
 /* tensor_ops.h - arithmetic, reductions, matmul and reshuffles on sr_tensor
- * (Lua-free; the bindings in lua_tensor.c are thin wrappers over these).
+ * (Lua-free; the bindings in lua/tensor.c are thin wrappers over these).
  *
  * Conventions shared by every function here:
  *  - Return 0 on success, -1 with a message naming the op and the shapes

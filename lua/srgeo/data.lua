@@ -527,7 +527,7 @@ local NOISE_KEYS = { n = true, shape = true, seed = true, kind = true, classes =
 
 --- srgeo.data.noise{n =, shape = {3, 32, 32}, seed =, kind = "uniform" |
 --- "gaussian" | "pink" | "dead_leaves", classes = 10, mean, std, alpha,
---- rmin, rmax}: item i is a pure function of (kind, seed, i) (core/synth.h),
+--- rmin, rmax}: item i is a pure function of (kind, seed, i) (core/data/synth.h),
 --- so subsets, batch order and threads never change pixels; the uniform kind
 --- is exactly the trainer's noise data set (augment.h).  Labels: i.i.d.
 --- uniform over `classes`, seeded.

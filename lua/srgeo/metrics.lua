@@ -1,5 +1,5 @@
 -- srgeo.metrics: finite-scale metrics beside r_η, on the same images and
--- directions (DESIGN.md §1).
+-- directions.
 --
 --   metrics.relu_flips(m, x, {scales=, directions=, seed=})  fraction of ReLU units
 --       whose sign changes along x → x+ηu, per scale (mean over directions)

@@ -1,4 +1,5 @@
--- srgeo.plot: figures through gnuplot (DESIGN.md §2 "Plots").
+-- srgeo.plot: figures through gnuplot, one process per figure, with the data file and .gp
+-- script beside each figure so a user can restyle it.
 --
 --   srgeo.plot.profile({p1, p2}, {out = "out/bump.png", labels = {"trained", "random"}})
 --   srgeo.plot.show(p)                      -- text rendering in the REPL

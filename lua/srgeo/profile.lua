@@ -7,7 +7,7 @@
 --   c = srgeo.profile.compare(p1, p2)      -- permutation tests
 --
 -- The per-image work (directions, exact JVPs, batched forwards, float32 noise
--- estimate) runs in C (core/profile.c); this module chooses the ladder,
+-- estimate) runs in C (core/stats/profile.c); this module chooses the ladder,
 -- loops over images, and aggregates: median over images (the reported
 -- profile), bootstrap bands over images, and the bump descriptors.
 local srgeo = require "srgeo"
@@ -22,7 +22,7 @@ Profile.__index = Profile
 local NAN = 0 / 0
 local D224 = 3 * 224 * 224
 
---- Estimator presets.  "paper" is the published protocol (DESIGN.md §1).
+--- Estimator presets.  "paper" is the published protocol (README, "The statistic, exactly").
 P.presets = {
   paper = { directions = 1024, antipodal = true, jvp_directions = 256, nscales = 17,
             log10_lo = -2, log10_hi = 2, noise_directions = 8, noise_max = 0.05,
@@ -97,7 +97,7 @@ local function resolve(opts, d)
   return o
 end
 
--- Direction families beyond isotropic Gaussian (DESIGN.md §1): returns the
+-- Direction families beyond isotropic Gaussian: returns the
 -- options to pass to the C engine for image i.
 --   lowpass:      Gaussian noise blurred with lowpass_sigma pixels (in C, streaming)
 --   toward:       x' − x for the i-th image of opts.toward (one direction, ±)

@@ -30,8 +30,8 @@
 --
 -- What runs where: the step itself (forward with saved activations, softmax
 -- cross-entropy, backward, SGD/AdamW update), PGD and LLR run in C
--- (core/train.c); batch assembly with random crop + flip and input noise in
--- C (core/augment.c).  This file plans the run: data, schedule, checkpoints,
+-- (core/train/train.c); batch assembly with random crop + flip and input noise in
+-- C (core/data/augment.c).  This file plans the run: data, schedule, checkpoints,
 -- logging and resume.
 --
 -- Reproducibility.  Every random choice is a function of (seed, stream,
@@ -57,7 +57,7 @@
 --   "llr"       Qin et al. 2019's local linearity regulariser, ℓ(x) + λ γ + μ |δᵀ∇ℓ(x)|
 --               (llr = {norm = "linf", eps = 8/255, steps = 3, lambda = 4, mu = 3, fd = 0.1});
 --               the double-backprop term uses a documented first-order (finite-difference)
---               approximation, see core/train.h.
+--               approximation, see core/train/train.h.
 -- Controls: labels = "random" (a seeded permutation across the training set:
 -- class counts kept), data_kind = "noise" (seeded uniform-noise images with
 -- the original labels); both train without augmentation unless augment= is
@@ -253,7 +253,7 @@ function T._evaluate(m, X, labels, idx, batch)
   return { loss = loss / n, acc = correct / n, n = n }
 end
 
---- PGD adversarial examples for a batch (see core/train.h): opts norm
+--- PGD adversarial examples for a batch (see core/train/train.h): opts norm
 --- ("l2"|"linf"), eps, steps, step_size (2.5 eps/steps), random_start,
 --- use_best, clip, eval_mode, seed.  Returns Xadv, loss, correct.
 function T.attack(m, X, labels, opts) return srgeo._pgd(m, X, labels, opts) end
