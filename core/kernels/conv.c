@@ -857,11 +857,9 @@ static int conv_bwd_cb(void *ctx, int t)
  * linear in C + O, weigh more; with few tiles the GEMMs are narrow and the
  * weight gradient's K (= tiles) short; an odd output wastes a quarter of
  * the last tile row and column (7x7: 64 outputs computed for 49), which
- * many tiles pay back.  Measured on 2 threads against im2col, forward /
- * backward: 16->16 at 28x28, batch 128: 1.5x / 2.4x; 64->64 at 56x56,
- * batch 8: 1.33x / 1.68x (1 thread); at 7x7, 512->512, batch 8 (128
- * tiles): 0.66x / 0.77x; batch 16 (256 tiles): 0.88x / 1.02x; batch 32
- * (512 tiles): 1.18x / 1.32x; 64->64, batch 128: 1.23x / 1.09x.
+ * many tiles pay back.  Against im2col it won from 16 channels up on large
+ * planes and, at 7x7 with 512 channels, lost below about 256 tiles per
+ * call and won above: hence CONV_WINO_CH and CONV_WINO_TILES.
  * algo = "winograd" takes it wherever it applies. */
 static int conv_winograd(const sr_conv_cfg *c, const conv_geom *g, sr_wino_geom *wg, sr_wino_plan *wp)
 {
