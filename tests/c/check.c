@@ -97,16 +97,17 @@ int check_randu_dt(sr_tensor *t, sr_dtype dt, int ndim, const int64_t *shape, do
 /* What one thread count computed, for check_threads_agree. */
 typedef struct {
     sr_tensor out, gin, jv;
-    sr_tensor *grads; /* one per parameter in walk order; empty where it has no gradient */
+    sr_tensor *grads; /* one per trainable parameter in walk order; empty where it has no gradient */
     int i;            /* the walk's position */
 } thread_run;
 
-static int count_all_cb(const char *path, sr_param *p, sr_module *owner, void *ud)
+/* Trainable parameters in the tree (the ones with gradients). */
+static int count_cb(const char *path, sr_param *p, sr_module *owner, void *ud)
 {
     (void)path;
-    (void)p;
     (void)owner;
-    (*(int *)ud)++;
+    if (p->trainable)
+        (*(int *)ud)++;
     return 0;
 }
 
@@ -115,6 +116,8 @@ static int keep_grad_cb(const char *path, sr_param *p, sr_module *owner, void *u
     (void)path;
     (void)owner;
     thread_run *r = ud;
+    if (!p->trainable)
+        return 0;
     sr_tensor *g = &r->grads[r->i++];
     return p->grad.storage ? sr_tensor_copy(g, &p->grad) : 0;
 }
@@ -151,7 +154,7 @@ int check_threads_agree(sr_module *m, const sr_tensor *x, const sr_tensor *gy, c
                         int64_t k)
 {
     int np = 0, rc = -1, before = sr_threads_get();
-    sr_module_walk_params(m, count_all_cb, &np);
+    sr_module_walk_params(m, count_cb, &np);
     thread_run r[2] = {{SR_TENSOR_INIT, SR_TENSOR_INIT, SR_TENSOR_INIT, NULL, 0},
                        {SR_TENSOR_INIT, SR_TENSOR_INIT, SR_TENSOR_INIT, NULL, 0}};
     for (int t = 0; t < 2; t++)
@@ -171,7 +174,7 @@ int check_threads_agree(sr_module *m, const sr_tensor *x, const sr_tensor *gy, c
         }
     for (int i = 0; i < np; i++)
         if (!same_bits(&r[0].grads[i], &r[1].grads[i])) {
-            sr_fail("%s: the gradient of parameter %d differs between 1 and 2 threads", m->ops->kind, i);
+            sr_fail("%s: the gradient of trainable parameter %d differs between 1 and 2 threads", m->ops->kind, i);
             goto done;
         }
     rc = 0;
@@ -274,15 +277,6 @@ static int param_cb(const char *path, sr_param *p, sr_module *owner, void *ud)
         for (int64_t j = 0; j < n; j++)
             sr_set_flat(&p->value, j, sr_get_flat(&p->value, j) + s->apply * s->h * sr_get_flat(d, j));
     }
-    return 0;
-}
-
-static int count_cb(const char *path, sr_param *p, sr_module *owner, void *ud)
-{
-    (void)path;
-    (void)owner;
-    if (p->trainable)
-        (*(int *)ud)++;
     return 0;
 }
 
