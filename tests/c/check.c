@@ -94,103 +94,6 @@ int check_randu_dt(sr_tensor *t, sr_dtype dt, int ndim, const int64_t *shape, do
     return 0;
 }
 
-/* What one thread count computed, for check_threads_agree. */
-typedef struct {
-    sr_tensor out, gin, jv;
-    sr_tensor *grads; /* one per trainable parameter in walk order; empty where it has no gradient */
-    int i;            /* the walk's position */
-} thread_run;
-
-/* Trainable parameters in the tree (the ones with gradients). */
-static int count_cb(const char *path, sr_param *p, sr_module *owner, void *ud)
-{
-    (void)path;
-    (void)owner;
-    if (p->trainable)
-        (*(int *)ud)++;
-    return 0;
-}
-
-static int keep_grad_cb(const char *path, sr_param *p, sr_module *owner, void *ud)
-{
-    (void)path;
-    (void)owner;
-    thread_run *r = ud;
-    if (!p->trainable)
-        return 0;
-    sr_tensor *g = &r->grads[r->i++];
-    return p->grad.storage ? sr_tensor_copy(g, &p->grad) : 0;
-}
-
-static int run_threads(sr_module *m, int threads, const sr_tensor *x, const sr_tensor *gy, const sr_tensor *xv,
-                       int64_t n, int64_t k, thread_run *r)
-{
-    sr_threads_set(threads);
-    sr_module_zero_grad(m);
-    sr_run run = SR_RUN_INIT;
-    run.save = 1;
-    run.param_grads = 1;
-    if (sr_module_forward(m, x, &run) || sr_tensor_copy(&r->out, &m->out) ||
-        sr_module_backward(m, gy ? gy : &r->out, &run) || sr_tensor_copy(&r->gin, &m->gin) ||
-        sr_module_walk_params(m, keep_grad_cb, r))
-        return -1;
-    if (!xv)
-        return 0;
-    sr_run jr = SR_RUN_INIT;
-    jr.n = n;
-    jr.k = k;
-    return sr_module_jvp(m, xv, &jr) || sr_tensor_copy(&r->jv, &m->out) ? -1 : 0;
-}
-
-static int same_bits(const sr_tensor *a, const sr_tensor *b)
-{
-    if (!a->storage || !b->storage)
-        return !a->storage == !b->storage;
-    return a->dtype == b->dtype && sr_same_shape(a, b) &&
-           memcmp(sr_data(a), sr_data(b), (size_t)sr_numel(a) * sr_dtype_size(a->dtype)) == 0;
-}
-
-int check_threads_agree(sr_module *m, const sr_tensor *x, const sr_tensor *gy, const sr_tensor *xv, int64_t n,
-                        int64_t k)
-{
-    int np = 0, rc = -1, before = sr_threads_get();
-    sr_module_walk_params(m, count_cb, &np);
-    thread_run r[2] = {{SR_TENSOR_INIT, SR_TENSOR_INIT, SR_TENSOR_INIT, NULL, 0},
-                       {SR_TENSOR_INIT, SR_TENSOR_INIT, SR_TENSOR_INIT, NULL, 0}};
-    for (int t = 0; t < 2; t++)
-        r[t].grads = calloc((size_t)np + 1, sizeof *r[t].grads);
-    if (!r[0].grads || !r[1].grads) {
-        sr_fail("check_threads_agree: out of memory");
-        goto done;
-    }
-    if (run_threads(m, 1, x, gy, xv, n, k, &r[0]) || run_threads(m, 2, x, gy, xv, n, k, &r[1]))
-        goto done;
-    const char *what[3] = {"output", "input gradient", "JVP"};
-    const sr_tensor *one[3] = {&r[0].out, &r[0].gin, &r[0].jv}, *two[3] = {&r[1].out, &r[1].gin, &r[1].jv};
-    for (int i = 0; i < 3; i++)
-        if (!same_bits(one[i], two[i])) {
-            sr_fail("%s: the %s differs between 1 and 2 threads", m->ops->kind, what[i]);
-            goto done;
-        }
-    for (int i = 0; i < np; i++)
-        if (!same_bits(&r[0].grads[i], &r[1].grads[i])) {
-            sr_fail("%s: the gradient of trainable parameter %d differs between 1 and 2 threads", m->ops->kind, i);
-            goto done;
-        }
-    rc = 0;
-done:
-    sr_threads_set(before);
-    for (int t = 0; t < 2; t++) {
-        sr_tensor_free(&r[t].out);
-        sr_tensor_free(&r[t].gin);
-        sr_tensor_free(&r[t].jv);
-        for (int i = 0; r[t].grads && i < np; i++)
-            sr_tensor_free(&r[t].grads[i]);
-        free(r[t].grads);
-    }
-    return rc;
-}
-
 static char scratch_dir[64];
 
 const char *check_scratch(const char *name)
@@ -277,6 +180,15 @@ static int param_cb(const char *path, sr_param *p, sr_module *owner, void *ud)
         for (int64_t j = 0; j < n; j++)
             sr_set_flat(&p->value, j, sr_get_flat(&p->value, j) + s->apply * s->h * sr_get_flat(d, j));
     }
+    return 0;
+}
+
+static int count_cb(const char *path, sr_param *p, sr_module *owner, void *ud)
+{
+    (void)path;
+    (void)owner;
+    if (p->trainable)
+        (*(int *)ud)++;
     return 0;
 }
 
@@ -418,6 +330,93 @@ done:
     sr_tensor *all[] = {&y0, &stack, &jv, &xp, &xm, &fp, &fm, &w, &gx, &row, &vrow};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
         sr_tensor_free(all[i]);
+    return rc;
+}
+
+/* What one thread count computed, for check_threads_agree. */
+typedef struct {
+    sr_tensor out, gin, jv;
+    sr_tensor *grads; /* one per trainable parameter in walk order; empty where it has no gradient */
+    int i;            /* the walk's position */
+} thread_run;
+
+static int keep_grad_cb(const char *path, sr_param *p, sr_module *owner, void *ud)
+{
+    (void)path;
+    (void)owner;
+    thread_run *r = ud;
+    if (!p->trainable)
+        return 0;
+    sr_tensor *g = &r->grads[r->i++];
+    return p->grad.storage ? sr_tensor_copy(g, &p->grad) : 0;
+}
+
+static int run_threads(sr_module *m, int threads, const sr_tensor *x, const sr_tensor *gy, const sr_tensor *xv,
+                       int64_t n, int64_t k, thread_run *r)
+{
+    sr_threads_set(threads);
+    sr_module_zero_grad(m);
+    sr_run run = SR_RUN_INIT;
+    run.save = 1;
+    run.param_grads = 1;
+    if (sr_module_forward(m, x, &run) || sr_tensor_copy(&r->out, &m->out) ||
+        sr_module_backward(m, gy ? gy : &r->out, &run) || sr_tensor_copy(&r->gin, &m->gin) ||
+        sr_module_walk_params(m, keep_grad_cb, r))
+        return -1;
+    if (!xv)
+        return 0;
+    sr_run jr = SR_RUN_INIT;
+    jr.n = n;
+    jr.k = k;
+    return sr_module_jvp(m, xv, &jr) || sr_tensor_copy(&r->jv, &m->out) ? -1 : 0;
+}
+
+static int same_bits(const sr_tensor *a, const sr_tensor *b)
+{
+    if (!a->storage || !b->storage)
+        return !a->storage == !b->storage;
+    return a->dtype == b->dtype && sr_same_shape(a, b) &&
+           memcmp(sr_data(a), sr_data(b), (size_t)sr_numel(a) * sr_dtype_size(a->dtype)) == 0;
+}
+
+int check_threads_agree(sr_module *m, const sr_tensor *x, const sr_tensor *gy, const sr_tensor *xv, int64_t n,
+                        int64_t k)
+{
+    int np = 0, rc = -1, before = sr_threads_get();
+    sr_module_walk_params(m, count_cb, &np);
+    thread_run r[2] = {{SR_TENSOR_INIT, SR_TENSOR_INIT, SR_TENSOR_INIT, NULL, 0},
+                       {SR_TENSOR_INIT, SR_TENSOR_INIT, SR_TENSOR_INIT, NULL, 0}};
+    for (int t = 0; t < 2; t++)
+        r[t].grads = calloc((size_t)np + 1, sizeof *r[t].grads);
+    if (!r[0].grads || !r[1].grads) {
+        sr_fail("check_threads_agree: out of memory");
+        goto done;
+    }
+    if (run_threads(m, 1, x, gy, xv, n, k, &r[0]) || run_threads(m, 2, x, gy, xv, n, k, &r[1]))
+        goto done;
+    const char *what[3] = {"output", "input gradient", "JVP"};
+    const sr_tensor *one[3] = {&r[0].out, &r[0].gin, &r[0].jv}, *two[3] = {&r[1].out, &r[1].gin, &r[1].jv};
+    for (int i = 0; i < 3; i++)
+        if (!same_bits(one[i], two[i])) {
+            sr_fail("%s: the %s differs between 1 and 2 threads", m->ops->kind, what[i]);
+            goto done;
+        }
+    for (int i = 0; i < np; i++)
+        if (!same_bits(&r[0].grads[i], &r[1].grads[i])) {
+            sr_fail("%s: the gradient of trainable parameter %d differs between 1 and 2 threads", m->ops->kind, i);
+            goto done;
+        }
+    rc = 0;
+done:
+    sr_threads_set(before);
+    for (int t = 0; t < 2; t++) {
+        sr_tensor_free(&r[t].out);
+        sr_tensor_free(&r[t].gin);
+        sr_tensor_free(&r[t].jv);
+        for (int i = 0; r[t].grads && i < np; i++)
+            sr_tensor_free(&r[t].grads[i]);
+        free(r[t].grads);
+    }
     return rc;
 }
 
