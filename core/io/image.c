@@ -147,6 +147,21 @@ static VipsImage *open_header(const char *path, void *buf, size_t len, VipsFailO
     return im;
 }
 
+/* The start of every reader here: libvips up, the whole file in memory
+ * (*buf: g_free it after the images made from it are unreffed) and its
+ * header open.  NULL on error, with nothing left to free. */
+static VipsImage *open_file(const char *path, void **buf, size_t *len)
+{
+    if (sr_vips_init() || read_file(path, buf, len))
+        return NULL;
+    VipsImage *im = open_header(path, *buf, *len, VIPS_FAIL_ON_TRUNCATED);
+    if (!im) {
+        g_free(*buf);
+        *buf = NULL;
+    }
+    return im;
+}
+
 /* ---- geometry: torchvision's Resize(int) and CenterCrop --------------- */
 
 /* torchvision: the shorter side becomes `size`, the longer one
@@ -207,17 +222,13 @@ static void drop_all(im_stack *s)
 
 static int load_raw(const char *path, const sr_image_opts *o, raw_image *out)
 {
-    if (sr_vips_init())
-        return -1;
     void *buf = NULL;
     size_t len = 0;
-    if (read_file(path, &buf, &len))
+    im_stack st = {{0}, 0};
+    VipsImage *hdr = keep(&st, open_file(path, &buf, &len));
+    if (!hdr)
         return -1;
     int rc = -1;
-    im_stack st = {{0}, 0};
-    VipsImage *hdr = keep(&st, open_header(path, buf, len, VIPS_FAIL_ON_TRUNCATED));
-    if (!hdr)
-        goto done;
     int swap = vips_image_get_orientation_swap(hdr);
     int w = swap ? hdr->Ysize : hdr->Xsize, h = swap ? hdr->Xsize : hdr->Ysize;
     int tw = w, th = h;
@@ -466,17 +477,11 @@ done:
 
 int sr_image_info_read(const char *path, sr_image_info *info)
 {
-    if (sr_vips_init())
-        return -1;
     void *buf;
     size_t len;
-    if (read_file(path, &buf, &len))
+    VipsImage *im = open_file(path, &buf, &len);
+    if (!im)
         return -1;
-    VipsImage *im = open_header(path, buf, len, VIPS_FAIL_ON_TRUNCATED);
-    if (!im) {
-        g_free(buf);
-        return -1;
-    }
     int swap = vips_image_get_orientation_swap(im);
     info->width = swap ? im->Ysize : im->Xsize;
     info->height = swap ? im->Xsize : im->Ysize;
@@ -493,28 +498,22 @@ int sr_image_info_read(const char *path, sr_image_info *info)
 
 int sr_image_check(const char *path)
 {
-    if (sr_vips_init())
-        return -1;
     void *buf;
     size_t len;
-    if (read_file(path, &buf, &len))
+    VipsImage *im = open_file(path, &buf, &len), *small = NULL;
+    if (!im)
         return -1;
     int rc = 0;
-    VipsImage *im = open_header(path, buf, len, VIPS_FAIL_ON_TRUNCATED), *small = NULL;
     double avg;
     /* A thumbnail pulls the whole file through the decoder (a truncated or
      * corrupt body fails), but lets JPEG decode at 1/8 scale: several
      * times cheaper than a full-size decode. */
-    if (!im)
-        rc = -1;
-    else if (vips_thumbnail_buffer(buf, len, &small, 32, "option_string", "fail_on=truncated",
-                                   NULL) ||
-             vips_avg(small, &avg, NULL))
+    if (vips_thumbnail_buffer(buf, len, &small, 32, "option_string", "fail_on=truncated", NULL) ||
+        vips_avg(small, &avg, NULL))
         rc = sr_fail("image %s: %s", path, VIPS_MSG());
     if (small)
         g_object_unref(small);
-    if (im)
-        g_object_unref(im);
+    g_object_unref(im);
     g_free(buf);
     return rc;
 }

@@ -495,33 +495,82 @@ void sr_pgd_defaults(sr_pgd_opts *o)
     o->eval_mode = 1;
 }
 
-static int check_attack(const char *op, const sr_tensor *x, int norm, double eps, double step, int steps)
+/* What PGD and the LLR inner maximisation share: a projected ascent on the
+ * per-row losses in a ball around x.  Their option structs carry these
+ * fields under the same names; ATTACK() copies them, attack_begin fills
+ * the rest. */
+typedef struct {
+    const char *op; /* "pgd" or "llr", for messages */
+    sr_norm norm;
+    double eps, step_size, lo, hi;
+    int steps, random_start, eval_mode;
+    uint64_t seed;
+    int64_t n, d; /* rows of x, values per row */
+    int prev;     /* the model's mode before the attack, restored by attack_end */
+    double *w;    /* per-row loss weights, all 1 */
+} attack;
+
+#define ATTACK(name, o)                                                                                            \
+    {.op = (name), .norm = (o)->norm, .eps = (o)->eps, .step_size = (o)->step_size, .lo = (o)->lo, .hi = (o)->hi,  \
+     .steps = (o)->steps, .random_start = (o)->random_start, .eval_mode = (o)->eval_mode, .seed = (o)->seed}
+
+static int check_attack(const attack *a, const sr_tensor *x)
 {
     if (x->ndim < 1 || !x->storage || x->shape[0] < 1)
-        return sr_fail("%s: input %s has no batch dimension", op, SR_SHAPE(x));
-    if (norm != SR_NORM_L2 && norm != SR_NORM_LINF)
-        return sr_fail("%s: norm must be L2 or Linf", op);
-    if (!(eps >= 0) || !isfinite(eps) || !(step >= 0) || !isfinite(step))
-        return sr_fail("%s: eps %g and step size %g must be finite and >= 0", op, eps, step);
-    if (steps < 0 || steps > 100000)
-        return sr_fail("%s: %d steps (must be 0..100000)", op, steps);
+        return sr_fail("%s: input %s has no batch dimension", a->op, SR_SHAPE(x));
+    if (a->norm != SR_NORM_L2 && a->norm != SR_NORM_LINF)
+        return sr_fail("%s: norm must be L2 or Linf", a->op);
+    if (!(a->eps >= 0) || !isfinite(a->eps) || !(a->step_size >= 0) || !isfinite(a->step_size))
+        return sr_fail("%s: eps %g and step size %g must be finite and >= 0", a->op, a->eps, a->step_size);
+    if (a->steps < 0 || a->steps > 100000)
+        return sr_fail("%s: %d steps (must be 0..100000)", a->op, a->steps);
     return 0;
 }
 
-/* Start point: x itself (clipped) or a random start. */
-static int attack_start(sr_tensor *xa, const sr_tensor *x, int norm, double eps, int random_start, double lo,
-                        double hi, uint64_t seed)
+/* Checks the arguments, puts the model in the asked mode, makes the
+ * weights (1 per row: row i's input gradient is then ∇ℓ_i whatever the
+ * batch size; the L∞ and L2 steps are scale-free anyway) and the start
+ * point xa: x itself (clipped) or a random start.  On failure nothing is
+ * left to undo; on success attack_end undoes it. */
+static int attack_begin(attack *a, sr_module *m, const sr_tensor *x, sr_tensor *xa)
 {
+    if (check_attack(a, x))
+        return -1;
     if (xa->storage && xa->storage == x->storage)
         return sr_fail("attack: output shares storage with the input");
-    if (sr_tensor_ensure_like(xa, x) || sr_tensor_assign(xa, x))
+    a->n = x->shape[0];
+    a->d = sr_rowsize(x);
+    a->w = malloc((size_t)a->n * sizeof *a->w);
+    if (!a->w)
+        return sr_fail("%s: out of memory", a->op);
+    for (int64_t i = 0; i < a->n; i++)
+        a->w[i] = 1;
+    if (sr_tensor_ensure_like(xa, x) || sr_tensor_assign(xa, x)) {
+        free(a->w);
         return -1;
-    int64_t rows = x->shape[0], d = sr_rowsize(x);
-    if (random_start && eps > 0)
-        SR_DISPATCH(x->dtype, pgd_start, sr_data(xa), sr_data(x), rows, d, norm, eps, lo, hi, seed);
+    }
+    if (a->random_start && a->eps > 0)
+        SR_DISPATCH(x->dtype, pgd_start, sr_data(xa), sr_data(x), a->n, a->d, a->norm, a->eps, a->lo, a->hi, a->seed);
     else
-        SR_DISPATCH(x->dtype, pgd_step, sr_data(xa), sr_data(x), sr_data(x), rows, d, norm, eps, 0.0, lo, hi);
+        SR_DISPATCH(x->dtype, pgd_step, sr_data(xa), sr_data(x), sr_data(x), a->n, a->d, a->norm, a->eps, 0.0, a->lo,
+                    a->hi);
+    a->prev = m->training;
+    if (a->eval_mode)
+        sr_module_set_training(m, 0);
     return 0;
+}
+
+/* One ascent step of xa along g, projected to the ball around x, clipped. */
+static void attack_step(const attack *a, sr_tensor *xa, const sr_tensor *x, const sr_tensor *g)
+{
+    SR_DISPATCH(x->dtype, pgd_step, sr_data(xa), sr_data(x), sr_data(g), a->n, a->d, a->norm, a->eps, a->step_size,
+                a->lo, a->hi);
+}
+
+static void attack_end(attack *a, sr_module *m)
+{
+    sr_module_set_training(m, a->prev);
+    free(a->w);
 }
 
 static void copy_row(sr_tensor *dst, const sr_tensor *src, int64_t r)
@@ -533,33 +582,24 @@ static void copy_row(sr_tensor *dst, const sr_tensor *src, int64_t r)
 int sr_pgd_attack(sr_module *m, const sr_tensor *x, const int64_t *labels, const sr_pgd_opts *o, sr_tensor *xadv,
                   double *loss, int64_t *correct)
 {
-    if (check_attack("pgd", x, o->norm, o->eps, o->step_size, o->steps))
+    attack a = ATTACK("pgd", o);
+    if (attack_begin(&a, m, x, xadv))
         return -1;
-    int64_t n = x->shape[0], d = sr_rowsize(x);
-    int prev = m->training;
-    if (o->eval_mode)
-        sr_module_set_training(m, 0);
-    double *w = malloc((size_t)n * sizeof *w), *ls = malloc((size_t)n * sizeof *ls),
-           *best = malloc((size_t)n * sizeof *best);
+    int64_t n = a.n;
+    double *ls = malloc((size_t)n * sizeof *ls), *best = malloc((size_t)n * sizeof *best);
     int64_t *pred = malloc((size_t)n * sizeof *pred), *best_ok = malloc((size_t)n * sizeof *best_ok);
     sr_tensor bestx = SR_TENSOR_INIT;
     int rc = -1;
-    if (!w || !ls || !best || !pred || !best_ok) {
+    if (!ls || !best || !pred || !best_ok) {
         sr_fail("pgd: out of memory");
         goto done;
     }
-    /* Per-row loss sums (weight 1), so row i's input gradient is ∇ℓ_i
-     * whatever the batch size; the L∞ and L2 steps are scale-free anyway. */
-    for (int64_t i = 0; i < n; i++)
-        w[i] = 1;
-    if (attack_start(xadv, x, o->norm, o->eps, o->random_start, o->lo, o->hi, o->seed))
-        goto done;
     if (o->use_best && sr_tensor_copy(&bestx, xadv))
         goto done;
     for (int k = 0; k <= o->steps; k++) {
         double l;
         if (k < o->steps) {
-            if (sr_ce_pass(m, xadv, labels, w, 0, &l, NULL, ls))
+            if (sr_ce_pass(m, xadv, labels, a.w, 0, &l, NULL, ls))
                 goto done;
         } else if (o->use_best || loss || correct) {
             if (ce_forward(m, xadv, labels, ls, pred, NULL, NULL))
@@ -581,8 +621,7 @@ int sr_pgd_attack(sr_module *m, const sr_tensor *x, const int64_t *labels, const
                 }
         }
         if (k < o->steps)
-            SR_DISPATCH(x->dtype, pgd_step, sr_data(xadv), sr_data(x), sr_data(&m->gin), n, d, o->norm, o->eps,
-                        o->step_size, o->lo, o->hi);
+            attack_step(&a, xadv, x, &m->gin);
     }
     double tl = 0;
     int64_t tc = 0;
@@ -605,9 +644,8 @@ int sr_pgd_attack(sr_module *m, const sr_tensor *x, const int64_t *labels, const
         *correct = tc;
     rc = 0;
 done:
-    sr_module_set_training(m, prev);
+    attack_end(&a, m);
     sr_tensor_free(&bestx);
-    free(w);
     free(ls);
     free(best);
     free(pred);
@@ -638,33 +676,29 @@ static double sgn(double v) { return (v > 0) - (v < 0); }
 int sr_llr_inner(sr_module *m, const sr_tensor *x, const int64_t *labels, const sr_llr_opts *o, sr_tensor *delta,
                  double *gap, double *dir)
 {
-    if (check_attack("llr", x, o->norm, o->eps, o->step_size, o->steps))
-        return -1;
-    int64_t n = x->shape[0], d = sr_rowsize(x);
-    int prev = m->training;
-    if (o->eval_mode)
-        sr_module_set_training(m, 0);
-    double *w = malloc((size_t)n * sizeof *w), *l0 = malloc((size_t)n * sizeof *l0),
-           *l1 = malloc((size_t)n * sizeof *l1), *s = malloc((size_t)n * sizeof *s);
+    attack a = ATTACK("llr", o);
     sr_tensor g0 = SR_TENSOR_INIT, xa = SR_TENSOR_INIT, h = SR_TENSOR_INIT;
+    if (attack_begin(&a, m, x, &xa)) {
+        sr_tensor_free(&xa);
+        return -1;
+    }
+    int64_t n = a.n, d = a.d;
+    double *l0 = malloc((size_t)n * sizeof *l0), *l1 = malloc((size_t)n * sizeof *l1),
+           *s = malloc((size_t)n * sizeof *s);
     int rc = -1;
-    if (!w || !l0 || !l1 || !s) {
+    if (!l0 || !l1 || !s) {
         sr_fail("llr: out of memory");
         goto done;
     }
-    for (int64_t i = 0; i < n; i++)
-        w[i] = 1;
     double l;
     /* ℓ_i(x) and ∇ℓ_i(x) once; then ascend g_i(δ) whose gradient in δ is
      * sign(gap_i)·(∇ℓ_i(x+δ) − ∇ℓ_i(x)). */
-    if (sr_ce_pass(m, x, labels, w, 0, &l, NULL, l0) || sr_tensor_copy(&g0, &m->gin))
-        goto done;
-    if (attack_start(&xa, x, o->norm, o->eps, o->random_start, o->lo, o->hi, o->seed) ||
+    if (sr_ce_pass(m, x, labels, a.w, 0, &l, NULL, l0) || sr_tensor_copy(&g0, &m->gin) ||
         sr_tensor_ensure_like(&h, x))
         goto done;
     for (int k = 0; k <= o->steps; k++) {
         if (k < o->steps) {
-            if (sr_ce_pass(m, &xa, labels, w, 0, &l, NULL, l1))
+            if (sr_ce_pass(m, &xa, labels, a.w, 0, &l, NULL, l1))
                 goto done;
         } else if (ce_forward(m, &xa, labels, l1, NULL, NULL, NULL)) {
             goto done;
@@ -677,19 +711,17 @@ int sr_llr_inner(sr_module *m, const sr_tensor *x, const int64_t *labels, const 
         if (k == o->steps)
             break;
         SR_DISPATCH(x->dtype, signed_diff, sr_data(&h), sr_data(&m->gin), sr_data(&g0), s, n, d);
-        SR_DISPATCH(x->dtype, pgd_step, sr_data(&xa), sr_data(x), sr_data(&h), n, d, o->norm, o->eps, o->step_size,
-                    o->lo, o->hi);
+        attack_step(&a, &xa, x, &h);
     }
     if (sr_tensor_ensure_like(delta, x))
         goto done;
     SR_DISPATCH(x->dtype, axpy_rows, sr_data(delta), sr_data(&xa), sr_data(x), -1.0, n * d);
     rc = 0;
 done:
-    sr_module_set_training(m, prev);
+    attack_end(&a, m);
     sr_tensor_free(&g0);
     sr_tensor_free(&xa);
     sr_tensor_free(&h);
-    free(w);
     free(l0);
     free(l1);
     free(s);
@@ -699,7 +731,8 @@ done:
 int sr_llr_outer(sr_module *m, const sr_tensor *x, const int64_t *labels, const sr_llr_opts *o,
                  const sr_tensor *delta, const double *gap, const double *dir, sr_llr_result *res)
 {
-    if (check_attack("llr", x, o->norm, o->eps, o->step_size, o->steps))
+    attack a = ATTACK("llr", o);
+    if (check_attack(&a, x))
         return -1;
     if (!sr_same_shape(x, delta) || x->dtype != delta->dtype)
         return sr_fail("llr: delta %s does not match the input %s", SR_SHAPE(delta), SR_SHAPE(x));
@@ -772,7 +805,8 @@ done:
 int sr_llr_step(sr_module *m, sr_optim *opt, const sr_tensor *x, const int64_t *labels, const sr_llr_opts *o,
                 sr_llr_result *res)
 {
-    if (check_attack("llr", x, o->norm, o->eps, o->step_size, o->steps))
+    attack a = ATTACK("llr", o);
+    if (check_attack(&a, x))
         return -1;
     int64_t n = x->shape[0];
     double *gap = malloc((size_t)n * sizeof *gap), *dir = malloc((size_t)n * sizeof *dir);

@@ -7,6 +7,8 @@
 -- its peak RSS is its own.
 --   build/srgeo tests/bench/bench_models.lua [model ...] [--all] [--batch N] [--threads N] [--size N] [-k N]
 local srgeo = require "srgeo"
+package.path = "./?.lua;" .. package.path
+local B = require "tests.bench.common"
 
 -- The default set: one of each family at ImageNet size.  --all adds every
 -- torchvision architecture of the zoo.
@@ -39,22 +41,9 @@ local function time(fn, reps)
   return best
 end
 
-local function peak_rss_mb()
-  local f = io.open("/proc/self/status")
-  if not f then return 0 / 0 end
-  local kb = f:read("a"):match("VmHWM:%s*(%d+)")
-  f:close()
-  return tonumber(kb) / 1024
-end
-
 local function input_shape(name)
-  for _, e in ipairs(srgeo.models.list()) do
-    if e.name == name then
-      local s = e.input
-      return size and { s[1], size, size } or s
-    end
-  end
-  error("bench_models: no architecture " .. name)
+  local s = B.input_shape(name)
+  return size and { s[1], size, size } or s
 end
 
 -- Child: measure one model, print one machine-readable line.
@@ -75,25 +64,16 @@ if one then
   local tj = time(function() m:jvp(x1, v) end, 3)
   local t1 = time(function() m:forward(x1f) end, 3) -- forward of the same 1+k rows
   print(string.format("RESULT %.6g %.6g %.6g %.6g %.1f %dx%d", batch / tf, k / tj, tj / k, (tj / k) / (t1 / (1 + k)),
-                      peak_rss_mb(), shape[2], shape[3]))
+                      B.peak_rss_mb(), shape[2], shape[3]))
   os.exit(0)
 end
 
-local function run(cmd)
-  local p = io.popen(cmd)
-  local out = p:read("a")
-  p:close()
-  return out
-end
-
-local py = io.open("/usr/bin/python3") and "/usr/bin/python3"
-local has_torch = py and run(py .. " -c 'import torch; print(\"yes\")' 2>/dev/null"):match("yes")
+local run = B.run
+local py, has_torch = B.torch_python()
 local self = arg[0]
 local srgeo_bin = arg[-1] or "build/srgeo"
 
-print(string.format("OPENBLAS_CORETYPE=%s, threads %d, batch %d, k = %d tangents per input%s",
-  os.getenv("OPENBLAS_CORETYPE") or "<unset>", srgeo.threads(), batch, k,
-  has_torch and "" or "  (PyTorch not installed: srgeo figures only)"))
+B.header(string.format("batch %d, k = %d tangents per input", batch, k), has_torch)
 print(string.format("%-16s %7s %9s %9s %8s %8s | %9s %9s %8s | %6s %6s %6s", "model", "input", "fwd img/s", "jvp dir/s",
   "jvp/tan", "RSS MB", "torch fwd", "torch jvp", "RSS MB", "fwd x", "jvp x", "RSS x"))
 local function fmt(v, f) return v and string.format(f, v) or "-" end

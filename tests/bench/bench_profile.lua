@@ -18,6 +18,8 @@
 -- looser while every rung still needs one 32-direction chunk for an honest
 -- CI, which caps the ratio (256 directions: 4.4x, at most ~4.7x; 64: < 2x).
 local srgeo = require "srgeo"
+package.path = "./?.lua;" .. package.path
+local B = require "tests.bench.common"
 local cli = require "srgeo.cli"
 
 local o = cli.run({
@@ -40,9 +42,7 @@ end
 local function torch_run(model, size, ndir, rows)
   local cmd = string.format("/usr/bin/python3 tests/bench/torch_profile.py %s %d %d %d %s 2>/dev/null",
     model, ndir, size, srgeo.threads(), rows and rows:gsub(" format ", " ") or "")
-  local pipe = io.popen(cmd)
-  local out = pipe:read("a")
-  pipe:close()
+  local out = B.run(cmd)
   return tonumber(out:match("seconds ([%d%.]+)")), out:match("rows (%d+ format %S+)"), out
 end
 

@@ -5,6 +5,8 @@
 -- Each model runs in a process of its own, so its peak RSS is its own.
 --   build/srgeo tests/bench/bench_train.lua [model ...] [--batch 128] [--steps 10] [--threads N]
 local srgeo = require "srgeo"
+package.path = "./?.lua;" .. package.path
+local B = require "tests.bench.common"
 
 local models, batch, steps, threads, one = {}, 128, 10, nil, nil
 local i = 1
@@ -18,19 +20,10 @@ end
 if #models == 0 then models = { "small_resnet", "resnet18_cifar" } end
 if threads then srgeo.threads(threads) end
 
-local function peak_rss_mb()
-  local f = io.open("/proc/self/status")
-  if not f then return 0 / 0 end
-  local kb = f:read("a"):match("VmHWM:%s*(%d+)")
-  f:close()
-  return tonumber(kb) / 1024
-end
-
 if one then
   local m = srgeo.models[one] {}
   m:train()
-  local shape
-  for _, e in ipairs(srgeo.models.list()) do if e.name == one then shape = e.input end end
+  local shape = B.input_shape(one)
   local X = srgeo.rand({ batch, shape[1], shape[2], shape[3] }, 1)
   local labels = {}
   for b = 1, batch do labels[b] = (b * 7) % 10 end
@@ -39,22 +32,13 @@ if one then
   local t0 = srgeo._clock()
   for _ = 1, steps do srgeo._train_step(m, opt, X, labels) end
   local t = srgeo._clock() - t0
-  print(string.format("RESULT %.6g %.1f %dx%dx%d", steps * batch / t, peak_rss_mb(), shape[1], shape[2], shape[3]))
+  print(string.format("RESULT %.6g %.1f %dx%dx%d", steps * batch / t, B.peak_rss_mb(), shape[1], shape[2], shape[3]))
   os.exit(0)
 end
 
-local function run(cmd)
-  local p = io.popen(cmd)
-  local out = p:read("a")
-  p:close()
-  return out
-end
-
-local py = io.open("/usr/bin/python3") and "/usr/bin/python3"
-local has_torch = py and run(py .. " -c 'import torch; print(\"yes\")' 2>/dev/null"):match("yes")
-print(string.format("OPENBLAS_CORETYPE=%s, threads %d, batch %d, %d timed steps after 2 warm-up%s",
-  os.getenv("OPENBLAS_CORETYPE") or "<unset>", srgeo.threads(), batch, steps,
-  has_torch and "" or "  (PyTorch not installed: srgeo figures only)"))
+local run = B.run
+local py, has_torch = B.torch_python()
+B.header(string.format("batch %d, %d timed steps after 2 warm-up", batch, steps), has_torch)
 print(string.format("%-16s %9s %10s %8s | %10s %8s | %6s %6s  %s", "model", "input", "img/s", "RSS MB", "torch img/s",
   "RSS MB", "x", "RSS x", "torch format"))
 for _, name in ipairs(models) do

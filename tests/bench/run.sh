@@ -1,5 +1,6 @@
 #!/bin/sh
-# Run every benchmark program build/bench_* and every tests/bench/*.lua.
+# Run every benchmark program build/bench_* and every tests/bench/bench_*.lua
+# (common.lua is their shared helper, not a benchmark).
 # Figures are ratios against references measured in the same run.
 B=${1:-build}
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
@@ -10,7 +11,7 @@ for b in "$B"/bench_*; do
     echo "== $(basename "$b")"
     "$b" || echo "(benchmark $(basename "$b") failed)"
 done
-for f in tests/bench/*.lua; do
+for f in tests/bench/bench_*.lua; do
     [ -f "$f" ] || continue
     echo "== $f"
     "$B/srgeo" "$f" || echo "(benchmark $f failed)"

@@ -1,31 +1,122 @@
-/* check.c - finite-difference and adjoint checks, and the PyTorch fixture
- * runner, shared by the layer tests. */
+/* check.c - the helpers the C tests share (layers, random tensors, a
+ * scratch folder), finite-difference and adjoint checks, and the PyTorch
+ * fixture runner. */
 #include "check.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "base/threads.h"
 #include "io/npy.h"
 
-sr_module *check_layer(const char *name, const char *const *kv)
+sr_module *check_make(sr_layer_ctor ctor, const char *op, const char *const *kv)
 {
     sr_opts o;
     sr_opts_kv_data d;
-    sr_opts_kv(&o, &d, name, kv);
+    sr_opts_kv(&o, &d, op, kv);
+    return ctor(&o);
+}
+
+sr_module *check_make_f64(sr_layer_ctor ctor, const char *op, const char *const *kv)
+{
+    sr_module *m = check_make(ctor, op, kv);
+    if (m && sr_module_to_dtype(m, SR_F64)) {
+        sr_module_release(m);
+        return NULL;
+    }
+    return m;
+}
+
+sr_module *check_layer(const char *name, const char *const *kv)
+{
     const sr_layer_def *def = sr_layer_lookup(name);
-    return def ? def->create(&o) : NULL;
+    return def ? check_make(def->create, name, kv) : NULL;
+}
+
+sr_module *check_reset(sr_module *m, uint64_t seed)
+{
+    if (m) {
+        sr_rng r;
+        sr_rng_seed(&r, seed);
+        sr_module_reset(m, &r);
+    }
+    return m;
+}
+
+typedef struct {
+    sr_rng rng;
+    double std;
+} fill_state;
+
+static int fill_param_cb(const char *path, sr_param *p, sr_module *owner, void *ud)
+{
+    (void)path;
+    (void)owner;
+    fill_state *s = ud;
+    sr_tensor_fill_normal(&p->value, &s->rng, 0, s->std);
+    return 0;
+}
+
+void check_fill_params(sr_module *m, uint64_t seed, double std)
+{
+    fill_state s = {.std = std};
+    sr_rng_seed(&s.rng, seed);
+    sr_module_walk_params(m, fill_param_cb, &s);
+}
+
+int check_randn_dt(sr_tensor *t, sr_dtype dt, int ndim, const int64_t *shape, uint64_t seed)
+{
+    sr_rng r;
+    sr_rng_seed(&r, seed);
+    if (sr_tensor_alloc(t, dt, ndim, shape))
+        return -1;
+    sr_tensor_fill_normal(t, &r, 0, 1);
+    return 0;
 }
 
 int check_randn(sr_tensor *t, int ndim, const int64_t *shape, uint64_t seed)
 {
+    return check_randn_dt(t, SR_F64, ndim, shape, seed);
+}
+
+int check_randu_dt(sr_tensor *t, sr_dtype dt, int ndim, const int64_t *shape, double lo, double hi,
+                   uint64_t seed)
+{
     sr_rng r;
     sr_rng_seed(&r, seed);
-    if (sr_tensor_alloc(t, SR_F64, ndim, shape))
+    if (sr_tensor_alloc(t, dt, ndim, shape))
         return -1;
-    sr_tensor_fill_normal(t, &r, 0, 1);
+    sr_tensor_fill_uniform(t, &r, lo, hi);
     return 0;
+}
+
+static char scratch_dir[64];
+
+const char *check_scratch(const char *name)
+{
+    static char path[8][256];
+    static int k;
+    if (!scratch_dir[0]) {
+        snprintf(scratch_dir, sizeof scratch_dir, "/tmp/srgeo-test-%d", (int)getpid());
+        mkdir(scratch_dir, 0755);
+    }
+    k = (k + 1) % 8;
+    snprintf(path[k], sizeof path[k], "%s/%s", scratch_dir, name);
+    return path[k];
+}
+
+__attribute__((destructor)) static void remove_scratch(void)
+{
+    if (!scratch_dir[0])
+        return;
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", scratch_dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "tests: could not remove the scratch directory %s\n", scratch_dir);
 }
 
 double check_rel_diff(const sr_tensor *a, const sr_tensor *b)
@@ -239,6 +330,93 @@ done:
     sr_tensor *all[] = {&y0, &stack, &jv, &xp, &xm, &fp, &fm, &w, &gx, &row, &vrow};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
         sr_tensor_free(all[i]);
+    return rc;
+}
+
+/* What one thread count computed, for check_threads_agree. */
+typedef struct {
+    sr_tensor out, gin, jv;
+    sr_tensor *grads; /* one per trainable parameter in walk order; empty where it has no gradient */
+    int i;            /* the walk's position */
+} thread_run;
+
+static int keep_grad_cb(const char *path, sr_param *p, sr_module *owner, void *ud)
+{
+    (void)path;
+    (void)owner;
+    thread_run *r = ud;
+    if (!p->trainable)
+        return 0;
+    sr_tensor *g = &r->grads[r->i++];
+    return p->grad.storage ? sr_tensor_copy(g, &p->grad) : 0;
+}
+
+static int run_threads(sr_module *m, int threads, const sr_tensor *x, const sr_tensor *gy, const sr_tensor *xv,
+                       int64_t n, int64_t k, thread_run *r)
+{
+    sr_threads_set(threads);
+    sr_module_zero_grad(m);
+    sr_run run = SR_RUN_INIT;
+    run.save = 1;
+    run.param_grads = 1;
+    if (sr_module_forward(m, x, &run) || sr_tensor_copy(&r->out, &m->out) ||
+        sr_module_backward(m, gy ? gy : &r->out, &run) || sr_tensor_copy(&r->gin, &m->gin) ||
+        sr_module_walk_params(m, keep_grad_cb, r))
+        return -1;
+    if (!xv)
+        return 0;
+    sr_run jr = SR_RUN_INIT;
+    jr.n = n;
+    jr.k = k;
+    return sr_module_jvp(m, xv, &jr) || sr_tensor_copy(&r->jv, &m->out) ? -1 : 0;
+}
+
+static int same_bits(const sr_tensor *a, const sr_tensor *b)
+{
+    if (!a->storage || !b->storage)
+        return !a->storage == !b->storage;
+    return a->dtype == b->dtype && sr_same_shape(a, b) &&
+           memcmp(sr_data(a), sr_data(b), (size_t)sr_numel(a) * sr_dtype_size(a->dtype)) == 0;
+}
+
+int check_threads_agree(sr_module *m, const sr_tensor *x, const sr_tensor *gy, const sr_tensor *xv, int64_t n,
+                        int64_t k)
+{
+    int np = 0, rc = -1, before = sr_threads_get();
+    sr_module_walk_params(m, count_cb, &np);
+    thread_run r[2] = {{SR_TENSOR_INIT, SR_TENSOR_INIT, SR_TENSOR_INIT, NULL, 0},
+                       {SR_TENSOR_INIT, SR_TENSOR_INIT, SR_TENSOR_INIT, NULL, 0}};
+    for (int t = 0; t < 2; t++)
+        r[t].grads = calloc((size_t)np + 1, sizeof *r[t].grads);
+    if (!r[0].grads || !r[1].grads) {
+        sr_fail("check_threads_agree: out of memory");
+        goto done;
+    }
+    if (run_threads(m, 1, x, gy, xv, n, k, &r[0]) || run_threads(m, 2, x, gy, xv, n, k, &r[1]))
+        goto done;
+    const char *what[3] = {"output", "input gradient", "JVP"};
+    const sr_tensor *one[3] = {&r[0].out, &r[0].gin, &r[0].jv}, *two[3] = {&r[1].out, &r[1].gin, &r[1].jv};
+    for (int i = 0; i < 3; i++)
+        if (!same_bits(one[i], two[i])) {
+            sr_fail("%s: the %s differs between 1 and 2 threads", m->ops->kind, what[i]);
+            goto done;
+        }
+    for (int i = 0; i < np; i++)
+        if (!same_bits(&r[0].grads[i], &r[1].grads[i])) {
+            sr_fail("%s: the gradient of trainable parameter %d differs between 1 and 2 threads", m->ops->kind, i);
+            goto done;
+        }
+    rc = 0;
+done:
+    sr_threads_set(before);
+    for (int t = 0; t < 2; t++) {
+        sr_tensor_free(&r[t].out);
+        sr_tensor_free(&r[t].gin);
+        sr_tensor_free(&r[t].jv);
+        for (int i = 0; r[t].grads && i < np; i++)
+            sr_tensor_free(&r[t].grads[i]);
+        free(r[t].grads);
+    }
     return rc;
 }
 

@@ -1,4 +1,6 @@
-/* check.h - generic derivative checks for any module (float64).
+/* check.h - the helpers the C tests share: layers built from string
+ * options, seeded random tensors and parameters, a scratch folder, generic
+ * derivative checks for any module (float64) and the PyTorch fixture runner.
  *
  * check_module runs, for a float64 module and input x:
  *  - JVP vs central differences: for k random tangents v,
@@ -25,12 +27,47 @@ typedef struct check_result {
 int check_module(sr_module *m, const sr_tensor *x, int k, double h, uint64_t seed,
                  check_result *res);
 
-/* A layer from the registry by name with string options
- * ((const char *[]){"in_features", "3", NULL}); NULL on error. */
+/* A layer from its constructor with string options
+ * ((const char *[]){"in_features", "3", NULL}); op names it in messages.
+ * NULL on error. */
+sr_module *check_make(sr_layer_ctor ctor, const char *op, const char *const *kv);
+/* MAKE(sr_relu_create, "relu", NULL), MAKE(sr_linear_create, "linear",
+ * "in_features", "3", "out_features", "2"). */
+#define MAKE(ctor, op, ...) check_make(ctor, op, (const char *[]){__VA_ARGS__, NULL})
+/* The same, converted to float64 (NULL if either step fails). */
+sr_module *check_make_f64(sr_layer_ctor ctor, const char *op, const char *const *kv);
+#define MAKE_F64(ctor, op, ...) check_make_f64(ctor, op, (const char *[]){__VA_ARGS__, NULL})
+
+/* A layer from the registry by name with string options; NULL on error. */
 sr_module *check_layer(const char *name, const char *const *kv);
 
-/* Random float64 tensor (normal), for inputs. */
+/* Re-initialise m's parameters from a generator seeded with seed, so a
+ * test's layer does not depend on what ran before; passes NULL through. */
+sr_module *check_reset(sr_module *m, uint64_t seed);
+
+/* Every parameter and buffer of the tree N(0, std) (not the init values,
+ * which leave biases at zero and would hide bias bugs). */
+void check_fill_params(sr_module *m, uint64_t seed, double std);
+
+/* Random tensors: float64 normal (for inputs), normal in dtype dt, uniform
+ * in [lo, hi) in dtype dt.  0 or -1 (allocation). */
 int check_randn(sr_tensor *t, int ndim, const int64_t *shape, uint64_t seed);
+int check_randn_dt(sr_tensor *t, sr_dtype dt, int ndim, const int64_t *shape, uint64_t seed);
+int check_randu_dt(sr_tensor *t, sr_dtype dt, int ndim, const int64_t *shape, double lo, double hi,
+                   uint64_t seed);
+
+/* Runs m at 1 and at 2 threads and fails (-1 with a message) unless every
+ * result agrees bit for bit: the forward output of x, the input gradient of
+ * backward(gy) (gy NULL: the output itself is the cotangent), every
+ * parameter gradient (zeroed first), and, when xv is given, the stacked JVP
+ * of xv with n primals and k tangents each.  The thread count is restored. */
+int check_threads_agree(sr_module *m, const sr_tensor *x, const sr_tensor *gy, const sr_tensor *xv, int64_t n,
+                        int64_t k);
+
+/* path of `name` in this process's scratch folder (created on first use
+ * under /tmp, one per process since several runs may share a machine;
+ * removed at exit).  The result lives until eight more calls. */
+const char *check_scratch(const char *name);
 
 /* max |a-b| / max(|b|_inf, tiny) */
 double check_rel_diff(const sr_tensor *a, const sr_tensor *b);

@@ -13,34 +13,9 @@ static sr_module *make_attn(int dim, int heads, const char *style, const char *q
     char ds[16], hs[16];
     snprintf(ds, sizeof ds, "%d", dim);
     snprintf(hs, sizeof hs, "%d", heads);
-    sr_opts o;
-    sr_opts_kv_data d;
-    const char *kv[] = {"dim", ds, "num_heads", hs, "style", style, "qkv_bias", qkv_bias, NULL};
-    sr_opts_kv(&o, &d, "attention", kv);
-    sr_module *m = sr_attention_create(&o);
-    if (m) {
-        sr_rng r;
-        sr_rng_seed(&r, seed);
-        sr_module_reset(m, &r);
-    }
-    return m;
-}
-
-/* Fill every parameter with N(0, std): the PyTorch init leaves torchvision's
- * biases at zero, which would hide bias bugs from the checks. */
-static int randomise_cb(const char *path, sr_param *p, sr_module *owner, void *ud)
-{
-    (void)path;
-    (void)owner;
-    sr_tensor_fill_normal(&p->value, ud, 0, 0.4);
-    return 0;
-}
-
-static void randomise(sr_module *m, uint64_t seed)
-{
-    sr_rng r;
-    sr_rng_seed(&r, seed);
-    sr_module_walk_params(m, randomise_cb, &r);
+    sr_module *m = MAKE(sr_attention_create, "attention", "dim", ds, "num_heads", hs, "style", style, "qkv_bias",
+                        qkv_bias);
+    return check_reset(m, seed);
 }
 
 /* {N, T, D, heads, k} */
@@ -62,7 +37,7 @@ TEST(attention_derivatives_f64)
                 sr_module *m = make_attn(c[2], c[3], styles[st], bias[b], 3);
                 CHECK(m, "create: %s", sr_errmsg());
                 CHECK_OK(sr_module_to_dtype(m, SR_F64));
-                randomise(m, 100 + (uint64_t)s);
+                check_fill_params(m, 100 + (uint64_t)s, 0.4);
                 sr_tensor x = SR_TENSOR_INIT;
                 CHECK_OK(check_randn(&x, 3, (int64_t[]){c[0], c[1], c[2]}, 5 + (uint64_t)s));
                 check_result r;
@@ -101,7 +76,7 @@ static void fast_vs_naive(sr_dtype dt, double tol)
             sr_module *m = make_attn((int)D, c[3], styles[st], "true", 9);
             CHECK(m, "create: %s", sr_errmsg());
             CHECK_OK(sr_module_to_dtype(m, dt));
-            randomise(m, 40 + (uint64_t)s);
+            check_fill_params(m, 40 + (uint64_t)s, 0.4);
             sr_tensor xv = SR_TENSOR_INIT, x = SR_TENSOR_INIT, yn = SR_TENSOR_INIT,
                       yf = SR_TENSOR_INIT, jn = SR_TENSOR_INIT;
             sr_rng r;

@@ -130,15 +130,9 @@ static sr_module *make_conv(const conv_case *c, sr_dtype dt, int plan, uint64_t 
         KV("split", "%s", plans[plan][3]);
 #undef KV
     kv[n] = NULL;
-    sr_opts o;
-    sr_opts_kv_data d;
-    sr_opts_kv(&o, &d, "conv2d", kv);
-    sr_module *m = sr_conv2d_create(&o);
+    sr_module *m = check_reset(check_make(sr_conv2d_create, "conv2d", kv), seed);
     if (!m)
         return NULL;
-    sr_rng r;
-    sr_rng_seed(&r, seed);
-    sr_module_reset(m, &r);
     if (sr_module_to_dtype(m, dt)) {
         sr_module_release(m);
         return NULL;
@@ -149,16 +143,6 @@ static sr_module *make_conv(const conv_case *c, sr_dtype dt, int plan, uint64_t 
 static sr_conv2d_params params_of(const conv_case *c)
 {
     return (sr_conv2d_params){{c->sh, c->sw}, {c->ph, c->pw}, {c->dh, c->dw}, c->groups};
-}
-
-static int randn_dt(sr_tensor *t, sr_dtype dt, int ndim, const int64_t *shape, uint64_t seed)
-{
-    sr_rng r;
-    sr_rng_seed(&r, seed);
-    if (sr_tensor_alloc(t, dt, ndim, shape))
-        return -1;
-    sr_tensor_fill_normal(t, &r, 0, 1);
-    return 0;
 }
 
 TEST(conv_derivatives_f64)
@@ -193,7 +177,7 @@ static void fast_vs_ref(const conv_case *c, sr_dtype dt, int plan, double tol)
               gy = SR_TENSOR_INIT, gx = SR_TENSOR_INIT, gw = SR_TENSOR_INIT, gb = SR_TENSOR_INIT,
               two = SR_TENSOR_INIT, row = SR_TENSOR_INIT, got = SR_TENSOR_INIT;
     int64_t xs[4] = {c->n, c->cin, c->h, c->w};
-    CHECK_OK(randn_dt(&x, dt, 4, xs, 5));
+    CHECK_OK(check_randn_dt(&x, dt, 4, xs, 5));
     CHECK_OK(sr_conv2d_ref(&x, w, b, &cp, &y));
     sr_run run = SR_RUN_INIT;
     run.save = 1;
@@ -203,7 +187,7 @@ static void fast_vs_ref(const conv_case *c, sr_dtype dt, int plan, double tol)
     CHECK(e < tol, "%s %s plan %d: forward rel %g", c->name, sr_dtype_name(dt), plan, e);
 
     /* Backward twice: gx is written, parameter grads accumulate (2×). */
-    CHECK_OK(randn_dt(&gy, dt, 4, y.shape, 6));
+    CHECK_OK(check_randn_dt(&gy, dt, 4, y.shape, 6));
     CHECK_OK(sr_conv2d_ref_backward(&x, w, &gy, &cp, &gx, &gw, &gb));
     CHECK_OK(sr_module_backward(m, &gy, &run));
     CHECK_OK(sr_module_forward(m, &x, &run));
@@ -225,7 +209,7 @@ static void fast_vs_ref(const conv_case *c, sr_dtype dt, int plan, double tol)
 
     /* Stacked JVP, k = 2: primal rows are y, tangent rows W ⋆ v (no bias). */
     int64_t k = 2, xvs[4] = {c->n * (1 + k), c->cin, c->h, c->w};
-    CHECK_OK(randn_dt(&xv, dt, 4, xvs, 8));
+    CHECK_OK(check_randn_dt(&xv, dt, 4, xvs, 8));
     memcpy(sr_data(&xv), sr_data(&x), (size_t)sr_numel(&x) * sr_dtype_size(dt));
     sr_run jr = SR_RUN_INIT;
     jr.n = c->n;
@@ -308,7 +292,7 @@ TEST(conv_buffer_reuse_across_batch_sizes)
         int64_t ns[] = {3, 1, 7, 2};
         for (int t = 0; t < 4; t++) {
             sr_tensor x = SR_TENSOR_INIT, y = SR_TENSOR_INIT;
-            CHECK_OK(randn_dt(&x, SR_F32, 4, (int64_t[]){ns[t], 4, 9, 11}, 20 + (uint64_t)t));
+            CHECK_OK(check_randn_dt(&x, SR_F32, 4, (int64_t[]){ns[t], 4, 9, 11}, 20 + (uint64_t)t));
             CHECK_OK(sr_conv2d_ref(&x, &m->params[0].value, &m->params[1].value, &cp, &y));
             sr_run run = SR_RUN_INIT;
             CHECK_OK(sr_module_forward(m, &x, &run));
@@ -330,18 +314,12 @@ TEST(conv_buffer_reuse_across_batch_sizes)
     }
 }
 
-static sr_module *make_kv(const char *const *kv)
-{
-    sr_opts o;
-    sr_opts_kv_data d;
-    sr_opts_kv(&o, &d, "conv2d", kv);
-    return sr_conv2d_create(&o);
-}
+#define MAKE_CONV(...) MAKE(sr_conv2d_create, "conv2d", __VA_ARGS__)
 
 TEST(conv_params_init_and_describe)
 {
-    sr_module *m = make_kv((const char *[]){"in_channels", "6", "out_channels", "4", "kernel_size", "3,5",
-                                            "stride", "2", "padding", "1,2", "groups", "2", NULL});
+    sr_module *m = MAKE_CONV("in_channels", "6", "out_channels", "4", "kernel_size", "3,5", "stride", "2", "padding",
+                             "1,2", "groups", "2");
     CHECK(m, "create: %s", sr_errmsg());
     sr_param *w = sr_module_local_param(m, "weight"), *b = sr_module_local_param(m, "bias");
     CHECK(w && b, "weight/bias params missing");
@@ -362,15 +340,14 @@ TEST(conv_params_init_and_describe)
     m->ops->describe(m, buf, sizeof buf);
     CHECK(strcmp(buf, "6 -> 4, k3x5 s2 p1x2 groups 2") == 0, "describe '%s'", buf);
     sr_module_release(m);
-    m = make_kv((const char *[]){"in_channels", "3", "out_channels", "2", "kernel_size", "1", "bias", "false",
-                                 NULL});
+    m = MAKE_CONV("in_channels", "3", "out_channels", "2", "kernel_size", "1", "bias", "false");
     CHECK(m && m->nparams == 1, "bias=false still has %d params", m ? m->nparams : -1);
     sr_module_release(m);
 }
 
 TEST(conv_bad_input_is_an_error)
 {
-    sr_module *m = make_kv((const char *[]){"in_channels", "3", "out_channels", "4", "kernel_size", "5", NULL});
+    sr_module *m = MAKE_CONV("in_channels", "3", "out_channels", "4", "kernel_size", "5");
     CHECK(m, "create: %s", sr_errmsg());
     sr_tensor x = SR_TENSOR_INIT;
     sr_run run = SR_RUN_INIT;
@@ -391,31 +368,26 @@ TEST(conv_bad_input_is_an_error)
     sr_tensor_free(&x);
     sr_module_release(m);
 
-    CHECK(!make_kv((const char *[]){"in_channels", "6", "out_channels", "4", "kernel_size", "3", "groups", "4",
-                                    NULL}),
+    CHECK(!MAKE_CONV("in_channels", "6", "out_channels", "4", "kernel_size", "3", "groups", "4"),
           "groups=4 with 6 channels accepted");
     CHECK(strstr(sr_errmsg(), "conv2d: groups=4 must divide in_channels=6 and out_channels=4"), "msg: %s",
           sr_errmsg());
-    CHECK(!make_kv((const char *[]){"in_channels", "3", "out_channels", "4", NULL}), "no kernel_size accepted");
+    CHECK(!MAKE_CONV("in_channels", "3", "out_channels", "4"), "no kernel_size accepted");
     CHECK(strstr(sr_errmsg(), "kernel_size is required"), "msg: %s", sr_errmsg());
-    CHECK(!make_kv((const char *[]){"in_channels", "3", "out_channels", "4", "kernel_size", "3", "stride", "1,0",
-                                    NULL}),
+    CHECK(!MAKE_CONV("in_channels", "3", "out_channels", "4", "kernel_size", "3", "stride", "1,0"),
           "stride 0 accepted");
     CHECK(strstr(sr_errmsg(), "conv2d: option stride must be >= 1 (got 1x0)"), "msg: %s", sr_errmsg());
-    CHECK(!make_kv((const char *[]){"in_channels", "3", "out_channels", "4", "kernel_size", "3,3,3", NULL}),
+    CHECK(!MAKE_CONV("in_channels", "3", "out_channels", "4", "kernel_size", "3,3,3"),
           "3 kernel sizes accepted");
     CHECK(strstr(sr_errmsg(), "kernel_size"), "msg: %s", sr_errmsg());
-    CHECK(!make_kv((const char *[]){"in_channels", "3", "out_channels", "4", "kernel_size", "3", "padding", "-1",
-                                    NULL}),
+    CHECK(!MAKE_CONV("in_channels", "3", "out_channels", "4", "kernel_size", "3", "padding", "-1"),
           "negative padding accepted");
     CHECK(strstr(sr_errmsg(), "padding must be >= 0"), "msg: %s", sr_errmsg());
-    CHECK(!make_kv((const char *[]){"in_channels", "3", "out_channels", "4", "kernel_size", "3", "split", "rows",
-                                    NULL}),
+    CHECK(!MAKE_CONV("in_channels", "3", "out_channels", "4", "kernel_size", "3", "split", "rows"),
           "split=rows accepted");
     CHECK(strstr(sr_errmsg(), "conv2d: option split must be \"auto\", \"images\" or \"gemm\" (got \"rows\")"),
           "msg: %s", sr_errmsg());
-    CHECK(!make_kv((const char *[]){"in_channels", "3", "out_channels", "4", "kernel_size", "3", "algo", "fft",
-                                    NULL}),
+    CHECK(!MAKE_CONV("in_channels", "3", "out_channels", "4", "kernel_size", "3", "algo", "fft"),
           "algo=fft accepted");
     CHECK(strstr(sr_errmsg(), "conv2d: option algo must be \"auto\", \"im2col\", \"taps\" or \"winograd\" (got \"fft\")"),
           "msg: %s", sr_errmsg());
@@ -424,8 +396,8 @@ TEST(conv_bad_input_is_an_error)
 TEST(conv_empty_batch)
 {
     for (int dw = 0; dw < 2; dw++) {
-        sr_module *m = make_kv((const char *[]){"in_channels", "4", "out_channels", "4", "kernel_size", "3",
-                                                "padding", "1", "groups", dw ? "4" : "1", NULL});
+        sr_module *m = MAKE_CONV("in_channels", "4", "out_channels", "4", "kernel_size", "3", "padding", "1", "groups",
+                                 dw ? "4" : "1");
         CHECK(m, "create: %s", sr_errmsg());
         sr_tensor x = SR_TENSOR_INIT, gy = SR_TENSOR_INIT;
         CHECK_OK(sr_tensor_zeros(&x, SR_F32, 4, (int64_t[]){0, 4, 5, 6}));

@@ -6,38 +6,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <zlib.h>
 
 #include "base/rng.h"
 #include "io/cifar.h"
 #include "io/idx.h"
+#include "check.h"
 #include "test.h"
 
 #define FMNIST "/usr/share/datasets/fashion-mnist/"
-
-static const char *scratch(const char *name)
-{
-    static char dir[64];
-    static char path[8][256];
-    static int k;
-    if (!dir[0]) {
-        snprintf(dir, sizeof dir, "/tmp/srgeo-test-idx-%d", (int)getpid());
-        mkdir(dir, 0755);
-    }
-    k = (k + 1) % 8;
-    snprintf(path[k], sizeof path[k], "%s/%s", dir, name);
-    return path[k];
-}
-
-__attribute__((destructor)) static void remove_scratch(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf /tmp/srgeo-test-idx-%d", (int)getpid());
-    if (system(cmd) != 0)
-        fprintf(stderr, "test_idx: could not remove its scratch directory\n");
-}
 
 /* bytes -> file, plain or gzip */
 static int write_bytes(const char *path, const unsigned char *b, size_t n, int gz)
@@ -121,7 +98,7 @@ TEST(idx_roundtrip_plain_and_gzip)
         px[i] = (unsigned char)(i * 37 + 1);
     size_t n = idx_bytes(buf, 0x803, (uint32_t[]){3, 4, 5}, 3, px, 60);
     for (int gz = 0; gz < 2; gz++) {
-        const char *p = scratch(gz ? "img.idx.gz" : "img.idx");
+        const char *p = check_scratch(gz ? "img.idx.gz" : "img.idx");
         CHECK(write_bytes(p, buf, n, gz) == 0, "write");
         sr_u8images s = SR_U8IMAGES_INIT;
         CHECK_OK(sr_idx_load_images(p, &s));
@@ -132,7 +109,7 @@ TEST(idx_roundtrip_plain_and_gzip)
     unsigned char lab[7] = {0, 1, 2, 9, 255, 3, 3};
     n = idx_bytes(buf, 0x801, (uint32_t[]){7}, 1, lab, 7);
     for (int gz = 0; gz < 2; gz++) {
-        const char *p = scratch("lab.idx");
+        const char *p = check_scratch("lab.idx");
         CHECK(write_bytes(p, buf, n, gz) == 0, "write");
         int64_t *l = NULL, k = 0;
         CHECK_OK(sr_idx_load_labels(p, &l, &k));
@@ -141,7 +118,7 @@ TEST(idx_roundtrip_plain_and_gzip)
     }
     /* zero images is a valid (empty) file */
     n = idx_bytes(buf, 0x803, (uint32_t[]){0, 28, 28}, 3, px, 0);
-    const char *p = scratch("empty.idx");
+    const char *p = check_scratch("empty.idx");
     CHECK(write_bytes(p, buf, n, 0) == 0, "write");
     sr_u8images s = SR_U8IMAGES_INIT;
     CHECK_OK(sr_idx_load_images(p, &s));
@@ -162,7 +139,7 @@ TEST(idx_malformed_files_are_clear_errors)
     CHECK_ERR(sr_idx_load_labels(FMNIST "t10k-images-idx3-ubyte.gz", &l, &k),
               "bad magic 0x00000803 (an IDX image file)");
     /* not IDX at all */
-    const char *p = scratch("junk");
+    const char *p = check_scratch("junk");
     CHECK(write_bytes(p, (const unsigned char *)"hello, world!!!!", 16, 0) == 0, "write");
     CHECK_ERR(sr_idx_load_images(p, &s), "(not an IDX file)");
     CHECK(strstr(sr_errmsg(), p), "message names the file: %s", sr_errmsg());
@@ -229,7 +206,7 @@ TEST(idx_cifar_fuzz_mutations)
     size_t nimg = idx_bytes(base, 0x803, (uint32_t[]){3, 10, 10}, 3, payload, 300);
     sr_rng r;
     sr_rng_seed(&r, 2024);
-    const char *p = scratch("fuzz");
+    const char *p = check_scratch("fuzz");
     int ok = 0, failed = 0;
     for (int it = 0; it < 1500; it++) {
         size_t n = nimg;
@@ -302,8 +279,8 @@ TEST(cifar_reads_records_and_rejects_bad_files)
             rec[r * SR_CIFAR_RECORD + 1 + i] = (unsigned char)((i / 1024) * 80 + r + (i % 7));
     }
     char a[256], b[256];
-    snprintf(a, sizeof a, "%s", scratch("data_batch_1.bin"));
-    snprintf(b, sizeof b, "%s", scratch("data_batch_2.bin"));
+    snprintf(a, sizeof a, "%s", check_scratch("data_batch_1.bin"));
+    snprintf(b, sizeof b, "%s", check_scratch("data_batch_2.bin"));
     CHECK(write_bytes(a, rec, 2 * SR_CIFAR_RECORD, 0) == 0 &&
               write_bytes(b, rec + 2 * SR_CIFAR_RECORD, SR_CIFAR_RECORD, 0) == 0,
           "write");

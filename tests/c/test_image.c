@@ -16,31 +16,8 @@
 #include "io/image.h"
 #include "kernels/blur.h"
 #include "tensor/tensor_ops.h"
+#include "check.h"
 #include "test.h"
-
-/* A scratch directory per process (several test runs may share a
- * machine), removed at exit. */
-static const char *scratch(const char *name)
-{
-    static char dir[64];
-    static char path[8][256];
-    static int k;
-    if (!dir[0]) {
-        snprintf(dir, sizeof dir, "/tmp/srgeo-test-image-%d", (int)getpid());
-        mkdir(dir, 0755);
-    }
-    k = (k + 1) % 8;
-    snprintf(path[k], sizeof path[k], "%s/%s", dir, name);
-    return path[k];
-}
-
-__attribute__((destructor)) static void remove_scratch(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf /tmp/srgeo-test-image-%d", (int)getpid());
-    if (system(cmd) != 0)
-        fprintf(stderr, "test_image: could not remove its scratch directory\n");
-}
 
 static int run(const char *cmd)
 {
@@ -82,7 +59,7 @@ TEST(image_png_roundtrip_is_exact)
     CHECK_OK(sr_tensor_alloc(&t, SR_F32, 4, (int64_t[]){1, 3, 37, 53}));
     for (int64_t i = 0; i < sr_numel(&t); i++)
         sr_f32(&t)[i] = (float)((i * 7919) % 256) / 255.0f;
-    const char *p = scratch("rt.png");
+    const char *p = check_scratch("rt.png");
     CHECK_OK(sr_image_save(p, &t, NULL));
     sr_image_opts o = {0, 0, 0, 0};
     CHECK_OK(sr_image_load(&u, p, &o));
@@ -106,7 +83,7 @@ TEST(image_png_roundtrip_is_exact)
     sr_tensor g1 = SR_TENSOR_INIT;
     CHECK_OK(sr_tensor_alloc(&g1, SR_F32, 3, (int64_t[]){1, 37, 53}));
     memcpy(sr_f32(&g1), sr_f32(&t), sizeof(float) * 37 * 53);
-    const char *pg = scratch("grey.png");
+    const char *pg = check_scratch("grey.png");
     CHECK_OK(sr_image_save(pg, &g1, NULL));
     o.channels = 0;
     CHECK_OK(sr_image_load(&u, pg, &o));
@@ -128,11 +105,11 @@ static void cli_case(int h, int w, int c, const char *ext, int resize, int crop,
 {
     sr_tensor t = SR_TENSOR_INIT, a = SR_TENSOR_INIT, b = SR_TENSOR_INIT;
     char src[300], cmd[1200];
-    snprintf(src, sizeof src, "%s", scratch(ext));
+    snprintf(src, sizeof src, "%s", check_scratch(ext));
     CHECK_OK(picture(&t, c, h, w, (uint64_t)(h * 1000 + w)));
     sr_image_save_opts so = {0, 95};
     CHECK_OK(sr_image_save(src, &t, &so));
-    const char *mid = scratch("mid.png"), *ref = scratch("ref.png");
+    const char *mid = check_scratch("mid.png"), *ref = check_scratch("ref.png");
     snprintf(cmd, sizeof cmd,
              "vips thumbnail '%s' '%s' %d --height %d --size force && vips crop '%s' '%s' %d %d %d %d",
              src, mid, tw, th, mid, ref, left, top, crop, crop);
@@ -173,7 +150,7 @@ TEST(image_crop_geometry_is_torchvision)
             sr_f32(&t)[35 + y * 7 + x] = (float)(10 * (y + 1)) / 255.0f;
             sr_f32(&t)[70 + y * 7 + x] = 1.0f;
         }
-    const char *p = scratch("geom.png");
+    const char *p = check_scratch("geom.png");
     CHECK_OK(sr_image_save(p, &t, NULL));
     /* crop 3 high x 4 wide: left = round(3/2) = 2 (half to even), top = 1 */
     sr_image_opts o = {3, 4, 0, 3};
@@ -211,7 +188,7 @@ TEST(image_alpha_is_dropped_not_composited)
         sr_f32(&t)[96 + i] = 50 / 255.0f;
         sr_f32(&t)[144 + i] = (i % 8) < 4 ? 0 : 1;
     }
-    const char *p = scratch("alpha.png");
+    const char *p = check_scratch("alpha.png");
     CHECK_OK(sr_image_save(p, &t, NULL));
     sr_image_info info;
     CHECK_OK(sr_image_info_read(p, &info));
@@ -237,11 +214,11 @@ TEST(image_bad_files_are_clear_errors)
     sr_tensor t = SR_TENSOR_INIT, pic = SR_TENSOR_INIT;
     CHECK_ERR(sr_image_load(&t, "/nonexistent/x.png", NULL), "/nonexistent/x.png: No such file");
     CHECK_ERR(sr_image_load(&t, "/tmp", NULL), "is a directory");
-    const char *e = scratch("empty.png");
+    const char *e = check_scratch("empty.png");
     FILE *f = fopen(e, "wb");
     fclose(f);
     CHECK_ERR(sr_image_load(&t, e, NULL), "empty file");
-    const char *txt = scratch("text.jpg");
+    const char *txt = check_scratch("text.jpg");
     f = fopen(txt, "wb");
     fputs("this is not an image at all, just text\n", f);
     fclose(f);
@@ -249,7 +226,7 @@ TEST(image_bad_files_are_clear_errors)
     CHECK_ERR(sr_image_check(txt), "text.jpg: not an image");
     /* truncated JPEG: the header reads, the body does not */
     CHECK_OK(picture(&pic, 3, 120, 160, 9));
-    const char *j = scratch("trunc.jpg");
+    const char *j = check_scratch("trunc.jpg");
     CHECK_OK(sr_image_save(j, &pic, NULL));
     struct stat st;
     stat(j, &st);
@@ -260,7 +237,7 @@ TEST(image_bad_files_are_clear_errors)
     CHECK(strstr(sr_errmsg(), "image ") == sr_errmsg(), "message: %s", sr_errmsg());
     CHECK_ERR(sr_image_check(j), "trunc.jpg");
     /* truncated and corrupt PNG */
-    const char *p = scratch("bad.png");
+    const char *p = check_scratch("bad.png");
     CHECK_OK(sr_image_save(p, &pic, NULL));
     stat(p, &st);
     CHECK(truncate(p, st.st_size * 2 / 3) == 0, "truncate");
@@ -292,7 +269,7 @@ TEST(image_batch_parallel_and_bad_files)
     const char *paths[4], *fnames[4] = {"b0.jpg", "b1.jpg", "b2.txt", "b3.png"};
     char names[4][256];
     for (int i = 0; i < 4; i++) {
-        snprintf(names[i], sizeof names[i], "%s", scratch(fnames[i]));
+        snprintf(names[i], sizeof names[i], "%s", check_scratch(fnames[i]));
         if (i != 2) {
             CHECK_OK(picture(&pic, 3, 64 + 8 * i, 80, (uint64_t)i));
             CHECK_OK(sr_image_save(names[i], &pic, NULL));
@@ -336,7 +313,7 @@ TEST(image_save_clamps_rescales_and_rejects)
     CHECK_OK(sr_tensor_alloc(&t, SR_F64, 3, (int64_t[]){1, 4, 5}));
     for (int i = 0; i < 20; i++)
         sr_f64(&t)[i] = -1 + 4.0 * i / 19; /* -1 .. 3 */
-    const char *p = scratch("clamp.png");
+    const char *p = check_scratch("clamp.png");
     CHECK_OK(sr_image_save(p, &t, NULL));
     sr_image_opts o = {0, 0, 0, 0};
     CHECK_OK(sr_image_load(&u, p, &o));
@@ -347,8 +324,8 @@ TEST(image_save_clamps_rescales_and_rejects)
     for (int i = 0; i < 20; i++)
         CHECK(fabs(sr_f32(&u)[i] - i / 19.0) <= 0.5 / 255 + 1e-6, "rescaled %d: %g", i,
               sr_f32(&u)[i]);
-    CHECK_ERR(sr_image_save(scratch("x.nosuchformat"), &t, NULL), "x.nosuchformat");
-    CHECK_ERR(sr_image_save(scratch("nosuffix"), &t, NULL), "no file suffix");
+    CHECK_ERR(sr_image_save(check_scratch("x.nosuchformat"), &t, NULL), "x.nosuchformat");
+    CHECK_ERR(sr_image_save(check_scratch("nosuffix"), &t, NULL), "no file suffix");
     sr_tensor bad = SR_TENSOR_INIT;
     CHECK_OK(sr_tensor_zeros(&bad, SR_F32, 4, (int64_t[]){2, 3, 4, 4}));
     CHECK_ERR(sr_image_save(p, &bad, NULL), "must be (1,C,H,W)");

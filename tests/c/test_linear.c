@@ -7,17 +7,7 @@
 
 static sr_module *make_linear(const char *in, const char *out, const char *bias)
 {
-    sr_opts o;
-    sr_opts_kv_data d;
-    const char *kv[] = {"in_features", in, "out_features", out, "bias", bias, NULL};
-    sr_opts_kv(&o, &d, "linear", kv);
-    sr_module *m = sr_linear_create(&o);
-    if (m) {
-        sr_rng r;
-        sr_rng_seed(&r, 7);
-        sr_module_reset(m, &r);
-    }
-    return m;
+    return check_reset(MAKE(sr_linear_create, "linear", "in_features", in, "out_features", out, "bias", bias), 7);
 }
 
 TEST(linear_derivatives_f64)

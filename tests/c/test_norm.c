@@ -4,20 +4,9 @@
 #include <math.h>
 #include <string.h>
 
-#include "base/threads.h"
 #include "nn/layers.h"
 #include "check.h"
 #include "test.h"
-
-static sr_module *make(sr_layer_ctor ctor, const char *op, const char *const *kv)
-{
-    sr_opts o;
-    sr_opts_kv_data d;
-    sr_opts_kv(&o, &d, op, kv);
-    return ctor(&o);
-}
-
-#define MAKE(ctor, op, ...) make(ctor, op, (const char *[]){__VA_ARGS__, NULL})
 
 /* Random parameters (not the 1/0 init, so every term is exercised); running
  * variances positive, away from 0. */
@@ -73,9 +62,8 @@ TEST(batchnorm_params_are_torchvision_buffers)
 TEST(batchnorm_derivatives_f64_eval_and_train)
 {
     for (int train = 0; train < 2; train++) {
-        sr_module *m = MAKE(sr_batchnorm2d_create, "batchnorm2d", "num_features", "4");
+        sr_module *m = MAKE_F64(sr_batchnorm2d_create, "batchnorm2d", "num_features", "4");
         CHECK(m, "create: %s", sr_errmsg());
-        CHECK_OK(sr_module_to_dtype(m, SR_F64));
         randomize(m, 3);
         sr_module_set_training(m, train);
         int64_t shapes[][4] = {{3, 4, 3, 5}, {1, 4, 2, 3}, {5, 4, 1, 1}};
@@ -96,9 +84,8 @@ TEST(batchnorm_derivatives_f64_eval_and_train)
  * every sample's output (through the batch mean and variance). */
 TEST(batchnorm_train_jvp_couples_the_batch)
 {
-    sr_module *m = MAKE(sr_batchnorm2d_create, "batchnorm2d", "num_features", "2");
+    sr_module *m = MAKE_F64(sr_batchnorm2d_create, "batchnorm2d", "num_features", "2");
     CHECK(m, "create");
-    CHECK_OK(sr_module_to_dtype(m, SR_F64));
     sr_module_set_training(m, 1);
     sr_tensor xv = SR_TENSOR_INIT;
     CHECK_OK(check_randn(&xv, 4, (int64_t[]){4, 2, 2, 2}, 4)); /* n = 2, k = 1 */
@@ -123,9 +110,8 @@ TEST(batchnorm_train_jvp_couples_the_batch)
 TEST(batchnorm_running_stats_by_hand)
 {
     /* x (2,1,1,2) = {1,2,3,4}: mean 2.5, biased var 1.25, unbiased 5/3. */
-    sr_module *m = MAKE(sr_batchnorm2d_create, "batchnorm2d", "num_features", "1", "momentum", "0.1");
+    sr_module *m = MAKE_F64(sr_batchnorm2d_create, "batchnorm2d", "num_features", "1", "momentum", "0.1");
     CHECK(m, "create");
-    CHECK_OK(sr_module_to_dtype(m, SR_F64));
     sr_module_set_training(m, 1);
     sr_tensor x = SR_TENSOR_INIT;
     CHECK_OK(sr_tensor_alloc(&x, SR_F64, 4, (int64_t[]){2, 1, 1, 2}));
@@ -156,9 +142,8 @@ TEST(batchnorm_running_stats_by_hand)
 TEST(batchnorm_running_stats_match_naive)
 {
     const int64_t N = 3, C = 5, H = 4, W = 3;
-    sr_module *m = MAKE(sr_batchnorm2d_create, "batchnorm2d", "num_features", "5", "momentum", "0.3");
+    sr_module *m = MAKE_F64(sr_batchnorm2d_create, "batchnorm2d", "num_features", "5", "momentum", "0.3");
     CHECK(m, "create");
-    CHECK_OK(sr_module_to_dtype(m, SR_F64));
     randomize(m, 8);
     double rm0[5], rv0[5];
     for (int c = 0; c < C; c++) {
@@ -199,9 +184,8 @@ TEST(batchnorm_running_stats_match_naive)
 
 TEST(batchnorm_train_eval_switch)
 {
-    sr_module *m = MAKE(sr_batchnorm2d_create, "batchnorm2d", "num_features", "2");
+    sr_module *m = MAKE_F64(sr_batchnorm2d_create, "batchnorm2d", "num_features", "2");
     CHECK(m, "create");
-    CHECK_OK(sr_module_to_dtype(m, SR_F64));
     randomize(m, 12);
     sr_tensor x = SR_TENSOR_INIT, ytrain = SR_TENSOR_INIT;
     CHECK_OK(check_randn(&x, 4, (int64_t[]){2, 2, 3, 3}, 13));
@@ -243,9 +227,8 @@ TEST(batchnorm_train_eval_switch)
  * switched in between. */
 TEST(batchnorm_backward_follows_the_saved_mode)
 {
-    sr_module *m = MAKE(sr_batchnorm2d_create, "batchnorm2d", "num_features", "3");
+    sr_module *m = MAKE_F64(sr_batchnorm2d_create, "batchnorm2d", "num_features", "3");
     CHECK(m, "create");
-    CHECK_OK(sr_module_to_dtype(m, SR_F64));
     randomize(m, 21);
     sr_tensor x = SR_TENSOR_INIT, gy = SR_TENSOR_INIT, g1 = SR_TENSOR_INIT;
     CHECK_OK(check_randn(&x, 4, (int64_t[]){2, 3, 2, 2}, 22));
@@ -318,9 +301,8 @@ TEST(layernorm_derivatives_f64_both_layouts)
         {{"normalized_shape", "4", "dim", "channels", "affine", "false"}, 4, {2, 4, 2, 3}},
     };
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
-        sr_module *m = make(sr_layernorm_create, "layernorm", cases[c].kv);
+        sr_module *m = check_make_f64(sr_layernorm_create, "layernorm", cases[c].kv);
         CHECK(m, "create %zu: %s", c, sr_errmsg());
-        CHECK_OK(sr_module_to_dtype(m, SR_F64));
         randomize(m, 30 + c);
         sr_tensor x = SR_TENSOR_INIT;
         CHECK_OK(check_randn(&x, cases[c].ndim, cases[c].shape, 40 + c));
@@ -444,15 +426,13 @@ TEST(norm_threads_agree_bitwise)
     };
     int64_t shapes[][4] = {{3, 16, 29, 31}, {3, 16, 29, 31}, {3, 197, 96, 0}, {3, 16, 29, 31}, {3, 16, 29, 31}};
     int nd[] = {4, 4, 3, 4, 4};
-    int before = sr_threads_get();
     for (int c = 0; c < 5; c++) {
         sr_module *m = mods[c];
         CHECK(m, "create %d: %s", c, sr_errmsg());
         randomize(m, 5);
         if (m == bn_t)
             sr_module_set_training(m, 1);
-        sr_tensor x = SR_TENSOR_INIT, xv = SR_TENSOR_INIT, res[2][4];
-        memset(res, 0, sizeof res);
+        sr_tensor x = SR_TENSOR_INIT, xv = SR_TENSOR_INIT;
         sr_rng r;
         sr_rng_seed(&r, 6);
         CHECK_OK(sr_tensor_alloc(&x, SR_F32, nd[c], shapes[c]));
@@ -462,33 +442,7 @@ TEST(norm_threads_agree_bitwise)
         vs[0] = 1 + 4; /* one primal, four tangents */
         CHECK_OK(sr_tensor_alloc(&xv, SR_F32, nd[c], vs));
         sr_tensor_fill_normal(&xv, &r, 0, 1);
-        for (int t = 0; t < 2; t++) {
-            sr_threads_set(t + 1);
-            sr_module_zero_grad(m);
-            sr_run run = SR_RUN_INIT;
-            run.save = 1;
-            run.param_grads = 1;
-            CHECK_OK(sr_module_forward(m, &x, &run));
-            CHECK_OK(sr_tensor_copy(&res[t][0], &m->out));
-            CHECK_OK(sr_module_backward(m, &res[t][0], &run));
-            CHECK_OK(sr_tensor_copy(&res[t][1], &m->gin));
-            if (m->nparams)
-                CHECK_OK(sr_tensor_copy(&res[t][2], &m->params[0].grad));
-            sr_run jr = SR_RUN_INIT;
-            jr.n = 1;
-            jr.k = 4;
-            CHECK_OK(sr_module_jvp(m, &xv, &jr));
-            CHECK_OK(sr_tensor_copy(&res[t][3], &m->out));
-        }
-        sr_threads_set(before);
-        for (int i = 0; i < 4; i++) {
-            if (!res[0][i].storage)
-                continue;
-            CHECK(memcmp(sr_data(&res[0][i]), sr_data(&res[1][i]), (size_t)sr_numel(&res[0][i]) * 4) == 0,
-                  "module %d result %d differs between 1 and 2 threads", c, i);
-            sr_tensor_free(&res[0][i]);
-            sr_tensor_free(&res[1][i]);
-        }
+        CHECK(check_threads_agree(m, &x, NULL, &xv, 1, 4) == 0, "module %d: %s", c, sr_errmsg());
         sr_tensor_free(&x);
         sr_tensor_free(&xv);
         sr_module_release(m);

@@ -6,20 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/threads.h"
 #include "nn/layers.h"
 #include "check.h"
 #include "test.h"
-
-static sr_module *make(sr_layer_ctor ctor, const char *op, const char *const *kv)
-{
-    sr_opts o;
-    sr_opts_kv_data d;
-    sr_opts_kv(&o, &d, op, kv);
-    return ctor(&o);
-}
-
-#define MAKE(ctor, op, ...) make(ctor, op, (const char *[]){__VA_ARGS__, NULL})
 
 typedef struct {
     sr_layer_ctor ctor;
@@ -56,9 +45,8 @@ TEST(pool_derivatives_f64)
 {
     for (size_t c = 0; c < sizeof deriv_cases / sizeof *deriv_cases; c++) {
         const pool_case *pc = &deriv_cases[c];
-        sr_module *m = make(pc->ctor, pc->op, pc->kv);
+        sr_module *m = check_make_f64(pc->ctor, pc->op, pc->kv);
         CHECK(m, "case %zu create: %s", c, sr_errmsg());
-        CHECK_OK(sr_module_to_dtype(m, SR_F64));
         sr_tensor x = SR_TENSOR_INIT;
         CHECK_OK(check_randn(&x, pc->ndim, pc->shape, 100 + c));
         check_result r;
@@ -202,9 +190,8 @@ TEST(adaptive_avgpool_matches_naive_bins)
     for (size_t g = 0; g < sizeof geo / sizeof *geo; g++) {
         char os[32];
         snprintf(os, sizeof os, "%lld,%lld", (long long)geo[g][2], (long long)geo[g][3]);
-        sr_module *m = MAKE(sr_adaptive_avgpool2d_create, "adaptive_avgpool2d", "output_size", os);
+        sr_module *m = MAKE_F64(sr_adaptive_avgpool2d_create, "adaptive_avgpool2d", "output_size", os);
         CHECK(m, "create: %s", sr_errmsg());
-        CHECK_OK(sr_module_to_dtype(m, SR_F64));
         sr_tensor x = SR_TENSOR_INIT, want = SR_TENSOR_INIT;
         CHECK_OK(check_randn(&x, 4, (int64_t[]){2, 3, geo[g][0], geo[g][1]}, 70 + g));
         naive_adaptive(&x, &want, geo[g][2], geo[g][3]);
@@ -223,9 +210,8 @@ TEST(adaptive_avgpool_matches_naive_bins)
  * primal i's argmax. */
 TEST(maxpool_jvp_uses_each_primals_argmax)
 {
-    sr_module *m = MAKE(sr_maxpool2d_create, "maxpool2d", "kernel_size", "2");
+    sr_module *m = MAKE_F64(sr_maxpool2d_create, "maxpool2d", "kernel_size", "2");
     CHECK(m, "create: %s", sr_errmsg());
-    CHECK_OK(sr_module_to_dtype(m, SR_F64));
     /* (2 primals + 2*2 tangents, 1, 2, 2): primal 0 max at 0, primal 1 at 3 */
     sr_tensor xv = SR_TENSOR_INIT;
     CHECK_OK(sr_tensor_alloc(&xv, SR_F64, 4, (int64_t[]){6, 1, 2, 2}));
@@ -492,22 +478,6 @@ TEST(flatten_permute_bad_input_is_an_error)
 
 /* Big enough for the OpenMP branches: every output is computed by one
  * thread in a fixed order, so 1 and 2 threads agree bit for bit. */
-static int run_all_modes(sr_module *m, const sr_tensor *x, const sr_tensor *stack, int64_t n,
-                         int64_t k, sr_tensor out[3])
-{
-    sr_run run = SR_RUN_INIT;
-    run.n = n;
-    run.k = k;
-    if (sr_module_jvp(m, stack, &run) || sr_tensor_copy(&out[0], &m->out))
-        return -1;
-    run = (sr_run)SR_RUN_INIT;
-    run.save = 1;
-    if (sr_module_forward(m, x, &run) || sr_tensor_copy(&out[1], &m->out) ||
-        sr_module_backward(m, &out[1], &run) || sr_tensor_copy(&out[2], &m->gin))
-        return -1;
-    return 0;
-}
-
 TEST(pool_threads_agree_bitwise)
 {
     sr_module *mods[] = {
@@ -524,24 +494,9 @@ TEST(pool_threads_agree_bitwise)
     CHECK_OK(sr_tensor_alloc(&stack, SR_F32, 4, (int64_t[]){n * (1 + k), 16, 41, 39}));
     sr_tensor_fill_normal(&stack, &r, 0, 1);
     memcpy(sr_data(&x), sr_data(&stack), (size_t)sr_numel(&x) * sizeof(float));
-    int before = sr_threads_get();
     for (size_t i = 0; i < sizeof mods / sizeof *mods; i++) {
         CHECK(mods[i], "create %zu: %s", i, sr_errmsg());
-        sr_tensor a[3] = {SR_TENSOR_INIT, SR_TENSOR_INIT, SR_TENSOR_INIT};
-        sr_tensor b[3] = {SR_TENSOR_INIT, SR_TENSOR_INIT, SR_TENSOR_INIT};
-        sr_threads_set(1);
-        int rc = run_all_modes(mods[i], &x, &stack, n, k, a);
-        sr_threads_set(2);
-        rc |= run_all_modes(mods[i], &x, &stack, n, k, b);
-        sr_threads_set(before);
-        CHECK(rc == 0, "module %zu: %s", i, sr_errmsg());
-        for (int j = 0; j < 3; j++) {
-            CHECK(sr_same_shape(&a[j], &b[j]) &&
-                      memcmp(sr_data(&a[j]), sr_data(&b[j]), (size_t)sr_numel(&a[j]) * sizeof(float)) == 0,
-                  "%s: result %d differs between 1 and 2 threads", mods[i]->ops->kind, j);
-            sr_tensor_free(&a[j]);
-            sr_tensor_free(&b[j]);
-        }
+        CHECK(check_threads_agree(mods[i], &x, NULL, &stack, n, k) == 0, "module %zu: %s", i, sr_errmsg());
         sr_module_release(mods[i]);
     }
     sr_tensor_free(&x);

@@ -38,6 +38,19 @@ static int sq_jvp(sr_module *m, const sr_tensor *xv, sr_run *run)
 
 static const sr_module_ops sq_ops = {.kind = "square", .forward = sq_forward, .jvp = sq_jvp};
 
+/* The defaults with what every test here sets: directions, JVP directions
+ * and the ladder of scales. */
+static sr_profile_opts opts_of(int64_t ndirs, int64_t njvp, const double *scales, int nscales)
+{
+    sr_profile_opts o;
+    sr_profile_opts_default(&o);
+    o.ndirs = ndirs;
+    o.njvp = njvp;
+    o.scales = scales;
+    o.nscales = nscales;
+    return o;
+}
+
 static double closed_form_r(const sr_profile_opts *o, const sr_tensor *xt, int64_t d, double eta, int64_t total)
 {
     double num = 0, den = 0, *u = malloc((size_t)d * sizeof *u);
@@ -65,13 +78,8 @@ static void run_square(int antipodal, double *max_err, double *lin_term)
     sr_tensor x = SR_TENSOR_INIT;
     check_randn(&x, 4, (int64_t[]){1, 2, 3, 3}, 5);
     double scales[] = {1e-3, 1e-2, 0.1, 1, 3};
-    sr_profile_opts o;
-    sr_profile_opts_default(&o);
-    o.ndirs = 40;
+    sr_profile_opts o = opts_of(40, antipodal ? 80 : 40, scales, 5);
     o.antipodal = antipodal;
-    o.njvp = o.ndirs * (antipodal ? 2 : 1);
-    o.scales = scales;
-    o.nscales = 5;
     o.seed = 9;
     o.batch = 7; /* awkward on purpose: batches split directions unevenly */
     o.jvp_k = 3;
@@ -118,15 +126,7 @@ static sr_module *linear_model(int64_t in, int64_t out)
     char a[32], b[32];
     snprintf(a, sizeof a, "%lld", (long long)in);
     snprintf(b, sizeof b, "%lld", (long long)out);
-    sr_opts o;
-    sr_opts_kv_data d;
-    const char *kv[] = {"in_features", a, "out_features", b, NULL};
-    sr_opts_kv(&o, &d, "linear", kv);
-    sr_module *m = sr_linear_create(&o);
-    sr_rng r;
-    sr_rng_seed(&r, 3);
-    sr_module_reset(m, &r);
-    return m;
+    return check_reset(MAKE(sr_linear_create, "linear", "in_features", a, "out_features", b), 3);
 }
 
 TEST(profile_linear_map_gives_one_everywhere)
@@ -136,12 +136,7 @@ TEST(profile_linear_map_gives_one_everywhere)
     sr_tensor x = SR_TENSOR_INIT;
     CHECK_OK(check_randn(&x, 2, (int64_t[]){1, 30}, 2));
     double scales[] = {1e-4, 1e-2, 1, 1e2, 1e4};
-    sr_profile_opts o;
-    sr_profile_opts_default(&o);
-    o.ndirs = 16;
-    o.njvp = 32;
-    o.scales = scales;
-    o.nscales = 5;
+    sr_profile_opts o = opts_of(16, 32, scales, 5);
     sr_profile_result r;
     CHECK_OK(sr_profile_image(m, &x, &o, &r));
     for (int s = 0; s < 5; s++)
@@ -160,12 +155,7 @@ TEST(profile_is_independent_of_batch_sizes)
     CHECK_OK(sr_module_to_dtype(m, SR_F64));
     CHECK_OK(check_randn(&x, 2, (int64_t[]){1, 12}, 2));
     double scales[] = {0.1, 1};
-    sr_profile_opts o;
-    sr_profile_opts_default(&o);
-    o.ndirs = 10;
-    o.njvp = 6;
-    o.scales = scales;
-    o.nscales = 2;
+    sr_profile_opts o = opts_of(10, 6, scales, 2);
     o.noise_dirs = 0;
     o.per_direction = 1;
     sr_profile_result a, b;
@@ -195,12 +185,7 @@ TEST(profile_float32_noise_flags_rungs_float64_shows_wrong)
     for (int64_t e = 0; e < 64; e++)
         sr_f64(&x)[e] += 100;
     double scales[] = {1e-5, 1e-3, 1e-1, 10};
-    sr_profile_opts o;
-    sr_profile_opts_default(&o);
-    o.ndirs = 16;
-    o.njvp = 32;
-    o.scales = scales;
-    o.nscales = 4;
+    sr_profile_opts o = opts_of(16, 32, scales, 4);
     o.noise_dirs = 8;
     sr_profile_result r64, r32;
     m->dtype = SR_F64;
@@ -234,12 +219,7 @@ TEST(profile_bad_input_is_an_error)
     sr_tensor x = SR_TENSOR_INIT;
     CHECK_OK(sr_tensor_zeros(&x, SR_F32, 2, (int64_t[]){2, 12}));
     double scales[] = {0.1};
-    sr_profile_opts o;
-    sr_profile_opts_default(&o);
-    o.ndirs = 4;
-    o.njvp = 4;
-    o.scales = scales;
-    o.nscales = 1;
+    sr_profile_opts o = opts_of(4, 4, scales, 1);
     sr_profile_result r;
     CHECK_ERR(sr_profile_image(m, &x, &o, &r), "must be a single input");
     CHECK_OK(sr_tensor_zeros(&x, SR_F32, 2, (int64_t[]){1, 12}));
@@ -262,12 +242,7 @@ TEST(profile_sequential_mode_stops_at_the_target_ci)
     sr_tensor x = SR_TENSOR_INIT;
     CHECK_OK(check_randn(&x, 4, (int64_t[]){1, 2, 4, 4}, 5));
     double scales[] = {0.01, 0.3, 1, 3};
-    sr_profile_opts o;
-    sr_profile_opts_default(&o);
-    o.ndirs = 512;
-    o.njvp = 1024;
-    o.scales = scales;
-    o.nscales = 4;
+    sr_profile_opts o = opts_of(512, 1024, scales, 4);
     o.seed = 3;
     sr_profile_result full, seq;
     CHECK_OK(sr_profile_image(m, &x, &o, &full));

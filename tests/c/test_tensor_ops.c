@@ -18,27 +18,6 @@
 __attribute__((weak)) const char *__asan_default_options(void);
 __attribute__((weak)) const char *__asan_default_options(void) { return "allocator_may_return_null=1"; }
 
-static int randt(sr_tensor *t, sr_dtype dt, int nd, const int64_t *shape, uint64_t seed)
-{
-    sr_rng r;
-    sr_rng_seed(&r, seed);
-    if (sr_tensor_alloc(t, dt, nd, shape))
-        return -1;
-    sr_tensor_fill_normal(t, &r, 0, 1);
-    return 0;
-}
-
-/* Positive values for sqrt/log/pow/div. */
-static int randpos(sr_tensor *t, sr_dtype dt, int nd, const int64_t *shape, uint64_t seed)
-{
-    sr_rng r;
-    sr_rng_seed(&r, seed);
-    if (sr_tensor_alloc(t, dt, nd, shape))
-        return -1;
-    sr_tensor_fill_uniform(t, &r, 0.5, 2.0);
-    return 0;
-}
-
 static double ref_bin(double x, double y, sr_binop op)
 {
     switch (op) {
@@ -63,8 +42,8 @@ TEST(tensor_ops_elementwise_same_shape_and_scalar)
         sr_dtype dt = d ? SR_F64 : SR_F32;
         sr_tensor a = SR_TENSOR_INIT, b = SR_TENSOR_INIT, y = SR_TENSOR_INIT;
         int64_t shape[] = {3, 5, 7};
-        CHECK_OK(randpos(&a, dt, 3, shape, 1));
-        CHECK_OK(randpos(&b, dt, 3, shape, 2));
+        CHECK_OK(check_randu_dt(&a, dt, 3, shape, 0.5, 2.0, 1));
+        CHECK_OK(check_randu_dt(&b, dt, 3, shape, 0.5, 2.0, 2));
         int64_t n = sr_numel(&a);
         for (int op = SR_OP_ADD; op <= SR_OP_MINIMUM; op++) {
             CHECK_OK(sr_binary(&y, &a, &b, (sr_binop)op));
@@ -159,8 +138,8 @@ TEST(tensor_ops_broadcast_row_and_channel)
         for (int d = 0; d < 2; d++) {
             sr_dtype dt = d ? SR_F64 : SR_F32;
             sr_tensor a = SR_TENSOR_INIT, b = SR_TENSOR_INIT, y = SR_TENSOR_INIT;
-            CHECK_OK(randt(&a, dt, cases[c].na, cases[c].sa, 10 + c));
-            CHECK_OK(randt(&b, dt, cases[c].nb, cases[c].sb, 20 + c));
+            CHECK_OK(check_randn_dt(&a, dt, cases[c].na, cases[c].sa, 10 + c));
+            CHECK_OK(check_randn_dt(&b, dt, cases[c].nb, cases[c].sb, 20 + c));
             CHECK_OK(sr_binary(&y, &a, &b, SR_OP_SUB));
             CHECK(y.ndim == cases[c].no, "case %d ndim %d", c, y.ndim);
             for (int i = 0; i < y.ndim; i++)
@@ -261,7 +240,7 @@ TEST(tensor_ops_reductions_along_each_dim)
         for (int dd = 0; dd < 2; dd++) {
             sr_dtype dt = dd ? SR_F64 : SR_F32;
             sr_tensor a = SR_TENSOR_INIT, y = SR_TENSOR_INIT, ix = SR_TENSOR_INIT;
-            CHECK_OK(randt(&a, dt, 3, shapes[s], 30 + s));
+            CHECK_OK(check_randn_dt(&a, dt, 3, shapes[s], 30 + s));
             for (int op = SR_RED_SUM; op <= SR_RED_MIN; op++)
                 for (int d = 0; d < 3; d++)
                     for (int keep = 0; keep < 2; keep++) {
@@ -322,7 +301,7 @@ TEST(tensor_ops_reductions_empty_and_aliasing)
     CHECK(y.ndim == 1 && y.shape[0] == 0, "sum over dim 1 of (0,3) is (0)");
     sr_tensor_free(&a);
     /* out == input: the result replaces the input only after it is read */
-    CHECK_OK(randt(&a, SR_F64, 2, (int64_t[]){4, 6}, 5));
+    CHECK_OK(check_randn_dt(&a, SR_F64, 2, (int64_t[]){4, 6}, 5));
     sr_tensor keep = SR_TENSOR_INIT;
     CHECK_OK(sr_tensor_copy(&keep, &a));
     CHECK_OK(sr_reduce_dim(&a, NULL, &a, SR_RED_SUM, 1, 0));
@@ -339,7 +318,7 @@ TEST(tensor_ops_reductions_empty_and_aliasing)
 TEST(tensor_ops_reductions_do_not_depend_on_threads)
 {
     sr_tensor a = SR_TENSOR_INIT, y1 = SR_TENSOR_INIT, y2 = SR_TENSOR_INIT;
-    CHECK_OK(randt(&a, SR_F32, 2, (int64_t[]){1000, 1003}, 9));
+    CHECK_OK(check_randn_dt(&a, SR_F32, 2, (int64_t[]){1000, 1003}, 9));
     int old = sr_threads_get();
     double v1, v2, d1, d2;
     sr_threads_set(1);
@@ -386,8 +365,8 @@ TEST(tensor_ops_reductions_do_not_depend_on_threads)
 TEST(tensor_ops_in_place_and_aliasing)
 {
     sr_tensor a = SR_TENSOR_INIT, b = SR_TENSOR_INIT, view = SR_TENSOR_INIT, y = SR_TENSOR_INIT;
-    CHECK_OK(randt(&a, SR_F32, 2, (int64_t[]){3, 4}, 1));
-    CHECK_OK(randt(&b, SR_F32, 2, (int64_t[]){3, 4}, 2));
+    CHECK_OK(check_randn_dt(&a, SR_F32, 2, (int64_t[]){3, 4}, 1));
+    CHECK_OK(check_randn_dt(&b, SR_F32, 2, (int64_t[]){3, 4}, 2));
     sr_tensor_share(&view, &a); /* another reference: in place must keep sharing */
     float a0 = sr_f32(&a)[5], b0 = sr_f32(&b)[5];
     void *data = sr_data(&a);
@@ -416,7 +395,7 @@ TEST(tensor_ops_in_place_and_aliasing)
     CHECK(check_rel_diff(&a, &expect) == 0, "overlapping broadcast in place: %g", check_rel_diff(&a, &expect));
     /* a broadcast operand apart from out: truly in place, seen by views */
     sr_tensor bias = SR_TENSOR_INIT;
-    CHECK_OK(randt(&bias, SR_F32, 1, (int64_t[]){4}, 6));
+    CHECK_OK(check_randn_dt(&bias, SR_F32, 1, (int64_t[]){4}, 6));
     float v5 = sr_f32(&a)[5];
     data = sr_data(&a);
     sr_tensor_free(&view);
@@ -427,7 +406,7 @@ TEST(tensor_ops_in_place_and_aliasing)
     /* same-shape operands overlapping at different offsets: lo = rows 0..2,
      * hi = rows 1..3 of one (4,4) storage; hi += lo must read lo's old rows */
     sr_tensor m = SR_TENSOR_INIT, lo = SR_TENSOR_INIT, hi = SR_TENSOR_INIT, want = SR_TENSOR_INIT;
-    CHECK_OK(randt(&m, SR_F64, 2, (int64_t[]){4, 4}, 3));
+    CHECK_OK(check_randn_dt(&m, SR_F64, 2, (int64_t[]){4, 4}, 3));
     CHECK_OK(sr_tensor_narrow(&lo, &m, 0, 3));
     CHECK_OK(sr_tensor_narrow(&hi, &m, 1, 3));
     CHECK_OK(sr_tensor_copy(&want, &hi));
@@ -450,8 +429,8 @@ TEST(tensor_ops_matmul_matches_naive_awkward_shapes)
             double tol = d ? 1e-12 : 1e-5;
             int64_t M = mkn[c][0], K = mkn[c][1], N = mkn[c][2];
             sr_tensor a = SR_TENSOR_INIT, b = SR_TENSOR_INIT, y1 = SR_TENSOR_INIT, y2 = SR_TENSOR_INIT;
-            CHECK_OK(randt(&a, dt, 2, (int64_t[]){M, K}, 40 + c));
-            CHECK_OK(randt(&b, dt, 2, (int64_t[]){K, N}, 50 + c));
+            CHECK_OK(check_randn_dt(&a, dt, 2, (int64_t[]){M, K}, 40 + c));
+            CHECK_OK(check_randn_dt(&b, dt, 2, (int64_t[]){K, N}, 50 + c));
             CHECK_OK(sr_matmul(&y1, &a, &b));
             CHECK_OK(sr_matmul_naive(&y2, &a, &b));
             CHECK(y1.ndim == 2 && y1.shape[0] == M && y1.shape[1] == N, "shape %s", SR_SHAPE(&y1));
@@ -465,8 +444,8 @@ TEST(tensor_ops_matmul_matches_naive_awkward_shapes)
                   sr_dtype_name(dt), e);
             /* batched: (B,M,K) x (B,K,N) and (B,M,K) x (K,N) */
             sr_tensor a3 = SR_TENSOR_INIT, b3 = SR_TENSOR_INIT;
-            CHECK_OK(randt(&a3, dt, 3, (int64_t[]){3, M, K}, 60 + c));
-            CHECK_OK(randt(&b3, dt, 3, (int64_t[]){3, K, N}, 70 + c));
+            CHECK_OK(check_randn_dt(&a3, dt, 3, (int64_t[]){3, M, K}, 60 + c));
+            CHECK_OK(check_randn_dt(&b3, dt, 3, (int64_t[]){3, K, N}, 70 + c));
             CHECK_OK(sr_matmul(&y1, &a3, &b3));
             CHECK_OK(sr_matmul_naive(&y2, &a3, &b3));
             CHECK(y1.ndim == 3 && y1.shape[0] == 3 && y1.shape[2] == N, "batched shape %s", SR_SHAPE(&y1));
@@ -493,8 +472,8 @@ TEST(tensor_ops_matmul_matches_naive_awkward_shapes)
 TEST(tensor_ops_matmul_vectors_empty_and_errors)
 {
     sr_tensor a = SR_TENSOR_INIT, v = SR_TENSOR_INIT, y = SR_TENSOR_INIT, z = SR_TENSOR_INIT;
-    CHECK_OK(randt(&a, SR_F64, 2, (int64_t[]){5, 3}, 1));
-    CHECK_OK(randt(&v, SR_F64, 1, (int64_t[]){3}, 2));
+    CHECK_OK(check_randn_dt(&a, SR_F64, 2, (int64_t[]){5, 3}, 1));
+    CHECK_OK(check_randn_dt(&v, SR_F64, 1, (int64_t[]){3}, 2));
     CHECK_OK(sr_matmul(&y, &a, &v));
     CHECK(y.ndim == 1 && y.shape[0] == 5, "(5,3)x(3) -> %s", SR_SHAPE(&y));
     for (int i = 0; i < 5; i++) {
@@ -504,7 +483,7 @@ TEST(tensor_ops_matmul_vectors_empty_and_errors)
         CHECK(close_rel(sr_f64(&y)[i], s, 1e-14), "matvec");
     }
     sr_tensor w = SR_TENSOR_INIT;
-    CHECK_OK(randt(&w, SR_F64, 1, (int64_t[]){5}, 3));
+    CHECK_OK(check_randn_dt(&w, SR_F64, 1, (int64_t[]){5}, 3));
     CHECK_OK(sr_matmul(&y, &w, &a));
     CHECK(y.ndim == 1 && y.shape[0] == 3, "(5)x(5,3) -> %s", SR_SHAPE(&y));
     CHECK_ERR(sr_matmul(&y, &v, &v), "matmul: (3) and (3) are both 1-D; use dot");
@@ -526,7 +505,7 @@ TEST(tensor_ops_matmul_vectors_empty_and_errors)
     CHECK_ERR(sr_matmul(&y, &x3, &y3), "matmul: batch sizes differ in (2,5,3) x (3,3,4)");
     /* out aliases an input */
     sr_tensor sq = SR_TENSOR_INIT, ref = SR_TENSOR_INIT;
-    CHECK_OK(randt(&sq, SR_F64, 2, (int64_t[]){4, 4}, 8));
+    CHECK_OK(check_randn_dt(&sq, SR_F64, 2, (int64_t[]){4, 4}, 8));
     CHECK_OK(sr_matmul_naive(&ref, &sq, &sq));
     CHECK_OK(sr_matmul(&sq, &sq, &sq));
     CHECK(check_rel_diff(&sq, &ref) < 1e-13, "a = a·a");
@@ -538,7 +517,7 @@ TEST(tensor_ops_matmul_vectors_empty_and_errors)
 TEST(tensor_ops_transpose_cat_stack_index_select)
 {
     sr_tensor a = SR_TENSOR_INIT, b = SR_TENSOR_INIT, y = SR_TENSOR_INIT;
-    CHECK_OK(randt(&a, SR_F32, 2, (int64_t[]){37, 70}, 1));
+    CHECK_OK(check_randn_dt(&a, SR_F32, 2, (int64_t[]){37, 70}, 1));
     CHECK_OK(sr_transpose(&y, &a));
     CHECK(y.shape[0] == 70 && y.shape[1] == 37, "transpose shape");
     for (int i = 0; i < 37; i++)
@@ -549,8 +528,8 @@ TEST(tensor_ops_transpose_cat_stack_index_select)
     for (int d = 0; d < 3; d++) {
         int64_t sa[3] = {2, 3, 4}, sb[3] = {2, 3, 4};
         sb[d] = 5;
-        CHECK_OK(randt(&a, SR_F64, 3, sa, 2));
-        CHECK_OK(randt(&b, SR_F64, 3, sb, 3));
+        CHECK_OK(check_randn_dt(&a, SR_F64, 3, sa, 2));
+        CHECK_OK(check_randn_dt(&b, SR_F64, 3, sb, 3));
         const sr_tensor *ts[] = {&a, &b, &a};
         CHECK_OK(sr_cat(&y, ts, 3, d));
         CHECK(y.shape[d] == 2 * sa[d] + 5, "cat dim %d shape %s", d, SR_SHAPE(&y));
@@ -568,8 +547,8 @@ TEST(tensor_ops_transpose_cat_stack_index_select)
         sr_tensor_free(&b);
     }
     /* stack along each of 0..2 of two (3,4) */
-    CHECK_OK(randt(&a, SR_F32, 2, (int64_t[]){3, 4}, 4));
-    CHECK_OK(randt(&b, SR_F32, 2, (int64_t[]){3, 4}, 5));
+    CHECK_OK(check_randn_dt(&a, SR_F32, 2, (int64_t[]){3, 4}, 4));
+    CHECK_OK(check_randn_dt(&b, SR_F32, 2, (int64_t[]){3, 4}, 5));
     const sr_tensor *ab[] = {&a, &b};
     for (int d = 0; d < 3; d++) {
         CHECK_OK(sr_stack(&y, ab, 2, d));
@@ -613,7 +592,7 @@ TEST(tensor_ops_transpose_dims_and_narrow_copy)
 {
     sr_tensor a = SR_TENSOR_INIT, y = SR_TENSOR_INIT;
     int64_t s[4] = {2, 3, 4, 5};
-    CHECK_OK(randt(&a, SR_F64, 4, s, 1));
+    CHECK_OK(check_randn_dt(&a, SR_F64, 4, s, 1));
     for (int d0 = 0; d0 < 4; d0++)
         for (int d1 = 0; d1 < 4; d1++) {
             CHECK_OK(sr_transpose_dims(&y, &a, d0, d1));

@@ -6,30 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/threads.h"
 #include "nn/layers.h"
 #include "check.h"
 #include "test.h"
-
-static sr_module *make(sr_layer_ctor ctor, const char *op, const char *const *kv)
-{
-    sr_opts o;
-    sr_opts_kv_data d;
-    sr_opts_kv(&o, &d, op, kv);
-    return ctor(&o);
-}
-
-#define MAKE(ctor, op, ...) make(ctor, op, (const char *[]){__VA_ARGS__, NULL})
-
-/* Random (not init-valued) parameters so grads are exercised in full. */
-static int randomize_params(sr_module *m, uint64_t seed)
-{
-    sr_rng r;
-    sr_rng_seed(&r, seed);
-    for (int i = 0; i < m->nparams; i++)
-        sr_tensor_fill_normal(&m->params[i].value, &r, 0, 1);
-    return 0;
-}
 
 typedef struct {
     sr_layer_ctor ctor;
@@ -57,10 +36,9 @@ TEST(tokens_derivatives_f64)
 {
     for (size_t c = 0; c < sizeof deriv_cases / sizeof *deriv_cases; c++) {
         const tok_case *tc = &deriv_cases[c];
-        sr_module *m = make(tc->ctor, tc->op, tc->kv);
+        sr_module *m = check_make_f64(tc->ctor, tc->op, tc->kv);
         CHECK(m, "case %zu create: %s", c, sr_errmsg());
-        CHECK_OK(sr_module_to_dtype(m, SR_F64));
-        randomize_params(m, 30 + c);
+        check_fill_params(m, 30 + c, 1);
         sr_tensor x = SR_TENSOR_INIT;
         CHECK_OK(check_randn(&x, tc->ndim, tc->shape, 200 + c));
         check_result r;
@@ -106,10 +84,9 @@ TEST(to_tokens_is_flatten_transpose)
  * [cls; x] + pos exactly. */
 TEST(cls_pos_primal_and_tangent_rows)
 {
-    sr_module *m = MAKE(sr_cls_pos_create, "cls_pos", "dim", "3", "num_patches", "2");
+    sr_module *m = MAKE_F64(sr_cls_pos_create, "cls_pos", "dim", "3", "num_patches", "2");
     CHECK(m, "create: %s", sr_errmsg());
-    CHECK_OK(sr_module_to_dtype(m, SR_F64));
-    randomize_params(m, 4);
+    check_fill_params(m, 4, 1);
     const double *cls = sr_f64(&m->params[0].value), *pos = sr_f64(&m->params[1].value);
     CHECK(strcmp(m->params[0].name, "cls_token") == 0 && strcmp(m->params[1].name, "pos_embed") == 0,
           "names %s %s", m->params[0].name, m->params[1].name);
@@ -259,9 +236,8 @@ TEST(token_select_mean_and_index)
 /* Parameter grads accumulate across backward calls (like linear.c). */
 TEST(tokens_param_grads_accumulate)
 {
-    sr_module *m = MAKE(sr_layer_scale_create, "layer_scale", "dim", "4");
+    sr_module *m = MAKE_F64(sr_layer_scale_create, "layer_scale", "dim", "4");
     CHECK(m, "create: %s", sr_errmsg());
-    CHECK_OK(sr_module_to_dtype(m, SR_F64));
     sr_tensor x = SR_TENSOR_INIT, gy = SR_TENSOR_INIT, g1 = SR_TENSOR_INIT;
     CHECK_OK(check_randn(&x, 2, (int64_t[]){3, 4}, 1));
     CHECK_OK(check_randn(&gy, 2, (int64_t[]){3, 4}, 2));
@@ -353,46 +329,21 @@ TEST(tokens_threads_agree_bitwise)
         {MAKE(sr_token_select_create, "token_select", "pool", "mean", "start", "1"), {2, 197, 96, 0}, 3},
         {sr_to_tokens_create(NULL), {2, 96, 14, 14}, 4},
     };
-    int before = sr_threads_get();
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         sr_module *m = cases[c].m;
         CHECK(m, "create %zu: %s", c, sr_errmsg());
-        randomize_params(m, 5);
-        sr_tensor x = SR_TENSOR_INIT, gy = SR_TENSOR_INIT, res[2][3];
+        check_fill_params(m, 5, 1);
+        sr_tensor x = SR_TENSOR_INIT, gy = SR_TENSOR_INIT;
         sr_rng r;
         sr_rng_seed(&r, 6);
         CHECK_OK(sr_tensor_alloc(&x, SR_F32, cases[c].ndim, cases[c].shape));
         sr_tensor_fill_normal(&x, &r, 0, 1);
-        for (int t = 0; t < 2; t++) {
-            sr_threads_set(t + 1);
-            sr_module_zero_grad(m);
-            sr_run run = SR_RUN_INIT;
-            run.save = 1;
-            run.param_grads = 1;
-            for (int j = 0; j < 3; j++)
-                res[t][j] = (sr_tensor)SR_TENSOR_INIT;
-            int rc = sr_module_forward(m, &x, &run) || sr_tensor_copy(&res[t][0], &m->out);
-            if (!rc && !gy.storage) {
-                rc = sr_tensor_alloc(&gy, SR_F32, m->out.ndim, m->out.shape);
-                sr_tensor_fill_normal(&gy, &r, 0, 1);
-            }
-            rc = rc || sr_module_backward(m, &gy, &run) || sr_tensor_copy(&res[t][1], &m->gin);
-            if (!rc && m->nparams)
-                rc = sr_tensor_copy(&res[t][2], &m->params[m->nparams - 1].grad);
-            sr_threads_set(before);
-            CHECK(!rc, "%s: %s", m->ops->kind, sr_errmsg());
-        }
-        for (int j = 0; j < 3; j++) {
-            CHECK(!res[0][j].storage == !res[1][j].storage, "%s: result %d missing", m->ops->kind, j);
-            if (!res[0][j].storage)
-                continue;
-            CHECK(sr_same_shape(&res[0][j], &res[1][j]) &&
-                      memcmp(sr_data(&res[0][j]), sr_data(&res[1][j]),
-                             (size_t)sr_numel(&res[0][j]) * sizeof(float)) == 0,
-                  "%s: result %d differs between 1 and 2 threads", m->ops->kind, j);
-            sr_tensor_free(&res[0][j]);
-            sr_tensor_free(&res[1][j]);
-        }
+        /* a random cotangent of the output's shape */
+        sr_run run = SR_RUN_INIT;
+        CHECK_OK(sr_module_forward(m, &x, &run));
+        CHECK_OK(sr_tensor_alloc(&gy, SR_F32, m->out.ndim, m->out.shape));
+        sr_tensor_fill_normal(&gy, &r, 0, 1);
+        CHECK(check_threads_agree(m, &x, &gy, NULL, 0, 0) == 0, "%s", sr_errmsg());
         sr_tensor_free(&x);
         sr_tensor_free(&gy);
         sr_module_release(m);

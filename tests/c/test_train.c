@@ -108,20 +108,28 @@ TEST(train_cross_entropy_bad_input)
     sr_tensor_free(&z1);
 }
 
-/* A module with one 3-vector parameter whose gradient we set by hand. */
-static sr_module *make_param_holder(sr_dtype dt)
-{
-    sr_module *m = check_layer("linear", (const char *[]){"in_features", "3", "out_features", "1", "bias", "false", NULL});
-    if (m && dt == SR_F64)
-        sr_module_to_dtype(m, SR_F64);
-    return m;
-}
-
 static void set3(sr_tensor *t, double a, double b, double c)
 {
     sr_set_flat(t, 0, a);
     sr_set_flat(t, 1, b);
     sr_set_flat(t, 2, c);
+}
+
+/* A float64 module with one 3-vector parameter *p = (a, b, c) and a zero
+ * gradient, which the tests set by hand.  NULL on error. */
+static sr_module *make_param_holder(double a, double b, double c, sr_param **p)
+{
+    sr_module *m = check_layer("linear", (const char *[]){"in_features", "3", "out_features", "1", "bias", "false", NULL});
+    if (!m || sr_module_to_dtype(m, SR_F64))
+        goto fail;
+    *p = sr_module_local_param(m, "weight");
+    if (sr_tensor_zeros(&(*p)->grad, SR_F64, (*p)->value.ndim, (*p)->value.shape))
+        goto fail;
+    set3(&(*p)->value, a, b, c);
+    return m;
+fail:
+    sr_module_release(m);
+    return NULL;
 }
 
 TEST(train_sgd_steps_match_hand_computation)
@@ -130,11 +138,9 @@ TEST(train_sgd_steps_match_hand_computation)
      * nesterov=0/1) on w = (1, -2, 0.5) with grads g1 = (.3, .1, -.2),
      * g2 = (-.1, .4, 0), computed by hand from the update rule. */
     for (int nest = 0; nest < 2; nest++) {
-        sr_module *m = make_param_holder(SR_F64);
+        sr_param *p;
+        sr_module *m = make_param_holder(1, -2, 0.5, &p);
         CHECK(m, "create: %s", sr_errmsg());
-        sr_param *p = sr_module_local_param(m, "weight");
-        set3(&p->value, 1, -2, 0.5);
-        CHECK_OK(sr_tensor_zeros(&p->grad, SR_F64, p->value.ndim, p->value.shape));
         sr_optim o;
         sr_optim_init(&o, SR_OPT_SGD);
         o.lr = 0.1;
@@ -168,10 +174,9 @@ TEST(train_sgd_first_step_literal)
     /* Literal numbers: w=1, g=.3, lr=.1, wd=.01, μ=.9: buf = .31, w = .969;
      * nesterov: w = 1 − .1(.31 + .9·.31) = .9411. */
     for (int nest = 0; nest < 2; nest++) {
-        sr_module *m = make_param_holder(SR_F64);
-        sr_param *p = sr_module_local_param(m, "weight");
-        set3(&p->value, 1, 1, 1);
-        CHECK_OK(sr_tensor_zeros(&p->grad, SR_F64, p->value.ndim, p->value.shape));
+        sr_param *p;
+        sr_module *m = make_param_holder(1, 1, 1, &p);
+        CHECK(m, "create: %s", sr_errmsg());
         set3(&p->grad, 0.3, 0.3, 0.3);
         sr_optim o;
         sr_optim_init(&o, SR_OPT_SGD);
@@ -188,10 +193,9 @@ TEST(train_sgd_first_step_literal)
 TEST(train_adamw_steps_match_hand_computation)
 {
     /* torch.optim.AdamW(lr=.01, betas=(.9,.999), eps=1e-8, wd=.1), two steps. */
-    sr_module *m = make_param_holder(SR_F64);
-    sr_param *p = sr_module_local_param(m, "weight");
-    set3(&p->value, 1, -2, 0.5);
-    CHECK_OK(sr_tensor_zeros(&p->grad, SR_F64, p->value.ndim, p->value.shape));
+    sr_param *p;
+    sr_module *m = make_param_holder(1, -2, 0.5, &p);
+    CHECK(m, "create: %s", sr_errmsg());
     sr_optim o;
     sr_optim_init(&o, SR_OPT_ADAMW);
     o.lr = 0.01;

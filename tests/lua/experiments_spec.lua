@@ -18,14 +18,8 @@ local util = require "srgeo.util"
 
 local ROOT = "build/test-experiments"
 
--- The srgeo binary running these tests (arg[-1] for `build/X/srgeo tests/run.lua`).
-local function exe()
-  local i = 0
-  while arg and arg[i - 1] do i = i - 1 end
-  local e = arg and arg[i]
-  if e and e:find("srgeo") then return e end
-  return "build/srgeo"
-end
+-- The srgeo binary running these tests.
+local function exe() return T.shell() or "build/srgeo" end
 
 local function sh(cmd)
   local p = io.popen(cmd .. " 2>&1")
@@ -34,13 +28,7 @@ local function sh(cmd)
   return out, ok and 0 or code
 end
 
-local function read(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local read = T.read
 
 local function exists(path) return read(path) ~= nil end
 

@@ -45,6 +45,34 @@ function T.raises(fn, needle)
   return err
 end
 
+-- Helpers the specs share.
+
+-- A file's contents, or nil when it cannot be read.
+function T.read(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+function T.write(path, s)
+  local f = assert(io.open(path, "wb"))
+  f:write(s)
+  f:close()
+end
+
+-- The srgeo shell running these specs (`build/X/srgeo tests/run.lua`): the
+-- interpreter, at the lowest index of arg, when its name ends in srgeo;
+-- nil otherwise (the specs then fall back or skip).
+function T.shell()
+  local i = 0
+  while arg and arg[i - 1] do i = i - 1 end
+  local exe = arg and arg[i]
+  if exe and exe:match("srgeo$") then return exe end
+  return nil
+end
+
 function T.run(files, filter)
   local passed, failed, skipped = 0, 0, 0
   for _, f in ipairs(files) do

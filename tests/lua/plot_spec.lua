@@ -10,13 +10,7 @@ os.execute("mkdir -p " .. DIR)
 
 local NAN = 0 / 0
 
-local function read(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local read = T.read
 
 local function logspace(a, b, n)
   local t = {}
@@ -160,16 +154,10 @@ end)
 -- The REPL auto-prints results: the figure must appear once, not twice.  Run
 -- when this spec runs in the srgeo shell (build/X/srgeo tests/run.lua ...).
 T.test("plot.show in the REPL: typing srgeo.plot.show(p) shows the figure once", function()
-  local shell = os.getenv("SRGEO_SHELL")
-  for i = -1, -9, -1 do
-    if not (arg and arg[i]) then break end
-    if not shell and arg[i]:match("srgeo$") then shell = arg[i] end
-  end
+  local shell = os.getenv("SRGEO_SHELL") or T.shell()
   if not shell then T.skip("not run by the srgeo shell") end
   local input, output = DIR .. "/repl_in.lua", DIR .. "/repl_out.txt"
-  local f = assert(io.open(input, "wb"))
-  f:write("srgeo.plot.show({scales = {0.1, 1, 10}, median = {1, 1.2, 1}, label = 'solo_net'}, {size = {70, 20}})\n")
-  f:close()
+  T.write(input, "srgeo.plot.show({scales = {0.1, 1, 10}, median = {1, 1.2, 1}, label = 'solo_net'}, {size = {70, 20}})\n")
   T.truthy(os.execute(string.format("SRGEO_HISTORY='%s/repl_hist' '%s' -i < '%s' > '%s' 2>&1", DIR, shell, input,
     output)))
   local out = read(output)

@@ -216,7 +216,7 @@ T.test("profile: Hutchinson Jacobian norm matches the exact Frobenius norm of a 
 end)
 
 T.test("profile: Ctrl-C stops cleanly and keeps the images already done", function()
-  local bin = arg and arg[-1] or "build/srgeo"
+  local bin = T.shell() or "build/srgeo"
   os.execute("mkdir -p build/test-profile && rm -f build/test-profile/int.json build/test-profile/ready")
   local script = [[
     local nn = srgeo.nn

@@ -4,16 +4,12 @@
 local T = ...
 local srgeo = require "srgeo"
 
--- The shell under test: $SRGEO_SHELL, else the interpreter running this spec
--- (arg[-1] when run as `build/X/srgeo tests/run.lua ...`), else build/srgeo.
+-- The shell under test: $SRGEO_SHELL, else the interpreter running this
+-- spec, else build/srgeo.
 local function find_shell()
   local env = os.getenv("SRGEO_SHELL")
   if env and env ~= "" then return env end
-  local i = -1
-  while arg and arg[i - 1] do i = i - 1 end -- the lowest index is the interpreter
-  local exe = arg and arg[i]
-  if exe and exe:match("srgeo$") then return exe end
-  return "build/srgeo"
+  return T.shell() or "build/srgeo"
 end
 local SHELL = find_shell()
 
@@ -24,19 +20,7 @@ os.remove(tmpdir)
 assert(os.execute("mkdir -p " .. q(tmpdir)))
 local function tmp(name) return tmpdir .. "/" .. name end
 
-local function readfile(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
-
-local function writefile(path, s)
-  local f = assert(io.open(path, "wb"))
-  f:write(s)
-  f:close()
-end
+local readfile, writefile = T.read, T.write
 
 -- Run the shell with a shell-quoted argument string and optional stdin text;
 -- the environment keeps history out of the user's home.

@@ -291,8 +291,8 @@ end)
 -- and resumed; every checkpoint file left must load, and the final weights
 -- must equal an uninterrupted run's.
 T.test("train: SIGKILL mid-run never leaves a corrupt checkpoint, and resume finishes identically", function()
-  local bin = arg and arg[-1]
-  if not bin or not bin:find("srgeo$") then error("kill test needs the srgeo binary as arg[-1], got " .. tostring(bin)) end
+  local bin = T.shell()
+  if not bin then error("kill test needs the srgeo binary as arg[-1], got " .. tostring(arg and arg[-1])) end
   local d, ref = tmpdir("kill"), tmpdir("killref")
   local script = d .. "_child.lua"
   util.write_atomic(script, string.format([[
