@@ -541,7 +541,7 @@ static int tree_cb(const char *path, sr_module *m, int depth, void *ud)
     char line[512], desc[256] = "";
     if (m->ops->describe)
         m->ops->describe(m, desc, sizeof desc);
-    int64_t np = sr_module_count_params(m, 0);
+    int64_t np = sr_module_count_params(m, 0, NULL);
     char pc[48] = "";
     if (np)
         snprintf(pc, sizeof pc, "  [%lld params]", (long long)np);

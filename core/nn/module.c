@@ -346,14 +346,20 @@ void sr_module_zero_grad(sr_module *m)
         sr_module_zero_grad(m->children[i].m);
 }
 
-int64_t sr_module_count_params(const sr_module *m, int recurse)
+int64_t sr_module_count_params(const sr_module *m, int recurse, int *ntensors)
 {
     int64_t n = 0;
+    int nt = 0;
     for (int i = 0; i < m->nparams; i++)
         if (m->params[i].trainable)
-            n += sr_numel(&m->params[i].value);
-    for (int i = 0; recurse && i < m->nchildren; i++)
-        n += sr_module_count_params(m->children[i].m, 1);
+            n += sr_numel(&m->params[i].value), nt++;
+    for (int i = 0; recurse && i < m->nchildren; i++) {
+        int ct;
+        n += sr_module_count_params(m->children[i].m, 1, &ct);
+        nt += ct;
+    }
+    if (ntensors)
+        *ntensors = nt;
     return n;
 }
 

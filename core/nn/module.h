@@ -236,8 +236,8 @@ void sr_module_zero_grad(sr_module *m);
 void sr_module_clear_buffers(sr_module *m);
 
 /* Elements in m's own trainable parameters (with recurse, in its whole
- * subtree's). */
-int64_t sr_module_count_params(const sr_module *m, int recurse);
+ * subtree's); *ntensors (may be NULL) gets how many parameters hold them. */
+int64_t sr_module_count_params(const sr_module *m, int recurse, int *ntensors);
 /* Visit every parameter with its dotted path ("layer1.0.conv1.weight"). */
 typedef int (*sr_param_visitor)(const char *path, sr_param *p, sr_module *owner, void *ud);
 int sr_module_walk_params(sr_module *m, sr_param_visitor fn, void *ud);

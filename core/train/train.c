@@ -292,21 +292,12 @@ typedef struct {
     void *ud;
 } step_state;
 
-static int count_cb(const char *path, sr_param *p, sr_module *owner, void *ud)
-{
-    (void)path;
-    (void)owner;
-    if (p->trainable)
-        (*(int *)ud)++;
-    return 0;
-}
-
 /* State slots follow the order of trainable parameters in the tree walk,
  * which is fixed for a given architecture. */
 static int ensure_slots(sr_optim *o, sr_module *m)
 {
-    int n = 0;
-    sr_module_walk_params(m, count_cb, &n);
+    int n;
+    sr_module_count_params(m, 1, &n);
     if (o->nstate == n)
         return 0;
     if (o->nstate)

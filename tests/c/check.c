@@ -183,15 +183,6 @@ static int param_cb(const char *path, sr_param *p, sr_module *owner, void *ud)
     return 0;
 }
 
-static int count_cb(const char *path, sr_param *p, sr_module *owner, void *ud)
-{
-    (void)path;
-    (void)owner;
-    if (p->trainable)
-        (*(int *)ud)++;
-    return 0;
-}
-
 int check_module(sr_module *m, const sr_tensor *x, int k, double h, uint64_t seed,
                  check_result *res)
 {
@@ -296,8 +287,8 @@ int check_module(sr_module *m, const sr_tensor *x, int k, double h, uint64_t see
     }
 
     /* Parameter gradients vs FD of L(θ) = <w, f(x;θ)> along random δθ. */
-    int np = 0;
-    sr_module_walk_params(m, count_cb, &np);
+    int np;
+    sr_module_count_params(m, 1, &np);
     if (np) {
         deltas = calloc((size_t)np, sizeof *deltas);
         param_state ps = {&rng, 0, 0, h, deltas, 0};
@@ -382,8 +373,8 @@ static int same_bits(const sr_tensor *a, const sr_tensor *b)
 int check_threads_agree(sr_module *m, const sr_tensor *x, const sr_tensor *gy, const sr_tensor *xv, int64_t n,
                         int64_t k)
 {
-    int np = 0, rc = -1, before = sr_threads_get();
-    sr_module_walk_params(m, count_cb, &np);
+    int np, rc = -1, before = sr_threads_get();
+    sr_module_count_params(m, 1, &np);
     thread_run r[2] = {{SR_TENSOR_INIT, SR_TENSOR_INIT, SR_TENSOR_INIT, NULL, 0},
                        {SR_TENSOR_INIT, SR_TENSOR_INIT, SR_TENSOR_INIT, NULL, 0}};
     for (int t = 0; t < 2; t++)

@@ -675,19 +675,19 @@ TEST(tensor_ops_stack_jvp_layout_and_errors)
 {
     /* 2 inputs of (1,3), 2 tangents each, input-major: rows x0 x1 v00 v01 v10 v11 */
     sr_tensor x = SR_TENSOR_INIT, v = SR_TENSOR_INIT, out = SR_TENSOR_INIT, bad = SR_TENSOR_INIT;
-    CHECK_OK(randt(&x, SR_F64, 3, (int64_t[]){2, 1, 3}, 1));
-    CHECK_OK(randt(&v, SR_F64, 3, (int64_t[]){4, 1, 3}, 2));
+    CHECK_OK(check_randn_dt(&x, SR_F64, 3, (int64_t[]){2, 1, 3}, 1));
+    CHECK_OK(check_randn_dt(&v, SR_F64, 3, (int64_t[]){4, 1, 3}, 2));
     CHECK_OK(sr_tensor_stack_jvp(&out, &x, &v));
     CHECK(out.ndim == 3 && out.shape[0] == 6 && out.shape[1] == 1 && out.shape[2] == 3, "shape %s", SR_SHAPE(&out));
     for (int64_t e = 0; e < 6; e++)
         CHECK(sr_f64(&out)[e] == sr_f64(&x)[e], "primal element %lld", (long long)e);
     for (int64_t e = 0; e < 12; e++)
         CHECK(sr_f64(&out)[6 + e] == sr_f64(&v)[e], "tangent element %lld", (long long)e);
-    CHECK_OK(randt(&bad, SR_F64, 3, (int64_t[]){3, 1, 3}, 3)); /* 3 rows for 2 inputs */
+    CHECK_OK(check_randn_dt(&bad, SR_F64, 3, (int64_t[]){3, 1, 3}, 3)); /* 3 rows for 2 inputs */
     CHECK_ERR(sr_tensor_stack_jvp(&out, &x, &bad), "jvp: tangents (3,1,3) must be (N*k, ...) for input (2,1,3)");
-    CHECK_OK(randt(&bad, SR_F64, 3, (int64_t[]){2, 3, 1}, 3));
+    CHECK_OK(check_randn_dt(&bad, SR_F64, 3, (int64_t[]){2, 3, 1}, 3));
     CHECK_ERR(sr_tensor_stack_jvp(&out, &x, &bad), "must be (N*k, ...)");
-    CHECK_OK(randt(&bad, SR_F32, 3, (int64_t[]){2, 1, 3}, 3));
+    CHECK_OK(check_randn_dt(&bad, SR_F32, 3, (int64_t[]){2, 1, 3}, 3));
     CHECK_ERR(sr_tensor_stack_jvp(&out, &x, &bad), "jvp: tangents are float32, input float64");
     sr_tensor_free(&x);
     sr_tensor_free(&v);
