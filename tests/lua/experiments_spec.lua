@@ -81,7 +81,10 @@ local function check_results(out, expect_figures, n_units)
   local rows = 0
   for _, u in ipairs(r.units) do
     local p = srgeo.profile.load(u.json)
-    T.eq(#p.scales, 7, "rungs")
+    -- range auto: the 7-rung ladder, extended until a bump or the physical bound
+    T.eq(#p.scales, 7 + p.range.added + p.range.refined, "rungs")
+    T.truthy(p.range.stop == "decided" or p.range.stop == "bound", p.range.reason)
+    T.eq(u.shape.class, p.shape.class, "results.json has the unit's shape")
     -- ReLU network with exact JVPs on every direction: r = 1 on the plateau
     local checked = 0
     for s = 1, 3 do
@@ -203,15 +206,25 @@ T.test("experiment: model specs", function()
   T.eq(E.model_eps(f.ship .. "/tiny.safetensors"), 0, "standard training: 0")
 end)
 
-T.test("experiment: bump classification (interior peak, rising edge, flat)", function()
-  local function prof(median)
-    local peak = math.max(table.unpack(median))
-    return { median = median, descriptors = { plateau = { value = median[1] }, peak_height = { value = peak } } }
+T.test("experiment: E.bump is the profile's shape test (srgeo.bump)", function()
+  local function prof(curve)
+    local rows = {}
+    for i = 1, 10 do
+      rows[i] = {}
+      for s, v in ipairs(curve) do rows[i][s] = v * (1 + 0.002 * i) end
+    end
+    return srgeo.profile.aggregate { scales = { 0.01, 0.1, 1, 10, 100, 1000 }, per_image = rows,
+                                     options = { ci = 0.95, bootstrap = 200, seed = 0 } }
   end
-  T.eq(E.bump(prof { 1, 1, 1.3, 1.05 }), "yes")
-  T.eq(E.bump(prof { 1, 1, 1.3, 0 / 0 }), "edge", "NaN rungs are skipped: the last valid rung is the peak")
-  T.eq(E.bump(prof { 1, 1.1, 1.3 }), "edge")
-  T.eq(E.bump(prof { 1, 1.02, 0.9 }), "no")
+  local class, text = E.bump(prof { 1, 1, 1, 3, 1, 1 })
+  T.eq(class, "bump")
+  T.truthy(text:find("^bump: r 3"), text)
+  T.eq(E.bump(prof { 1, 1, 1, 1.5, 3, 6 }), "edge")
+  T.eq(E.bump(prof { 1, 1, 1, 0.5, 0.3, 0.2 }), "fall")
+  T.eq(E.bump(prof { 1, 1, 1, 1, 1, 1 }), "flat")
+  local class2, why = E.bump { median = { 1, 2, 1 } }
+  T.eq(class2, "undetermined")
+  T.truthy(why:find("older srgeo", 1, true), why)
 end)
 
 T.test("experiment: evaluation-set specs", function()
@@ -410,9 +423,12 @@ T.test("robustness.lua: ε from names and explicit; layers.lua: one panel per ta
   T.eq(code, 0, log)
   local r = check_results(out, { "robustness", "robustness_peak_eta", "robustness_jacobian", "robustness_vs_eps" }, 2)
   T.eq(r.extra.eps[1], 0); T.eq(r.extra.eps[2], 0.5)
-  -- its own default ladder: 3.5 decades (log10 η -1 .. 2.5 at 224²), past the paper preset's top
-  local sc = srgeo.profile.load(r.units[1].json).scales
-  T.close(math.log(sc[#sc] / sc[1], 10), 3.5, 1e-9, "robustness ladder span")
+  -- its own default ladder: 3.5 decades (log10 η -1 .. 2.5 at 224²), past the paper preset's top,
+  -- then range auto's rungs at the same spacing
+  local pr = srgeo.profile.load(r.units[1].json)
+  local sc = pr.scales
+  T.close(math.log(sc[#sc - pr.range.added] / sc[1], 10), 3.5, 1e-9, "robustness ladder span")
+  T.eq(pr.range.refined, 0)
   log, code = script("robustness", SMALL .. " --models tiny,tiny@init --eps 0 --eval noise --out " .. out)
   T.eq(code, 2, "mismatched --eps count")
   out = out_dir("layers")

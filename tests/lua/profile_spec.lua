@@ -140,7 +140,6 @@ T.test("profile.descriptors on a synthetic bump", function()
   T.close(d.area, 2 * 0.4 * math.sqrt(2 * math.pi), 0.01)
   T.truthy(d.onset < d.peak_eta, "onset before peak")
   T.truthy(d.decay_slope < 0, "decays after the peak")
-  T.eq(d.bump, true)
 end)
 
 T.test("bootstrap CI of the median has near-nominal coverage (simulation)", function()
@@ -244,50 +243,33 @@ T.test("profile: Ctrl-C stops cleanly and keeps the images already done", functi
   T.truthy(err:find("interrupted after", 1, true), err)
 end)
 
-T.test("profile.classify_bump: one classifier, two strengths (kind: down by half; bump: interior peak, down by a fifth)", function()
-  local scales = {}
-  for i = 1, 8 do scales[i] = 10 ^ (i - 4) end
-  local function check(r, kind, bump, what)
-    local d = srgeo.profile.descriptors(scales, r)
-    local k, b = srgeo.profile.classify_bump(r, d.plateau, d.peak_height)
-    T.eq(k, kind, what .. ": kind"); T.eq(b, bump, what .. ": bump")
-    T.eq(d.bump, b, what .. ": the descriptors' bump is the classifier's")
-  end
-  check({ 1, 1, 1, 1.5, 1 }, "yes", true, "back down to the plateau")
-  check({ 1, 1, 1, 1.5, 1.35 }, "edge", true, "down by more than a fifth, less than half")
-  check({ 1, 1, 1, 1.5, 1.4 }, "edge", false, "down by exactly a fifth")
-  check({ 1, 1, 1, 2, 1.5 }, "yes", true, "down by exactly half")
-  check({ 1.5, 1, 1, 1 }, "yes", false, "peak on the first rung: back down, but not inside the ladder")
-  check({ 1, 1, 1, 1.2, 1.5 }, "edge", false, "still rising at the last rung")
-  check({ 1, 1, 1, 1.04, 1 }, "no", false, "within 5% of the plateau")
-  check({ 1, 1, 1, 1.5, 1, 0 / 0 }, "yes", true, "NaN rungs skipped")
-  T.eq(srgeo.profile.classify_bump({ 0 / 0 }, 0 / 0, 0 / 0), "no", "no valid rung")
-  T.eq(select(2, srgeo.profile.classify_bump({ 0 / 0 }, 0 / 0, 0 / 0)), false)
-end)
-
-T.test("profile.descriptors: a curve still rising at the last rung is not a bump", function()
-  local scales, r = {}, {}
-  for i = 1, 17 do scales[i] = 10 ^ (-2 + (i - 1) * 0.25); r[i] = 1 + (i > 10 and (i - 10) ^ 2 or 0) end
-  local d = srgeo.profile.descriptors(scales, r)
-  T.eq(d.bump, false)
-  T.truthy(d.peak_height > 40)
-end)
-
-T.test("the shipped trained encoder has a bump; its random-init twin does not", function()
+T.test("the shipped trained encoder has a bump; its random-init twin rises (range auto, refine)", function()
   local path = srgeo.root .. "/models/shipped/small_resnet.safetensors"
   if not io.open(path) then T.skip("no shipped small_resnet") end
   local trained = srgeo.models.load(path)
   local init = srgeo.models.small_resnet { seed = 3 }
   init:eval()
-  local X = srgeo.data.fashion_mnist { split = "test" }:sample(4, 1)
-  local o = { directions = 24, jvp_directions = "all", nscales = 9, progress = false, noise_directions = 2 }
+  local X = srgeo.data.fashion_mnist { split = "test" }:sample(16, 1)
+  local o = { preset = "quick", directions = 8, nscales = 9, progress = false, noise_directions = 2,
+              range = "auto", refine = true, bootstrap = 400 }
   local pt, pi = srgeo.profile(trained, X, o), srgeo.profile(init, X, o)
+  T.eq(pt.shape.class, "bump", pt.shape.text)
   T.eq(pt.bump, true)
-  T.eq(pi.bump, false)
-  -- the trained bump is tall: its peak clears the init curve's value at the same rung
-  local d = pt.descriptors
-  T.truthy(d.peak_height.value > 1.5, "peak " .. d.peak_height.value)
-  T.truthy(math.abs(pt.median[1] - 1) < 0.05 and math.abs(pi.median[1] - 1) < 0.05, "both plateaus near 1")
+  -- the decay is seen inside the paper ladder: nothing added, two rungs refined around the peak
+  T.eq(pt.range.stop, "decided")
+  T.eq(pt.range.added, 0)
+  T.eq(pt.range.refined, 2)
+  T.eq(#pt.scales, 11)
+  T.truthy(pt.descriptors.peak_height.value > 1.5, "peak " .. pt.descriptors.peak_height.value)
+  -- the twin keeps rising: extended to the physical bound (per-pixel RMS >= 1), no bump
+  T.truthy(pi.shape.class ~= "bump", pi.shape.text)
+  T.eq(pi.range.stop, "bound")
+  T.truthy(pi.range.added >= 1 and pi.range.top_rms >= 1, "top rms " .. pi.range.top_rms)
+  T.truthy(pi.scales[#pi.scales] / math.sqrt(784) >= 1 and pi.scales[#pi.scales - 1] / math.sqrt(784) < 1, "stops at the first rung past RMS 1")
+  -- paired JVPs: both plateaus at 1
+  T.truthy(math.abs(pt.median[1] - 1) < 0.01 and math.abs(pi.median[1] - 1) < 0.01, "both plateaus near 1")
+  local c = srgeo.profile.compare(pt, pi, { permutations = 200 })
+  T.eq(#c.scales, 9, "compared over the shared rungs")
 end)
 
 T.test("profile: JVPs past the base directions are their base's (J(-u) = -Ju): not run, not counted as samples", function()
@@ -309,18 +291,17 @@ T.test("profile: JVPs past the base directions are their base's (J(-u) = -Ju): n
   for s = 1, 2 do T.close(ex.per_image[1][s], half.per_image[1][s], 1e-6, "rung " .. s) end
 end)
 
--- Sequential mode: chunks of directions, each rung closing on its own once
--- its paired CI is within target_ci.
-local function seq_forwards(p, chunk, jvp_k)
-  -- primal + per chunk (stacked JVPs: one primal row per stack, plus the
-  -- tangents) + one perturbed forward per direction and rung evaluated
-  local base = p.directions_used[1] // 2
-  local n = 1
-  for b0 = 0, base - 1, chunk do
-    local nb = math.min(chunk, base - b0)
-    n = n + (nb + jvp_k - 1) // jvp_k + nb
+-- Sequential mode: steps of directions, each rung closing on its own.
+-- The forwards a profile reports, from what it says it ran: per engine call
+-- (p.steps[i]: the base directions of each) the primal, the stacked JVPs
+-- (one primal row per stack of jvp_k, plus the tangents), then one
+-- perturbed forward per direction and rung evaluated (no noise check).
+local function seq_forwards(p, jvp_k)
+  local n = 0
+  for i = 1, p.n_images do
+    for _, nb in ipairs(p.steps[i]) do n = n + 1 + (nb + jvp_k - 1) // jvp_k + nb end
+    for _, k in ipairs(p.rung_directions[i]) do n = n + k end
   end
-  for _, k in ipairs(p.rung_directions[1]) do n = n + k end
   return n
 end
 
@@ -333,7 +314,8 @@ T.test("sequential: a linear model gives r = 1 at every rung, each closed after 
     T.truthy(p.ci[1][s] < 1e-6, "ci " .. p.ci[1][s])
   end
   T.eq(p.directions_used[1], 64)
-  T.eq(p.forwards, seq_forwards(p, 32, 16))
+  T.eq(p.forwards, seq_forwards(p, 16))
+  T.eq(p.closed_by[1][1], "paper")
 end)
 
 T.test("sequential: converged rungs stop early; r agrees with the paper preset within the CIs", function()
@@ -351,7 +333,7 @@ T.test("sequential: converged rungs stop early; r agrees with the paper preset w
   T.eq(rd[1], 64)
   T.truthy(rd[ns] > rd[1], "last rung " .. rd[ns])
   T.eq(seq.directions_used[1], math.max(table.unpack(rd)))
-  T.eq(seq.forwards, seq_forwards(seq, 32, 16))
+  T.eq(seq.forwards, seq_forwards(seq, 16))
   T.truthy(seq.forwards < pap.forwards / 3, seq.forwards .. " vs " .. pap.forwards)
   for s = 1, ns do
     local a, b = pap.per_image[1][s], seq.per_image[1][s]
