@@ -484,17 +484,13 @@ static int m_aliases(lua_State *L)
     return 1;
 }
 
-/* m:output_shape(): shape of the last output (after forward), or nil. */
+/* m:output_shape(): size of the last output (after forward), or nil. */
 static int m_output_shape(lua_State *L)
 {
     sr_module *m = sr_lua_check_module(L, 1);
     if (!m->out_ndim) /* never ran (the buffer itself may be back in a pool) */
         return 0;
-    lua_createtable(L, m->out_ndim, 0);
-    for (int i = 0; i < m->out_ndim; i++) {
-        lua_pushinteger(L, m->out_shape[i]);
-        lua_rawseti(L, -2, i + 1);
-    }
+    sr_lua_push_size(L, m->out_shape, m->out_ndim);
     return 1;
 }
 

@@ -116,7 +116,7 @@ local function family_options(model, x, i, o, copts)
   elseif fam == "toward" then
     local targets = o.toward or error("profile: family 'toward' needs opts.toward (images to move toward)", 3)
     local _, get = (function()
-      if type(targets) == "userdata" then return #targets, function(j) return targets:narrow(j, 1) end end
+      if type(targets) == "userdata" then return #targets, function(j) return targets:narrow(1, j, 1) end end
       if targets.get then return #targets, function(j) return (targets:get(j)) end end
       return #targets, function(j) return targets[j] end
     end)()
@@ -146,7 +146,7 @@ end
 local function image_source(X)
   if type(X) == "userdata" then
     local n = #X
-    return n, function(i) return X:narrow(i, 1) end
+    return n, function(i) return X:narrow(1, i, 1) end
   elseif type(X) == "table" and X.get then
     return #X, function(i) return (X:get(i)) end
   elseif type(X) == "table" then
