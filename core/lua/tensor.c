@@ -418,6 +418,22 @@ static int t_len(lua_State *L)
     return 1;
 }
 
+/* t:hash([h]) -> FNV-1a 64 of the element bytes, continuing from h (an
+ * earlier result, to chain tensors; default the offset basis): an identity
+ * of a model's weights (lua/srgeo/identity.lua), not a cryptographic one.
+ * float32 and float64 copies of the same values hash differently. */
+static int t_hash(lua_State *L)
+{
+    sr_tensor *t = sr_lua_check_tensor(L, 1);
+    uint64_t h = lua_isnoneornil(L, 2) ? 0xcbf29ce484222325ull : (uint64_t)luaL_checkinteger(L, 2);
+    const unsigned char *p = sr_data(t);
+    size_t n = (size_t)sr_numel(t) * sr_dtype_size(t->dtype);
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 0x100000001b3ull;
+    lua_pushinteger(L, (lua_Integer)h);
+    return 1;
+}
+
 static int t_dtype(lua_State *L)
 {
     lua_pushstring(L, sr_dtype_name(sr_lua_check_tensor(L, 1)->dtype));
@@ -1072,6 +1088,7 @@ static const luaL_Reg tensor_methods[] = {
     {"size", t_size},
     {"dim", t_dim},
     {"numel", t_numel},
+    {"hash", t_hash},
     {"dtype", t_dtype},
     {"double", t_double},
     {"float", t_float},

@@ -187,7 +187,7 @@ function Ex:profile(mspec, espec, extra)
   local m = self:model(ms)
   local X = self:eval_set(es, m)
   local po = copy(popts)
-  po.label, po.model_name = label, ms.spec
+  po.label, po.model_name, po.eval = label, ms.spec, es.key
   local t0 = srgeo._clock()
   local p = srgeo.profile(m, X, po)
   if p.interrupted then

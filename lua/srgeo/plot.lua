@@ -180,8 +180,52 @@ local function norm_profile(fn, p, where)
   end
   local label = p.label or p.model
   q.label = label ~= nil and tostring(label) or nil
+  q.identity = type(p.identity) == "table" and p.identity or nil
   q.ci = type(p.options) == "table" and finite(p.options.ci) and p.options.ci or nil
   return q
+end
+
+-- Key entries for curves nobody named: each profile's label, and where two
+-- curves would share one, what tells them apart in their identities (the
+-- evaluation set, then the preset, the tap, the weights), else "#i".
+local IDENTITY_KEYS = { { "eval" }, { "preset", "preset " }, { "tap", "tap " }, { "weights", "weights ", 8 } }
+local function distinct_titles(qs)
+  local titles = {}
+  for i, q in ipairs(qs) do titles[i] = q.label end
+  local function clashes()
+    local seen, any = {}, false
+    for i, t in ipairs(titles) do
+      if t then
+        if seen[t] then any = true; seen[t][#seen[t] + 1] = i else seen[t] = { i } end
+      end
+    end
+    return any and seen or nil
+  end
+  for _, k in ipairs(IDENTITY_KEYS) do
+    local seen = clashes()
+    if not seen then return titles end
+    for _, group in pairs(seen) do
+      if #group > 1 then
+        local values, differ = {}, false
+        for j, i in ipairs(group) do
+          local id = qs[i].identity
+          values[j] = id and id[k[1]] ~= nil and tostring(id[k[1]]) or nil
+          if values[j] ~= values[1] then differ = true end
+        end
+        if differ then
+          for j, i in ipairs(group) do
+            local v = values[j]
+            if v and k[3] then v = v:sub(1, k[3]) end
+            titles[i] = titles[i] .. " · " .. (k[2] or "") .. (v or "?")
+          end
+        end
+      end
+    end
+  end
+  if clashes() then
+    for i, t in ipairs(titles) do if t then titles[i] = t .. " #" .. i end end
+  end
+  return titles
 end
 
 ---------------------------------------------------------------------------
@@ -564,8 +608,8 @@ local function panel_profiles(fn, x, labels, where)
   for i = 1, max_index(list) do
     ps[i] = norm_profile(fn, list[i], (where and where .. " " or "") .. "profile " .. i)
   end
-  labels = check_labels(fn, labels, #ps, "profiles")
-  for i, q in ipairs(ps) do q.title = labels and labels[i] or q.label end
+  labels = check_labels(fn, labels, #ps, "profiles") or distinct_titles(ps)
+  for i, q in ipairs(ps) do q.title = labels[i] end
   return ps
 end
 

@@ -78,6 +78,17 @@ local function check_results(out, expect_figures, n_units)
   end
   local r = E.load_results(out)
   if n_units then T.eq(#r.units, n_units, "units in results.json") end
+  -- results.json names files relative to the output folder and each unit's identity
+  local raw = json.decode(read(out .. "/results.json"))
+  for _, u in ipairs(raw.units) do
+    T.truthy(u.json:match("^units/[^/]+%.json$") and u.csv:match("^units/[^/]+%.csv$"), "unit files relative to OUT: " .. u.json)
+    T.truthy(not tostring(u.model):match("^/"), "model spec not absolute: " .. tostring(u.model))
+    T.truthy(type(u.identity) == "table" and #u.identity.weights == 16 and u.identity.eval == u.eval,
+      "unit identity: " .. json.encode(u.identity or {}))
+  end
+  for _, f in ipairs(raw.figures) do
+    for _, path in ipairs(f.files) do T.truthy(not path:find("/", 1, true), "figure file relative to OUT: " .. path) end
+  end
   local rows = 0
   for _, u in ipairs(r.units) do
     local p = srgeo.profile.load(u.json)
