@@ -48,7 +48,7 @@ end
 --- A stand-in profile for plot.descriptors carrying ‖J‖_F as the
 --- descriptor "jacobian_fro".
 function R.with_jacobian(p)
-  return { label = p.label, model = p.model,
+  return { label = p.label, model = p.model, identity = p.identity,
            descriptors = setmetatable({ jacobian_fro = R.jacobian_fro(p) }, { __index = p.descriptors }) }
 end
 

@@ -398,6 +398,19 @@ T.test("dynamics.lua: checkpoints of a run, heatmap and descriptors vs step", fu
   local r = check_results(out, { "dynamics", "dynamics_profiles", "dynamics_peak", "dynamics_peak_eta", "dynamics_jacobian" }, 4)
   T.eq(r.extra.steps[1], "0", "first checkpoint is step 0")
   T.eq(r.units[1].label, "step 0")
+  -- r > 0 is a ratio: the heatmap's colours run on a log scale centred at 1
+  local gp = read(out .. "/dynamics.gp")
+  local lo, hi = gp:match("set cbrange %[([%d.e+-]+):([%d.e+-]+)%]")
+  T.truthy(gp:find("set logscale cb", 1, true) and lo and hi, gp)
+  T.close(tonumber(lo) * tonumber(hi), 1, 1e-6, "cbrange symmetric about 1 in log")
+  T.truthy(gp:find('set title "r_η on noise (4 images, seed 0, quick preset)"', 1, true), "heatmap titled")
+  -- the checkpoints' overlay in an ordered palette: the first curve dark violet, then along viridis
+  local colours = {}
+  for c in read(out .. "/dynamics_profiles.gp"):gmatch('with linespoints [^\n]-lc rgb "(#%x+)"') do colours[#colours + 1] = c end
+  T.eq(#colours, 4)
+  T.eq(colours[1], "#440154")
+  for i = 1, 4 do T.eq(colours[i], srgeo.plot._ordered_color(i, 4)) end
+  T.truthy(read(out .. "/dynamics_peak.gp"):find('set title "Peak height vs step on noise', 1, true), "descriptor vs step titled")
 end)
 
 T.test("controls.lua and distributions.lua (with two-sample tests)", function()
@@ -421,6 +434,9 @@ T.test("robustness.lua: ε from names and explicit; layers.lua: one panel per ta
   T.eq(code, 0, log)
   local r = check_results(out, { "robustness", "robustness_peak_eta", "robustness_jacobian", "robustness_vs_eps" }, 2)
   T.eq(r.extra.eps[1], 0); T.eq(r.extra.eps[2], 0.5)
+  -- descriptor charts are titled with the descriptor and the evaluation set
+  T.truthy(read(out .. "/robustness_peak_eta.gp"):find('set title "Peak η on noise:4@0 (preset quick)"', 1, true))
+  T.truthy(read(out .. "/robustness_jacobian.gp"):find('set title "‖J‖_F on noise:4@0 (preset quick)"', 1, true))
   -- its own default ladder: 3.5 decades (log10 η -1 .. 2.5 at 224²), past the paper preset's top
   local sc = srgeo.profile.load(r.units[1].json).scales
   T.close(math.log(sc[#sc] / sc[1], 10), 3.5, 1e-9, "robustness ladder span")
