@@ -1,7 +1,8 @@
--- notebook_spec.lua: srgeo.markdown (cmark-gfm), the notebook runner and its
--- reports, checked as files and in headless Chromium (console errors, a
+-- notebook_spec.lua: srgeo's HTML pages: srgeo.markdown (cmark-gfm), the
+-- notebook runner and its reports, and the output-folder index (srgeo
+-- report), checked as files and in headless Chromium (console errors, a
 -- screenshot, and a layout probe: wide tables and outputs scroll inside the
--- page instead of being cut).
+-- page instead of being cut, every image decodes).
 local T = ...
 local srgeo = require "srgeo"
 local util = require "srgeo.util"
@@ -376,4 +377,94 @@ T.test("notebook: the report renders in headless Chromium: no console errors, wi
   T.truthy(wide >= 2, "the wide table and the wide output overflow their boxes (and scroll): " .. wide)
   T.eq(#lay.imgs, 2, "two figures")
   for _, w in ipairs(lay.imgs) do T.truthy(w > 100, "every figure decodes (natural width " .. w .. ")") end
+end)
+
+-- ---------------------------------------------------------------------------
+-- the output-folder index (srgeo report DIR, scripts/report.lua)
+
+local index = require "srgeo.index"
+
+-- A tree of two runs (one in a folder whose name needs URL-encoding), a
+-- notebook report, a broken results.json and a stray folder.
+local function index_tree()
+  local root = ROOT .. "/tree"
+  os.execute("rm -rf " .. root)
+  local E = require "srgeo.experiment"
+  local function run(out, models)
+    local ex = E.new { out = out, preset = "quick", images = 3, directions = 8, nscales = 5, bootstrap = 20, quiet = true }
+    ex.argv = { "--out", out }
+    local ps = {}
+    for i, m in ipairs(models) do ps[i] = ex:profile(m, "noise:3") end
+    ex:figure("bump", srgeo.plot.profile, ps, { title = E.title("noise:3", ex) })
+    ex:figure("bump_peak", srgeo.plot.descriptors, ps, { field = "peak_height" })
+    ex:finish()
+  end
+  run(root .. "/first", { "mlp{hidden={8},input={1,8,8}}@init" })
+  run(root .. "/sweeps/odd name #2", { "a=mlp{hidden={8},input={1,8,8}}@init", "b=mlp{hidden={8},input={1,8,8}}@init:3" })
+  util.mkdir(root .. "/broken")
+  util.write_atomic(root .. "/broken/results.json", '{"format": "srgeo.experiment/1", "units": [')
+  util.mkdir(root .. "/empty/deeper")
+  N.run(write_nb("tree_nb", "# A `<notebook>` & more\n\n```lua\n1 + 1\n```\n"), { out = root .. "/notebooks/tree_nb", quiet = true })
+  return root
+end
+
+local function url_decode(s) return (s:gsub("%%(%x%x)", function(h) return string.char(tonumber(h, 16)) end)) end
+
+T.test("report: an index of every run, its figures, units' identity and descriptors, linking to its files", function()
+  local root = index_tree()
+  local r = index.write(root)
+  T.eq(r.path, root .. "/index.html"); T.eq(r.runs, 3); T.eq(r.skipped, 1); T.eq(r.notebooks, 1)
+  local html = read(r.path)
+  -- every link and image points at a file of the tree (relative, percent-encoded)
+  local n = 0
+  for attr, target in html:gmatch('(%a+)="([^"#][^"]*)"') do
+    if attr == "href" or attr == "src" then
+      T.truthy(not target:match("^/") and not target:match("^%a+:"), "relative: " .. target)
+      local path = root .. "/" .. url_decode(target):gsub("&amp;", "&")
+      T.truthy(exists(path) or srgeo._stat(path), "links to an existing file: " .. target)
+      n = n + 1
+    end
+  end
+  T.truthy(n > 20, "links: " .. n)
+  T.truthy(html:find('src="sweeps/odd%20name%20%232/bump.png"', 1, true), "thumbnail, URL-encoded")
+  T.truthy(html:find('<a href="sweeps/odd%20name%20%232/bump.png"><img', 1, true), "thumbnail links to the figure")
+  T.truthy(html:find('href="sweeps/odd%20name%20%232/bump.svg">svg</a>', 1, true), "and to its SVG")
+  T.truthy(html:find("srgeo scripts/experiment.lua --out " .. root .. "/first", 1, true), "the command line")
+  -- the units: identity and descriptors with their CIs
+  local res = require("srgeo.report").load_results(root .. "/first")
+  local u = res.units[1]
+  T.truthy(html:find("<code>" .. u.identity.weights:sub(1, 8) .. "</code>", 1, true), "the weights hash")
+  T.truthy(html:find("<td>noise:3@0</td>", 1, true), "the evaluation set")
+  T.truthy(html:find(string.format("%.3g", u.descriptors.plateau.value) .. '<span class="ci">[', 1, true), "descriptors, CIs")
+  T.truthy(html:find('class="bump-' .. u.bump_kind .. '"', 1, true), "the bump verdict")
+  T.truthy(html:find("results.json could not be read", 1, true), "a broken run is listed as such")
+  T.truthy(html:find('<a href="notebooks/tree_nb/tree_nb.html">notebooks/tree_nb/tree_nb.html</a> — A &lt;notebook&gt; &amp; more',
+    1, true), "the notebook report, its title escaped once")
+  T.truthy(not html:find("<script", 1, true) and not html:find("http", 1, true), "no scripts, nothing from elsewhere")
+  -- bad folders: clear errors, from the script with exit status 1
+  for _, c in ipairs { { ROOT .. "/no/such", "report: no such folder " .. ROOT .. "/no/such" },
+                       { root .. "/first/results.json", "is not a folder" },
+                       { root .. "/empty", "report: no runs (folders with a results.json) and no notebook reports under " } } do
+    T.raises(function() index.write(c[1]) end, c[2])
+    local log, code = sh(exe() .. " scripts/report.lua " .. util.shell_quote(c[1]))
+    T.eq(code, 1, log); T.truthy(log:find(c[2], 1, true), log)
+  end
+  local log, code = sh(exe() .. " scripts/report.lua " .. root)
+  T.eq(code, 0, log)
+  T.truthy(log:find("3 runs (1 with an unreadable results.json), 1 notebook report", 1, true), log)
+end)
+
+T.test("report: the index renders in headless Chromium: no console errors, every thumbnail loads, tables scroll", function()
+  chromium_or_skip()
+  local root = index_tree()
+  local r = index.write(root)
+  screenshot(r.path, ROOT .. "/index.png", "1300,2400")
+  local lay = layout(r.path, 900)
+  T.eq(lay.page_wide, false, "the page is no wider than the window")
+  for _, e in ipairs(lay.els) do
+    T.truthy(e.inside, e.tag .. " '" .. e.text .. "' sticks out of the page")
+    if e.wide then T.truthy(e.scrolls, e.tag .. " '" .. e.text .. "' is cut off") end
+  end
+  T.eq(#lay.imgs, 4, "two figures of two runs")
+  for _, w in ipairs(lay.imgs) do T.truthy(w > 100, "every thumbnail loads (natural width " .. w .. ")") end
 end)
