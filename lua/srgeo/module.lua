@@ -200,9 +200,14 @@ end
 local function taps_by_path(m)
   local by = {}
   local default = m:default_tap()
-  for name, path in pairs(m:aliases() or {}) do
+  local aliases = m:aliases() or {}
+  for name, path in pairs(aliases) do
     by[path] = by[path] or {}
     table.insert(by[path], name == default and name .. " (default)" or name)
+  end
+  if default and aliases[default] == nil then -- the default tap is a module path itself
+    by[default] = by[default] or {}
+    table.insert(by[default], "(default)")
   end
   for _, l in pairs(by) do table.sort(l) end
   return by
@@ -218,9 +223,11 @@ end
 local function forward_line(m)
   local default = m:default_tap()
   if not default then return "m:forward(x) returns the whole model's output" end
-  local path = (m:aliases() or {})[default]
+  local aliases = m:aliases() or {}
+  local path = aliases[default]
   local where = path == nil and "" or path == "" and " = the whole model" or " = " .. path
-  return string.format('m:forward(x) returns the default tap "%s"%s; {tap = ""} (or "logits") the whole model', default, where)
+  return string.format('m:forward(x) returns the default tap "%s"%s; {tap = ""}%s the whole model', default, where,
+    aliases.logits == "" and ' (or "logits")' or "")
 end
 
 --- The tree as PyTorch prints a module: one node per named child (with its
