@@ -21,12 +21,7 @@ local ROOT = "build/test-experiments"
 -- The srgeo binary running these tests.
 local function exe() return T.shell() or "build/srgeo" end
 
-local function sh(cmd)
-  local p = io.popen(cmd .. " 2>&1")
-  local out = p:read("a")
-  local ok, _, code = p:close()
-  return out, ok and 0 or code
-end
+local sh = T.sh
 
 local read = T.read
 

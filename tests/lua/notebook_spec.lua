@@ -13,12 +13,7 @@ local ROOT = "build/test-notebooks"
 local read = T.read
 local function exists(path) return read(path) ~= nil end
 
-local function sh(cmd)
-  local p = io.popen(cmd .. " 2>&1")
-  local out = p:read("a")
-  local ok, _, code = p:close()
-  return out, ok and 0 or code
-end
+local sh = T.sh
 
 local function exe() return T.shell() or "build/srgeo" end
 
