@@ -132,9 +132,11 @@ TEXT.notebook = [[
 Notebooks are Markdown files with ```lua blocks (notebooks/*.md):
   srgeo scripts/notebook.lua notebooks/trained_vs_init.md [--out DIR]    (also: srgeo notebook FILE.md)
   srgeo.notebook.run("notebooks/x.md", {out = "out/notebooks/x"})   -- from Lua
-Blocks run in one Lua state; print output is captured per block, a block's returned values are shown,
-figures written by srgeo.plot inside a block are embedded.  Writes DIR/NAME.html (self-contained:
-images inlined, CSS inline) and DIR/NAME.md (outputs included); an error stops the run naming the block.]]
+Top-level ```lua blocks run in one Lua state, like Jupyter cells: print output is captured per block,
+a block ending in an expression shows its value (a call ending in ';' stays quiet), figures drawn by
+srgeo.plot are embedded (without opts.out they go to DIR/figures/).  Markdown by cmark-gfm.  Writes
+DIR/NAME.html (self-contained: images inlined, CSS inline) and DIR/NAME.md (outputs included); an
+error stops the run naming the block.  srgeo scripts/report.lua out/ indexes a results tree (index.html).]]
 
 TEXT.shell = [[
 srgeo shell: Lua 5.4 with the srgeo library as the global 'srgeo'.
