@@ -9,9 +9,10 @@ local E = require "srgeo.experiment"
 local o, ex = E.script({
   name = "dynamics.lua",
   about = "Profiles across the checkpoints of a run (srgeo.train's OUT folder, ckpt_*.safetensors):\n"
-       .. "dynamics.png (heatmap: step × η, colour r), dynamics_profiles.png (overlay),\n"
-       .. "dynamics_peak.png / dynamics_peak_eta.png (peak per checkpoint with 95% CIs; checkpoints\n"
-       .. "without a bump are listed, not drawn), dynamics_jacobian.png (vs step).",
+       .. "dynamics.png (heatmap: step × η, colour r on a log scale centred at 1),\n"
+       .. "dynamics_profiles.png (overlay, coloured in step order), dynamics_peak.png /\n"
+       .. "dynamics_peak_eta.png (peak per checkpoint with 95% CIs; checkpoints without a bump are\n"
+       .. "listed, not drawn), dynamics_jacobian.png (vs step).",
   options = {
     { "run", "models/shipped/small_resnet_run", "folder with the run's checkpoints", metavar = "DIR" },
     { "eval", "fmnist-test", "the evaluation set", metavar = "SPEC" },
@@ -41,18 +42,23 @@ for i, p in ipairs(ps) do
   jac[i] = E.jacobian_fro(p).value
   accs[i] = ckpts[i].test_acc
 end
-ex:figure("dynamics", srgeo.plot.heatmap, rows, { rows = steps, cols = ps[1].scales, ylabel = "checkpoint step" })
-ex:figure("dynamics_profiles", srgeo.plot.profile, ps, { title = E.title(o.eval, ex), band = false })
+-- r is a ratio of energies (never below 0): a log colour scale centred at 1
+-- shows r = 0.5 and r = 2 equally far from linear
+ex:figure("dynamics", srgeo.plot.heatmap, rows, { rows = steps, cols = ps[1].scales, ylabel = "checkpoint step",
+  logcb = true, title = E.title(o.eval, ex) })
+ex:figure("dynamics_profiles", srgeo.plot.profile, ps, { title = E.title(o.eval, ex), band = false, palette = "ordered" })
 -- Peak height and location per checkpoint with their CIs; a checkpoint
 -- whose shape test finds no bump (edge, rise, ...) has no peak and is
 -- listed under the chart instead of drawn.
 local labels = {}
 for i = 1, #ps do labels[i] = "step " .. steps[i] end
 ex:figure("dynamics_peak", srgeo.plot.descriptors, ps, { field = "peak_height", labels = labels, style = "points",
-  xlabel = "checkpoint" })
-ex:figure("dynamics_peak_eta", srgeo.plot.descriptors, ps, { field = "peak_eta", labels = labels, xlabel = "checkpoint" })
+  xlabel = "checkpoint", title = E.title(o.eval, ex, nil, "Peak height vs step") })
+ex:figure("dynamics_peak_eta", srgeo.plot.descriptors, ps, { field = "peak_eta", labels = labels, xlabel = "checkpoint",
+  title = E.title(o.eval, ex, nil, "Peak η vs step") })
 ex:figure("dynamics_jacobian", function(ys, op) return srgeo.plot.lines(x, ys, op) end, { jac },
-  { labels = { "‖J‖_F" }, xlabel = "training step + 1", ylabel = "‖J‖_F (median over images)", logx = true })
+  { labels = { "‖J‖_F" }, xlabel = "training step + 1", ylabel = "‖J‖_F (median over images)", logx = true,
+    title = E.title(o.eval, ex, nil, "‖J‖_F vs step") })
 local function cell(d)
   if d.value ~= d.value then return "–" end
   return d.lo == d.lo and string.format("%.4g [%.4g, %.4g]", d.value, d.lo, d.hi) or string.format("%.4g", d.value)

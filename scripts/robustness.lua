@@ -56,7 +56,8 @@ for _, v in ipairs(peak) do
   if v == v then series, names = { peak, jac }, { "peak η (bumps only)", "‖J‖_F" } break end
 end
 ex:figure("robustness_vs_eps", function(ys, op) return srgeo.plot.lines(eps, ys, op) end, series,
-  { labels = names, xlabel = "training ε (L2)", ylabel = "value", logy = true })
+  { labels = names, xlabel = "training ε (L2)", ylabel = "value", logy = true,
+    title = E.title(o.eval, ex, nil, "Peak η and ‖J‖_F vs training ε") })
 local function num(v) return v == v and string.format("%.4g", v) or "–" end
 local t = { { "model", "ε", "shape", "peak η", "peak r", "‖J‖_F" } }
 for i, p in ipairs(ps) do

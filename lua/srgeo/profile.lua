@@ -2,6 +2,7 @@
 --
 --   p = srgeo.profile(model, X, {preset = "paper"})
 --   p.scales, p.median, p.lo, p.hi, p.mean, p.per_image, p.shape, p.descriptors, p.range, p.estimator
+--   p.label, p.model, p.identity       -- what it was measured on (srgeo.identity): model, weights hash, images, preset
 --   print(p:summary()); p:save_csv(path); p:save_json(path)
 --   p2 = srgeo.profile.load(path)
 --   c = srgeo.profile.compare(p1, p2)      -- permutation tests
@@ -64,7 +65,7 @@ local option_names = {
   user_directions = true, family = true, lowpass_sigma = true, toward = true, k = true, iters = true,
   labels = true, exact_relu = true, target_ci = true, seq_chunk = true, seq_min = true, jacobian_norm = true,
   share_prefix = true, paired = true, orthogonal = true, range = true, refine = true, alpha = true,
-  seq_between = true,
+  seq_between = true, eval = true,
 }
 
 -- The paper protocol's counts, against which sequential rungs are judged.
@@ -167,7 +168,7 @@ local function family_options(model, x, i, o, copts)
   elseif fam == "toward" then
     local targets = o.toward or error("profile: family 'toward' needs opts.toward (images to move toward)", 3)
     local _, get = (function()
-      if type(targets) == "userdata" then return #targets, function(j) return targets:narrow(j, 1) end end
+      if type(targets) == "userdata" then return #targets, function(j) return targets:narrow(1, j, 1) end end
       if targets.get then return #targets, function(j) return (targets:get(j)) end end
       return #targets, function(j) return targets[j] end
     end)()
@@ -199,7 +200,7 @@ end
 local function image_source(X)
   if type(X) == "userdata" then
     local n = #X
-    return n, function(i) return X:narrow(i, 1) end
+    return n, function(i) return X:narrow(1, i, 1) end
   elseif type(X) == "table" and X.get then
     return #X, function(i) return (X:get(i)) end
   elseif type(X) == "table" then
@@ -244,12 +245,7 @@ P.merge_moments = merge
 
 -- The run: what every engine call of one profile shares.
 local function new_run(model, X, o, d)
-  local n, get = (function()
-    if type(X) == "userdata" then return #X, function(i) return X:narrow(i, 1) end
-    elseif type(X) == "table" and X.get then return #X, function(i) return (X:get(i)) end
-    elseif type(X) == "table" then return #X, function(i) return X[i] end end
-    error("profile: images must be a tensor (N,C,H,W), a list of tensors, or a dataset", 4)
-  end)()
+  local n, get = image_source(X)
   return {
     model = model, get = get, n = n, o = o, d = d, f64 = o.precision == "float64",
     copts = {
@@ -614,26 +610,19 @@ end
 
 --- srgeo.profile(model, images, opts) -> profile
 local function profile(model, X, opts)
-  local first
-  do
-    local n, get = (function()
-      if type(X) == "userdata" then return #X, function(i) return X:narrow(i, 1) end
-      elseif type(X) == "table" and X.get then return #X, function(i) return (X:get(i)) end
-      elseif type(X) == "table" then return #X, function(i) return X[i] end end
-      error("profile: images must be a tensor (N,C,H,W), a list of tensors, or a dataset", 3)
-    end)()
-    if n == 0 then error("profile: no images", 2) end
-    first = get(1)
-  end
+  local n, get = image_source(X)
+  if n == 0 then error("profile: no images", 2) end
+  local first = get(1)
   local d = 1
   for _, s in ipairs(first:shape()) do d = d * s end
   local o = resolve(opts, d)
   family_of(o)
   local run = new_run(model, X, o, d)
+  local id = require("srgeo.identity").of(model, X, o) -- before a float64 copy changes the weights' bytes
   local restore = model:dtype()
   if run.f64 then model:double() end
   local p = setmetatable({
-    scales = o.scales, forwards = 0, seconds = 0, input_dim = d, options = o, label = o.label, model = o.model_name,
+    scales = o.scales, forwards = 0, seconds = 0, input_dim = d, options = o, label = id.label, model = id.model, identity = id,
     n_images = run.n, version = srgeo.version, _state = {}, _filled = 0,
     estimator = {
       mode = o.sequential and "sequential" or "fixed", paired = o.paired or false, orthogonal = o.orthogonal or 0,
@@ -709,6 +698,7 @@ function Profile:summary()
     est.mode == "sequential" and string.format("sequential (at most %d directions)", o.directions * (o.antipodal and 2 or 1))
       or string.format("%d directions", o.directions * (o.antipodal and 2 or 1)),
     #self.scales, self.seconds, self.forwards, self.interrupted and " (interrupted)" or "")
+  if self.identity then out[#out + 1] = require("srgeo.identity").describe(self.identity) end
   out[#out + 1] = string.format("%10s %10s %10s %10s %10s", "eta", "median r", "lo", "hi", "mean r")
   for s, eta in ipairs(self.scales) do
     out[#out + 1] = string.format("%10.4g %s %s %s %s", eta, fmt(self.median[s]), fmt(self.lo[s]), fmt(self.hi[s]), fmt(self.mean[s]))
