@@ -767,12 +767,27 @@ function Profile:save_json(path)
   return util.write_atomic(path, json.encode(t, { indent = true }) .. "\n")
 end
 
+-- JSON writes NaN as null, and a null object field reads back as absent:
+-- the fields that hold NaN by design get it back.
+local function restore_nan(t)
+  local function fill(rec, keys)
+    if type(rec) == "table" then for _, k in ipairs(keys) do if rec[k] == nil then rec[k] = NAN end end end
+  end
+  for _, d in pairs(t.descriptors or {}) do fill(d, { "value", "lo", "hi" }) end
+  for _, j in ipairs(t.jacobian_fro or {}) do fill(j, { "value", "lo", "hi" }) end
+  for _, row in ipairs(t.moments or {}) do
+    for _, m in ipairs(row) do fill(m, { "c" }) end
+  end
+  if t.shape then fill(t.shape.plateau, { "value", "lo", "hi" }) end
+end
+
 function P.load(path)
   local t = json.decode(util.read_file(path))
   if type(t) ~= "table" or t.format ~= "srgeo.profile/1" then
     error("profile.load: " .. path .. " is not an srgeo profile (format srgeo.profile/1)", 2)
   end
   t.format = nil
+  restore_nan(t)
   return setmetatable(t, Profile)
 end
 

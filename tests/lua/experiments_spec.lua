@@ -478,6 +478,41 @@ T.test("experiment library: the same unit from Lua, cached across experiment obj
   T.truthy(E.descriptor_table({ p }):find("‖J‖_F", 1, true))
 end)
 
+T.test("round trips: a fresh unit, its JSON reloaded and the resumed (cached) unit agree field by field", function()
+  setup()
+  local out = out_dir("roundtrip")
+  os.execute("rm -rf " .. out)
+  local model = fixtures.ship .. "/tiny.safetensors"
+  local function run()
+    local ex = E.new { out = out, images = 8, preset = "sequential", directions = 64, nscales = 7, bootstrap = 50,
+                       quiet = true, refine = true }
+    local p, rec = ex:profile(model, "noise")
+    ex:finish()
+    return p, rec, report.load_results(out)
+  end
+  local fresh, rec1, res1 = run()
+  T.eq(rec1.cached, false)
+  -- everything a fresh profile has: the shape call and its evidence, the
+  -- per-image calls, descriptors with CIs (and reasons), the range, the
+  -- estimator and its stopping rules, the identity
+  for _, k in ipairs { "shape", "image_shapes", "descriptors", "range", "estimator", "identity", "moments", "closed_by",
+                       "rung_directions", "noise", "noise_energy", "noise_jvp", "steps", "options" } do
+    T.truthy(fresh[k] ~= nil, "fresh profile has " .. k)
+  end
+  T.truthy(fresh.shape.text and fresh.shape.alpha == 0.05, "the shape test says what it is")
+  local reloaded = srgeo.profile.load(rec1.json)
+  local resumed, rec2, res2 = run()
+  T.eq(rec2.cached, true)
+  T.same(reloaded, fresh, "reloaded")
+  T.same(resumed, fresh, "resumed")
+  T.eq(getmetatable(resumed), getmetatable(fresh))
+  T.truthy(resumed:summary():find("shape: ", 1, true), "a reloaded profile still summarises")
+  -- results.json of the resumed run: the same units, but for the cache flag and timing
+  local a, b = res1.units[1], res2.units[1]
+  a.cached, b.cached = nil, nil
+  T.same(b, a, "results.json unit")
+end)
+
 -- ---------------------------------------------------------------------------
 -- help and examples
 

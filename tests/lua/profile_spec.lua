@@ -60,8 +60,13 @@ T.test("profile: summary, CSV and JSON round trip", function()
   p:save_csv("build/test-profile/p.csv")
   p:save_json("build/test-profile/p.json")
   local q = srgeo.profile.load("build/test-profile/p.json")
-  for s = 1, #p.scales do T.close(q.median[s], p.median[s], 1e-15) end
+  T.same(q, p, "reloaded")
   T.eq(q.label, "lin")
+  -- the paper protocol (unpaired JVPs: moments without a co-moment), per-direction energies
+  local pp = srgeo.profile(linear_model(), images(2), { preset = "paper", directions = 8, nscales = 4,
+                                                        per_direction = true, progress = false })
+  pp:save_json("build/test-profile/pp.json")
+  T.same(srgeo.profile.load("build/test-profile/pp.json"), pp, "paper, reloaded")
   local f = io.open("build/test-profile/p.csv")
   local head = f:read("l")
   local n = 0
