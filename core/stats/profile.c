@@ -120,10 +120,13 @@ const sr_opt_spec sr_profile_specs[] = {
     {.name = "target_ci", .type = SR_OPT_NUM, .lo = 0, .hi = 1, .flags = SR_OPT_CALLER | SR_OPT_OPEN_LO | SR_OPT_OPEN_HI,
      .def = 0, .def_text = "off",
      .help = "sequential: close a rung once the relative 95% CI of the image's r is within this (instead of "
-             "seq_between and the paper match)"},
+             "seq_between and seq_paper)"},
     {.name = "seq_between", .type = SR_OPT_NUM, .lo = 0, .hi = 1, .flags = SR_OPT_CALLER, .def = 0.25,
      .help = "sequential: close a rung once the image's SE of r is at most this fraction of the between-image "
              "SD at the rung (0: off)"},
+    {.name = "seq_paper", .type = SR_OPT_NUM, .lo = 0, .hi = 1, .flags = SR_OPT_CALLER, .def = 0.5,
+     .help = "sequential: close a rung once the image's 95% CI of r is at most this fraction of the one the paper "
+             "protocol would give on it (0: off)"},
     {.name = "seq_chunk", .type = SR_OPT_INT, .lo = 1, .hi = 1e6, .flags = SR_OPT_CALLER, .def = 32,
      .help = "sequential: base directions in the first step and the least added per step"},
     {.name = "seq_min", .type = SR_OPT_INT, .lo = 0, .hi = 1e6, .flags = SR_OPT_CALLER, .def = 0,

@@ -53,9 +53,9 @@ P.presets = {
 --- The sequential estimator's stopping rule, as profiles and help state it.
 P.SEQUENTIAL_RULE = "each image's rung takes steps of directions (each with its antipode and exact JVP) "
   .. "until its standard error of r is at most seq_between (1/4) of the between-image SD of r at that rung "
-  .. "(a robust SD over the images, IQR/1.349, less their mean within-image variance), or its 95% CI is no "
-  .. "wider than the one the paper protocol (1024 directions ±, 256 JVPs) would give on that image, "
-  .. "predicted from the same directions; at most `directions` directions"
+  .. "(a robust SD over the images, IQR/1.349, less their mean within-image variance), or its 95% CI is at "
+  .. "most seq_paper (1/2) of the one the paper protocol (1024 directions ±, 256 JVPs) would give on that "
+  .. "image, predicted from the same directions; at most `directions` directions"
 
 local option_names = {
   preset = true, directions = true, antipodal = true, jvp_directions = true, nscales = true,
@@ -65,7 +65,7 @@ local option_names = {
   user_directions = true, family = true, lowpass_sigma = true, toward = true, k = true, iters = true,
   labels = true, exact_relu = true, target_ci = true, seq_chunk = true, seq_min = true, jacobian_norm = true,
   share_prefix = true, paired = true, orthogonal = true, range = true, refine = true, alpha = true,
-  seq_between = true, eval = true,
+  seq_between = true, seq_paper = true, eval = true,
 }
 
 -- The paper protocol's counts, against which sequential rungs are judged.
@@ -136,6 +136,7 @@ local function resolve(opts, d)
     error(string.format("profile: orthogonal blocks of %d directions exceed the input's %d dimensions", o.orthogonal, d), 3)
   end
   o.seq_between = o.seq_between or 0.25
+  o.seq_paper = o.seq_paper or 0.5
   o.seq_chunk = o.seq_chunk or 32
   o.alpha = o.alpha or 0.05
   return o
@@ -408,9 +409,11 @@ local function settle(p, rs, s, sdb)
     if se_abs <= goal then return "between" end
     if goal > 0 then need = rs.n * (se_abs / goal) ^ 2 end
   end
-  local ref = srgeo._rung_estimate(rs.mom, eta, REF_N, REF_NJ).ci
-  if rs.ci <= ref then return "paper" end
-  if ref > 0 then need = math.min(need, rs.n * (rs.ci / ref) ^ 2) end
+  if o.seq_paper > 0 then
+    local goal = o.seq_paper * srgeo._rung_estimate(rs.mom, eta, REF_N, REF_NJ).ci
+    if rs.ci <= goal then return "paper" end
+    if goal > 0 then need = math.min(need, rs.n * (rs.ci / goal) ^ 2) end
+  end
   return nil, need
 end
 

@@ -228,11 +228,13 @@ function R.write(ex, ps, labels)
     ex.name, srgeo.version, ex.preset, ex.seed, #ex.units, ex.computed, ex.cached, srgeo._clock() - ex.t0)
   s[#s + 1] = "command: " .. command
   s[#s + 1] = ""
-  s[#s + 1] = "Descriptors (median over images; 95% bootstrap CIs over images; –: undefined for the shape):"
-  s[#s + 1] = R.descriptor_table(ps, labels)
-  s[#s + 1] = ""
-  s[#s + 1] = "Shape tests (srgeo.bump: simultaneous bounds at familywise level alpha):"
-  s[#s + 1] = R.shape_table(ps, labels)
+  if #ps > 0 then
+    s[#s + 1] = "Descriptors (median over images; 95% bootstrap CIs over images; –: undefined for the shape):"
+    s[#s + 1] = R.descriptor_table(ps, labels)
+    s[#s + 1] = ""
+    s[#s + 1] = "Shape tests (srgeo.bump: simultaneous bounds at familywise level alpha):"
+    s[#s + 1] = R.shape_table(ps, labels)
+  end
   for _, n in ipairs(ex.notes) do
     s[#s + 1] = ""
     s[#s + 1] = n.title .. ":"

@@ -207,6 +207,28 @@ T.test("profile direction families: lowpass, toward, jacobian_top, gradient, use
   T.raises(function() with { family = "gradient" } end, "needs opts.labels")
 end)
 
+T.test("orthogonal blocks: the mean JVP energy of a linear map varies (d - k)/(d - 1) as much as with independent directions", function()
+  -- u·Au summed over an orthonormal basis is tr(A): within a block of k in d
+  -- dimensions the covariance of two terms is -Var/(d - 1), so the block
+  -- mean's variance shrinks by (d - k)/(d - 1) (here 4/11)
+  local d, k, R = 12, 8, 400
+  local lin = nn.linear { in_features = d, out_features = 5, seed = 2 }
+  lin:double()
+  local x = srgeo.rand({ 1, d }, 1):double()
+  local function var(block)
+    local v = {}
+    for s = 1, R do
+      v[s] = srgeo.profile(lin, { x }, { preset = "quick", directions = k, orthogonal = block, scales = { 1 },
+        precision = "float64", seed = s, progress = false, noise_directions = 0 }).jac_energy[1]
+    end
+    return stats.sd(v) ^ 2
+  end
+  local ratio, want = var(k) / var(0), (d - k) / (d - 1)
+  -- the sampling error of a variance over 400 draws is ~7%, of the ratio ~10%
+  T.truthy(math.abs(ratio / want - 1) < 0.3, string.format("variance ratio %.3f, exact %.3f", ratio, want))
+  print(string.format("     variance ratio %.3f, exact %.3f", ratio, want))
+end)
+
 T.test("profile: Hutchinson Jacobian norm matches the exact Frobenius norm of a linear map", function()
   local lin = nn.linear { in_features = 12, out_features = 5, seed = 2 }
   lin:double()
