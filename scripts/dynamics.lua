@@ -35,16 +35,18 @@ local units = {}
 for i, c in ipairs(ckpts) do units[i] = { model = c.path, label = "step " .. c.step } end
 local ps = ex:run(units, o.eval)
 
-local rows, steps, x, jac, accs = {}, {}, {}, {}, {}
+-- the medians on one ladder: range auto may have extended some further
+local cols, rows = srgeo.profile.grid(ps)
+local steps, x, jac, accs = {}, {}, {}, {}
 for i, p in ipairs(ps) do
-  rows[i], steps[i] = p.median, tostring(ckpts[i].step)
+  steps[i] = tostring(ckpts[i].step)
   x[i] = ckpts[i].step + 1
   jac[i] = E.jacobian_fro(p).value
   accs[i] = ckpts[i].test_acc
 end
 -- r is a ratio of energies (never below 0): a log colour scale centred at 1
 -- shows r = 0.5 and r = 2 equally far from linear
-ex:figure("dynamics", srgeo.plot.heatmap, rows, { rows = steps, cols = ps[1].scales, ylabel = "checkpoint step",
+ex:figure("dynamics", srgeo.plot.heatmap, rows, { rows = steps, cols = cols, ylabel = "checkpoint step",
   logcb = true, title = E.title(o.eval, ex) })
 ex:figure("dynamics_profiles", srgeo.plot.profile, ps, { title = E.title(o.eval, ex), band = false, palette = "ordered" })
 -- Peak height and location per checkpoint with their CIs; a checkpoint

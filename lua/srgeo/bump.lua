@@ -21,11 +21,12 @@
 -- false decay (and so of a false bump) is at most α.
 --   bump          some rung s lies above the plateau (Δ_s's lower bound > 0) and a later rung t
 --                 below it (δ_st's upper bound < 0): an interior peak with a decay after it
---   fall          some rung t lies below the plateau with no rung above it before t
 --   rise          r lies above the plateau somewhere and no decay follows, up to the physical bound
---                 of the ladder (per-pixel RMS of the perturbation ≥ 1)
+--                 of the ladder (per-pixel RMS of the perturbation ≥ 1); a dip below the plateau
+--                 before the rise is reported with it
 --   edge          the same on a ladder that stops short of that bound: the range was too short to
 --                 tell a rise from a peak beyond it
+--   fall          some rung lies below the plateau and none above it
 --   flat          no contrast differs from 0 and every Δ_t's bounds lie within ±5% of P
 --   undetermined  none of the above (too few images or rungs, or bounds too wide to say "flat")
 local stats = require "srgeo.stats"
@@ -259,24 +260,36 @@ function B.classify(t)
       fmt(values[best]), fmt(scales[best]), signed(est[rise_at[best]]), signed(lo[rise_at[best]]),
       signed(hi[rise_at[best]]), fmt(plat.value), fmt(values[cs[dci].b]), fmt(scales[cs[dci].b]), signed(est[dci]),
       signed(lo[dci]), signed(hi[dci]))
-  elseif first_fall and (not first_rise or first_fall < first_rise) then
-    local ci = fall_at[first_fall]
-    shape.class = "fall"
-    shape.fall = record(ci)
-    shape.text = string.format("fall: r %s at η %s, %s [%s, %s] below the plateau %s, no rise before it",
-      fmt(values[first_fall]), fmt(scales[first_fall]), signed(est[ci]), signed(lo[ci]), signed(hi[ci]), fmt(plat.value))
   elseif first_rise then
-    -- the rise's evidence: the highest significantly raised rung
+    -- the rise's evidence: the highest significantly raised rung (a dip
+    -- below the plateau before it is reported, it does not make a fall)
     local top = first_rise
     for s in pairs(rise_at) do if values[s] > values[top] then top = s end end
     local ci = rise_at[top]
     shape.class = shape.bound and "rise" or "edge"
     shape.rise = record(ci)
     shape.peak = { rung = top, eta = scales[top], value = values[top] }
-    shape.text = string.format("%s: r %s at η %s, %s [%s, %s] over the plateau %s, no decay after it %s",
+    local dip = ""
+    if first_fall and first_fall < first_rise then
+      local low = first_fall
+      for t in pairs(fall_at) do if t < first_rise and values[t] < values[low] then low = t end end
+      shape.fall = record(fall_at[low])
+      dip = string.format(" after a dip to %s at η %s (%s [%s, %s]),", fmt(values[low]), fmt(scales[low]),
+        signed(est[fall_at[low]]), signed(lo[fall_at[low]]), signed(hi[fall_at[low]]))
+    end
+    shape.text = string.format("%s: r %s at η %s, %s [%s, %s] over the plateau %s,%s no decay after it %s",
       shape.class, fmt(values[top]), fmt(scales[top]), signed(est[ci]), signed(lo[ci]), signed(hi[ci]),
-      fmt(plat.value), shape.bound and "up to the physical bound (per-pixel RMS ≥ 1)"
+      fmt(plat.value), dip, shape.bound and "up to the physical bound (per-pixel RMS ≥ 1)"
         or string.format("up to the top rung η %s (the range stops short of the physical bound)", fmt(scales[idx[#idx]])))
+  elseif first_fall then
+    -- the evidence: the lowest significantly lowered rung
+    local low = first_fall
+    for t in pairs(fall_at) do if values[t] < values[low] then low = t end end
+    local ci = fall_at[low]
+    shape.class = "fall"
+    shape.fall = record(ci)
+    shape.text = string.format("fall: r %s at η %s, %s [%s, %s] below the plateau %s, never significantly above it",
+      fmt(values[low]), fmt(scales[low]), signed(est[ci]), signed(lo[ci]), signed(hi[ci]), fmt(plat.value))
   else
     local worst = 0
     for ci, c in ipairs(cs) do

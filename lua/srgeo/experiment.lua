@@ -36,7 +36,7 @@ for _, k in ipairs { "parse_model", "twin", "load_model", "input_shape", "model_
                      "parse_eval", "load_eval" } do E[k] = S[k] end
 E.model_key = cache.model_key
 for _, k in ipairs { "jacobian_fro", "bump", "with_jacobian", "columns", "descriptor_table", "shape_table",
-                     "compare_table", "load_results" } do E[k] = report[k] end
+                     "compare_table", "finding", "load_results" } do E[k] = report[k] end
 
 -- ---------------------------------------------------------------------------
 -- Options every script shares

@@ -800,6 +800,31 @@ end
 --- ladder reached the physical bound.
 function P.aggregate(p) return aggregate(setmetatable(p, Profile)) end
 
+--- srgeo.profile.grid(profiles [, field]) -> scales, rows: the profiles'
+--- curves (field, default "median") on the union of their ladders (range =
+--- "auto" extends some further, refine adds rungs), NaN where a profile has
+--- no rung; for heatmaps and tables across profiles.
+function P.grid(ps, field)
+  field = field or "median"
+  local all = {}
+  for _, p in ipairs(ps) do for _, e in ipairs(p.scales) do all[#all + 1] = e end end
+  table.sort(all)
+  local scales = {}
+  for _, e in ipairs(all) do
+    if #scales == 0 or e > scales[#scales] * (1 + 1e-9) then scales[#scales + 1] = e end
+  end
+  local rows = {}
+  for i, p in ipairs(ps) do
+    local row, j = {}, 1
+    for k, e in ipairs(scales) do
+      while j <= #p.scales and p.scales[j] < e * (1 - 1e-9) do j = j + 1 end
+      row[k] = (j <= #p.scales and math.abs(p.scales[j] / e - 1) <= 1e-9) and p[field][j] or NAN
+    end
+    rows[i] = row
+  end
+  return scales, rows
+end
+
 --- The raw descriptors of one curve (srgeo.bump.descriptors).
 P.descriptors = bump.descriptors
 P.descriptor_names = bump.DESCRIPTORS

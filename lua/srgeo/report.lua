@@ -113,6 +113,25 @@ function R.shape_table(ps, labels)
   return table.concat(out, "\n")
 end
 
+--- report.finding(claim, checks) -> holds, text: a finding stated as checks
+--- at a stated level, each {what, holds, evidence} (evidence: the numbers
+--- that decided it); prints every check and then "finding reproduced:
+--- CLAIM" when all hold, else "finding not reproduced: CLAIM" with the checks
+--- that failed.
+function R.finding(claim, checks)
+  local out, failed = {}, {}
+  for _, c in ipairs(checks) do
+    out[#out + 1] = string.format("  [%s] %s%s", c[2] and "holds" or "fails", c[1], c[3] and (" -- " .. c[3]) or "")
+    if not c[2] then failed[#failed + 1] = c[1] end
+  end
+  local ok = #failed == 0
+  out[#out + 1] = ok and ("finding reproduced: " .. claim)
+    or string.format("finding not reproduced: %s (fails: %s)", claim, table.concat(failed, "; "))
+  local text = table.concat(out, "\n")
+  print(text)
+  return ok, text
+end
+
 --- report.compare_table(pairs) -> text: rows {label, compare result} from
 --- srgeo.profile.compare: p-values of the curve and of each descriptor.
 function R.compare_table(list)

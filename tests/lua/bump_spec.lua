@@ -41,6 +41,8 @@ T.test("bump.classify: known shapes over images (bump, rise, edge, fall, flat, u
     { { 1, 1, 1, 1.2, 1.8, 3, 5, 9 }, "edge", "still rising at the top, ladder short of the bound" },
     { { 1, 1, 1, 1.3, 2, 3, 3, 3 }, "edge", "rising, then level: no decay seen" },
     { { 1, 1, 1, 0.9, 0.6, 0.36, 0.1 }, "fall" },
+    { { 1, 1, 1, 0.9, 0.6, 0.3, 0.1, 0.2 }, "fall", "a partial recovery that stays below the plateau" },
+    { { 1, 1, 1, 0.9, 0.7, 1, 2.4, 5 }, "edge", "a dip, then a rise: no decay after the rise" },
     { { 1, 1, 1, 1, 1, 1, 1, 1 }, "flat" },
     { { 1, 0 / 0 }, "undetermined", "too few valid rungs" },
   }
