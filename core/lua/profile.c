@@ -50,35 +50,45 @@ static void read_profile_opts(lua_State *L, int idx, sr_module *m, sr_profile_op
     o->nscales = (int)ns;
 }
 
-/* A rung's moments (stats/rung.h) as a Lua table, and back. */
-static void push_moments(lua_State *L, const sr_rung_moments *m)
+/* A rung's moments (stats/rung.h) as a Lua table, and back: the fields in
+ * one order (n and nj are counts, c may be NaN when unpaired). */
+static const char *const moment_names[] = {"n", "d_mean", "d_m2", "nj", "j_mean", "j_m2", "c"};
+
+static void moment_values(const sr_rung_moments *m, double v[7])
 {
-    lua_createtable(L, 0, 7);
-    lua_pushinteger(L, m->n);
-    lua_setfield(L, -2, "n");
-    lua_pushnumber(L, m->d_mean);
-    lua_setfield(L, -2, "d_mean");
-    lua_pushnumber(L, m->d_m2);
-    lua_setfield(L, -2, "d_m2");
-    lua_pushinteger(L, m->nj);
-    lua_setfield(L, -2, "nj");
-    lua_pushnumber(L, m->j_mean);
-    lua_setfield(L, -2, "j_mean");
-    lua_pushnumber(L, m->j_m2);
-    lua_setfield(L, -2, "j_m2");
-    lua_pushnumber(L, m->c);
-    lua_setfield(L, -2, "c");
+    v[0] = (double)m->n, v[1] = m->d_mean, v[2] = m->d_m2, v[3] = (double)m->nj;
+    v[4] = m->j_mean, v[5] = m->j_m2, v[6] = m->c;
 }
 
-static double moment_field(lua_State *L, int t, const char *k)
+static void push_moments(lua_State *L, const sr_rung_moments *m)
 {
-    lua_getfield(L, t, k);
-    int ok;
-    double v = lua_tonumberx(L, -1, &ok);
-    if (!ok && strcmp(k, "c") != 0)
-        luaL_error(L, "rung_estimate: moments.%s must be a number", k);
-    lua_pop(L, 1);
-    return ok ? v : NAN;
+    double v[7];
+    moment_values(m, v);
+    lua_createtable(L, 0, 7);
+    for (int k = 0; k < 7; k++) {
+        if (k == 0 || k == 3)
+            lua_pushinteger(L, (lua_Integer)v[k]);
+        else
+            lua_pushnumber(L, v[k]);
+        lua_setfield(L, -2, moment_names[k]);
+    }
+}
+
+static void check_moments(lua_State *L, int t, sr_rung_moments *m)
+{
+    double v[7];
+    for (int k = 0; k < 7; k++) {
+        lua_getfield(L, t, moment_names[k]);
+        int ok;
+        v[k] = lua_tonumberx(L, -1, &ok);
+        if (!ok && k != 6)
+            luaL_error(L, "rung_estimate: moments.%s must be a number", moment_names[k]);
+        lua_pop(L, 1);
+        if (!ok)
+            v[k] = NAN;
+    }
+    m->n = (int64_t)v[0], m->d_mean = v[1], m->d_m2 = v[2], m->nj = (int64_t)v[3];
+    m->j_mean = v[4], m->j_m2 = v[5], m->c = v[6];
 }
 
 static int l_profile_image(lua_State *L)
@@ -164,13 +174,7 @@ static int l_rung_estimate(lua_State *L)
     if (!(eta > 0) || !isfinite(eta))
         return luaL_error(L, "rung_estimate: eta must be positive and finite, got %g", eta);
     sr_rung_moments m;
-    m.n = (int64_t)moment_field(L, 1, "n");
-    m.d_mean = moment_field(L, 1, "d_mean");
-    m.d_m2 = moment_field(L, 1, "d_m2");
-    m.nj = (int64_t)moment_field(L, 1, "nj");
-    m.j_mean = moment_field(L, 1, "j_mean");
-    m.j_m2 = moment_field(L, 1, "j_m2");
-    m.c = moment_field(L, 1, "c");
+    check_moments(L, 1, &m);
     sr_rung_est e = sr_rung_estimate(&m, eta, as_n, as_nj);
     lua_createtable(L, 0, 4);
     lua_pushnumber(L, e.r);
