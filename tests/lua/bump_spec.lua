@@ -88,6 +88,13 @@ T.test("bump.rates: false bumps on monotone rises stay within alpha = 0.05; powe
     local r = B.rates(kind, o)
     T.truthy(r.bump <= 0.05, string.format("%s: false-bump rate %.3f", kind, r.bump))
   end
+  -- flat profiles: any call but flat or undetermined is false; the bounds
+  -- are joint over all contrasts, so at most about alpha (here with the
+  -- simulation's own error; pointwise bounds would give about 20%)
+  local f = B.rates("flat", o)
+  local false_calls = f.bump + f.rise + f.fall + f.edge
+  print(string.format("     flat profiles: %.2f false calls (bump %.2f, edge %.2f, fall %.2f)", false_calls, f.bump, f.edge, f.fall))
+  T.truthy(false_calls <= 0.10, "false calls on flat profiles " .. false_calls)
   local r = B.rates("bump", o)
   print(string.format("     power at 16 images (amplitude 0.3, 10%% noise): %.2f bump, %.2f undetermined", r.bump,
     r.undetermined))

@@ -374,6 +374,32 @@ T.test("sequential: converged rungs stop early; r agrees with the paper preset w
   end
 end)
 
+T.test("sequential over images: each rung closes by its stated rule", function()
+  local m = srgeo.models.mlp { hidden = { 32 }, input = { 1, 8, 8 }, seed = 4 }
+  m:eval()
+  local X = srgeo.data.noise { n = 8, shape = { 1, 8, 8 }, seed = 2, kind = "uniform" }
+  local p = srgeo.profile(m, X, { preset = "sequential", directions = 256, nscales = 9, progress = false,
+                                  noise_directions = 0 })
+  local seen = {}
+  for i = 1, p.n_images do
+    for s = 1, #p.scales do
+      local why, rs = p.closed_by[i][s], p.rung_directions[i][s]
+      seen[why] = true
+      T.truthy(why == "paper" or why == "between" or why == "cap", "rule " .. tostring(why))
+      if why == "paper" then
+        -- its CI at most half the paper protocol's, predicted from its own moments
+        local ref = srgeo._rung_estimate(p.moments[i][s], p.scales[s], 1024, 256)
+        T.truthy(p.ci[i][s] <= 0.5 * ref.ci + 1e-12, string.format("image %d rung %d: ci %g, paper's %g", i, s, p.ci[i][s], ref.ci))
+      elseif why == "cap" then
+        T.eq(rs, 512, "a rung at the cap used every direction")
+      end
+      T.eq(p.moments[i][s].n * 2, rs, "the moments rest on the rung's directions")
+    end
+  end
+  T.truthy(seen.paper, "the paper match closes some rungs")
+  T.truthy(p.estimator.rule:find("1/4", 1, true) and p.estimator.rule:find("1/2", 1, true), p.estimator.rule)
+end)
+
 T.test("sequential with exact_relu: same r, fewer forwards", function()
   local m = nn.sequential { nn.linear { in_features = 12, out_features = 32, seed = 1 }, nn.relu {},
                             nn.linear { in_features = 32, out_features = 6, seed = 2 } }
