@@ -23,7 +23,7 @@ int sr_dirs_init(sr_dir_set *s, const sr_tensor *like)
     s->like = like;
     s->cached_block = -1;
     s->ncols = 0;
-    s->q = NULL;
+    s->q = s->h = NULL;
     if (s->family == SR_DIRS_USER) {
         const sr_tensor *u = s->user;
         if (!u || u->ndim < 1 || u->shape[0] < s->first + s->ndirs || sr_rowsize(u) != d)
@@ -36,7 +36,9 @@ int sr_dirs_init(sr_dir_set *s, const sr_tensor *like)
         if (s->block > d)
             return sr_fail("profile: orthogonal blocks of %lld directions exceed the input's %lld dimensions %s",
                            (long long)s->block, (long long)d, SR_SHAPE(like));
-        if (!(s->q = malloc((size_t)(s->block * d) * sizeof *s->q)))
+        s->q = malloc((size_t)(s->block * d) * sizeof *s->q);
+        s->h = malloc((size_t)s->block * sizeof *s->h);
+        if (!s->q || !s->h)
             return sr_fail("profile: out of memory for an orthogonal block of %lld x %lld", (long long)s->block,
                            (long long)d);
     }
@@ -46,7 +48,8 @@ int sr_dirs_init(sr_dir_set *s, const sr_tensor *like)
 void sr_dirs_free(sr_dir_set *s)
 {
     free(s->q);
-    s->q = NULL;
+    free(s->h);
+    s->q = s->h = NULL;
     s->cached_block = -1;
     s->ncols = 0;
 }
@@ -89,10 +92,10 @@ static double norm_of(const double *v, int64_t d)
     return sqrt(n);
 }
 
-/* Column c of block B into s->q (columns 0..c−1 present): the draw minus
- * its projection on the earlier columns, twice (one pass of Gram-Schmidt
- * leaves errors of order the block's condition number times rounding; the
- * second brings them to rounding), normalised. */
+/* Column c of block B into s->q (columns 0..c−1 present, rows of d): the
+ * draw minus its projection on the earlier columns, twice (classical
+ * Gram-Schmidt: one pass leaves errors of order the block's condition
+ * number times rounding, the second brings them to rounding), normalised. */
 static int block_column(sr_dir_set *s, int64_t B, int64_t c)
 {
     int64_t d = sr_numel(s->like);
@@ -100,15 +103,25 @@ static int block_column(sr_dir_set *s, int64_t B, int64_t c)
     if (raw_draw(s, B * s->block + c, v))
         return -1;
     double n0 = norm_of(v, d);
-    for (int pass = 0; pass < 2; pass++)
+    /* single-threaded loops the compiler vectorises (simd reductions): a
+     * threaded BLAS call on a block this small only waits for its workers */
+    for (int pass = 0; pass < 2 && c > 0; pass++) {
         for (int64_t j = 0; j < c; j++) {
             const double *qj = s->q + j * d;
-            double h = 0;
+            double t = 0;
+#pragma omp simd reduction(+ : t)
             for (int64_t e = 0; e < d; e++)
-                h += qj[e] * v[e];
-            for (int64_t e = 0; e < d; e++)
-                v[e] -= h * qj[e];
+                t += qj[e] * v[e];
+            s->h[j] = t;
         }
+        for (int64_t j = 0; j < c; j++) {
+            const double *qj = s->q + j * d;
+            double t = s->h[j];
+#pragma omp simd
+            for (int64_t e = 0; e < d; e++)
+                v[e] -= t * qj[e];
+        }
+    }
     double n = norm_of(v, d);
     if (!(n > 1e-8 * n0) || !isfinite(n))
         return sr_fail("profile: direction %lld is degenerate in its orthogonal block (norm %g of %g)",

@@ -38,7 +38,7 @@ typedef struct sr_dir_set {
     const sr_tensor *like; /* the image: d and the shape the spatial families blur over */
     /* the block being built: columns 0..ncols−1 of block cached_block */
     int64_t cached_block, ncols;
-    double *q;
+    double *q, *h; /* block × d rows; block scratch values */
 } sr_dir_set;
 
 /* Check the set against the image (a user family's rows, a block no
