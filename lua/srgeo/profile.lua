@@ -262,6 +262,8 @@ end
 -- base directions first .. first + count − 1 (count nil: the preset's or
 -- the family's), with or without the float32 noise check.  Merges the
 -- result into the image's state.
+local function new_rung() return { n = 0 } end
+
 local function call(run, p, i, rungs, first, count, noise)
   local o, copts = run.o, run.copts
   local x = run.get(i)
@@ -285,6 +287,10 @@ local function call(run, p, i, rungs, first, count, noise)
   p.exact_pairs = (p.exact_pairs or 0) + (r.exact_pairs or 0)
   p.shared_layers = r.shared_layers
   local st = p._state[i]
+  if not st then
+    st = { rungs = {}, jvp = {}, steps = {} }
+    p._state[i] = st
+  end
   -- JVP energies by direction index: each direction counts once
   local base0 = copts.first_direction
   for j, v in ipairs(r.jvp_sq) do st.jvp[base0 + j] = v end
@@ -292,7 +298,8 @@ local function call(run, p, i, rungs, first, count, noise)
   local nb = r.directions // (o.antipodal and 2 or 1)
   st.steps[#st.steps + 1] = nb
   for j, s in ipairs(rungs) do
-    local rs = st.rungs[s]
+    local rs = st.rungs[s] or new_rung()
+    st.rungs[s] = rs
     rs.mom = merge(rs.mom, r.moments[j])
     rs.n = rs.mom.n
     if noise then
@@ -311,8 +318,6 @@ local function call(run, p, i, rungs, first, count, noise)
   end
   return nb
 end
-
-local function new_rung() return { n = 0 } end
 
 -- The per-rung views of the state (p.per_image, p.ci, p.se, p.noise,
 -- p.noise_energy, p.moments, p.rung_directions, p.closed_by, ...).
@@ -463,10 +468,6 @@ local function sequential_fill(run, p, rungs, bar)
 end
 
 local function fill(run, p, rungs, bar)
-  for i = 1, run.n do
-    p._state[i] = p._state[i] or { rungs = {}, jvp = {}, steps = {} }
-    for _, s in ipairs(rungs) do p._state[i].rungs[s] = p._state[i].rungs[s] or new_rung() end
-  end
   p._filled = 0
   if p.options.sequential then sequential_fill(run, p, rungs, bar) else fixed_fill(run, p, rungs, bar) end
 end
@@ -658,7 +659,7 @@ local function profile(model, X, opts)
         local keep = {}
         for s = 1, #p.scales do
           local complete = true
-          for i = 1, p.n_images do complete = complete and (p._state[i].rungs[s].n or 0) > 0 end
+          for i = 1, p.n_images do complete = complete and ((p._state[i].rungs[s] or {}).n or 0) > 0 end
           keep[s] = complete
         end
         for i = 1, p.n_images do
