@@ -678,6 +678,8 @@ local function profile(model, X, opts)
       aggregate(p)
       p.range = p.range or { mode = o.range, base_rungs = #p.scales, added = 0, refined = 0 }
       p.range.stop, p.range.reason = "interrupted", "interrupted (Ctrl-C)"
+      p.range.top_eta = p.scales[#p.scales]
+      p.range.top_rms = rms(p, p.range.top_eta)
     else
       error(err, 0)
     end
