@@ -14,13 +14,20 @@
 CC      ?= cc
 BUILD   ?= build
 PKGS    := lua5.4 openblas vips libcjson zlib
-PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+# The packages' flags are asked of pkg-config the first time a recipe needs
+# them, never when make reads this file: on a fresh machine `make demo` runs
+# `make deps` first, and before that there is no pkg-config nor any .pc file.
+# Missing packages stop the build with that advice instead of a compiler
+# error about a header.
+pkg = $(eval PKG_$1 := $$(shell pkg-config --$2 $(PKGS)))$(if $(filter 0,$(.SHELLSTATUS)),,$(error \
+  pkg-config cannot find $(PKGS) (or is not installed): run `make deps` (scripts/install-deps.sh) first))$(PKG_$1)
+PKG_CFLAGS = $(call pkg,CFLAGS,cflags)
+PKG_LIBS   = $(call pkg,LIBS,libs)
 OPT     ?= -O2 -march=native
 CFLAGS  ?= $(OPT) -g
 CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Werror=implicit-function-declaration -fopenmp -fPIC \
            -MMD -MP -Icore $(PKG_CFLAGS)
-LDLIBS  := $(PKG_LIBS) -lreadline -lm -fopenmp
+LDLIBS   = $(PKG_LIBS) -lreadline -lm -fopenmp
 
 # core/FLOOR/*.c: every floor but the Lua bindings and the shell goes into
 # the Lua-free static library (core/README.md has the map).
@@ -104,7 +111,12 @@ sanitize:
 bench: all $(BENCH_BIN)
 	@sh tests/bench/run.sh $(BUILD)
 
-demo: deps all
+# One pass on a fresh machine: each step is its own make, so the build reads
+# the packages' flags after deps has installed them (and -j cannot start
+# compiling beside the installer).
+demo:
+	@$(MAKE) --no-print-directory deps
+	@$(MAKE) --no-print-directory all
 	$(BUILD)/srgeo scripts/demo.lua
 
 # Each area's generator writes its own tests/fixtures/AREA/*.npy (deterministic).
