@@ -111,6 +111,25 @@ function M.duration(s)
   return string.format("%dh%02dm", s // 3600, math.floor(s % 3600 / 60))
 end
 
+--- util.wrap(text, width [, first, indent]) -> text broken at spaces into
+--- lines of at most width columns (counted in UTF-8 characters; a longer
+--- word stands alone on its line), the first line starting with the prefix
+--- first, the others with indent (both default "").
+function M.wrap(text, width, first, indent)
+  local function len(x) return utf8.len(x) or #x end
+  local lines, line, empty = {}, first or "", true
+  for word in text:gmatch("%S+") do
+    if not empty and len(line) + 1 + len(word) > width then
+      lines[#lines + 1] = line
+      line, empty = indent or "", true
+    end
+    line = line .. (empty and "" or " ") .. word
+    empty = false
+  end
+  lines[#lines + 1] = line
+  return table.concat(lines, "\n")
+end
+
 --- Log-spaced values: n points from 10^a to 10^b.
 function M.logspace(a, b, n)
   local t = {}

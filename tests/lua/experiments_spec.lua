@@ -172,7 +172,7 @@ end)
 T.test("cli: --help text from the spec", function()
   local o, help = cli.parse(SPEC, { "--help" })
   T.eq(o, nil)
-  for _, s in ipairs { "usage: srgeo scripts/t.lua", "a test", "--model VALUE", "[small_resnet]", "--models A,B,...",
+  for _, s in ipairs { "usage: srgeo t [options] [FILE]", "a test", "--model VALUE", "[small_resnet]", "--models A,B,...",
                        "[a,b]", "--twin", "--no-band", "(paper|quick)", "-h, --help", "[FILE]" } do
     T.truthy(help:find(s, 1, true), "help lacks '" .. s .. "':\n" .. help)
   end
@@ -326,12 +326,24 @@ end)
 
 local function out_dir(name) return ROOT .. "/out/" .. name end
 
-T.test("scripts: every script documents --help and rejects unknown options", function()
+T.test("scripts: train --help states one default for --augment", function()
+  local out, code = sh(exe() .. " train --help")
+  T.eq(code, 0, out)
+  local line = out:match("\n  %-%-augment [^\n]*")
+  T.truthy(line, out)
+  local n = 0
+  for _ in line:gmatch("%b[]") do n = n + 1 end
+  T.eq(n, 1, "one bracketed default in: " .. line)
+  T.truthy(line:find("[on; off for the random-label and random-data controls]", 1, true), line)
+end)
+
+T.test("scripts: every script is a subcommand, documents --help and rejects unknown options", function()
   for _, name in ipairs { "bump", "zoo", "init_vs_trained", "dynamics", "controls", "distributions", "robustness",
                           "layers", "demo", "notebook" } do
-    local out, code = sh(exe() .. " scripts/" .. name .. ".lua --help")
+    local out, code = sh(exe() .. " " .. name .. " --help")
     T.eq(code, 0, name .. " --help exit status")
-    T.truthy(out:find("usage: srgeo scripts/" .. name .. ".lua", 1, true), name .. " --help:\n" .. out)
+    T.truthy(out:find("usage: srgeo " .. name .. " [options]", 1, true), name .. " --help:\n" .. out)
+    T.eq(sh(exe() .. " scripts/" .. name .. ".lua --help"), out, "srgeo scripts/" .. name .. ".lua --help: the same")
     T.truthy(out:find("--out", 1, true), name .. " --help lists --out")
     out, code = sh(exe() .. " scripts/" .. name .. ".lua --bogus-option 1")
     T.eq(code, 2, name .. " bad option exit status")
@@ -573,9 +585,14 @@ T.test("help: topics, library tables, layers, functions' doc comments; srgeo.exa
   for _, e in ipairs(srgeo.help.scripts()) do
     found[e.name] = e.description
     T.truthy(listing:find(e.name .. "%s+" .. e.description:sub(1, 20):gsub("%p", "%%%0")), "listed: " .. e.name)
+    -- the whole description, wrapped between words, never cut
+    T.truthy(listing:gsub("%s+", " "):find(e.description:gsub("%s+", " "), 1, true), "whole description of " .. e.name)
   end
-  for _, s in ipairs { "bump.lua", "zoo.lua", "init_vs_trained.lua", "dynamics.lua", "controls.lua", "distributions.lua",
-                       "robustness.lua", "layers.lua", "demo.lua", "notebook.lua" } do
+  for l in listing:gmatch("[^\n]+") do T.truthy(utf8.len(l) <= 78, "srgeo.examples() wraps at 78 columns: " .. l) end
+  T.truthy(found.train and found.train:find("optionally ship it with a model card", 1, true),
+    "a header comment that continues on a second line is read whole: " .. tostring(found.train))
+  for _, s in ipairs { "bump", "zoo", "init_vs_trained", "dynamics", "controls", "distributions",
+                       "robustness", "layers", "demo", "notebook", "train" } do
     T.truthy(found[s] and #found[s] > 10, "srgeo.examples lists " .. s .. " with a description")
   end
   -- the shell's help() defers to srgeo.help
