@@ -9,6 +9,9 @@
 #   make demo       deps + build + the headline experiment on a shipped model
 #   make fixtures   regenerate PyTorch reference fixtures (needs python3-torch)
 #   make models     retrain the shipped models (scripts/make_models.sh)
+#   make install    PREFIX=/usr/local (DESTDIR= for staging): the shell, srgeo.so,
+#                   the library, models, scripts, notebooks, srgeo.pc, srgeo.1
+#   make uninstall
 #   make clean
 
 CC      ?= cc
@@ -126,5 +129,40 @@ fixtures:
 clean:
 	rm -rf build
 
-.PHONY: all layers deps test sanitize bench demo fixtures fuzz models clean
+# Install: PREFIX/bin/srgeo, PREFIX/lib/lua/5.4/srgeo.so (on stock lua5.4's
+# package.cpath for /usr/local), the library root PREFIX/share/srgeo (lua/,
+# models/, scripts/, notebooks/; the shell and srgeo.so find it from where
+# they are, core/lua/srgeo.c), the core for C programs (PREFIX/include/srgeo,
+# PREFIX/lib/libsrgeo_core.a, PREFIX/lib/pkgconfig/srgeo.pc) and srgeo.1.
+# LuaRocks (srgeo-*.rockspec) installs a whole prefix into its rock folder.
+VERSION := $(shell sed -n 's/^\#define SRGEO_VERSION "\(.*\)"/\1/p' core/lua/srgeo.c)
+PREFIX  ?= /usr/local
+BINDIR  ?= $(PREFIX)/bin
+LIBDIR  ?= $(PREFIX)/lib
+LUA_CMOD ?= $(LIBDIR)/lua/5.4
+DATADIR ?= $(PREFIX)/share/srgeo
+INCDIR  ?= $(PREFIX)/include/srgeo
+MANDIR  ?= $(PREFIX)/share/man
+ROOT_DIRS := lua models scripts notebooks
+D := $(DESTDIR)
+
+install: all
+	install -d $(D)$(BINDIR) $(D)$(LUA_CMOD) $(D)$(DATADIR) $(D)$(INCDIR) $(D)$(LIBDIR)/pkgconfig $(D)$(MANDIR)/man1
+	install -m 755 $(BUILD)/srgeo $(D)$(BINDIR)/srgeo
+	install -m 755 $(BUILD)/srgeo.so $(D)$(LUA_CMOD)/srgeo.so
+	install -m 644 $(BUILD)/libsrgeo_core.a $(D)$(LIBDIR)/libsrgeo_core.a
+	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCDIR@|$(INCDIR)|; s|@VERSION@|$(VERSION)|' \
+	    -e 's|@DATADIR@|$(DATADIR)|; s|@LUA_CMOD@|$(LUA_CMOD)|; s|@CORE_PKGS@|$(filter-out lua5.4,$(PKGS))|' \
+	    srgeo.pc.in >$(D)$(LIBDIR)/pkgconfig/srgeo.pc
+	install -m 644 srgeo.1 $(D)$(MANDIR)/man1/srgeo.1
+	rm -rf $(addprefix $(D)$(DATADIR)/,$(ROOT_DIRS))
+	tar -cf - $(ROOT_DIRS) | tar -xf - -C $(D)$(DATADIR) --no-same-owner
+	cd core && find . -name '*.h' | tar -cf - -T - | tar -xf - -C $(D)$(INCDIR) --no-same-owner
+
+uninstall:
+	rm -f $(D)$(BINDIR)/srgeo $(D)$(LUA_CMOD)/srgeo.so $(D)$(LIBDIR)/libsrgeo_core.a \
+	      $(D)$(LIBDIR)/pkgconfig/srgeo.pc $(D)$(MANDIR)/man1/srgeo.1
+	rm -rf $(D)$(DATADIR) $(D)$(INCDIR)
+
+.PHONY: all layers deps test sanitize bench demo fixtures fuzz models install uninstall clean
 -include $(CORE_OBJ:.o=.d) $(LUA_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/core/shell/shell.d
