@@ -326,6 +326,23 @@ end)
 
 local function out_dir(name) return ROOT .. "/out/" .. name end
 
+T.test("scripts: when stderr is not a terminal, progress comes as periodic lines with an ETA (SRGEO_PROGRESS)", function()
+  local run = exe() .. " bump --model 'mlp{hidden={8}}@init' --eval noise:6 " .. SMALL .. " --force --out " .. out_dir("progress")
+  local function stderr_of(cmd) return (sh("(" .. cmd .. " 2>&1 >/dev/null)")) end
+  local err = stderr_of("SRGEO_PROGRESS=0.000001 " .. run)
+  local counts = {}
+  for l in err:gmatch("[^\n]+") do
+    local k, pct = l:match("^profile: (%d+)/6 %((%d+)%%%), [%d.]+s elapsed, ETA [%d.]+s$")
+    T.truthy(k, "a progress line: " .. l)
+    T.eq(tonumber(pct), math.floor(100 * tonumber(k) / 6), l)
+    counts[#counts + 1] = tonumber(k)
+  end
+  T.eq(#counts, 5, "a line after each image but the last (the unit's own line follows):\n" .. err)
+  for i = 2, #counts do T.truthy(counts[i] > counts[i - 1], "counts grow:\n" .. err) end
+  T.eq(stderr_of("SRGEO_PROGRESS=0 " .. run), "", "SRGEO_PROGRESS=0: none")
+  T.eq(stderr_of(run), "", "default: every 10 s, none in a run this short")
+end)
+
 T.test("scripts: train --help states one default for --augment", function()
   local out, code = sh(exe() .. " train --help")
   T.eq(code, 0, out)
