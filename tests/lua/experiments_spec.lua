@@ -326,6 +326,66 @@ end)
 
 local function out_dir(name) return ROOT .. "/out/" .. name end
 
+T.test("experiment: --eval takes an image folder, loaded at the model's input shape", function()
+  local dir = ROOT .. "/evalimages"
+  os.execute("rm -rf " .. dir .. " && mkdir -p " .. dir)
+  for i = 1, 3 do srgeo.image.save(dir .. "/im" .. i .. ".png", srgeo.rand({ 1, 3, 20, 24 }, i)) end
+  local es = E.parse_eval(dir .. "/:2@1")
+  T.eq(es.folder, dir); T.eq(es.n, 2); T.eq(es.seed, 1); T.eq(es.label, "evalimages")
+  T.eq(es.key, "folder:" .. dir .. ":2@1")
+  T.raises(function() E.parse_eval(ROOT .. "/no_such_folder") end, "no such folder " .. ROOT .. "/no_such_folder")
+  local m = srgeo.models.mlp { hidden = { 4 }, input = { 3, 8, 8 } }
+  local ds = E.load_eval(dir, { model = m, images = 2 })
+  T.eq(#ds, 2)
+  T.eq(table.concat(ds:get(1):shape(), ","), "1,3,8,8")
+  -- end to end: a script profiles the folder
+  local out, code = sh(string.format("%s bump --model 'mlp{hidden={4},input={3,8,8}}@init' --eval %s:3 %s --out %s",
+    exe(), dir, SMALL, out_dir("folder")))
+  T.eq(code, 0, out)
+  T.truthy(out:find("on folder:" .. dir .. ":3@0: 3 images", 1, true), out)
+end)
+
+T.test("experiment: an evaluation set of other channels than the model's fails naming the sets that fit", function()
+  local m = srgeo.models.mlp { hidden = { 4 }, input = { 3, 8, 8 } }
+  T.raises(function() E.load_eval("fmnist-test:2", { model = m, model_label = "rgb_mlp" }) end,
+    "evaluation set 'fmnist-test:2' has 1-channel images (1x28x28) but model 'rgb_mlp' takes 3-channel inputs (3x8x8); "
+    .. "sets that fit: cifar10-test (3x32x32), cifar10-train (3x32x32), a folder of images (--eval path/to/images: "
+    .. "loaded at 3x8x8), noise sets")
+  -- from a script: the message, no traceback, status 1
+  local out, code = sh(string.format("%s bump --model 'mlp{hidden={4},input={3,8,8}}@init' --eval fmnist-test:2 %s --out %s",
+    exe(), SMALL, out_dir("channels")))
+  T.eq(code, 1, out)
+  T.truthy(out:find("model 'mlp@init' takes 3-channel inputs (3x8x8); sets that fit: cifar10-test", 1, true), out)
+  T.truthy(not out:find("traceback", 1, true), out)
+  -- the same channels pass (sizes may differ: a convolutional model takes any)
+  T.eq(#E.load_eval("fmnist-test:1", { shape = { 1, 8, 8 } }), 1)
+end)
+
+T.test("experiment: --models takes folders and globs of .safetensors files", function()
+  local f = setup()
+  local S = E
+  local all = S.expand_models { f.ship }
+  T.eq(#all, 4, table.concat(all, " "))
+  T.eq(all[1], f.ship .. "/tiny.safetensors")
+  local r = S.expand_models { "small_vgg", f.ship .. "/tiny_r*.safetensors", f.ship .. "/tiny_pgd_eps?.?.safetensors" }
+  T.eq(table.concat(r, " "), "small_vgg " .. f.ship .. "/tiny_random_labels.safetensors " .. f.ship
+    .. "/tiny_robust.safetensors " .. f.ship .. "/tiny_pgd_eps0.5.safetensors")
+  T.eq(table.concat(S.expand_models { f.ship .. "/tiny_[pr]*" }, " "), f.ship .. "/tiny_pgd_eps0.5.safetensors " .. f.ship
+    .. "/tiny_random_labels.safetensors " .. f.ship .. "/tiny_robust.safetensors")
+  T.raises(function() S.expand_models { f.ship .. "/*.nothing" } end, "matches no .safetensors file in " .. f.ship)
+  T.raises(function() S.expand_models { ROOT .. "/*/tiny.safetensors" } end, "wildcards only in the file name")
+  T.raises(function() S.expand_models { ROOT .. "/evalimages" } end, "the folder holds no .safetensors file")
+  -- a run folder: its checkpoints without the optimiser states
+  local ck = S.expand_models { f.run }
+  T.eq(#ck, f.n_ckpts)
+  for _, p in ipairs(ck) do T.truthy(not p:find("optim_", 1, true), p) end
+  -- end to end, quoted as the shell would pass it
+  local out, code = script("zoo", "--models '" .. f.ship .. "/tiny_r*.safetensors' --eval noise:2 " .. SMALL .. " --out "
+    .. out_dir("glob"))
+  T.eq(code, 0, out)
+  T.truthy(out:find("[1/2] tiny_random_labels on noise:2@0", 1, true) and out:find("[2/2] tiny_robust on noise:2@0", 1, true), out)
+end)
+
 T.test("scripts: when stderr is not a terminal, progress comes as periodic lines with an ETA (SRGEO_PROGRESS)", function()
   local run = exe() .. " bump --model 'mlp{hidden={8}}@init' --eval noise:6 " .. SMALL .. " --force --out " .. out_dir("progress")
   local function stderr_of(cmd) return (sh("(" .. cmd .. " 2>&1 >/dev/null)")) end
