@@ -84,7 +84,7 @@ if (o.epochs > 0) == (o.steps > 0) then
 end
 
 -- The exact command, for the checkpoints' metadata and the model card.
-local words = { "srgeo", "scripts/train.lua" }
+local words = { "srgeo", "train" }
 for _, a in ipairs(argv) do words[#words + 1] = a:match("^[%w%-_./=,:{}]+$") and a or util.shell_quote(a) end
 local command = table.concat(words, " ")
 

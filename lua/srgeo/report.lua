@@ -152,7 +152,7 @@ end
 
 --- The command line that reruns an experiment (shell-quoted where needed).
 function R.command(name, argv)
-  local parts = { "srgeo", "scripts/" .. name .. ".lua" }
+  local parts = { "srgeo", name } -- the subcommand: reruns from any folder
   for _, a in ipairs(argv or {}) do
     a = tostring(a)
     parts[#parts + 1] = a:match("^[%w%-%._/:=@,]+$") and a or util.shell_quote(a)

@@ -306,7 +306,7 @@ T.test("report: CSV rows (quoted labels, nan), the rerun command line", function
   T.truthy(lines[#lines]:find('^"a,""b""",m,noise:2@0,fc1,jacobian_fro,3,'), lines[#lines])
   T.eq(report.jacobian_fro(p).value, 3, "median of the per-image ‖J‖_F")
   T.eq(report.command("bump", { "--model", "a b", "--eval", "noise:4@0" }),
-    "srgeo scripts/bump.lua --model 'a b' --eval noise:4@0")
+    "srgeo bump --model 'a b' --eval noise:4@0")
   T.eq(E.descriptor_table, report.descriptor_table, "srgeo.experiment re-exports the report")
 end)
 
