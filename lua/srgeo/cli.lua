@@ -29,6 +29,7 @@
 -- same (`--jvp-directions` sets o.jvp_directions).  Positionals fill
 -- spec.positional in order (the rest land in o._).
 local util = require "srgeo.util"
+local json = require "srgeo.json"
 
 local M = {}
 
@@ -272,6 +273,10 @@ function M.parse(spec, argv)
   for j = #c.positional + 1, #rest do o._[#o._ + 1] = rest[j] end
   if #o._ > 0 and not spec.varargs then
     fail(spec, "unexpected argument '%s' (options start with --; see --help)", o._[1])
+  end
+  -- list options are lists in results.json too, empty ones included
+  for _, opt in ipairs(c.list) do
+    if (opt.type == "list" or opt.type == "numbers") and type(o[opt.name]) == "table" then json.array(o[opt.name]) end
   end
   o._given = given
   return o

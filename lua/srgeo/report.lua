@@ -174,7 +174,7 @@ function R.write(ex, ps, labels)
   util.write_atomic(out .. "/profiles.csv", R.profiles_csv(ex.units))
   util.write_atomic(out .. "/descriptors.csv", R.descriptors_csv(ex.units))
   -- results.json
-  local units = {}
+  local units = json.array {} -- lists stay [] in the file when empty
   for i, u in ipairs(ex.units) do
     local p = u.profile
     units[i] = { key = u.key, label = u.label, model = u.model, eval = u.eval, tap = u.tap, json = u.json,
@@ -182,7 +182,7 @@ function R.write(ex, ps, labels)
                  bump_kind = R.bump(p), descriptors = p.descriptors, jacobian_fro = R.jacobian_fro(p), scales = p.scales,
                  median = p.median, lo = p.lo, hi = p.hi }
   end
-  local figs = {}
+  local figs = json.array {}
   for i, f in ipairs(ex.figures) do figs[i] = f end
   local opts = {}
   for k, v in pairs(ex.opts) do if type(k) == "string" and k:sub(1, 1) ~= "_" then opts[k] = v end end

@@ -386,6 +386,16 @@ T.test("experiment: --models takes folders and globs of .safetensors files", fun
   T.truthy(out:find("[1/2] tiny_random_labels on noise:2@0", 1, true) and out:find("[2/2] tiny_robust on noise:2@0", 1, true), out)
 end)
 
+T.test("experiment: results.json keeps empty lists as [] (units, figures, list options)", function()
+  local o = cli.parse({ name = "t.lua", options = { { "others", {}, "a list" } } }, {})
+  local ex = E.new { out = out_dir("empty"), quiet = true, others = o.others }
+  ex.opts.others = o.others
+  ex:finish()
+  local text = read(out_dir("empty") .. "/results.json")
+  T.truthy(text:find('"units": []', 1, true) and text:find('"figures": []', 1, true), text)
+  T.truthy(text:find('"others": []', 1, true), text)
+end)
+
 T.test("scripts: when stderr is not a terminal, progress comes as periodic lines with an ETA (SRGEO_PROGRESS)", function()
   local run = exe() .. " bump --model 'mlp{hidden={8}}@init' --eval noise:6 " .. SMALL .. " --force --out " .. out_dir("progress")
   local function stderr_of(cmd) return (sh("(" .. cmd .. " 2>&1 >/dev/null)")) end
