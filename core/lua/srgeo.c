@@ -101,8 +101,9 @@ static int l_stat(lua_State *L)
  * up from that file's folder, the first ancestor D that is a source tree
  * (D/lua/srgeo/init.lua: build/srgeo, build/san/srgeo.so) or an install
  * prefix (D/share/srgeo/lua/srgeo/init.lua: PREFIX/bin/srgeo,
- * PREFIX/lib/lua/5.4/srgeo.so after `make install`).  SRGEO_ROOT, when set,
- * is the root.  On failure *where says what was searched, for the error. */
+ * PREFIX/lib/lua/5.4/srgeo.so after `make install`; a LuaRocks tree keeps
+ * the root with its Lua files, D/share/lua/5.4/srgeo-root: the rockspec).
+ * SRGEO_ROOT, when set, is the root.  On failure *where says what was searched, for the error. */
 #define ROOT_PROBE "/lua/srgeo/init.lua"
 static int is_root(const char *d)
 {
@@ -140,8 +141,11 @@ static int root_dir(char *buf, size_t n, char *where, size_t wn)
         char pre[PATH_MAX + 32];
         if (is_root(d))
             return snprintf(buf, n, "%s", d) < (int)n ? 0 : -1;
-        if (snprintf(pre, sizeof pre, "%s/share/srgeo", strcmp(d, "/") ? d : "") < (int)sizeof pre && is_root(pre))
-            return snprintf(buf, n, "%s", pre) < (int)n ? 0 : -1;
+        for (int k = 0; k < 2; k++) {
+            static const char *const under[] = {"share/srgeo", "share/lua/5.4/srgeo-root"}; /* make install; LuaRocks */
+            if (snprintf(pre, sizeof pre, "%s/%s", strcmp(d, "/") ? d : "", under[k]) < (int)sizeof pre && is_root(pre))
+                return snprintf(buf, n, "%s", pre) < (int)n ? 0 : -1;
+        }
         if (strcmp(d, "/") == 0)
             break;
         d = dirname(d);

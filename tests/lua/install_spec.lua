@@ -146,6 +146,28 @@ int main(void)
   T.eq(out, P .. "/share/srgeo\n")
 end)
 
+T.test("install: the rockspec builds with the Makefile and installs a working rock (skipped without luarocks)", function()
+  if os.execute("command -v luarocks >/dev/null 2>&1") ~= true then T.skip("luarocks is not installed") end
+  if BUILD ~= "build" then T.skip("the rockspec builds the default tree (build/), not " .. BUILD) end
+  local specs = io.popen("ls " .. q(srgeo.root) .. "/srgeo-*.rockspec"):read("a")
+  local rockspec = specs:match("[^\n]+")
+  T.truthy(rockspec, "a rockspec in the source tree")
+  T.truthy(rockspec:find("srgeo%-" .. srgeo.version:gsub("%p", "%%%0") .. "%-%d+%.rockspec$"), "its version is srgeo.version: " .. rockspec)
+  local tree = tmp .. "/rocks"
+  local out, code = sh(string.format("%s luarocks --lua-version 5.4 --tree %s make %s", CLEAN_ENV, q(tree), q(rockspec)))
+  T.eq(code, 0, out)
+  out, code = sh(string.format("cd / && %s %s -e 'print(srgeo.root, type(srgeo.models.list))'", CLEAN_ENV, q(tree .. "/bin/srgeo")))
+  T.eq(code, 0, out)
+  T.eq(out, tree .. "/share/lua/5.4/srgeo-root\tfunction\n")
+  out, code = sh(string.format("cd / && %s LUA_CPATH=%s lua5.4 -e %s", CLEAN_ENV, q(tree .. "/lib/lua/5.4/?.so"),
+    q("local s = require 'srgeo'; print(type(s.profile.compare))")))
+  T.eq(code, 0, out)
+  T.eq(out, "function\n")
+  out, code = sh(string.format("%s luarocks --lua-version 5.4 --tree %s remove srgeo", CLEAN_ENV, q(tree)))
+  T.eq(code, 0, out)
+  T.truthy(not exists(tree .. "/bin/srgeo") and not exists(tree .. "/lib/lua/5.4/srgeo.so"), "removed")
+end)
+
 T.test("install: a copied shell or srgeo.so without its library fails loudly; SRGEO_ROOT names a root", function()
   local lonely = tmp .. "/lonely"
   os.execute("mkdir -p " .. q(lonely) .. " && cp " .. q(SHELL) .. " " .. q(BUILD .. "/srgeo.so") .. " " .. q(lonely))
