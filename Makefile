@@ -52,8 +52,15 @@ $(BUILD)/%.o: %.c
 # depthwise.c, gemm.c); -std=c11 alone turns contraction off.
 $(BUILD)/core/kernels/depthwise.o $(BUILD)/core/kernels/gemm.o: CFLAGS += -ffp-contract=fast
 
-$(BUILD)/libsrgeo_core.a: $(CORE_OBJ)
-	@rm -f $@ && ar rcs $@ $^
+# core/'s layering rules (tests/layers.lua, core/README.md) gate the build:
+# an upward include or a layer-kind comparison fails `make` itself.
+$(BUILD)/layers.ok: tests/layers.lua $(wildcard core/*/*.c core/*/*.h)
+	@mkdir -p $(BUILD)
+	@lua5.4 tests/layers.lua > $@.log || { cat $@.log; exit 1; }
+	@touch $@
+
+$(BUILD)/libsrgeo_core.a: $(CORE_OBJ) $(BUILD)/layers.ok
+	@rm -f $@ && ar rcs $@ $(CORE_OBJ)
 
 $(BUILD)/srgeo: $(BUILD)/core/shell/shell.o $(LUA_OBJ) $(BUILD)/libsrgeo_core.a
 	@echo '  LINK   $@'
