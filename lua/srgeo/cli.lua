@@ -272,7 +272,11 @@ function M.parse(spec, argv)
   o._ = {}
   for j = #c.positional + 1, #rest do o._[#o._ + 1] = rest[j] end
   if #o._ > 0 and not spec.varargs then
-    fail(spec, "unexpected argument '%s' (options start with --; see --help)", o._[1])
+    local list
+    for _, opt in ipairs(c.list) do if given[opt.name] and (opt.type == "list" or opt.type == "numbers") then list = opt end end
+    fail(spec, "unexpected argument '%s' (options start with --; see --help)%s", o._[1], list and string.format(
+      "; %s takes one value, its items joined by commas (%s a,b), and a glob quoted so the shell leaves it ('dir/*.safetensors')",
+      flag(list.name), flag(list.name)) or "")
   end
   -- list options are lists in results.json too, empty ones included
   for _, opt in ipairs(c.list) do

@@ -375,6 +375,10 @@ T.test("experiment: --models takes folders and globs of .safetensors files", fun
   T.raises(function() S.expand_models { f.ship .. "/*.nothing" } end, "matches no .safetensors file in " .. f.ship)
   T.raises(function() S.expand_models { ROOT .. "/*/tiny.safetensors" } end, "wildcards only in the file name")
   T.raises(function() S.expand_models { ROOT .. "/evalimages" } end, "the folder holds no .safetensors file")
+  -- a glob the shell expanded leaves stray arguments: the message says how to pass a list
+  local stray = script("zoo", "--models " .. f.ship .. "/tiny.safetensors " .. f.ship .. "/tiny_robust.safetensors")
+  T.truthy(stray:find("unexpected argument '" .. f.ship .. "/tiny_robust.safetensors'", 1, true)
+    and stray:find("--models takes one value, its items joined by commas (--models a,b), and a glob quoted", 1, true), stray)
   -- a run folder: its checkpoints without the optimiser states
   local ck = S.expand_models { f.run }
   T.eq(#ck, f.n_ckpts)
