@@ -311,8 +311,8 @@ static int pushargs(lua_State *L)
     return n;
 }
 
-/* `srgeo NAME args...`: NAME is a subcommand when no file of that name
- * exists and it is a plain word.  lua/srgeo/cli.lua knows them (every
+/* `srgeo NAME args...`: NAME is a subcommand when it is a plain word and
+ * no file of that name exists (a folder does not count).  lua/srgeo/cli.lua knows them (every
  * scripts/NAME.lua of the library root, and its built-ins); pushes the file
  * to run, or returns an error status with the message pushed. */
 static int push_subcommand(lua_State *L, const char *name)
@@ -344,7 +344,8 @@ static int handle_script(lua_State *L, char **argv)
     if (strcmp(fname, "-") == 0 && strcmp(argv[-1], "--") != 0)
         fname = NULL; /* stdin */
     int pushed = 0;
-    if (fname && is_word(fname) && access(fname, F_OK) != 0) {
+    struct stat st; /* a folder named like a subcommand (./train) is not a script */
+    if (fname && is_word(fname) && (stat(fname, &st) != 0 || S_ISDIR(st.st_mode))) {
         int status = push_subcommand(L, fname);
         if (status != LUA_OK)
             return report(L, status);

@@ -114,6 +114,10 @@ T.test("shell: every script is a subcommand (srgeo NAME args), listed by --help"
   T.eq(code, 1)
   has(err, "srgeo: 'bumpp' is neither a file nor a subcommand (did you mean bump?)", "stderr")
   T.truthy(not err:find("traceback", 1, true), "a user error, no traceback:\n" .. err)
+  -- a folder of that name does not hide the subcommand
+  os.execute("mkdir -p " .. q(cwd .. "/zoo"))
+  o2 = io.popen("cd " .. q(cwd) .. " && " .. q(abs) .. " zoo --help 2>&1"):read("a")
+  has(o2, "usage: srgeo zoo [options]")
   -- a file of that name wins (lua.c runs files): ./bump in the working folder
   writefile(cwd .. "/bump", "print('the file named bump', ...)\n")
   o2 = io.popen("cd " .. q(cwd) .. " && " .. q(abs) .. " bump x 2>&1"):read("a")
