@@ -561,7 +561,19 @@ end
 -- peak and its neighbours.
 local MAX_ADDED = 64
 
-local function extend(run, p, bar)
+-- A progress bar per stage (the first fill is "profile"; each added rung
+-- its own), or nil without progress.
+local function stage_bar(run, label)
+  return run.o.progress ~= false and util.progress(label, run.n) or nil
+end
+
+local function fill_stage(run, p, rungs, what)
+  local bar = stage_bar(run, string.format("profile, %s η %.3g", what, p.scales[rungs[1]]))
+  fill(run, p, rungs, bar)
+  if bar then bar.done() end
+end
+
+local function extend(run, p)
   local o = p.options
   local base = #p.scales
   p.range = { mode = o.range, base_rungs = base, added = 0, refined = 0 }
@@ -589,7 +601,7 @@ local function extend(run, p, bar)
       local step = ns >= 2 and p.scales[ns] / p.scales[ns - 1] or 10 ^ 0.25
       local new = add_rungs(p, { top * step })
       p.range.added = p.range.added + 1
-      fill(run, p, new, bar)
+      fill_stage(run, p, new, "rung")
       publish(p)
       aggregate(p)
     end
@@ -604,7 +616,7 @@ local function extend(run, p, bar)
     if s < #p.scales then etas[#etas + 1] = math.sqrt(p.scales[s] * p.scales[s + 1]) end
     local new = add_rungs(p, etas)
     p.range.refined = #new
-    fill(run, p, new, bar)
+    fill_stage(run, p, new, "rungs from")
     publish(p)
     aggregate(p)
   end
@@ -636,16 +648,18 @@ local function profile(model, X, opts)
         or P.SEQUENTIAL_RULE) or nil,
     },
   }, Profile)
-  local bar = (o.progress ~= false) and util.progress("profile", run.n) or nil
+  local bar = stage_bar(run, "profile")
   local t0 = srgeo._clock()
   local rungs = {}
   for s = 1, #p.scales do rungs[s] = s end
   local ok, err = pcall(function()
     fill(run, p, rungs, bar)
+    if bar then bar.done() end
+    bar = nil
     p.n_images = p._filled
     publish(p)
     aggregate(p)
-    extend(run, p, bar)
+    extend(run, p)
   end)
   if bar then bar.done() end
   if run.f64 and restore == "float32" then model:float() end
