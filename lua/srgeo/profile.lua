@@ -132,9 +132,6 @@ local function resolve(opts, d)
     error("profile: the sequential estimator pairs every direction with its JVP (paired = false is the paper's)", 3)
   end
   if o.sequential then o.paired = true end
-  if o.orthogonal and o.orthogonal > d then
-    error(string.format("profile: orthogonal blocks of %d directions exceed the input's %d dimensions", o.orthogonal, d), 3)
-  end
   o.seq_between = o.seq_between or 0.25
   o.seq_paper = o.seq_paper or 0.5
   o.seq_chunk = o.seq_chunk or 32
@@ -258,12 +255,12 @@ local function new_run(model, X, o, d)
   }
 end
 
+local function new_rung() return { n = 0 } end
+
 -- One engine call: image i at the rungs `rungs` (indices into p.scales),
 -- base directions first .. first + count − 1 (count nil: the preset's or
 -- the family's), with or without the float32 noise check.  Merges the
--- result into the image's state.
-local function new_rung() return { n = 0 } end
-
+-- result into the image's state; returns the base directions it ran.
 local function call(run, p, i, rungs, first, count, noise)
   local o, copts = run.o, run.copts
   local x = run.get(i)

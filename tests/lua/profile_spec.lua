@@ -104,6 +104,11 @@ T.test("profile: a bad option value names the option, what it takes and the valu
     { { jvp_directions = "half" }, "profile: jvp_directions must be an integer in 1..2000000, got 'half'" },
     { { jvp_batch = 0 }, "profile: jvp_batch must be an integer in 1..4096, got 0" },
     { { antipodal = "yes" }, "profile: antipodal must be true or false, got 'yes'" },
+    { { range = "sideways" }, "profile: range must be \"auto\" or \"paper\", got 'sideways'" },
+    { { alpha = 0.7 }, "profile: alpha must be a number in (0, 0.5], got 0.7" },
+    { { seq_between = -1 }, "profile: seq_between must be a number in [0, 1], got -1" },
+    { { orthogonal = -3 }, "profile: orthogonal must be an integer in 0..1000000 or false, got -3" },
+    { { refine = "yes" }, "profile: refine must be true or false, got 'yes'" },
   }
   for _, c in ipairs(cases) do
     local err = T.raises(function() srgeo.profile(m, images(1), c[1]) end, c[2])
