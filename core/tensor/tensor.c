@@ -1,6 +1,8 @@
 /* tensor.c - storage, shapes, views, copies. */
 #include "tensor/tensor.h"
 
+#include "base/checked.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,23 +40,23 @@ const char *sr_shape_str(const sr_tensor *t, char *buf, size_t n)
     return buf;
 }
 
+int sr_shape_count(const char *op, int ndim, const int64_t *shape, int64_t *numel)
+{
+    if (ndim < 0 || ndim > SR_MAXDIM)
+        return sr_fail("%s: %d dimensions (at most %d)", op, ndim, SR_MAXDIM);
+    for (int i = 0; i < ndim; i++)
+        if (shape[i] < 0)
+            return sr_fail("%s: negative dimension %lld", op, (long long)shape[i]);
+    return sr_count_n(numel, op, ndim, shape);
+}
+
 /* Validate dims and compute the byte size without overflow. */
 static int shape_bytes(sr_dtype dtype, int ndim, const int64_t *shape, size_t *nbytes)
 {
-    if (ndim < 0 || ndim > SR_MAXDIM)
-        return sr_fail("tensor: %d dimensions (at most %d)", ndim, SR_MAXDIM);
-    uint64_t n = 1;
-    for (int i = 0; i < ndim; i++) {
-        if (shape[i] < 0)
-            return sr_fail("tensor: negative dimension %lld", (long long)shape[i]);
-        if (shape[i] && n > (UINT64_MAX / 16) / (uint64_t)shape[i])
-            return sr_fail("tensor: shape too large (element count overflows)");
-        n *= (uint64_t)shape[i];
-    }
-    if (n > (uint64_t)1 << 40)
-        return sr_fail("tensor: %llu elements is too large", (unsigned long long)n);
-    *nbytes = (size_t)n * sr_dtype_size(dtype);
-    return 0;
+    int64_t n;
+    if (sr_shape_count("tensor", ndim, shape, &n))
+        return -1;
+    return sr_count_bytes(nbytes, "tensor", n, sr_dtype_size(dtype));
 }
 
 /* Buffers from STORAGE_HUGE bytes on are huge-page aligned (see
@@ -294,7 +296,7 @@ int sr_tensor_assign(sr_tensor *dst, const sr_tensor *src)
 
 int sr_tensor_reshape(sr_tensor *dst, const sr_tensor *src, int ndim, const int64_t *shape)
 {
-    int64_t shp[SR_MAXDIM], known = 1;
+    int64_t shp[SR_MAXDIM] = {0}, known = 1;
     int infer = -1;
     if (ndim < 0 || ndim > SR_MAXDIM)
         return sr_fail("reshape: %d dimensions (at most %d)", ndim, SR_MAXDIM);
@@ -304,12 +306,14 @@ int sr_tensor_reshape(sr_tensor *dst, const sr_tensor *src, int ndim, const int6
             if (infer >= 0)
                 return sr_fail("reshape: only one dimension may be -1");
             infer = i;
-        } else if (shp[i] < 0) {
-            return sr_fail("reshape: negative dimension %lld", (long long)shp[i]);
-        } else {
-            known *= shp[i];
+            shp[i] = 1; /* counted as 1 below, then inferred */
         }
     }
+    /* The new shape must be a valid one on its own (no dimension product
+     * beyond the element bound): a product that wraps to the source's
+     * element count would make a view reaching outside the storage. */
+    if (sr_shape_count("reshape", ndim, shp, &known))
+        return -1;
     int64_t n = sr_numel(src);
     if (infer >= 0) {
         if (known == 0 || n % known)
@@ -337,9 +341,9 @@ int sr_tensor_narrow(sr_tensor *dst, const sr_tensor *src, int64_t start, int64_
 {
     if (src->ndim < 1)
         return sr_fail("narrow: 0-d tensor");
-    if (start < 0 || len < 0 || start + len > src->shape[0])
+    if (start < 0 || len < 0 || start > src->shape[0] || len > src->shape[0] - start)
         return sr_fail("narrow: rows [%lld, %lld) out of range for %s", (long long)start,
-                       (long long)(start + len), SR_SHAPE(src));
+                       (long long)sr_sat_add(start, len), SR_SHAPE(src));
     sr_tensor v = *src;
     v.offset = src->offset + (size_t)(start * sr_rowsize(src));
     v.shape[0] = len;

@@ -41,6 +41,12 @@ typedef struct sr_tensor {
 static inline size_t sr_dtype_size(sr_dtype d) { return d == SR_F64 ? 8 : 4; }
 const char *sr_dtype_name(sr_dtype d);
 
+/* Check a shape (0..SR_MAXDIM dims, each >= 0, the product of its nonzero
+ * dims at most SR_MAX_ELEMS: base/checked.h) and count its elements: 0, or
+ * -1 with a message naming op.  Every tensor's shape passes this check
+ * (allocation, views), so the products the kernels form from a tensor's
+ * dims (row sizes, outer x inner, flat indices) cannot overflow. */
+int sr_shape_count(const char *op, int ndim, const int64_t *shape, int64_t *numel);
 /* Number of elements (1 for a 0-d tensor with storage, 0 when empty). */
 int64_t sr_numel(const sr_tensor *t);
 /* Elements per row of dim 0 (product of shape[1:]). */
