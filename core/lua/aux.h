@@ -37,6 +37,20 @@ struct sr_module *sr_lua_check_module(lua_State *L, int idx);
 /* Raise the core error message as a Lua error (never returns). */
 int sr_lua_fail(lua_State *L);
 
+/* Strings that become C strings (paths, tensor and module names, option
+ * keys and values): a Lua string has a length and may hold NUL bytes, C
+ * would see only the part before the first one (a file saved under a
+ * truncated name, a lookup of another tensor).  Such a string is an error.
+ * sr_lua_check_cstring: argument idx (a string or a number), as
+ * luaL_checkstring, else "OP: argument #IDX contains a NUL byte at
+ * position K" (op: what the user called, "npy.save");
+ * sr_lua_opt_cstring: the same, def when absent or nil;
+ * sr_lua_to_cstring: the string value at idx (a table entry), raising
+ * "OP: WHAT contains a NUL byte at position K" (NULL when not a string). */
+const char *sr_lua_check_cstring(lua_State *L, int idx, const char *op);
+const char *sr_lua_opt_cstring(lua_State *L, int idx, const char *op, const char *def);
+const char *sr_lua_to_cstring(lua_State *L, int idx, const char *op, const char *what);
+
 /* Read a shape from a table {2,3,4} or from integer arguments starting at
  * idx; returns ndim. */
 int sr_lua_check_shape(lua_State *L, int idx, int64_t *shape);

@@ -59,7 +59,7 @@ static void read_load_opts(lua_State *L, int t, sr_image_opts *o, const char *fn
 
 static int l_load(lua_State *L)
 {
-    const char *path = luaL_checkstring(L, 1);
+    const char *path = sr_lua_check_cstring(L, 1, "image.load");
     sr_image_opts o;
     read_load_opts(L, 2, &o, "image.load");
     sr_tensor *t = sr_lua_new_tensor(L);
@@ -79,7 +79,7 @@ static const char **check_paths(lua_State *L, int idx, int64_t *n)
         lua_geti(L, idx, i + 1);
         if (lua_type(L, -1) != LUA_TSTRING)
             luaL_error(L, "image.load_batch: paths[%d] is not a string", (int)(i + 1));
-        p[i] = lua_tostring(L, -1);
+        p[i] = sr_lua_to_cstring(L, -1, "image.load_batch", "a path");
         lua_pop(L, 1); /* the table keeps the string alive */
     }
     return p;
@@ -114,7 +114,7 @@ static int l_load_batch(lua_State *L)
 
 static int l_save(lua_State *L)
 {
-    const char *path = luaL_checkstring(L, 1);
+    const char *path = sr_lua_check_cstring(L, 1, "image.save");
     sr_tensor *t = sr_lua_check_tensor(L, 2);
     sr_image_save_opts o = SR_IMAGE_SAVE_OPTS_INIT;
     static const char *const keys[] = {"rescale", "quality", NULL};
@@ -141,7 +141,7 @@ static int l_blur(lua_State *L)
 
 static int l_info(lua_State *L)
 {
-    const char *path = luaL_checkstring(L, 1);
+    const char *path = sr_lua_check_cstring(L, 1, "image.info");
     sr_image_info in;
     if (sr_image_info_read(path, &in))
         return sr_lua_fail(L);
@@ -163,7 +163,7 @@ static int l_info(lua_State *L)
 
 static int l_check(lua_State *L)
 {
-    if (sr_image_check(luaL_checkstring(L, 1)) == 0) {
+    if (sr_image_check(sr_lua_check_cstring(L, 1, "image.check")) == 0) {
         lua_pushboolean(L, 1);
         return 1;
     }

@@ -83,7 +83,7 @@ static void add_children(lua_State *L, int tidx, sr_module *c, int first)
         } else if (lua_istable(L, -1)) {
             lua_geti(L, -1, 1);
             lua_geti(L, -2, 2);
-            name = lua_tostring(L, -2);
+            name = sr_lua_to_cstring(L, -2, c->ops->kind, "a child's name");
             child = test_module(L, -1);
             if (!name || !child)
                 luaL_error(L, "%s: entry %d must be a module or {name, module}", c->ops->kind, (int)i);
@@ -150,7 +150,7 @@ static void parse_taps(lua_State *L, sr_module *m, int oidx, taps_t *t, sr_run *
     }
     luaL_checktype(L, oidx, LUA_TTABLE);
     if (lua_getfield(L, oidx, "tap") == LUA_TSTRING) {
-        t->names[t->n++] = lua_tostring(L, -1);
+        t->names[t->n++] = sr_lua_to_cstring(L, -1, "forward", "opts.tap");
     } else if (!lua_isnil(L, -1)) {
         luaL_error(L, "forward: opts.tap must be a module path string");
     }
@@ -162,7 +162,8 @@ static void parse_taps(lua_State *L, sr_module *m, int oidx, taps_t *t, sr_run *
             lua_geti(L, -1, i);
             if (!lua_isstring(L, -1) || t->n >= MAX_TAPS)
                 luaL_error(L, "forward: opts.taps must be a list of at most %d module paths", MAX_TAPS);
-            t->names[t->n++] = lua_tostring(L, -1);
+            t->names[t->n++] = lua_type(L, -1) == LUA_TSTRING ? sr_lua_to_cstring(L, -1, "forward", "opts.taps entry")
+                                                               : lua_tostring(L, -1);
             lua_pop(L, 1);
         }
     }
@@ -355,7 +356,7 @@ static int m_param_names(lua_State *L) { return walk_params_lua(L, 0, 1); }
 static int m_set(lua_State *L)
 {
     sr_module *m = sr_lua_check_module(L, 1);
-    const char *path = luaL_checkstring(L, 2);
+    const char *path = sr_lua_check_cstring(L, 2, "m:set");
     sr_tensor *src = sr_lua_check_tensor(L, 3);
     sr_param *p = sr_module_find_param(m, path);
     if (!p)
@@ -370,7 +371,7 @@ static int m_set(lua_State *L)
 static int m_get(lua_State *L)
 {
     sr_module *m = sr_lua_check_module(L, 1);
-    sr_param *p = sr_module_find_param(m, luaL_checkstring(L, 2));
+    sr_param *p = sr_module_find_param(m, sr_lua_check_cstring(L, 2, "m:get"));
     if (!p)
         return sr_lua_fail(L);
     sr_tensor_share(sr_lua_new_tensor(L), &p->value);
@@ -380,7 +381,7 @@ static int m_get(lua_State *L)
 static int m_find(lua_State *L)
 {
     sr_module *m = sr_lua_check_module(L, 1);
-    sr_module *c = sr_module_find(m, luaL_checkstring(L, 2));
+    sr_module *c = sr_module_find(m, sr_lua_check_cstring(L, 2, "m:find"));
     if (!c)
         return sr_lua_fail(L);
     sr_module_retain(c);
@@ -451,7 +452,7 @@ static int m_clear(lua_State *L)
 static int m_alias(lua_State *L)
 {
     sr_module *m = sr_lua_check_module(L, 1);
-    if (sr_module_set_alias(m, luaL_checkstring(L, 2), luaL_checkstring(L, 3)))
+    if (sr_module_set_alias(m, sr_lua_check_cstring(L, 2, "m:alias"), sr_lua_check_cstring(L, 3, "m:alias")))
         return sr_lua_fail(L);
     lua_settop(L, 1);
     return 1;
@@ -462,7 +463,7 @@ static int m_default_tap(lua_State *L)
 {
     sr_module *m = sr_lua_check_module(L, 1);
     if (lua_gettop(L) >= 2) {
-        if (sr_module_set_default_tap(m, luaL_optstring(L, 2, NULL)))
+        if (sr_module_set_default_tap(m, sr_lua_opt_cstring(L, 2, "m:default_tap", NULL)))
             return sr_lua_fail(L);
     }
     if (m->default_tap)

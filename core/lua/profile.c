@@ -136,7 +136,7 @@ static int l_jacobian_top(lua_State *L)
     const sr_module *tap = NULL;
     const char *tname = NULL;
     if (t && lua_getfield(L, t, "tap") == LUA_TSTRING)
-        tname = lua_tostring(L, -1);
+        tname = sr_lua_to_cstring(L, -1, "jacobian_top", "opts.tap");
     if (t)
         lua_pop(L, 1);
     if (!tname)

@@ -75,7 +75,7 @@ static int l_clock(lua_State *L)
  * without a shell. */
 static int l_stat(lua_State *L)
 {
-    const char *path = luaL_checkstring(L, 1);
+    const char *path = sr_lua_check_cstring(L, 1, "_stat");
     struct stat st;
     if (stat(path, &st) != 0) {
         lua_pushnil(L);

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/checked.h"
 #include "base/rng.h"
 #include "io/npy.h"
 #include "lua/aux.h"
@@ -478,10 +479,10 @@ static int t_narrow(lua_State *L)
     lua_Integer s = luaL_checkinteger(L, 2), len = luaL_checkinteger(L, 3);
     int d = lua_isnoneornil(L, 4) ? 0 : check_dim(L, 4, t->ndim, "narrow", t);
     int64_t n = t->shape[d], r0 = s < 0 ? (int64_t)s + n : (int64_t)s - 1;
-    if (s == 0 || len < 0 || r0 < 0 || r0 + len > n)
+    if (s == 0 || len < 0 || r0 < 0 || r0 > n || len > n - r0) /* (r0 + len could overflow) */
         return lfail(L, "narrow: %lld..%lld (start %lld, length %lld) out of range for dim %d of %s (1..%lld)",
-                     (long long)r0 + 1, (long long)(r0 + len), (long long)s, (long long)len, d + 1, SR_SHAPE(t),
-                     (long long)n);
+                     (long long)r0 + 1, (long long)sr_sat_add(r0, len), (long long)s,
+                     (long long)len, d + 1, SR_SHAPE(t), (long long)n);
     if (d == 0)
         return push_rows(L, t, r0, len);
     sr_tensor *o = sr_lua_new_tensor(L);
@@ -840,7 +841,7 @@ static int t_isfinite(lua_State *L)
 static int l_check_finite(lua_State *L)
 {
     sr_tensor *t = sr_lua_check_tensor(L, 1);
-    const char *name = luaL_optstring(L, 2, "tensor");
+    const char *name = sr_lua_opt_cstring(L, 2, "check_finite", "tensor");
     int64_t i = sr_find_nonfinite(t);
     if (i >= 0) {
         char ib[SR_MAXDIM * 24];
@@ -1041,7 +1042,7 @@ static int t_tostring(lua_State *L)
 
 static int l_npy_load(lua_State *L)
 {
-    const char *path = luaL_checkstring(L, 1);
+    const char *path = sr_lua_check_cstring(L, 1, "npy.load");
     sr_tensor *t = sr_lua_new_tensor(L);
     if (sr_npy_load(t, path))
         return sr_lua_fail(L);
@@ -1050,7 +1051,7 @@ static int l_npy_load(lua_State *L)
 
 static int l_npy_save(lua_State *L)
 {
-    const char *path = luaL_checkstring(L, 1);
+    const char *path = sr_lua_check_cstring(L, 1, "npy.save");
     sr_tensor *t = sr_lua_check_tensor(L, 2);
     if (sr_npy_save(path, t))
         return sr_lua_fail(L);

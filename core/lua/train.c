@@ -136,7 +136,7 @@ static int opt_set_lr(lua_State *L)
 static int opt_index(lua_State *L)
 {
     sr_optim *o = check_opt(L, 1);
-    const char *k = luaL_checkstring(L, 2);
+    const char *k = sr_lua_check_cstring(L, 2, "optim");
     if (strcmp(k, "steps") == 0) {
         lua_pushinteger(L, o->step);
         return 1;
