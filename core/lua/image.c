@@ -1,6 +1,6 @@
 /* lua/image.c - srgeo.image: load / load_batch / save / blur / info / check.
  *
- *   x = srgeo.image.load(path [, {size=224, resize=256, channels=3}])
+ *   x = srgeo.image.load(path [, {size=224, resize=256, channels=3, max_pixels=1e8}])
  *   X, bad, msg = srgeo.image.load_batch(paths [, {..., on_error="fail"|"skip"}])
  *   srgeo.image.save(path, t [, {rescale=false, quality=nil}])
  *   y = srgeo.image.blur(t, sigma [, {ksize=2*ceil(3*sigma)+1}])
@@ -11,7 +11,8 @@
  * {h, w}, or false/0 (no crop).  resize: the shorter side before the crop;
  * by default round(size * 256/224), i.e. 256 for 224 (torchvision's ImageNet
  * evaluation ratio), and no resize when size is false.  channels: 3 (the
- * default), 1, or false/0 = as stored.
+ * default), 1, or false/0 = as stored.  max_pixels: the decode bound
+ * (core/io/image.h: an image with more pixels is refused undecoded).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -21,7 +22,7 @@
 #include "lua/aux.h"
 #include "lua/open.h"
 
-static const char *const load_keys[] = {"size", "resize", "channels", "on_error", NULL};
+static const char *const load_keys[] = {"size", "resize", "channels", "max_pixels", "on_error", NULL};
 
 static void read_load_opts(lua_State *L, int t, sr_image_opts *o, const char *fn)
 {
@@ -53,6 +54,7 @@ static void read_load_opts(lua_State *L, int t, sr_image_opts *o, const char *fn
     lua_pop(L, 1);
     o->resize = (int)sr_lua_opt_integer_in(L, t, fn, "resize", lround(side * 256.0 / 224.0), 0, 65536);
     o->channels = (int)sr_lua_opt_integer_in(L, t, fn, "channels", 3, 0, 3);
+    o->max_pixels = sr_lua_opt_integer_in(L, t, fn, "max_pixels", SR_IMAGE_MAX_PIXELS, 1, (lua_Integer)1 << 40);
     if (o->channels == 2)
         luaL_error(L, "%s: channels must be 1, 3 or false (as stored)", fn);
 }
