@@ -209,6 +209,7 @@ static int l_train_step(lua_State *L)
     lua_pushinteger(L, correct);
     if (input_grad) {
         sr_tensor_share(sr_lua_new_tensor(L), &m->gin);
+        sr_lua_track_result(L, -1);
         return 3;
     }
     return 2;
@@ -273,6 +274,7 @@ static int l_grad_pass(lua_State *L)
         lua_pushnil(L);
     if (ig) {
         sr_tensor_share(sr_lua_new_tensor(L), &m->gin);
+        sr_lua_track_result(L, -1);
         return 4;
     }
     return 3;

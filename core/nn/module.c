@@ -178,8 +178,10 @@ int sr_run_begin(sr_module *m, sr_run *run)
 
 void sr_run_end(sr_run *run, int root)
 {
-    if (root)
+    if (root) {
+        sr_pool_pass_end(run->pool); /* the pool's bounds (tensor/tensor.h) */
         run->pool = NULL;
+    }
 }
 
 void sr_run_tap(sr_run *run, const sr_module *const *taps, sr_tensor *out)

@@ -92,6 +92,7 @@ static sr_storage *storage_new(size_t nbytes)
         madvise(s->data, sz, MADV_HUGEPAGE); /* advice: failure changes nothing */
     s->refcount = 1;
     s->nbytes = sz;
+    s->idle = 0;
     return s;
 }
 
@@ -154,6 +155,21 @@ int sr_tensor_ensure_like(sr_tensor *out, const sr_tensor *like)
     return sr_tensor_ensure(out, like->dtype, like->ndim, like->shape);
 }
 
+/* A block lent (from the pool or freshly allocated for it) or given back. */
+static void pool_lent(sr_pool *p, size_t nbytes)
+{
+    p->out += (int64_t)nbytes;
+    if (p->out > p->peak)
+        p->peak = p->out;
+}
+
+static void pool_drop(sr_pool *p, int i)
+{
+    p->bytes -= p->blocks[i]->nbytes;
+    storage_release(p->blocks[i]);
+    p->blocks[i] = p->blocks[--p->n];
+}
+
 void sr_pool_put(sr_pool *p, sr_tensor *t)
 {
     sr_storage *s = t->storage;
@@ -171,7 +187,12 @@ void sr_pool_put(sr_pool *p, sr_tensor *t)
         p->blocks = b;
         p->cap = cap;
     }
+    s->idle = 0;
     p->blocks[p->n++] = s;
+    p->bytes += s->nbytes;
+    /* (a block lent in an earlier pass, returned in this one, is not this
+     * pass's: the floor keeps it from hiding this pass's own loans) */
+    p->out = p->out > (int64_t)s->nbytes ? p->out - (int64_t)s->nbytes : 0;
     t->storage = NULL;
     t->ndim = 0;
     t->offset = 0;
@@ -205,24 +226,32 @@ int sr_pool_ensure(sr_pool *p, sr_tensor *t, sr_dtype dtype, int ndim, const int
          * took a 100 MB block per forward once Winograd's workspaces had
          * used the small ones, and peak RSS doubled. */
         if (best >= 0 && p->blocks[best]->nbytes > 2 * nbytes + ((size_t)1 << 20)) {
+            if (sr_tensor_alloc(t, dtype, ndim, shp))
+                return -1;
             p->fresh++;
-            return sr_tensor_alloc(t, dtype, ndim, shp);
+            pool_lent(p, t->storage->nbytes);
+            return 0;
         }
-        int take = best >= 0 ? best : big;
-        sr_storage *s = p->blocks[take];
-        p->blocks[take] = p->blocks[--p->n];
         if (best < 0) {
-            storage_release(s);
+            pool_drop(p, big);
         } else {
+            sr_storage *s = p->blocks[best];
+            p->blocks[best] = p->blocks[--p->n];
+            p->bytes -= s->nbytes;
+            pool_lent(p, s->nbytes);
             sr_tensor_free(t);
             t->storage = s;
             own = 1;
         }
     }
     if (!own) {
-        if (p)
+        if (sr_tensor_alloc(t, dtype, ndim, shp))
+            return -1;
+        if (p) {
             p->fresh++;
-        return sr_tensor_alloc(t, dtype, ndim, shp);
+            pool_lent(p, t->storage->nbytes);
+        }
+        return 0;
     }
     t->offset = 0;
     set_shape(t, dtype, ndim, shp);
@@ -232,6 +261,34 @@ int sr_pool_ensure(sr_pool *p, sr_tensor *t, sr_dtype dtype, int ndim, const int
 int sr_pool_ensure_like(sr_pool *p, sr_tensor *t, const sr_tensor *like)
 {
     return sr_pool_ensure(p, t, like->dtype, like->ndim, like->shape);
+}
+
+void sr_pool_pass_end(sr_pool *p)
+{
+    if (!p)
+        return;
+    p->peaks[p->passes % SR_POOL_WINDOW] = p->peak;
+    p->passes++;
+    p->out = p->peak = 0;
+    int64_t most = 0;
+    for (int i = 0; i < SR_POOL_WINDOW; i++)
+        most = p->peaks[i] > most ? p->peaks[i] : most;
+    size_t budget = (size_t)most * SR_POOL_PEAKS_MULT + SR_POOL_SLACK;
+    for (int i = p->n - 1; i >= 0; i--)
+        if (++p->blocks[i]->idle > SR_POOL_IDLE_PASSES) {
+            pool_drop(p, i);
+            p->freed++;
+        }
+    while (p->bytes > budget && p->n) {
+        int worst = 0; /* idle longest, then largest */
+        for (int i = 1; i < p->n; i++) {
+            const sr_storage *a = p->blocks[i], *b = p->blocks[worst];
+            if (a->idle > b->idle || (a->idle == b->idle && a->nbytes > b->nbytes))
+                worst = i;
+        }
+        pool_drop(p, worst);
+        p->freed++;
+    }
 }
 
 void sr_pool_clear(sr_pool *p)
