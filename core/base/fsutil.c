@@ -10,6 +10,9 @@
 
 int sr_atomic_open(sr_atomic_file *f, const char *path)
 {
+    f->fp = NULL;
+    if (!*path)
+        return sr_fail("write: empty file name");
     if (strlen(path) >= sizeof f->path)
         return sr_fail("write %s: path too long", path);
     snprintf(f->path, sizeof f->path, "%s", path);

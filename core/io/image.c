@@ -642,15 +642,20 @@ int sr_image_save(const char *path, const sr_tensor *t, const sr_image_save_opts
         goto done;
     }
     sr_atomic_file af;
-    if (sr_atomic_open(&af, path))
-        goto done;
-    if (fwrite(obuf, 1, olen, af.fp) != olen) {
-        sr_atomic_abort(&af);
-        sr_fail("image save %s: %s", path, strerror(errno));
+    if (sr_atomic_open(&af, path)) {
+        sr_fail_context("image save");
         goto done;
     }
-    if (sr_atomic_commit(&af))
+    if (fwrite(obuf, 1, olen, af.fp) != olen) {
+        int e = errno;
+        sr_atomic_abort(&af);
+        sr_fail("image save %s: %s", path, strerror(e));
         goto done;
+    }
+    if (sr_atomic_commit(&af)) {
+        sr_fail_context("image save");
+        goto done;
+    }
     rc = 0;
 done:
     g_free(obuf);

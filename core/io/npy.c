@@ -187,8 +187,8 @@ int sr_npy_save(const char *path, const sr_tensor *t)
     header[10 + n + pad] = '\n';
     sr_atomic_file f;
     if (sr_atomic_open(&f, path))
-        return -1;
+        return sr_fail_context("npy save");
     fwrite(header, 1, (size_t)(10 + hl), f.fp);
     fwrite(sr_data(t), sr_dtype_size(t->dtype), (size_t)sr_numel(t), f.fp);
-    return sr_atomic_commit(&f);
+    return sr_atomic_commit(&f) ? sr_fail_context("npy save") : 0;
 }

@@ -423,15 +423,17 @@ int sr_st_write(const char *path, int n, const char *const *names, const sr_tens
     for (int i = 0; i < 8; i++)
         len[i] = (unsigned char)((uint64_t)padded >> (8 * i));
     sr_atomic_file af;
-    if (sr_atomic_open(&af, path))
+    if (sr_atomic_open(&af, path)) {
+        sr_fail_context("safetensors save");
         goto done;
+    }
     fwrite(len, 1, 8, af.fp);
     fwrite(hdr, 1, hl, af.fp);
     for (size_t i = hl; i < padded; i++)
         fputc(' ', af.fp);
     for (int i = 0; i < n; i++)
         fwrite(sr_data(tensors[i]), sr_dtype_size(tensors[i]->dtype), (size_t)sr_numel(tensors[i]), af.fp);
-    rc = sr_atomic_commit(&af);
+    rc = sr_atomic_commit(&af) ? sr_fail_context("safetensors save") : 0;
 done:
     free(hdr);
     free(sorted);

@@ -78,6 +78,7 @@ sr_param *sr_module_add_param(sr_module *m, const char *name, int ndim, const in
     }
     if (sr_tensor_zeros(&p->value, m->dtype, ndim, shape)) {
         free(p->name);
+        sr_fail_context("%s: parameter %s", m->ops->kind, name);
         return NULL;
     }
     p->trainable = trainable;

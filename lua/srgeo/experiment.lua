@@ -49,12 +49,12 @@ function E.common_options(defaults)
   return {
     { "out", defaults.out or "out/experiment", "output folder (results, figures, cached units)" },
     { "preset", defaults.preset or "quick", "estimator preset", choices = E.PRESETS },
-    { "images", defaults.images or 32, "images per evaluation set when a spec gives no :N" },
+    { "images", defaults.images or 32, "images per evaluation set when a spec gives no :N", min = 1 },
     { "seed", defaults.seed or 0, "seed of evaluation draws, directions and random inits" },
-    { "threads", 0, "threads (0: SRGEO_THREADS or the machine's default)" },
+    { "threads", 0, "threads (0: SRGEO_THREADS or the machine's default)", min = 0, max = 4096 },
     { "directions", type = "integer", help = "directions per image (overrides the preset)" },
     { "jvp_directions", type = "string", help = "directions with exact JVPs: a number or 'all' (overrides the preset)" },
-    { "nscales", defaults.nscales, "rungs of the scale ladder (overrides the preset)", type = "integer" },
+    { "nscales", defaults.nscales, "rungs of the scale ladder (overrides the preset)", type = "integer", min = 1, max = 4096 },
     { "log10_lo", defaults.log10_lo, "lowest rung, log10 η at 224² (shifted by log10 √(d224/d) for other sizes; preset: -2)",
       type = "number" },
     { "log10_hi", defaults.log10_hi, "highest rung, likewise (preset: 2)", type = "number" },
@@ -125,6 +125,18 @@ function E.new(o, name)
     end
   end
   for k, v in pairs(o.profile or {}) do ex.popts[k] = v end
+  -- The estimator's options, checked now by srgeo.profile's own checks (the
+  -- declarations of core/stats/profile.c), not after the first model loads;
+  -- on a command line, named as the flag.
+  local ok, err = pcall(srgeo.profile.check_options, ex.popts)
+  if not ok then
+    local msg = tostring(err):gsub("^.-profile: ", "")
+    if o._argv then
+      msg = msg:gsub("^([%w_]+) must", function(k) return "--" .. k:gsub("_", "-") .. " must" end)
+      util.raise { msg = (name or "script") .. ": " .. msg }
+    end
+    fail("%s", msg)
+  end
   util.mkdir(ex.out .. "/units")
   return ex
 end

@@ -133,6 +133,10 @@ local function family_options(model, x, i, o, copts)
   elseif fam == "user" then
     local u = o.user_directions
     dirs = type(u) == "function" and u(i, x) or u
+    if type(dirs) ~= "userdata" then
+      error("profile: family 'user' needs user_directions, a tensor (n, C, H, W) or function(i, x) -> tensor; got "
+        .. type(dirs), 3)
+    end
   end
   if fam ~= "gaussian" then
     local n = #dirs
@@ -316,8 +320,15 @@ local function aggregate(p)
   return p
 end
 
+--- srgeo.profile.check_options(opts): the options checked as srgeo.profile
+--- checks them before the first image (scripts call it on their command line).
+function P.check_options(opts) resolve(opts, D224) end
+
 --- srgeo.profile(model, images, opts) -> profile
 local function profile(model, X, opts)
+  if type(model) ~= "userdata" or not model.forward then
+    error("profile: model must be an srgeo module, got " .. (model == nil and "nil" or type(model)), 2)
+  end
   local n, get = image_source(X)
   if n == 0 then error("profile: no images", 2) end
   local first = get(1)

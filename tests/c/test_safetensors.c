@@ -157,6 +157,7 @@ TEST(safetensors_writer_refuses_reserved_and_repeated_names)
     sr_tensor a = SR_TENSOR_INIT;
     CHECK_OK(sr_tensor_zeros(&a, SR_F32, 1, (int64_t[]){2}));
     const sr_tensor *ts[] = {&a, &a, &a};
+    remove("build/t_names.safetensors");
     CHECK_ERR(sr_st_write("build/t_names.safetensors", 1, (const char *[]){"__metadata__"}, ts, 0, NULL),
               "'__metadata__' is the format's reserved key");
     CHECK_ERR(sr_st_write("build/t_names.safetensors", 3, (const char *[]){"b", "a", "b"}, ts, 0, NULL),
