@@ -115,9 +115,9 @@ test: all $(BUILD)/test_core
 
 # Separate build tree so sanitizer objects never mix with optimised ones.
 # allocator_may_return_null: a huge tensor must fail with an error, as it does
-# without ASan, not abort the run.
+# without ASan, not abort the run.  tests/lsan.supp: third-party leaks only.
 sanitize:
-	ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=1 $(MAKE) BUILD=build/san OPT="-O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" test
+	ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp $(MAKE) BUILD=build/san OPT="-O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" test
 
 bench: all $(BENCH_BIN)
 	@sh tests/bench/run.sh $(BUILD)

@@ -421,7 +421,7 @@ int sr_image_load(sr_tensor *out, const char *path, const sr_image_opts *o)
     if (!o)
         o = &def;
     if (check_opts(o))
-        return -1;
+        return sr_fail_context("image %s", path);
     raw_image r;
     if (load_raw(path, o, &r))
         return -1;

@@ -1129,6 +1129,20 @@ int sr_conv_init(sr_conv *c, const sr_conv_cfg *cfg)
     if (cfg->cin % cfg->groups || cfg->cout % cfg->groups)
         return sr_fail("conv2d: groups=%lld must divide in_channels=%lld and out_channels=%lld",
                        (long long)cfg->groups, (long long)cfg->cin, (long long)cfg->cout);
+    /* The tap layout indexes taps and stride phases with ints and forms
+     * (span / stride) x span products: a dilated kernel spanning more than
+     * 2^31 pixels fits no input the GEMMs can take (conv_geometry), so it
+     * is refused here, before any of those products. */
+    int64_t taps, phases, span_h, span_w;
+    if (SR_COUNT(&taps, "conv2d: kernel taps", cfg->kh, cfg->kw) ||
+        SR_COUNT(&phases, "conv2d: stride phases", cfg->sh, cfg->sw) ||
+        SR_COUNT(&span_h, "conv2d: kernel span", cfg->kh, cfg->dh) ||
+        SR_COUNT(&span_w, "conv2d: kernel span", cfg->kw, cfg->dw))
+        return -1;
+    if (taps > INT32_MAX / 4 || phases > INT32_MAX / 4 || span_h > INT32_MAX || span_w > INT32_MAX)
+        return sr_fail("conv2d: kernel %lldx%lld, stride %lldx%lld, dilation %lldx%lld: too large for any input",
+                       (long long)cfg->kh, (long long)cfg->kw, (long long)cfg->sh, (long long)cfg->sw,
+                       (long long)cfg->dh, (long long)cfg->dw);
     c->cfg = *cfg;
     for (int i = 0; i < WS_N; i++)
         c->ws[i] = (sr_tensor)SR_TENSOR_INIT;
