@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/fsutil.h"
 #include "lua/aux.h"
 
 int sr_lua_fail(lua_State *L) { return luaL_error(L, "%s", sr_errmsg()); }
@@ -356,6 +357,36 @@ int sr_lua_opt_choice(lua_State *L, int t, const char *op, const char *k, int de
     int v;
     opt_one(L, t, op, &s, &v);
     return v;
+}
+
+/* --- files ------------------------------------------------------------------ */
+
+static const char cleaned_key = 'c'; /* its address keys the registry's table of folders done */
+
+void sr_lua_clean_tmp(lua_State *L, const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    if (slash == path)
+        lua_pushliteral(L, "/");
+    else if (slash)
+        lua_pushlstring(L, path, (size_t)(slash - path));
+    else
+        lua_pushliteral(L, ".");
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &cleaned_key) != LUA_TTABLE) {
+        lua_pop(L, 1);
+        lua_newtable(L);
+        lua_pushvalue(L, -1);
+        lua_rawsetp(L, LUA_REGISTRYINDEX, &cleaned_key);
+    }
+    lua_pushvalue(L, -2);
+    if (lua_rawget(L, -2) == LUA_TNIL) {
+        int removed = 0;
+        sr_tmp_clean(lua_tostring(L, -3), &removed); /* a folder it cannot read: the write will say */
+        lua_pushvalue(L, -3);
+        lua_pushinteger(L, removed);
+        lua_rawset(L, -4);
+    }
+    lua_pop(L, 3);
 }
 
 /* --- lists, directories, classes ----------------------------------------- */

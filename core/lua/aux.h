@@ -108,6 +108,12 @@ int sr_lua_opt_choice(lua_State *L, int t, const char *op, const char *k, int de
  * nil: no keys) not in keys (NULL-terminated). */
 void sr_lua_check_keys(lua_State *L, int t, const char *op, const char *const *keys);
 
+/* Before a write to path: remove the temporaries dead writers left in its
+ * folder (base/fsutil.h's sr_tmp_clean), once per folder and Lua state
+ * (the folders done are kept in the registry), so a run that writes
+ * thousands of files scans each folder once. */
+void sr_lua_clean_tmp(lua_State *L, const char *path);
+
 /* Push the list {v[0] + add, ..., v[n-1] + add} (add = 1: 0-based core
  * indices as 1-based Lua ones). */
 void sr_lua_push_integers(lua_State *L, const int64_t *v, int64_t n, int64_t add);

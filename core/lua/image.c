@@ -123,6 +123,7 @@ static int l_save(lua_State *L)
     sr_lua_check_keys(L, 3, "image.save", keys);
     o.rescale = sr_lua_opt_boolean(L, 3, "image.save", "rescale", 0);
     o.quality = (int)sr_lua_opt_integer_in(L, 3, "image.save", "quality", 0, 1, 100);
+    sr_lua_clean_tmp(L, path);
     if (sr_image_save(path, t, &o))
         return sr_lua_fail(L);
     return 0;

@@ -215,6 +215,7 @@ static int l_save(lua_State *L)
             lua_pop(L, 1);
         }
     }
+    sr_lua_clean_tmp(L, path);
     if (sr_st_write(path, n, names, ts, nmeta, meta))
         return sr_lua_fail(L);
     return 0;

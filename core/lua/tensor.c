@@ -1057,6 +1057,7 @@ static int l_npy_save(lua_State *L)
 {
     const char *path = sr_lua_check_cstring(L, 1, "npy.save");
     sr_tensor *t = sr_lua_check_tensor(L, 2);
+    sr_lua_clean_tmp(L, path);
     if (sr_npy_save(path, t))
         return sr_lua_fail(L);
     return 0;

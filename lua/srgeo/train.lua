@@ -285,16 +285,12 @@ local function optim_name(step) return string.format("optim_%08d.safetensors", s
 local function scan(out)
   local names = srgeo._listdir(out)
   if not names then return {}, {} end
-  local ck, op, stale = {}, {}, {}
+  local ck, op = {}, {}
   for _, f in ipairs(names) do
     local s = f:match("^ckpt_(%d+)%.safetensors$")
     if s then ck[tonumber(s)] = true end
     s = f:match("^optim_(%d+)%.safetensors$")
     if s then op[tonumber(s)] = true end
-    if f:match("^ckpt_%d+%.safetensors%.tmp%.") or f:match("^optim_%d+%.safetensors%.tmp%.")
-      or f:match("^log%.csv%.tmp%.") then
-      stale[#stale + 1] = f
-    end
   end
   local both = {}
   for s in pairs(ck) do if op[s] then both[#both + 1] = s end end
@@ -302,7 +298,7 @@ local function scan(out)
   local all = {}
   for s in pairs(ck) do all[#all + 1] = s end
   table.sort(all)
-  return both, all, stale, op
+  return both, all, op
 end
 
 --- The checkpoint a resume would start from: path, step (or nil).
@@ -577,8 +573,8 @@ function T.train(opts)
 
   if out then
     util.mkdir(out)
-    local both, all, stale = scan(out)
-    for _, f in ipairs(stale or {}) do os.remove(out .. "/" .. f) end
+    srgeo._clean_tmp(out .. "/log.csv") -- what killed writers left (dead PIDs only: core/base/fsutil.h)
+    local both, all = scan(out)
     if #all > 0 and opts.resume == false then
       fail("%s already holds checkpoints (%s ...); resume=true continues that run, or remove them", out, ckpt_name(all[1]))
     end
@@ -682,7 +678,7 @@ function T.train(opts)
     m:save(out .. "/" .. ckpt_name(step), meta)
     write_csv(out, rows)
     if c.keep_optim ~= "all" then
-      local _, _, _, op = scan(out)
+      local _, _, op = scan(out)
       for s in pairs(op or {}) do
         if s ~= step then os.remove(out .. "/" .. optim_name(s)) end
       end

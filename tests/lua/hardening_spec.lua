@@ -132,3 +132,101 @@ T.test("hostile files: every loader reads or refuses the corpus cleanly, in boun
   T.truthy(#bad == 0, table.concat(bad, "\n"))
   if not under_asan() then T.truthy(grew < 400, string.format("RSS grew by %.0f MB", grew)) end
 end)
+
+-- ---------------------------------------------------------------------------
+-- Full disk
+
+-- Every writer on a full file system (a 512 KB tmpfs): an error saying "No
+-- space left on device", the previous version of the file untouched, and
+-- nothing else left in the folder (no temporaries, no partial file).  Plots
+-- were the exception: gnuplot exits 0 after a failed write, and a truncated
+-- PNG was renamed into place and reported as written.
+T.test("full disk: every writer says 'No space left on device' and leaves nothing behind", function()
+  local fs = ROOT .. "/fullfs"
+  os.execute("mkdir -p " .. fs)
+  local _, code = sh("mount -t tmpfs -o size=512k tmpfs " .. fs)
+  if code ~= 0 then T.skip("cannot mount a tmpfs here (needs root and mount permission)") end
+  local ok, err = pcall(function()
+    local function listing()
+      local names = {}
+      for _, n in ipairs(srgeo._listdir(fs) or {}) do if n ~= "fill" then names[#names + 1] = n end end
+      table.sort(names)
+      return table.concat(names, " ")
+    end
+    -- fill the disk up to `free` bytes left
+    local function fill(free)
+      os.remove(fs .. "/fill")
+      local total = 512 * 1024 - 4096 * #srgeo._listdir(fs) - free
+      sh(string.format("dd if=/dev/zero of=%s/fill bs=4096 count=%d", fs, math.max(0, total // 4096)))
+    end
+    local big = srgeo.rand({ 64, 1024 }, 1) -- 256 KB
+    local writers = {
+      { "npy.save", "a.npy", function(p) srgeo.npy.save(p, big) end },
+      { "safetensors.save", "a.safetensors", function(p) srgeo.safetensors.save(p, { w = big }) end },
+      { "image.save", "a.png", function(p) srgeo.image.save(p, srgeo.rand({ 1, 3, 256, 256 }, 2)) end },
+      { "util.write_atomic", "a.json", function(p) util.write_atomic(p, string.rep("x", 300000)) end },
+      { "m:save", "m.safetensors", function(p)
+        local m = srgeo.nn.sequential { srgeo.nn.linear { in_features = 256, out_features = 256 } }
+        m:save(p)
+      end },
+      { "plot png", "fig.png", function(p) srgeo.plot.lines({ 1, 2, 3 }, { { 1, 2, 3 }, { 3, 1, 2 } }, { out = p }) end },
+      { "plot svg", "fig.svg", function(p)
+        local xs, ys = {}, {}
+        for i = 1, 3000 do xs[i], ys[i] = i, math.sin(i) end
+        srgeo.plot.lines(xs, { ys }, { out = p })
+      end },
+    }
+    for _, w in ipairs(writers) do
+      local path = fs .. "/" .. w[2]
+      fill(400 * 1024) -- room for a first version
+      local wrote = pcall(w[3], path)
+      local before = wrote and T.read(path)
+      local files_before = listing()
+      for _, free in ipairs { 64 * 1024, 16 * 1024, 0 } do
+        fill(free)
+        local wok, werr = pcall(w[3], path)
+        T.truthy(not wok, w[1] .. " with " .. free .. " bytes free succeeded")
+        T.truthy(tostring(werr):find("No space left on device", 1, true), w[1] .. ": " .. tostring(werr))
+        T.eq(listing(), files_before, w[1] .. " left files behind")
+        if before then T.truthy(T.read(path) == before, w[1] .. ": the previous version changed") end
+      end
+      os.remove(path)
+      for n in listing():gmatch("%S+") do os.remove(fs .. "/" .. n) end
+    end
+  end)
+  sh("umount " .. fs)
+  if not ok then error(err, 0) end
+end)
+
+-- ---------------------------------------------------------------------------
+-- Temporaries of killed writers
+
+-- A writer killed between its temporary and the rename leaves NAME.tmp.PID.
+-- The first write into a folder (any writer: C or Lua, data, results,
+-- figures, checkpoints) removes those of dead processes and keeps a live
+-- process's (PID 1 here) and files that only look similar.
+T.test("stale temporaries: every writer's first write into a folder removes dead writers' NAME.tmp.PID", function()
+  local dead = tonumber((sh("sh -c 'echo $$'")))
+  T.truthy(dead and not sh("kill -0 " .. dead .. " 2>&1"):find("^$"), "a dead PID")
+  local writers = {
+    npy = function(d) srgeo.npy.save(d .. "/x.npy", srgeo.zeros(2)) end,
+    safetensors = function(d) srgeo.safetensors.save(d .. "/x.safetensors", { w = srgeo.zeros(2) }) end,
+    image = function(d) srgeo.image.save(d .. "/x.png", srgeo.zeros(1, 1, 4, 4)) end,
+    lua = function(d) util.write_atomic(d .. "/x.txt", "x") end,
+    plot = function(d) srgeo.plot.lines({ 1, 2 }, { { 1, 2 } }, { out = d .. "/x.svg" }) end,
+  }
+  for name, write in pairs(writers) do
+    local d = ROOT .. "/stale-" .. name
+    os.execute("rm -rf " .. d .. " && mkdir -p " .. d)
+    local stale = { "ckpt_00000010.safetensors.tmp." .. dead, "bump.png.tmp." .. dead, "a.json.tmp." .. dead }
+    local keep = { "live.npy.tmp.1", "notes.tmp.txt", "x.tmp.12a", "report.tmp" }
+    for _, f in ipairs(stale) do T.write(d .. "/" .. f, "partial") end
+    for _, f in ipairs(keep) do T.write(d .. "/" .. f, "keep") end
+    write(d)
+    for _, f in ipairs(stale) do T.truthy(not T.read(d .. "/" .. f), name .. ": " .. f .. " left") end
+    for _, f in ipairs(keep) do T.truthy(T.read(d .. "/" .. f), name .. ": " .. f .. " removed") end
+    for _, f in ipairs(srgeo._listdir(d)) do
+      T.truthy(not f:find("%.tmp%.%d+$") or f == "live.npy.tmp.1", name .. ": its own temporary left: " .. f)
+    end
+  end
+end)
