@@ -15,7 +15,7 @@
 
 CC      ?= cc
 BUILD   ?= build
-PKGS    := lua5.4 openblas vips libcjson zlib
+PKGS    := lua5.4 openblas vips libcjson zlib libcmark-gfm
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 OPT     ?= -O2 -march=native
@@ -44,8 +44,15 @@ $(BUILD)/%.o: %.c
 # depthwise.c, gemm.c); -std=c11 alone turns contraction off.
 $(BUILD)/core/kernels/depthwise.o $(BUILD)/core/kernels/gemm.o: CFLAGS += -ffp-contract=fast
 
-$(BUILD)/libsrgeo_core.a: $(CORE_OBJ)
-	@rm -f $@ && ar rcs $@ $^
+# core/'s layering rules (tests/layers.lua, core/README.md) gate the build:
+# an upward include or a layer-kind comparison fails `make` itself.
+$(BUILD)/layers.ok: tests/layers.lua $(wildcard core/*/*.c core/*/*.h)
+	@mkdir -p $(BUILD)
+	@lua5.4 tests/layers.lua > $@.log || { cat $@.log; exit 1; }
+	@touch $@
+
+$(BUILD)/libsrgeo_core.a: $(CORE_OBJ) $(BUILD)/layers.ok
+	@rm -f $@ && ar rcs $@ $(CORE_OBJ)
 
 $(BUILD)/srgeo: $(BUILD)/core/shell/shell.o $(LUA_OBJ) $(BUILD)/libsrgeo_core.a
 	@echo '  LINK   $@'

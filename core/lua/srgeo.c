@@ -157,6 +157,7 @@ int luaopen_srgeo(lua_State *L)
     sr_lua_open_augment(L);
     sr_lua_open_opts(L);
     sr_lua_open_fs(L);
+    sr_lua_open_markdown(L);
 
     /* Make lua/?.lua requirable and run lua/srgeo/init.lua(core) to add the
      * Lua half of the library. */
