@@ -325,8 +325,18 @@ end
 --- checks them before the first image (scripts call it on their command line).
 function P.check_options(opts) resolve(opts, D224) end
 
---- srgeo.profile(model, images, opts) -> profile
-local function profile(model, X, opts)
+-- The per-image fields of a profile, which hooks.resume gives back.
+local resumed_fields = { "per_image", "jac_energy", "noise", "ci", "directions_used", "rung_directions",
+                         "jacobian_fro", "per_direction" }
+
+--- srgeo.profile(model, images, opts [, hooks]) -> profile.  hooks (not
+--- options: they change no result): on_image = function(p, i), called as
+--- image i finishes (srgeo.cache checkpoints it); resume = the per-image
+--- fields of images 1..resume.n_images computed before (and the totals
+--- forwards, exact_pairs, shared_layers after them), which are taken as
+--- they are and not recomputed: images are seeded by index, so the result
+--- is the one an uninterrupted run gives.
+local function profile(model, X, opts, hooks)
   if type(model) ~= "userdata" or not model.forward then
     error("profile: model must be an srgeo module, got " .. (model == nil and "nil" or type(model)), 2)
   end
@@ -355,10 +365,27 @@ local function profile(model, X, opts)
     options = o, label = id.label, model = id.model, identity = id, n_images = 0, per_direction = o.per_direction and {} or nil,
     version = srgeo.version,
   }, Profile)
+  local start = 1
+  local resume = hooks and hooks.resume
+  if resume then
+    local k = resume.n_images
+    if type(k) ~= "number" or k < 1 or k > n then
+      error(string.format("profile: hooks.resume holds %s images of %d", tostring(k), n), 2)
+    end
+    for _, f in ipairs(resumed_fields) do
+      if p[f] or f ~= "per_direction" then
+        if type(resume[f]) ~= "table" then error("profile: hooks.resume lacks " .. f, 2) end
+        for i = 1, k do p[f][i] = resume[f][i] end
+      end
+    end
+    p.forwards, p.exact_pairs, p.shared_layers, p.n_images = resume.forwards or 0, resume.exact_pairs, resume.shared_layers, k
+    start = k + 1
+  end
+  local on_image = hooks and hooks.on_image
   local bar = (o.progress ~= false) and util.progress("profile", n) or nil
   local t0 = srgeo._clock()
   local ok, err = pcall(function()
-    for i = 1, n do
+    for i = start, n do
       local x = get(i)
       if f64 and x:dtype() ~= "float64" then x = x:double() end
       if not f64 and x:dtype() ~= model:dtype() then x = x:float() end
@@ -373,6 +400,7 @@ local function profile(model, X, opts)
       if p.per_direction then p.per_direction[i] = r.per_direction end
       p.forwards = p.forwards + r.forwards
       p.n_images = i
+      if on_image then on_image(p, i) end
       if bar then bar.update(i) end
     end
   end)

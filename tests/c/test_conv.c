@@ -432,7 +432,10 @@ TEST(conv_hostile_geometry_fails_cleanly)
     for (int i = 0; i < 3; i++) {
         sr_module *m = MAKE_CONV("in_channels", "1", "out_channels", "1", "kernel_size", "3", cases[i][0],
                                  cases[i][1]);
-        CHECK(m, "create: %s", sr_errmsg());
+        if (!m) { /* refused when built (a dilated span no input can fit) */
+            CHECK(strstr(sr_errmsg(), cases[i][2]), "%s=%s: '%s'", cases[i][0], cases[i][1], sr_errmsg());
+            continue;
+        }
         sr_run run = SR_RUN_INIT;
         int rc = sr_module_forward(m, &x, &run);
         CHECK(rc != 0 && strstr(sr_errmsg(), cases[i][2]), "%s=%s: rc %d, '%s'", cases[i][0], cases[i][1], rc,

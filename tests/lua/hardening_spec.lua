@@ -230,3 +230,101 @@ T.test("stale temporaries: every writer's first write into a folder removes dead
     end
   end
 end)
+
+-- ---------------------------------------------------------------------------
+-- The unit cache under kills and concurrent runs
+
+local EST = "--directions 64 --jvp-directions all --nscales 9 --bootstrap 50"
+local MLP = "mlp{hidden={32},input={1,8,8}}@init"
+
+local function bump(out, quiet)
+  return string.format("%s scripts/bump.lua --model '%s' --eval noise:400 %s --out %s%s", exe(), MLP, EST, out,
+    quiet == false and "" or " --quiet")
+end
+
+local function count_images(out)
+  local n = 0
+  for _, d in ipairs(srgeo._listdir(out .. "/units") or {}) do
+    if d:match("%.partial$") then
+      for _, f in ipairs(srgeo._listdir(out .. "/units/" .. d) or {}) do if f:match("^%d+%.json$") then n = n + 1 end end
+    end
+  end
+  return n
+end
+
+-- What a finished unit folder holds that must not depend on kills: the CSVs
+-- byte for byte, and the unit JSON but for its timing.
+local function results(out)
+  local r = {}
+  for _, f in ipairs { "profiles.csv", "descriptors.csv" } do r[f] = T.read(out .. "/" .. f) end
+  for _, f in ipairs(srgeo._listdir(out .. "/units") or {}) do
+    local s = T.read(out .. "/units/" .. f)
+    if f:match("%.csv$") then r[f] = s end
+    if f:match("%.json$") and not f:match("%.unit%.json$") then r[f] = s and s:gsub('"seconds": [^,\n]+', "") end
+  end
+  return r
+end
+
+-- bump.lua killed (SIGKILL) inside its unit, again and again: each rerun
+-- resumes from the unit's finished images (before, a kill before the first
+-- unit finished lost all of it), and the final results are those of a run
+-- never killed, byte for byte.
+T.test("unit cache: bump.lua killed inside a unit resumes from its finished images, results byte-identical", function()
+  local ref, d = ROOT .. "/bump-ref", ROOT .. "/bump-kill"
+  os.execute("rm -rf " .. ref .. " " .. d)
+  local out, code = sh(bump(ref))
+  T.eq(code, 0, out)
+  math.randomseed(os.time())
+  local kills, mid = 0, 0
+  for round = 1, 4 do
+    local before = count_images(d)
+    local target = before + math.random(10, 40)
+    local pidfile = ROOT .. "/bump.pid"
+    os.execute(bump(d) .. " >/dev/null 2>&1 & echo $! > " .. pidfile)
+    local pid = T.read(pidfile):match("%d+")
+    local alive = function() return os.execute("kill -0 " .. pid .. " 2>/dev/null") end
+    while alive() and count_images(d) < target do os.execute("sleep 0.01") end
+    os.execute(string.format("sleep %.3f; kill -9 %s 2>/dev/null", 0.03 * math.random(), pid))
+    os.execute("while kill -0 " .. pid .. " 2>/dev/null; do sleep 0.01; done")
+    kills = kills + 1
+    local n = count_images(d)
+    if n > before and not T.read(d .. "/profiles.csv") then mid = mid + 1 end
+    if os.getenv("SRGEO_VERBOSE") then print("  kill", round, "images kept", n) end
+  end
+  T.truthy(mid >= 3, string.format("only %d of %d kills landed inside the unit", mid, kills))
+  out, code = sh(bump(d, false))
+  T.eq(code, 0, out)
+  T.truthy(out:find("resuming after image", 1, true), out)
+  local a, b = results(ref), results(d)
+  local n = 0
+  for f, s in pairs(a) do
+    n = n + 1
+    T.truthy(s == b[f], f .. " differs after " .. kills .. " kills")
+  end
+  T.truthy(n >= 4, "compared " .. n .. " files")
+  T.eq(srgeo._listdir(d .. "/units/" .. "mlp@init_hidden_32_input_1_8_8___noise_400@0.partial"), nil, "checkpoints removed")
+end)
+
+-- Two processes on one output folder: the unit's lock goes to one; the
+-- other computes what it can meanwhile (the twin), then waits, says so, and
+-- uses the first one's result.  Each unit is computed once.
+T.test("unit cache: a second process on the same folder waits for a unit's lock and reuses its result", function()
+  local d = ROOT .. "/bump-two"
+  os.execute("rm -rf " .. d)
+  local cmd = string.format("%s scripts/zoo.lua --models '%s,mlp{hidden={24},input={1,8,8}}@init' --eval noise:400 %s --out %s",
+    exe(), MLP, EST, d)
+  os.execute(cmd .. " > " .. ROOT .. "/first.log 2>&1 & echo $! > " .. ROOT .. "/first.pid")
+  local pid = T.read(ROOT .. "/first.pid"):match("%d+")
+  while count_images(d) < 5 and os.execute("kill -0 " .. pid .. " 2>/dev/null") do os.execute("sleep 0.01") end
+  local out, code = sh(cmd)
+  os.execute("while kill -0 " .. pid .. " 2>/dev/null; do sleep 0.01; done")
+  local first = T.read(ROOT .. "/first.log")
+  T.eq(code, 0, out)
+  T.truthy(out:find("another process is computing it; leaving it for last", 1, true), out)
+  T.truthy(out:find("computed by another process", 1, true) or out:find("cached", 1, true), out)
+  local computed = 0
+  for _, log in ipairs { out, first } do
+    computed = computed + tonumber(log:match("(%d+) computed") or 0)
+  end
+  T.eq(computed, 2, "units computed by the two processes:\n" .. first .. "\n---\n" .. out)
+end)
