@@ -29,12 +29,10 @@ static size_t nul_at(const char *s, size_t len)
 
 const char *sr_lua_check_cstring(lua_State *L, int idx, const char *op)
 {
-    size_t len;
-    const char *s = luaL_checklstring(L, idx, &len);
-    size_t k = nul_at(s, len);
-    if (k)
-        luaL_error(L, "%s: argument #%d contains a NUL byte at position %d", op, idx, (int)k);
-    return s;
+    luaL_checkstring(L, idx); /* (a number becomes its string form, in place) */
+    char what[32];
+    snprintf(what, sizeof what, "argument #%d", idx);
+    return sr_lua_to_cstring(L, idx, op, what);
 }
 
 const char *sr_lua_opt_cstring(lua_State *L, int idx, const char *op, const char *def)
@@ -297,6 +295,27 @@ void sr_lua_read_opts(lua_State *L, int t, const char *op, const sr_opt_spec *sp
     sr_lua_opts_init(&lo, L, t, op);
     if (sr_opts_read(&lo.o, specs, dst))
         sr_lua_fail(L);
+}
+
+void sr_lua_push_specs(lua_State *L, const sr_opt_spec *specs)
+{
+    static const char *const types[] = {"integer", "number", "boolean", "string", "choice", "other"};
+    char buf[256];
+    lua_newtable(L);
+    for (const sr_opt_spec *s = specs; s->name; s++) {
+        lua_createtable(L, 0, 5);
+        lua_pushstring(L, s->name);
+        lua_setfield(L, -2, "name");
+        lua_pushstring(L, types[s->type]);
+        lua_setfield(L, -2, "type");
+        lua_pushstring(L, sr_opt_spec_what(s, buf, sizeof buf));
+        lua_setfield(L, -2, "what");
+        lua_pushstring(L, sr_opt_spec_default(s, buf, sizeof buf));
+        lua_setfield(L, -2, "default");
+        lua_pushstring(L, s->help ? s->help : "");
+        lua_setfield(L, -2, "help");
+        lua_rawseti(L, -2, (lua_Integer)(s - specs) + 1);
+    }
 }
 
 /* One option as a one-entry declaration reads it. */

@@ -90,6 +90,11 @@ void sr_lua_opts_check_used(sr_lua_opts *lo, const char *help, const char *const
  * Strings in dst are the table's: keep it alive while they are used. */
 void sr_lua_read_opts(lua_State *L, int t, const char *op, const sr_opt_spec *specs, void *dst);
 
+/* Push a declared option set as a list {{name=, type=, what=, default=,
+ * help=}, ...}, for help texts (type: "integer", "number", "boolean",
+ * "string", "choice" or "other"). */
+void sr_lua_push_specs(lua_State *L, const sr_opt_spec *specs);
+
 /* Single options, for bindings whose options are a handful of fields of no
  * core struct: field k of the table at t, or def when t is none or nil or
  * the field is nil, read as a one-entry declaration would (messages

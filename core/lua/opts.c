@@ -9,7 +9,7 @@
  *       defaults filled in (a choice as its string; an "auto"/"none"
  *       default, one outside the option's range, as nil; options only the
  *       caller can read are left out).
- *   list = srgeo._option_specs(name) -> {{name=, what=, default=, help=}, ...}
+ *   list = srgeo._option_specs(name) -> {{name=, type=, what=, default=, help=}, ...}
  *   srgeo._check_option(op, decl, value): one value against a declaration
  *       made in Lua, decl = {name=, type="integer"|"number", lo=, hi=,
  *       open_lo=, open_hi=} (a script's own option), with the same message.
@@ -120,22 +120,7 @@ static int l_options(lua_State *L)
 
 static int l_option_specs(lua_State *L)
 {
-    const sr_opt_spec *specs = check_set(L, 1);
-    char what[256], def[64];
-    lua_newtable(L);
-    int i = 0;
-    for (const sr_opt_spec *s = specs; s->name; s++) {
-        lua_createtable(L, 0, 4);
-        lua_pushstring(L, s->name);
-        lua_setfield(L, -2, "name");
-        lua_pushstring(L, sr_opt_spec_what(s, what, sizeof what));
-        lua_setfield(L, -2, "what");
-        lua_pushstring(L, sr_opt_spec_default(s, def, sizeof def));
-        lua_setfield(L, -2, "default");
-        lua_pushstring(L, s->help ? s->help : "");
-        lua_setfield(L, -2, "help");
-        lua_rawseti(L, -2, ++i);
-    }
+    sr_lua_push_specs(L, check_set(L, 1));
     return 1;
 }
 

@@ -71,6 +71,14 @@ local function resolve(opts, d)
   local o = {}
   for k, v in pairs(pre) do o[k] = v end
   for k, v in pairs(opts) do o[k] = v end
+  -- The ladder's options, checked by the core's declared-option reader (one
+  -- message format: "profile: nscales must be an integer in 1..4096, got 0").
+  for _, decl in ipairs { { name = "nscales", type = "integer", lo = 1, hi = 4096 },
+                          { name = "log10_lo", type = "number", lo = -math.huge, hi = math.huge, open_lo = true, open_hi = true },
+                          { name = "log10_hi", type = "number", lo = -math.huge, hi = math.huge, open_lo = true, open_hi = true } } do
+    local ok, err = pcall(srgeo._check_option, "profile", decl, o[decl.name])
+    if not ok then error(err, 3) end
+  end
   if opts.scales then
     o.scales = opts.scales
   elseif opts.rms_scales then
@@ -85,7 +93,7 @@ local function resolve(opts, d)
   end
   o.precision = o.precision or "float32"
   if o.precision ~= "float32" and o.precision ~= "float64" then
-    error("profile: precision must be \"float32\" or \"float64\"", 3)
+    error("profile: precision must be \"float32\" or \"float64\", got " .. tostring(o.precision), 3)
   end
   o.seed = o.seed or 0
   -- Types and ranges of the options the C engine declares (ci and bootstrap

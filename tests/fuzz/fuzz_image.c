@@ -6,9 +6,9 @@
  * torchvision's resize + crop, native size, grey, an odd crop and resize,
  * a small max_pixels; the rest is the file. */
 #include <stdint.h>
-#include <stdio.h>
 #include <unistd.h>
 
+#include "fuzz_file.h"
 #include "io/image.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -19,13 +19,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         SR_IMAGE_OPTS_INIT, {0, 0, 0, 0, 0}, {28, 28, 0, 1, 0}, {7, 300, 33, 3, 0}, {0, 0, 64, 0, 4096},
     };
     const sr_image_opts *o = &choices[data[0] % (sizeof choices / sizeof choices[0])];
-    char path[64];
-    snprintf(path, sizeof path, "/dev/shm/srgeo-fuzz-image-%d", (int)getpid());
-    FILE *f = fopen(path, "wb");
-    if (!f)
+    const char *path = fuzz_file("image", data + 1, size - 1);
+    if (!path)
         return 0;
-    fwrite(data + 1, 1, size - 1, f);
-    fclose(f);
     sr_tensor t = SR_TENSOR_INIT;
     if (sr_image_load(&t, path, o) == 0) {
         double s = 0;

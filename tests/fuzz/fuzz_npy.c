@@ -4,20 +4,16 @@
  * comes before the allocation; -rss_limit_mb catches a regression), and a
  * file it accepts has exactly the header's values (sum them to touch all). */
 #include <stdint.h>
-#include <stdio.h>
 #include <unistd.h>
 
+#include "fuzz_file.h"
 #include "io/npy.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    char path[64];
-    snprintf(path, sizeof path, "/dev/shm/srgeo-fuzz-npy-%d.npy", (int)getpid());
-    FILE *f = fopen(path, "wb");
-    if (!f)
+    const char *path = fuzz_file("npy", data, size);
+    if (!path)
         return 0;
-    fwrite(data, 1, size, f);
-    fclose(f);
     sr_tensor t = SR_TENSOR_INIT;
     if (sr_npy_load(&t, path) == 0) {
         double s = 0;

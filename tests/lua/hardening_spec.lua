@@ -13,20 +13,7 @@ os.execute("rm -rf " .. ROOT .. " && mkdir -p " .. ROOT)
 
 local function exe() return T.shell() or "build/srgeo" end
 
-local function sh(cmd)
-  local p = io.popen(cmd .. " 2>&1")
-  local out = p:read("a")
-  local ok, _, code = p:close()
-  return out, ok and 0 or code
-end
-
-local function under_asan()
-  local f = io.open("/proc/self/maps")
-  if not f then return false end
-  local maps = f:read("a")
-  f:close()
-  return maps:find("libasan", 1, true) ~= nil
-end
+local sh, under_asan = T.sh, T.under_asan
 
 -- ---------------------------------------------------------------------------
 -- Memory over time

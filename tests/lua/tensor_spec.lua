@@ -475,13 +475,7 @@ T.test("npy save/load round trip from Lua (float32, float64) and bad files", fun
   T.raises(function() srgeo.npy.save(bad) end, "bad argument #2 to 'save'")
 end)
 
-local function under_asan()
-  local f = io.open("/proc/self/maps")
-  if not f then return false end
-  local maps = f:read("a")
-  f:close()
-  return maps:find("libasan", 1, true) ~= nil
-end
+local under_asan = T.under_asan
 
 -- AddressSanitizer aborts on a 4 TB request unless told to return NULL;
 -- under it, only the shapes rejected before malloc are tried.
