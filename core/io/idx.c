@@ -8,6 +8,8 @@
 #include <sys/stat.h>
 #include <zlib.h>
 
+#include "base/checked.h"
+
 #define IDX_IMAGES 0x00000803u
 #define IDX_LABELS 0x00000801u
 
@@ -255,12 +257,13 @@ int sr_idx_load_images(const char *path, sr_u8images *out)
     uint8_t *data = NULL;
     if (idx_header(&x, IDX_IMAGES, 3, d))
         goto done;
-    if (d[1] < 1 || d[2] < 1 || d[1] > 16384 || d[2] > 16384 || d[0] > ((int64_t)1 << 40) / (d[1] * d[2])) {
+    int64_t bytes;
+    if (d[1] < 1 || d[2] < 1 || d[1] > 16384 || d[2] > 16384 || SR_COUNT(&bytes, "idx", d[0], d[1], d[2])) {
         sr_fail("idx %s: implausible dims %lld x %lld x %lld", path, (long long)d[0],
                 (long long)d[1], (long long)d[2]);
         goto done;
     }
-    if (idx_body(&x, d[0] * d[1] * d[2], &data, 16))
+    if (idx_body(&x, bytes, &data, 16))
         goto done;
     sr_u8images_free(out);
     *out = (sr_u8images){d[0], 1, d[1], d[2], data};
