@@ -33,7 +33,7 @@ local copy = util.copy
 
 E.shipped_dir, E.shipped = models.shipped_dir, models.shipped
 for _, k in ipairs { "parse_model", "twin", "load_model", "input_shape", "model_eps", "checkpoints", "EVAL_NAMES",
-                     "parse_eval", "load_eval" } do E[k] = S[k] end
+                     "parse_eval", "load_eval", "expand_models" } do E[k] = S[k] end
 E.model_key = cache.model_key
 for _, k in ipairs { "jacobian_fro", "bump", "with_jacobian", "columns", "descriptor_table", "compare_table",
                      "load_results" } do E[k] = report[k] end
@@ -76,7 +76,8 @@ function E.spec(t, defaults)
   for _, o in ipairs(E.common_options(defaults or t.defaults)) do s.options[#s.options + 1] = o end
   s.epilog = (t.epilog and t.epilog .. "\n\n" or "") ..
     "Models: a shipped name (models/shipped/NAME.safetensors), NAME@init (random-init twin),\n" ..
-    "ARCH{cfg}@init (e.g. mlp{hidden={16}}@init), a .safetensors path; LABEL=SPEC names a curve.\n" ..
+    "ARCH{cfg}@init (e.g. mlp{hidden={16}}@init), a .safetensors path; LABEL=SPEC names a curve;\n" ..
+    "in lists (--models) also a folder or a glob of .safetensors files ('runs/x/*.safetensors').\n" ..
     "Evaluation sets: NAME[:N][@SEED] with NAME one of\n  " .. S.EVAL_NAMES .. ".\n" ..
     "Units already computed in OUT/units/ with the same options are reused (--force recomputes)."
   return s
@@ -87,6 +88,10 @@ end
 function E.script(t, argv, defaults)
   local spec = E.spec(t, defaults)
   local o = cli.run(spec, argv)
+  -- lists of model specs take folders and globs too
+  for _, k in ipairs { "models", "others" } do
+    if type(o[k]) == "table" then o[k] = S.expand_models(o[k]) end
+  end
   o._argv = argv
   return o, E.new(o, t.name)
 end
@@ -163,8 +168,8 @@ end
 function Ex:drop_models() self.models = {}; collectgarbage() end
 
 --- The evaluation set for a spec (noise sets take the model's input shape).
-function Ex:eval_set(spec, model)
-  return E.load_eval(spec, { images = self.images, seed = self.seed, model = model })
+function Ex:eval_set(spec, model, model_label)
+  return E.load_eval(spec, { images = self.images, seed = self.seed, model = model, model_label = model_label })
 end
 
 --- ex:profile(model_spec, eval_spec [, extra [, nowait [, slot]]]) -> profile, record.
@@ -233,7 +238,7 @@ function Ex:compute_unit(ms, es, popts, unit, files, label, rec)
   if self.force then cache.discard(files) end
   local resume = cache.resume(files, unit)
   local m = self:model(ms)
-  local X = self:eval_set(es, m)
+  local X = self:eval_set(es, m, ms.label)
   local po = copy(popts)
   po.label, po.model_name, po.eval = label, ms.spec, es.key
   if resume then

@@ -521,8 +521,16 @@ function Figure:render()
 
   local errfile = os.tmpname()
   local q = util.shell_quote
+  -- The scripts say `set encoding utf8`; under a locale that is not UTF-8
+  -- (a fresh machine, cron: LANG unset) gnuplot warns on every figure that
+  -- iconv cannot convert, so it runs in glibc's built-in C.UTF-8 then.
+  local loc = os.getenv("LC_ALL") or ""
+  if loc == "" then loc = os.getenv("LC_CTYPE") or "" end
+  if loc == "" then loc = os.getenv("LANG") or "" end
+  local utf8_env = loc:lower():gsub("-", ""):find("utf8", 1, true) and "" or "LC_ALL=C.UTF-8 "
   local vars = keep and " -e " .. q(string.format("OUT='%s'; DATA='%s'", tmpname, select(2, split_path(dattmp)))) or ""
-  local cmd = string.format("cd %s && %s%s %s 2>%s", q(dir), q(bin), vars, q(select(2, split_path(gptmp))), q(errfile))
+  local cmd = string.format("cd %s && %s%s%s %s 2>%s", q(dir), utf8_env, q(bin), vars, q(select(2, split_path(gptmp))),
+    q(errfile))
   local p = io.popen(cmd, "r")
   local stdout = p:read("a")
   local ok, how, code = p:close()
