@@ -99,6 +99,14 @@ local function resolve(opts, d)
   local o = {}
   for k, v in pairs(pre) do o[k] = v end
   for k, v in pairs(opts) do o[k] = v end
+  -- The ladder's options, checked by the core's declared-option reader (one
+  -- message format: "profile: nscales must be an integer in 1..4096, got 0").
+  for _, decl in ipairs { { name = "nscales", type = "integer", lo = 1, hi = 4096 },
+                          { name = "log10_lo", type = "number", lo = -math.huge, hi = math.huge, open_lo = true, open_hi = true },
+                          { name = "log10_hi", type = "number", lo = -math.huge, hi = math.huge, open_lo = true, open_hi = true } } do
+    local ok, err = pcall(srgeo._check_option, "profile", decl, o[decl.name])
+    if not ok then error(err, 3) end
+  end
   if opts.scales then
     o.scales = opts.scales
   elseif opts.rms_scales then
@@ -113,7 +121,7 @@ local function resolve(opts, d)
   end
   o.precision = o.precision or "float32"
   if o.precision ~= "float32" and o.precision ~= "float64" then
-    error("profile: precision must be \"float32\" or \"float64\"", 3)
+    error("profile: precision must be \"float32\" or \"float64\", got " .. tostring(o.precision), 3)
   end
   o.seed = o.seed or 0
   o.range = o.range or "paper"
@@ -183,6 +191,10 @@ local function family_options(model, x, i, o, copts)
   elseif fam == "user" then
     local u = o.user_directions
     dirs = type(u) == "function" and u(i, x) or u
+    if type(dirs) ~= "userdata" then
+      error("profile: family 'user' needs user_directions, a tensor (n, C, H, W) or function(i, x) -> tensor; got "
+        .. type(dirs), 3)
+    end
   end
   if fam ~= "gaussian" then
     local n = #dirs
@@ -280,14 +292,14 @@ local function call(run, p, i, rungs, first, count, noise)
   copts.scales = sc
   local r = srgeo._profile_image(run.model, x, copts)
   p.forwards = p.forwards + r.forwards
-  p.estimator.calls = (p.estimator.calls or 0) + 1
   p.exact_pairs = (p.exact_pairs or 0) + (r.exact_pairs or 0)
   p.shared_layers = r.shared_layers
   local st = p._state[i]
   if not st then
-    st = { rungs = {}, jvp = {}, steps = {} }
+    st = { rungs = {}, jvp = {}, steps = {}, calls = 0 }
     p._state[i] = st
   end
+  st.calls = st.calls + 1
   -- JVP energies by direction index: each direction counts once
   local base0 = copts.first_direction
   for j, v in ipairs(r.jvp_sq) do st.jvp[base0 + j] = v end
@@ -325,8 +337,10 @@ local function publish(p)
   p.rung_directions, p.directions_used, p.closed_by, p.jac_energy, p.jacobian_fro, p.noise_jvp = {}, {}, {}, {}, {}, {}
   p.steps = {}
   if o.per_direction then p.per_direction = {} end
+  p.estimator.calls = 0
   for i = 1, p.n_images do
     local st = p._state[i]
+    p.estimator.calls = p.estimator.calls + st.calls
     local r, ci, se, nz, ne, mo, rd, cb = {}, {}, {}, {}, {}, {}, {}, {}
     local used = 0
     for s = 1, #p.scales do
@@ -367,11 +381,12 @@ end
 -- or sequential (steps of directions until each image's rung is precise
 -- enough for the median over images).
 
-local function fixed_fill(run, p, rungs, bar)
-  for i = 1, run.n do
+local function fixed_fill(run, p, rungs, bar, start, on_image)
+  for i = start or 1, run.n do
     call(run, p, i, rungs, 0, nil, true)
     for _, s in ipairs(rungs) do p._state[i].rungs[s].closed = "fixed" end
     p._filled = i
+    if on_image then on_image(p, i) end
     if bar then bar.update(i) end
   end
 end
@@ -464,9 +479,12 @@ local function sequential_fill(run, p, rungs, bar)
   end
 end
 
-local function fill(run, p, rungs, bar)
-  p._filled = 0
-  if p.options.sequential then sequential_fill(run, p, rungs, bar) else fixed_fill(run, p, rungs, bar) end
+-- start, on_image: the first stage of a fixed profile resumes after the
+-- images it is given and reports each image it finishes (hooks).
+local function fill(run, p, rungs, bar, start, on_image)
+  p._filled = (start or 1) - 1
+  if p.options.sequential then sequential_fill(run, p, rungs, bar)
+  else fixed_fill(run, p, rungs, bar, start, on_image) end
 end
 
 -- New rungs at etas: insert them into the ladder (kept increasing) and
@@ -621,8 +639,24 @@ local function extend(run, p)
   p.range.top_eta, p.range.top_rms = top, rms(p, top)
 end
 
---- srgeo.profile(model, images, opts) -> profile
-local function profile(model, X, opts)
+--- srgeo.profile.check_options(opts): the options checked as srgeo.profile
+--- checks them before the first image (scripts call it on their command line).
+function P.check_options(opts) resolve(opts, D224) end
+
+--- srgeo.profile(model, images, opts [, hooks]) -> profile.  hooks (not
+--- options: they change no result): on_image = function(p, i), called as
+--- image i finishes its first stage, p._state[i] then holds its per-rung
+--- moments (srgeo.cache checkpoints it); resume = { n_images = k, _state =
+--- the states of images 1..k, forwards, exact_pairs, shared_layers = the
+--- totals after image k }, taken as they are and not recomputed: images are
+--- seeded by index, so the result is the one an uninterrupted run gives.
+--- The first stage is the given ladder with fixed directions; rungs that
+--- range "auto" adds are computed again after a resume, and a sequential
+--- profile (whose images close together) neither reports nor resumes.
+local function profile(model, X, opts, hooks)
+  if type(model) ~= "userdata" or not model.forward then
+    error("profile: model must be an srgeo module, got " .. (model == nil and "nil" or type(model)), 2)
+  end
   local n, get = image_source(X)
   if n == 0 then error("profile: no images", 2) end
   local first = get(1)
@@ -645,12 +679,30 @@ local function profile(model, X, opts)
         or P.SEQUENTIAL_RULE) or nil,
     },
   }, Profile)
+  local start = 1
+  local resume = hooks and hooks.resume
+  if resume and not o.sequential then
+    local k = resume.n_images
+    if math.type(k) ~= "integer" or k < 1 or k > run.n then
+      error(string.format("profile: hooks.resume holds %s images of %d", tostring(k), run.n), 2)
+    end
+    for i = 1, k do
+      local st = type(resume._state) == "table" and resume._state[i]
+      if type(st) ~= "table" or type(st.rungs) ~= "table" or #st.rungs ~= #p.scales then
+        error(string.format("profile: hooks.resume lacks image %d's state on %d rungs", i, #p.scales), 2)
+      end
+      p._state[i] = util.copy(st) -- the caller's tables stay as given (range auto remaps rungs)
+    end
+    p.forwards, p.exact_pairs, p.shared_layers = resume.forwards or 0, resume.exact_pairs, resume.shared_layers
+    start = k + 1
+  end
+  local on_image = hooks and hooks.on_image
   local bar = stage_bar(run, "profile")
   local t0 = srgeo._clock()
   local rungs = {}
   for s = 1, #p.scales do rungs[s] = s end
   local ok, err = pcall(function()
-    fill(run, p, rungs, bar)
+    fill(run, p, rungs, bar, start, on_image)
     if bar then bar.done() end
     bar = nil
     p.n_images = p._filled

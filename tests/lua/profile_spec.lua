@@ -275,6 +275,36 @@ T.test("profile: Ctrl-C stops cleanly and keeps the images already done", functi
   T.truthy(err:find("interrupted after", 1, true), err)
 end)
 
+-- hooks: images report their first stage's state; a profile resumed from
+-- images 1..k (through JSON, as srgeo.cache keeps them) is the uninterrupted
+-- one field by field, also when range "auto" adds rungs after the first
+-- stage; a sequential profile (its images close together) reports none.
+T.test("profile hooks: resumed from k images' states equals the uninterrupted run; sequential reports no image", function()
+  local json = require "srgeo.json"
+  local m = nn.sequential { nn.linear { in_features = 12, out_features = 16, seed = 3 }, nn.relu {},
+                            nn.linear { in_features = 16, out_features = 4, seed = 4 } }
+  local X = images(6)
+  local o = { preset = "quick", directions = 16, nscales = 6, range = "auto", bootstrap = 50, progress = false }
+  local kept, k = {}, 3
+  local full = srgeo.profile(m, X, o, { on_image = function(p, i)
+    if i <= k then kept[i] = json.decode(json.encode(p._state[i])) end
+    kept.totals = kept.totals or (i == k and { forwards = p.forwards, exact_pairs = p.exact_pairs,
+                                               shared_layers = p.shared_layers }) or nil
+  end })
+  T.truthy(#full.scales > 6, "range auto added rungs: " .. #full.scales)
+  local resume = { n_images = k, _state = kept, forwards = kept.totals.forwards, exact_pairs = kept.totals.exact_pairs,
+                   shared_layers = kept.totals.shared_layers }
+  local again = srgeo.profile(m, X, o, { resume = resume })
+  full.seconds, again.seconds = 0, 0
+  T.same(again, full, "resumed")
+  resume._state[2] = nil
+  T.raises(function() srgeo.profile(m, X, o, { resume = resume }) end, "lacks image 2's state")
+  local called = 0
+  srgeo.profile(m, X, { preset = "sequential", nscales = 4, directions = 64, progress = false },
+    { on_image = function() called = called + 1 end })
+  T.eq(called, 0, "a sequential profile reports no image")
+end)
+
 T.test("the shipped trained encoder has a bump; its random-init twin rises (range auto, refine)", function()
   local path = srgeo.root .. "/models/shipped/small_resnet.safetensors"
   if not io.open(path) then T.skip("no shipped small_resnet") end
