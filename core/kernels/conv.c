@@ -904,7 +904,7 @@ int sr_conv_forward(sr_conv *im, sr_tensor *y, const sr_tensor *x, const sr_tens
     void *b = bias ? sr_data(bias) : NULL;
     if (sr_numel(y) == 0)
         return 0;
-    if (ep && ep->C != g.o)
+    if (ep && ep->C && ep->C != g.o)
         return sr_fail("conv2d: fused output map is for %lld channels, output %s has %lld", (long long)ep->C,
                        SR_SHAPE(y), (long long)g.o);
     sr_epilogue with_base;

@@ -125,6 +125,65 @@ static int l_residual(lua_State *L)
     return 1;
 }
 
+/* graph{ {name, module [, inputs]}, ..., output = name }: inputs is a node
+ * name or a list of them ("input" is the graph's input); without one a node
+ * reads the node before it (the first one the input). */
+static int graph_input(lua_State *L, sr_module *g, int idx, int entry)
+{
+    const char *name = lua_tostring(L, idx);
+    if (!name || lua_type(L, idx) != LUA_TSTRING)
+        return luaL_error(L, "graph: entry %d: inputs must be node names (got %s)", entry, luaL_typename(L, idx));
+    int v = sr_graph_value(g, name);
+    if (v < 0)
+        return luaL_error(L, "graph: entry %d reads '%s', which is not an earlier node nor \"input\"", entry, name);
+    return v;
+}
+
+static int l_graph(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    sr_module *g = sr_graph_new();
+    if (!g)
+        return sr_lua_fail(L);
+    push_module(L, g); /* index 2 */
+    lua_Integer n = luaL_len(L, 1);
+    for (lua_Integer i = 1; i <= n; i++) {
+        lua_settop(L, 2);
+        if (lua_geti(L, 1, i) != LUA_TTABLE)
+            return luaL_error(L, "graph: entry %d must be {name, module [, inputs]} (got %s)", (int)i,
+                              luaL_typename(L, 3));
+        lua_geti(L, 3, 1);
+        lua_geti(L, 3, 2);
+        lua_geti(L, 3, 3); /* 4 name, 5 module, 6 inputs */
+        const char *name = lua_tostring(L, 4);
+        sr_module *child = test_module(L, 5);
+        if (lua_type(L, 4) != LUA_TSTRING || !child)
+            return luaL_error(L, "graph: entry %d must be {name, module [, inputs]}", (int)i);
+        int in[64], nin = 0;
+        if (lua_isnil(L, 6)) {
+            in[nin++] = g->nchildren;
+        } else if (lua_istable(L, 6)) {
+            lua_Integer k = luaL_len(L, 6);
+            if (k < 1 || k > 64)
+                return luaL_error(L, "graph: entry %d: between 1 and 64 inputs, got %d", (int)i, (int)k);
+            for (lua_Integer j = 1; j <= k; j++) {
+                lua_geti(L, 6, j);
+                in[nin++] = graph_input(L, g, -1, (int)i);
+                lua_pop(L, 1);
+            }
+        } else {
+            in[nin++] = graph_input(L, g, 6, (int)i);
+        }
+        if (sr_graph_add(g, name, child, nin, in) < 0)
+            return sr_lua_fail(L);
+    }
+    lua_settop(L, 2);
+    if (lua_getfield(L, 1, "output") != LUA_TNIL && sr_graph_set_output(g, graph_input(L, g, 3, 0)))
+        return sr_lua_fail(L);
+    lua_settop(L, 2);
+    return 1;
+}
+
 /* --- running -------------------------------------------------------------- */
 /* Resolve opts.tap / opts.taps into run taps; returns ntaps (0 = whole
  * model).  names[] receives the tap names for the result table. */
@@ -607,6 +666,8 @@ void sr_lua_open_nn(lua_State *L)
     lua_setfield(L, -2, "sequential");
     lua_pushcfunction(L, l_residual);
     lua_setfield(L, -2, "residual");
+    lua_pushcfunction(L, l_graph);
+    lua_setfield(L, -2, "graph");
     /* srgeo.nn.help: layer name -> option summary */
     lua_newtable(L);
     for (const sr_layer_def *d = sr_layers; d->name; d++) {

@@ -93,11 +93,12 @@ static void conv_describe(const sr_module *m, char *buf, size_t n)
 }
 
 /* Fusion: the convolution writes its output through a folded per-channel
- * map for its own channel count (and a residual's sum in a forward). */
+ * map for its own channel count, or just a ReLU (and a residual's sum in a
+ * forward). */
 static int conv_maps(const sr_module *m, const sr_epilogue *e, int jvp)
 {
     const sr_tensor *w = &m->params[0].value;
-    return w->ndim == 4 && w->shape[0] == e->C && !(e->add && jvp);
+    return w->ndim == 4 && (w->shape[0] == e->C || (!e->C && (e->relu || e->add))) && !(e->add && jvp);
 }
 
 static int conv_mapped(sr_module *m, const sr_tensor *x, int jvp, const sr_epilogue *e, sr_run *run)

@@ -29,6 +29,10 @@ const sr_layer_def sr_layers[] = {
     {"cls_pos", sr_cls_pos_create, "dim, num_patches, cls=true, cls_name=\"cls_token\", pos_name=\"pos_embed\": prepend class token, add position embedding"},
     {"token_select", sr_token_select_create, "index=0 | pool=\"token\"|\"mean\", start=0 (mean from token start): (N,T,D) -> (N,D)"},
     {"layer_scale", sr_layer_scale_create, "dim, init=1e-6, name=\"gamma\", dim_axis=\"last\"|\"channels\""},
+    {"add", sr_add_create, "(two inputs, in a graph) | shape={...} or value=c, reverse=false, trainable=false: x + c"},
+    {"sub", sr_sub_create, "(two inputs, in a graph) | shape={...} or value=c, reverse=false (c - x), trainable=false"},
+    {"mul", sr_mul_create, "(two inputs, in a graph) | shape={...} or value=c, reverse=false, trainable=false: x * c"},
+    {"div", sr_div_create, "(two inputs, in a graph) | shape={...} or value=c, reverse=false (c / x), trainable=false"},
     {"identity", identity_create, "(no options); also dropout and stochastic depth at eval"},
     {NULL, NULL, NULL},
 };

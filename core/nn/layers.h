@@ -47,6 +47,13 @@ sr_module *sr_attention_create(const sr_opts *o);
  * k tangents per primal) and y holds the outputs and JVPs.  y is allocated. */
 int sr_attention_naive(const sr_module *m, const sr_tensor *xv, int64_t n, int64_t k, sr_tensor *y);
 
+/* arith.c: elementwise add, sub, mul, div of two inputs or of the input
+ * and a constant */
+sr_module *sr_add_create(const sr_opts *o);
+sr_module *sr_sub_create(const sr_opts *o);
+sr_module *sr_mul_create(const sr_opts *o);
+sr_module *sr_div_create(const sr_opts *o);
+
 /* tokens.c: ViT pieces */
 sr_module *sr_to_tokens_create(const sr_opts *o);
 sr_module *sr_cls_pos_create(const sr_opts *o);
