@@ -366,9 +366,13 @@ static int m_vjp(lua_State *L)
     return 1;
 }
 
+/* Which parameters a walk lists: the trainable ones, the buffers (running
+ * statistics, constants), or both (the state dict files hold). */
+enum { WALK_TRAINABLE = 1, WALK_BUFFERS = 2, WALK_ALL = 3 };
+
 typedef struct {
     lua_State *L;
-    int only_trainable, grads, list;
+    int which, grads, list;
     lua_Integer i;
 } params_state;
 
@@ -376,7 +380,7 @@ static int params_cb(const char *path, sr_param *p, sr_module *owner, void *ud)
 {
     (void)owner;
     params_state *s = ud;
-    if (s->only_trainable && !p->trainable)
+    if (!(s->which & (p->trainable ? WALK_TRAINABLE : WALK_BUFFERS)))
         return 0;
     if (s->list) {
         lua_pushstring(s->L, path);
@@ -392,23 +396,23 @@ static int params_cb(const char *path, sr_param *p, sr_module *owner, void *ud)
     return 0;
 }
 
-/* m:parameters([{trainable=true}]) -> {path = tensor (shared storage)} */
-static int walk_params_lua(lua_State *L, int grads, int list)
+/* {path = tensor (shared storage)}, or the list of paths. */
+static int walk_params_lua(lua_State *L, int which, int grads, int list)
 {
     sr_module *m = sr_lua_check_module(L, 1);
-    params_state s = {L, 0, grads, list, 0};
-    if (lua_istable(L, 2)) {
-        lua_getfield(L, 2, "trainable");
-        s.only_trainable = lua_toboolean(L, -1);
-        lua_pop(L, 1);
-    }
+    params_state s = {L, which, grads, list, 0};
     lua_newtable(L);
     sr_module_walk_params(m, params_cb, &s);
     return 1;
 }
-static int m_parameters(lua_State *L) { return walk_params_lua(L, 0, 0); }
-static int m_grads(lua_State *L) { return walk_params_lua(L, 1, 0); }
-static int m_param_names(lua_State *L) { return walk_params_lua(L, 0, 1); }
+/* m:parameters(): the trainable ones; m:buffers(): the others (BatchNorm
+ * running statistics, a graph's constants); m:state_dict(): both, which is
+ * what m:save writes and m:load reads; m:param_names(): its keys in order. */
+static int m_parameters(lua_State *L) { return walk_params_lua(L, WALK_TRAINABLE, 0, 0); }
+static int m_buffers(lua_State *L) { return walk_params_lua(L, WALK_BUFFERS, 0, 0); }
+static int m_state_dict(lua_State *L) { return walk_params_lua(L, WALK_ALL, 0, 0); }
+static int m_grads(lua_State *L) { return walk_params_lua(L, WALK_TRAINABLE, 1, 0); }
+static int m_param_names(lua_State *L) { return walk_params_lua(L, WALK_ALL, 0, 1); }
 
 /* m:set(path, tensor): copy values in (shapes must agree; dtype converted). */
 static int m_set(lua_State *L)
@@ -631,7 +635,8 @@ static int m_tostring(lua_State *L)
 
 static const luaL_Reg module_methods[] = {
     {"forward", m_forward},     {"jvp", m_jvp},       {"vjp", m_vjp},
-    {"parameters", m_parameters}, {"grads", m_grads}, {"param_names", m_param_names},
+    {"parameters", m_parameters}, {"buffers", m_buffers}, {"state_dict", m_state_dict},
+    {"grads", m_grads}, {"param_names", m_param_names},
     {"set", m_set},             {"get", m_get},       {"find", m_find},
     {"train", m_train},         {"eval", m_eval},     {"training", m_training},
     {"double", m_double},       {"float", m_float},   {"dtype", m_dtype},

@@ -24,11 +24,28 @@ sr_module *sr_conv2d_create(const sr_opts *o);
 sr_module *sr_batchnorm2d_create(const sr_opts *o);
 sr_module *sr_layernorm_create(const sr_opts *o);
 sr_module *sr_normalize_create(const sr_opts *o);
+sr_module *sr_affine_create(const sr_opts *o);
 
 /* act.c */
 sr_module *sr_relu_create(const sr_opts *o);
 sr_module *sr_gelu_create(const sr_opts *o);
 sr_module *sr_softmax_create(const sr_opts *o);
+sr_module *sr_sigmoid_create(const sr_opts *o);
+sr_module *sr_tanh_create(const sr_opts *o);
+sr_module *sr_hardsigmoid_create(const sr_opts *o);
+sr_module *sr_hardswish_create(const sr_opts *o);
+sr_module *sr_leaky_relu_create(const sr_opts *o);
+sr_module *sr_clip_create(const sr_opts *o);
+sr_module *sr_elu_create(const sr_opts *o);
+sr_module *sr_softplus_create(const sr_opts *o);
+sr_module *sr_erf_create(const sr_opts *o);
+sr_module *sr_sqrt_create(const sr_opts *o);
+sr_module *sr_pow_create(const sr_opts *o);
+sr_module *sr_exp_create(const sr_opts *o);
+sr_module *sr_log_create(const sr_opts *o);
+sr_module *sr_abs_create(const sr_opts *o);
+sr_module *sr_neg_create(const sr_opts *o);
+sr_module *sr_reciprocal_create(const sr_opts *o);
 
 /* pool.c (and shape-only layers) */
 sr_module *sr_maxpool2d_create(const sr_opts *o);
@@ -53,6 +70,24 @@ sr_module *sr_add_create(const sr_opts *o);
 sr_module *sr_sub_create(const sr_opts *o);
 sr_module *sr_mul_create(const sr_opts *o);
 sr_module *sr_div_create(const sr_opts *o);
+
+/* shape.c: reshape, slice, index_select, concat, pad */
+sr_module *sr_reshape_create(const sr_opts *o);
+sr_module *sr_slice_create(const sr_opts *o);
+sr_module *sr_index_select_create(const sr_opts *o);
+sr_module *sr_concat_create(const sr_opts *o);
+sr_module *sr_pad_create(const sr_opts *o);
+/* A constant piece of a concat (a parameter "constantQ" of the per-sample
+ * shape, 0 on the tangent rows), at `position` among the pieces; constants
+ * are added in increasing positions, at most SR_CONCAT_CONSTANTS. */
+#define SR_CONCAT_CONSTANTS 8
+sr_param *sr_concat_add_constant(sr_module *m, int position, int ndim, const int64_t *shape, int trainable);
+
+/* reduce.c: sums and means over dims of a sample */
+sr_module *sr_reduce_create(const sr_opts *o);
+
+/* matmul.c: the product of two inputs */
+sr_module *sr_matmul_create(const sr_opts *o);
 
 /* tokens.c: ViT pieces */
 sr_module *sr_to_tokens_create(const sr_opts *o);

@@ -222,7 +222,7 @@ static int check_input(sr_module *m, const sr_tensor *x, const sr_run *run, int 
 {
     if (sr_interrupted() || sr_module_check_dtype(m, x))
         return -1;
-    if (jvp && !m->ops->jvp)
+    if (jvp && !m->ops->jvp && !m->ops->jvp_n)
         return sr_fail("%s: jvp is not implemented", m->ops->kind);
     return jvp ? sr_run_check_stacked(m, x, run) : 0;
 }

@@ -47,10 +47,10 @@ TEXT.nn = [[
 Layers (srgeo.nn): each constructor takes one options table; help(srgeo.nn.NAME) shows its options.
   m = srgeo.nn.sequential{ {"fc1", srgeo.nn.linear{in_features = 12, out_features = 16}}, {"act", srgeo.nn.relu{}} }
   y = m:forward(x [, {tap = "fc1"}])       y, jv = m:jvp(x, v)   (v: k directions per input)   g = m:vjp(x, w)
-  m:parameters()  m:param_names()  m:get(name)  m:set(name, t)  m:init(seed)  m:children()  m:find(path)
+  m:parameters()  m:buffers()  m:state_dict()  m:param_names()  m:get(name)  m:set(name, t)  m:init(seed)  m:children()  m:find(path)
   m:train() / m:eval()   m:double() / m:float()   m:load(path)  m:save(path)  m:summary({C, H, W})
 Leaves: %s.
-Containers: sequential (named children), residual.  Module paths and parameter names follow
+Containers: sequential (named children), residual, graph (a DAG: {name, module, inputs}).  Module paths and parameter names follow
 torchvision's state_dict keys, so converted checkpoints load as they are.]]
 
 TEXT.models = [[

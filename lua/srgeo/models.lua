@@ -164,7 +164,7 @@ local function count_params(name)
   if not counts[name] then
     local m = entries[name].build({ init = false })
     local n = 0
-    for _, t in pairs(m:parameters({ trainable = true })) do
+    for _, t in pairs(m:parameters()) do
       local k = 1
       for _, d in ipairs(t:shape()) do k = k * d end
       n = n + k

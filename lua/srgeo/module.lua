@@ -52,7 +52,7 @@ function methods.load(m, path, opts)
       file_keys[mk] = k
     end
   end
-  local params = m:parameters()
+  local params = m:state_dict()
   local missing, unexpected, mismatched, absent = {}, {}, {}, {}
   for _, name in ipairs(m:param_names()) do
     local fk = file_keys[name]
@@ -97,7 +97,7 @@ function methods.load(m, path, opts)
   return report
 end
 
---- Save every parameter and buffer (torchvision key names) with metadata;
+--- Save every parameter and buffer (m:state_dict(), torchvision key names) with metadata;
 --- a zoo model's architecture and config go in too, so
 --- srgeo.models.load(path) rebuilds it.
 function methods.save(m, path, meta)
@@ -111,7 +111,7 @@ function methods.save(m, path, meta)
     md.config = md.config or json.encode(info.config)
   end
   md.srgeo_version = md.srgeo_version or srgeo.version
-  srgeo.safetensors.save(path, m:parameters(), md)
+  srgeo.safetensors.save(path, m:state_dict(), md)
   return path
 end
 
@@ -153,8 +153,7 @@ function methods.summary(m, sample_shape)
     local flops = 0
     if #mod:children() == 0 then
       local p = mod:parameters()
-      local trainable = mod:parameters({ trainable = true })
-      for _, t in pairs(trainable) do own = own + numel(t:shape()) end
+      for _, t in pairs(p) do own = own + numel(t:shape()) end
       flops = leaf_flops(mod, p, shape)
       total_params = total_params + own
       total_flops = total_flops + flops
