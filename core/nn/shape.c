@@ -321,13 +321,16 @@ static sr_module *gather_new(const sr_module_ops *ops, const gather_impl *cfg)
 sr_module *sr_slice_create(const sr_opts *o)
 {
     gather_impl cfg = {.kind = SHAPE_SLICE};
-    if (sr_opt_int(o, "dim", 1, &cfg.dim) || sr_opt_int(o, "start", 0, &cfg.start) ||
-        sr_opt_int(o, "stop", INT64_MAX, &cfg.stop) || sr_opt_int(o, "step", 1, &cfg.step))
+    if (sr_opt_int(o, "dim", 1, &cfg.dim) || sr_opt_int(o, "step", 1, &cfg.step))
         return NULL;
     if (cfg.step == 0) {
         sr_fail("slice: step must not be 0");
         return NULL;
     }
+    /* Python's defaults: the whole dim, in the step's direction */
+    if (sr_opt_int(o, "start", cfg.step > 0 ? 0 : -1, &cfg.start) ||
+        sr_opt_int(o, "stop", cfg.step > 0 ? INT64_MAX : INT64_MIN, &cfg.stop))
+        return NULL;
     if (cfg.dim == 0) {
         sr_fail("slice: dim 0 is the batch (use dim >= 1)");
         return NULL;
