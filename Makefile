@@ -13,7 +13,7 @@
 
 CC      ?= cc
 BUILD   ?= build
-PKGS    := lua5.4 openblas vips libcjson zlib
+PKGS    := lua5.4 openblas vips libcjson zlib libprotobuf-c
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 OPT     ?= -O2 -march=native
@@ -22,12 +22,18 @@ CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Werror=im
            -MMD -MP -Icore $(PKG_CFLAGS)
 LDLIBS  := $(PKG_LIBS) -lreadline -lm -fopenmp
 
+# ONNX models are read with protobuf-c through the C code protoc-c makes
+# from Debian's onnx.proto (libonnx-dev), generated here, never committed.
+ONNX_PROTO ?= /usr/include/onnx/onnx.proto
+GEN      := $(BUILD)/gen
+CFLAGS   += -I$(GEN)
+
 # core/FLOOR/*.c: every floor but the Lua bindings and the shell goes into
 # the Lua-free static library (core/README.md has the map).
 CORE_SRC := $(filter-out core/lua/% core/shell/%,$(wildcard core/*/*.c))
 LUA_SRC  := $(wildcard core/lua/*.c)
 TEST_SRC := $(wildcard tests/c/*.c)
-CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/%.o)
+CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/%.o) $(GEN)/onnx.pb-c.o
 LUA_OBJ  := $(LUA_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 
@@ -37,6 +43,17 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	@echo '  CC     $<'
 	@$(CC) $(CFLAGS) -c $< -o $@
+
+$(GEN)/onnx.pb-c.c $(GEN)/onnx.pb-c.h: $(ONNX_PROTO)
+	@mkdir -p $(GEN)
+	@echo '  PROTOC $<'
+	@protoc-c --c_out=$(GEN) --proto_path=$(dir $<) $<
+$(GEN)/onnx.pb-c.o: $(GEN)/onnx.pb-c.c
+	@echo '  CC     $<'
+	@$(CC) $(CFLAGS) -c $< -o $@
+# The ONNX reader includes the generated header (its own .d lists it after
+# the first build).
+$(BUILD)/core/io/onnx.o: $(GEN)/onnx.pb-c.h
 
 # The depthwise and GEMM kernels' vector blocks want a·b + c fused (see
 # depthwise.c, gemm.c); -std=c11 alone turns contraction off.
@@ -75,11 +92,11 @@ $(BUILD)/bench_%: tests/bench/bench_%.c $(BUILD)/libsrgeo_core.a
 # from tests/fuzz/corpus_NAME; a crash leaves crash-* files to turn into tests.
 FUZZ_SECONDS ?= 60
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
-FUZZ_CORE := $(CORE_SRC)
+FUZZ_CORE := $(CORE_SRC) $(GEN)/onnx.pb-c.c
 build/fuzz/%: tests/fuzz/%.c $(FUZZ_CORE)
 	@mkdir -p build/fuzz
 	@echo '  FUZZ   $@'
-	@clang -g -O1 -Wno-pass-failed -fsanitize=fuzzer,address,undefined -fopenmp -D_GNU_SOURCE -std=c11 -Icore $(PKG_CFLAGS) \
+	@clang -g -O1 -Wno-pass-failed -fsanitize=fuzzer,address,undefined -fopenmp -D_GNU_SOURCE -std=c11 -Icore -I$(GEN) $(PKG_CFLAGS) \
 	    -o $@ $^ $(PKG_LIBS) -lm
 
 fuzz: $(FUZZ_SRC:tests/fuzz/%.c=build/fuzz/%)

@@ -29,8 +29,7 @@ static sr_module *test_module(lua_State *L, int idx)
     return u ? u->m : NULL;
 }
 
-/* Push a new userdata owning one reference to m (takes the reference). */
-static void push_module(lua_State *L, sr_module *m)
+void sr_lua_push_module(lua_State *L, sr_module *m)
 {
     lua_module *u = lua_newuserdatauv(L, sizeof *u, 0);
     u->m = m;
@@ -54,7 +53,7 @@ static int l_layer(lua_State *L)
     sr_module *m = def->create(&lo.o);
     if (!m)
         return luaL_error(L, "%s (options: %s)", sr_errmsg(), def->help);
-    push_module(L, m); /* owned by Lua from here: errors below cannot leak it */
+    sr_lua_push_module(L, m); /* owned by Lua from here: errors below cannot leak it */
     sr_lua_opts_check_used(&lo, def->help, also);
     uint64_t seed = sr_default_seed();
     if (lo.idx && lua_getfield(L, 1, "seed") != LUA_TNIL)
@@ -104,7 +103,7 @@ static int l_sequential(lua_State *L)
     sr_module *m = sr_sequential_new();
     if (!m)
         return sr_lua_fail(L);
-    push_module(L, m);
+    sr_lua_push_module(L, m);
     add_children(L, 1, m, 1);
     lua_settop(L, 2);
     return 1;
@@ -119,7 +118,7 @@ static int l_residual(lua_State *L)
     sr_module *m = sr_residual_new();
     if (!m)
         return sr_lua_fail(L);
-    push_module(L, m);
+    sr_lua_push_module(L, m);
     add_children(L, 1, m, 1);
     lua_settop(L, 2);
     return 1;
@@ -145,7 +144,7 @@ static int l_graph(lua_State *L)
     sr_module *g = sr_graph_new();
     if (!g)
         return sr_lua_fail(L);
-    push_module(L, g); /* index 2 */
+    sr_lua_push_module(L, g); /* index 2 */
     lua_Integer n = luaL_len(L, 1);
     for (lua_Integer i = 1; i <= n; i++) {
         lua_settop(L, 2);
@@ -447,7 +446,7 @@ static int m_find(lua_State *L)
     if (!c)
         return sr_lua_fail(L);
     sr_module_retain(c);
-    push_module(L, c);
+    sr_lua_push_module(L, c);
     return 1;
 }
 
@@ -587,7 +586,7 @@ static int m_children(lua_State *L)
         lua_pushstring(L, m->children[i].name);
         lua_rawseti(L, -2, 1);
         sr_module_retain(m->children[i].m);
-        push_module(L, m->children[i].m);
+        sr_lua_push_module(L, m->children[i].m);
         lua_rawseti(L, -2, 2);
         lua_rawseti(L, -2, i + 1);
     }
