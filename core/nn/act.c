@@ -595,7 +595,9 @@ static int softmax_layout(const sr_module *m, const sr_tensor *x, int64_t *R, in
 {
     const softmax_impl *c = m->impl;
     int64_t d = c->dim < 0 ? c->dim + x->ndim : c->dim;
-    if (x->ndim < 2 || d < 1 || d >= x->ndim)
+    if (x->ndim < 2)
+        return sr_fail("softmax: input %s needs a batch dimension", SR_SHAPE(x));
+    if (d < 1 || d >= x->ndim)
         return sr_fail("softmax: dim %lld does not fit input %s (dims 1..; dim 0 is the batch)", (long long)c->dim,
                        SR_SHAPE(x));
     *L = x->shape[d];
