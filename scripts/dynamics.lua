@@ -9,7 +9,8 @@ local E = require "srgeo.experiment"
 local o, ex = E.script({
   name = "dynamics.lua",
   about = "Profiles across the checkpoints of a run (srgeo.train's OUT folder, ckpt_*.safetensors):\n"
-       .. "dynamics.png (heatmap: step × η, colour r), dynamics_profiles.png (overlay),\n"
+       .. "dynamics.png (heatmap: step × η, colour r on a log scale centred at 1),\n"
+       .. "dynamics_profiles.png (overlay, coloured in step order),\n"
        .. "dynamics_peak.png / dynamics_peak_eta.png / dynamics_jacobian.png (vs step).",
   options = {
     { "run", "models/shipped/small_resnet_run", "folder with the run's checkpoints", metavar = "DIR" },
@@ -41,15 +42,21 @@ for i, p in ipairs(ps) do
   jac[i] = E.jacobian_fro(p).value
   accs[i] = ckpts[i].test_acc
 end
-ex:figure("dynamics", srgeo.plot.heatmap, rows, { rows = steps, cols = ps[1].scales, ylabel = "checkpoint step" })
-ex:figure("dynamics_profiles", srgeo.plot.profile, ps, { title = E.title(o.eval, ex), band = false })
+-- r is a ratio of energies (never below 0): a log colour scale centred at 1
+-- shows r = 0.5 and r = 2 equally far from linear
+ex:figure("dynamics", srgeo.plot.heatmap, rows, { rows = steps, cols = ps[1].scales, ylabel = "checkpoint step",
+  logcb = true, title = E.title(o.eval, ex) })
+ex:figure("dynamics_profiles", srgeo.plot.profile, ps, { title = E.title(o.eval, ex), band = false, palette = "ordered" })
 local xl = "training step + 1"
 ex:figure("dynamics_peak", function(ys, op) return srgeo.plot.lines(x, ys, op) end, { peak },
-  { labels = { "peak r_η" }, xlabel = xl, ylabel = "peak height (max r_η)", logx = true, hline = 1 })
+  { labels = { "peak r_η" }, xlabel = xl, ylabel = "peak height (max r_η)", logx = true, hline = 1,
+    title = E.title(o.eval, ex, nil, "Peak height vs step") })
 ex:figure("dynamics_peak_eta", function(ys, op) return srgeo.plot.lines(x, ys, op) end, { peak_eta },
-  { labels = { "peak η" }, xlabel = xl, ylabel = "peak η", logx = true, logy = true })
+  { labels = { "peak η" }, xlabel = xl, ylabel = "peak η", logx = true, logy = true,
+    title = E.title(o.eval, ex, nil, "Peak η vs step") })
 ex:figure("dynamics_jacobian", function(ys, op) return srgeo.plot.lines(x, ys, op) end, { jac },
-  { labels = { "‖J‖_F" }, xlabel = xl, ylabel = "‖J‖_F (median over images)", logx = true })
+  { labels = { "‖J‖_F" }, xlabel = xl, ylabel = "‖J‖_F (median over images)", logx = true,
+    title = E.title(o.eval, ex, nil, "‖J‖_F vs step") })
 local t = { { "step", "test acc", "peak r", "peak η", "‖J‖_F" } }
 for i, c in ipairs(ckpts) do
   t[#t + 1] = { tostring(c.step), accs[i] and string.format("%.4f", accs[i]) or "-", string.format("%.4g", peak[i]),

@@ -49,7 +49,8 @@ ex:figure("robustness_peak_eta", srgeo.plot.descriptors, ps, { field = "peak_eta
 ex:figure("robustness_jacobian", srgeo.plot.descriptors, jps,
   { field = "jacobian_fro", labels = labels, ylabel = "‖J‖_F (median over images)" })
 ex:figure("robustness_vs_eps", function(ys, op) return srgeo.plot.lines(eps, ys, op) end, { peak, jac },
-  { labels = { "peak η", "‖J‖_F" }, xlabel = "training ε (L2)", ylabel = "value", logy = true })
+  { labels = { "peak η", "‖J‖_F" }, xlabel = "training ε (L2)", ylabel = "value", logy = true,
+    title = E.title(o.eval, ex, nil, "Peak η and ‖J‖_F vs training ε") })
 local t = { { "model", "ε", "peak η", "peak r", "‖J‖_F" } }
 for i, p in ipairs(ps) do
   t[#t + 1] = { o.models[i], string.format("%g", eps[i]), string.format("%.4g", peak[i]),

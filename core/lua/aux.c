@@ -315,6 +315,60 @@ void sr_lua_push_integers(lua_State *L, const int64_t *v, int64_t n, int64_t add
     }
 }
 
+/* A size prints as the core's messages write shapes, "(2,3,4)", compares
+ * equal to another size with the same entries, and concatenates as that
+ * text; otherwise it is the plain list of sizes (#, [i], ipairs, and every
+ * function taking a shape table accept it). */
+static int size_tostring(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    luaL_addchar(&b, '(');
+    lua_Integer n = (lua_Integer)lua_rawlen(L, 1);
+    for (lua_Integer i = 1; i <= n; i++) {
+        lua_rawgeti(L, 1, i);
+        if (i > 1)
+            luaL_addchar(&b, ',');
+        luaL_addvalue(&b);
+    }
+    luaL_addchar(&b, ')');
+    luaL_pushresult(&b);
+    return 1;
+}
+
+static int size_eq(lua_State *L)
+{
+    int same = lua_istable(L, 1) && lua_istable(L, 2) && lua_rawlen(L, 1) == lua_rawlen(L, 2);
+    for (lua_Integer i = 1; same && i <= (lua_Integer)lua_rawlen(L, 1); i++) {
+        lua_rawgeti(L, 1, i);
+        lua_rawgeti(L, 2, i);
+        same = lua_rawequal(L, -1, -2);
+        lua_pop(L, 2);
+    }
+    lua_pushboolean(L, same);
+    return 1;
+}
+
+static int size_concat(lua_State *L)
+{
+    luaL_tolstring(L, 1, NULL);
+    luaL_tolstring(L, 2, NULL);
+    lua_concat(L, 2);
+    return 1;
+}
+
+void sr_lua_push_size(lua_State *L, const int64_t *shape, int ndim)
+{
+    sr_lua_push_integers(L, shape, ndim, 0);
+    if (luaL_newmetatable(L, SR_SIZE_MT)) {
+        static const luaL_Reg meta[] = {
+            {"__tostring", size_tostring}, {"__eq", size_eq}, {"__concat", size_concat}, {NULL, NULL}};
+        luaL_setfuncs(L, meta, 0);
+    }
+    lua_setmetatable(L, -2);
+}
+
 void sr_lua_push_numbers(lua_State *L, const double *v, int64_t n)
 {
     lua_createtable(L, n > 0 && n <= INT_MAX ? (int)n : 0, 0);

@@ -22,6 +22,7 @@
 
 #define SR_TENSOR_MT "srgeo.tensor"
 #define SR_MODULE_MT "srgeo.module"
+#define SR_SIZE_MT "srgeo.size"
 
 /* Push a new empty tensor userdata and return its sr_tensor to fill. */
 sr_tensor *sr_lua_new_tensor(lua_State *L);
@@ -93,6 +94,9 @@ void sr_lua_check_keys(lua_State *L, int t, const char *op, const char *const *k
 /* Push the list {v[0] + add, ..., v[n-1] + add} (add = 1: 0-based core
  * indices as 1-based Lua ones). */
 void sr_lua_push_integers(lua_State *L, const int64_t *v, int64_t n, int64_t add);
+/* Push a size: the list {shape[0], ..., shape[ndim-1]} with metatable
+ * "srgeo.size", which prints it as "(2,3,4)" (t:size(), m:output_shape()). */
+void sr_lua_push_size(lua_State *L, const int64_t *shape, int ndim);
 /* Push the list {v[0], ..., v[n-1]}. */
 void sr_lua_push_numbers(lua_State *L, const double *v, int64_t n);
 /* Push a list of the entry names of directory dir (unsorted, without "."

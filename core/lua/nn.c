@@ -546,17 +546,13 @@ static int m_aliases(lua_State *L)
     return 1;
 }
 
-/* m:output_shape(): shape of the last output (after forward), or nil. */
+/* m:output_shape(): size of the last output (after forward), or nil. */
 static int m_output_shape(lua_State *L)
 {
     sr_module *m = sr_lua_check_module(L, 1);
     if (!m->out_ndim) /* never ran (the buffer itself may be back in a pool) */
         return 0;
-    lua_createtable(L, m->out_ndim, 0);
-    for (int i = 0; i < m->out_ndim; i++) {
-        lua_pushinteger(L, m->out_shape[i]);
-        lua_rawseti(L, -2, i + 1);
-    }
+    sr_lua_push_size(L, m->out_shape, m->out_ndim);
     return 1;
 }
 
@@ -593,45 +589,6 @@ static int m_children(lua_State *L)
     return 1;
 }
 
-typedef struct {
-    luaL_Buffer *b;
-} tree_state;
-
-static int tree_cb(const char *path, sr_module *m, int depth, void *ud)
-{
-    tree_state *s = ud;
-    char line[512], desc[256] = "";
-    if (m->ops->describe)
-        m->ops->describe(m, desc, sizeof desc);
-    int64_t np = sr_module_count_params(m, 0, NULL);
-    char pc[48] = "";
-    if (np)
-        snprintf(pc, sizeof pc, "  [%lld params]", (long long)np);
-    snprintf(line, sizeof line, "%*s%s%s%s%s%s%s\n", 2 * depth, "", *path ? path : "", *path ? ": " : "",
-             m->ops->kind, *desc ? " (" : "", desc, *desc ? ")" : "");
-    luaL_addstring(s->b, line);
-    if (*pc) {
-        luaL_Buffer *b = s->b;
-        /* move the param count before the newline */
-        luaL_buffsub(b, 1);
-        luaL_addstring(b, pc);
-        luaL_addchar(b, '\n');
-    }
-    return 0;
-}
-
-static int m_tostring(lua_State *L)
-{
-    sr_module *m = sr_lua_check_module(L, 1);
-    luaL_Buffer b;
-    luaL_buffinit(L, &b);
-    tree_state s = {&b};
-    sr_module_walk(m, tree_cb, &s);
-    luaL_buffsub(&b, 1); /* trailing newline */
-    luaL_pushresult(&b);
-    return 1;
-}
-
 static const luaL_Reg module_methods[] = {
     {"forward", m_forward},     {"jvp", m_jvp},       {"vjp", m_vjp},
     {"parameters", m_parameters}, {"buffers", m_buffers}, {"state_dict", m_state_dict},
@@ -648,7 +605,7 @@ static const luaL_Reg module_methods[] = {
 
 static const luaL_Reg module_meta[] = {
     {"__gc", m_gc},
-    {"__tostring", m_tostring},
+    /* __tostring: the tree, written in Lua (lua/srgeo/module.lua) */
     {NULL, NULL},
 };
 

@@ -4,7 +4,7 @@
  * Indexing from Lua is 1-based throughout, as in Lua itself and torch7:
  *  - dimension arguments (t:size(d), t:sum(d), srgeo.cat(list, d), ...)
  *    are 1..t:dim(); a negative one counts from the end (-1 = last dim);
- *  - element and row indices (t:get(i, j), t:narrow(i, len), t:slice(i, j),
+ *  - element and row indices (t:get(i, j), t:narrow(d, i, len), t:slice(i, j),
  *    t:row(i), t:index{...}) are 1..size, negative from the end; slice's
  *    range i..j is inclusive;
  *  - positions returned by max/min/argmax/argmin are 1-based as well.
@@ -383,17 +383,13 @@ static int l_tensor(lua_State *L)
 
 static int push_shape(lua_State *L, const sr_tensor *t)
 {
-    lua_createtable(L, t->ndim, 0);
-    for (int i = 0; i < t->ndim; i++) {
-        lua_pushinteger(L, t->shape[i]);
-        lua_rawseti(L, -2, i + 1);
-    }
+    sr_lua_push_size(L, t->shape, t->ndim);
     return 1;
 }
 
 static int t_shape(lua_State *L) { return push_shape(L, sr_lua_check_tensor(L, 1)); }
 
-/* t:size() -> shape table; t:size(d) -> size of dim d. */
+/* t:size() -> the shape as a size (prints "(2,3,4)"); t:size(d) -> size of dim d. */
 static int t_size(lua_State *L)
 {
     sr_tensor *t = sr_lua_check_tensor(L, 1);
@@ -419,6 +415,22 @@ static int t_len(lua_State *L)
 {
     sr_tensor *t = sr_lua_check_tensor(L, 1);
     lua_pushinteger(L, t->ndim ? t->shape[0] : 0);
+    return 1;
+}
+
+/* t:hash([h]) -> FNV-1a 64 of the element bytes, continuing from h (an
+ * earlier result, to chain tensors; default the offset basis): an identity
+ * of a model's weights (lua/srgeo/identity.lua), not a cryptographic one.
+ * float32 and float64 copies of the same values hash differently. */
+static int t_hash(lua_State *L)
+{
+    sr_tensor *t = sr_lua_check_tensor(L, 1);
+    uint64_t h = lua_isnoneornil(L, 2) ? 0xcbf29ce484222325ull : (uint64_t)luaL_checkinteger(L, 2);
+    const unsigned char *p = sr_data(t);
+    size_t n = (size_t)sr_numel(t) * sr_dtype_size(t->dtype);
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 0x100000001b3ull;
+    lua_pushinteger(L, (lua_Integer)h);
     return 1;
 }
 
@@ -467,21 +479,33 @@ static void need_rows(lua_State *L, const sr_tensor *t, const char *op)
         lfail(L, "%s: a 0-d tensor has no rows", op);
 }
 
-/* t:narrow(start, len [, dim]): entries start .. start+len-1 (1-based)
- * along dim (default 1).  Along dim 1 this is a view; along any other dim
- * the entries are not contiguous, so it is a copy (writes to it do not
- * reach t). */
+/* t:narrow(dim, start, len): entries start .. start+len-1 of dim, in
+ * Torch7's order and 1-based like every index here (PyTorch has the same
+ * order, 0-based).  Along dim 1 this is a view; along any other dim the
+ * entries are not contiguous, so it is a copy (writes to it do not reach t).
+ * srgeo 0.1 took (start, len [, dim]): a two-argument call is that order and
+ * is refused; a three-argument one cannot be told apart, but usually lands
+ * out of range, and those messages restate the order. */
 static int t_narrow(lua_State *L)
 {
     sr_tensor *t = sr_lua_check_tensor(L, 1);
     need_rows(L, t, "narrow");
-    lua_Integer s = luaL_checkinteger(L, 2), len = luaL_checkinteger(L, 3);
-    int d = lua_isnoneornil(L, 4) ? 0 : check_dim(L, 4, t->ndim, "narrow", t);
+    static const char order[] = "narrow takes (dim, start, len), as in Torch7 and PyTorch";
+    if (lua_gettop(L) < 4)
+        return lfail(L, "narrow: %s; got %d argument%s for %s (srgeo 0.1's narrow(start, len [, dim]) order is gone)",
+                     order, lua_gettop(L) - 1, lua_gettop(L) == 2 ? "" : "s", SR_SHAPE(t));
+    lua_Integer dl = luaL_checkinteger(L, 2), s = luaL_checkinteger(L, 3), len = luaL_checkinteger(L, 4);
+    if (dl == 0 || dl > t->ndim || dl < -t->ndim)
+        return lfail(L, "narrow: dim %lld out of range for %s (dims are 1..%d, or negative from the end; %s)",
+                     (long long)dl, SR_SHAPE(t), t->ndim, order);
+    int d = dl < 0 ? (int)(dl + t->ndim) : (int)(dl - 1);
     int64_t n = t->shape[d], r0 = s < 0 ? (int64_t)s + n : (int64_t)s - 1;
-    if (s == 0 || len < 0 || r0 < 0 || r0 + len > n)
-        return lfail(L, "narrow: %lld..%lld (start %lld, length %lld) out of range for dim %d of %s (1..%lld)",
-                     (long long)r0 + 1, (long long)(r0 + len), (long long)s, (long long)len, d + 1, SR_SHAPE(t),
-                     (long long)n);
+    if (s == 0 || len < 0 || r0 < 0 || r0 > n || len > n - r0) {
+        int64_t end = r0 > 0 && len > INT64_MAX - r0 ? INT64_MAX : r0 + len; /* for the message only */
+        return lfail(L, "narrow: %lld..%lld (start %lld, length %lld) out of range for dim %d of %s (1..%lld; %s)",
+                     (long long)r0 + 1, (long long)end, (long long)s, (long long)len, d + 1, SR_SHAPE(t),
+                     (long long)n, order);
+    }
     if (d == 0)
         return push_rows(L, t, r0, len);
     sr_tensor *o = sr_lua_new_tensor(L);
@@ -1064,6 +1088,7 @@ static const luaL_Reg tensor_methods[] = {
     {"size", t_size},
     {"dim", t_dim},
     {"numel", t_numel},
+    {"hash", t_hash},
     {"dtype", t_dtype},
     {"double", t_double},
     {"float", t_float},

@@ -187,7 +187,7 @@ function Ex:profile(mspec, espec, extra)
   local m = self:model(ms)
   local X = self:eval_set(es, m)
   local po = copy(popts)
-  po.label, po.model_name = label, ms.spec
+  po.label, po.model_name, po.eval = label, ms.spec, es.key
   local t0 = srgeo._clock()
   local p = srgeo.profile(m, X, po)
   if p.interrupted then
@@ -244,11 +244,11 @@ function Ex:figure(name, plotfn, data, opts)
 end
 
 --- A figure title for an evaluation set: "r_η on NAME (N images, seed S, P preset)";
---- prefix: text before it (a model name).  srgeo.plot sets titles
---- literally (noenhanced), so names need no escaping.
-function E.title(espec, ex, prefix)
+--- prefix: text before it (a model name); what: the quantity (default r_η).
+--- srgeo.plot sets titles literally (noenhanced), so names need no escaping.
+function E.title(espec, ex, prefix, what)
   local es = E.parse_eval(espec, ex and { images = ex.images, seed = ex.seed })
-  return string.format("%sr_η on %s (%d images, seed %d, %s preset)", prefix and prefix .. ": " or "",
+  return string.format("%s%s on %s (%d images, seed %d, %s preset)", prefix and prefix .. ": " or "", what or "r_η",
     es.name, es.n, es.seed, ex and ex.preset or "quick")
 end
 

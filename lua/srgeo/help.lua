@@ -35,13 +35,14 @@ Tensors: contiguous, refcounted, float32 (default) or float64, images as (N,C,H,
   t = srgeo.tensor{{1, 2}, {3, 4}}      srgeo.zeros{2, 3}   srgeo.ones{2, 3}   srgeo.full({2, 3}, 7)
   srgeo.rand({2, 3}, seed)  uniform [0,1)      srgeo.randn({2, 3}, seed)  standard normal
   srgeo.arange(n)   srgeo.cat({a, b}, dim)   srgeo.stack({a, b})
-  t:shape() -> {2, 3}   t:dim()   t:numel()   #t (size of dim 1)   t:dtype()   t:float()   t:double()
-  t:get(i, j)  t:set(v, i, j)   t:totable()   t:narrow(start, len [, dim])   t:slice(...)   t:row(i)
+  t:shape() -> (2,3)   t:dim()   t:numel()   #t (size of dim 1)   t:dtype()   t:float()   t:double()
+  t:get(i, j)  t:set(v, i, j)   t:totable()   t:narrow(dim, start, len)   t:slice(...)   t:row(i)
   t:reshape{...}  t:view{...}  t:transpose(a, b)  t:t()  t:squeeze()  t:unsqueeze(d)  t:clone()  t:copy(src)
   arithmetic: t + u, t - u, t * 2, t / u, -t ; t:add/sub/mul/div  t:matmul(u)  t:dot(u)
   reductions: t:sum()  t:mean()  t:max()  t:min()  t:norm()  t:argmax()   elementwise: abs exp log sqrt pow clamp
   files: srgeo.npy.load(path) / srgeo.npy.save(path, t) ; srgeo.image.load(path, {size = 224}) -> (1,3,224,224)
-Indices are 1-based like Lua.  Kernels serve both float32 and float64.]]
+Indices are 1-based like Lua and Torch7 (narrow(dim, start, len) in Torch7's order; PyTorch's is 0-based).
+Kernels serve both float32 and float64.]]
 
 TEXT.nn = [[
 Layers (srgeo.nn): each constructor takes one options table; help(srgeo.nn.NAME) shows its options.
@@ -131,9 +132,11 @@ TEXT.notebook = [[
 Notebooks are Markdown files with ```lua blocks (notebooks/*.md):
   srgeo scripts/notebook.lua notebooks/trained_vs_init.md [--out DIR]    (also: srgeo notebook FILE.md)
   srgeo.notebook.run("notebooks/x.md", {out = "out/notebooks/x"})   -- from Lua
-Blocks run in one Lua state; print output is captured per block, a block's returned values are shown,
-figures written by srgeo.plot inside a block are embedded.  Writes DIR/NAME.html (self-contained:
-images inlined, CSS inline) and DIR/NAME.md (outputs included); an error stops the run naming the block.]]
+Top-level ```lua blocks run in one Lua state, like Jupyter cells: print output is captured per block,
+a block ending in an expression shows its value (a call ending in ';' stays quiet), figures drawn by
+srgeo.plot are embedded (without opts.out they go to DIR/figures/).  Markdown by cmark-gfm.  Writes
+DIR/NAME.html (self-contained: images inlined, CSS inline) and DIR/NAME.md (outputs included); an
+error stops the run naming the block.  srgeo scripts/report.lua out/ indexes a results tree (index.html).]]
 
 TEXT.shell = [[
 srgeo shell: Lua 5.4 with the srgeo library as the global 'srgeo'.
@@ -276,7 +279,7 @@ function H.text_of(x)
     end
     local sok, shape = pcall(function() return x:shape() end)
     if sok and shape then
-      return write(string.format("a %s tensor of shape {%s}\n%s", x:dtype(), table.concat(shape, ", "), TEXT.tensors))
+      return write(string.format("a %s tensor of shape %s\n%s", x:dtype(), tostring(shape), TEXT.tensors))
     end
   end
   if ty == "table" and x.scales and x.median then return write(topic_text("profile")) end

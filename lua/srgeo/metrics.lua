@@ -21,7 +21,7 @@ local function unit_directions(x, n, seed)
   local u = srgeo.randn(shape, seed, x:dtype())
   local rows = {}
   for i = 1, n do
-    local r = u:narrow(i, 1)
+    local r = u:narrow(1, i, 1)
     r:copy(r / r:norm())
   end
   return u
@@ -32,7 +32,7 @@ local function rows_for(x, u, etas)
   -- (n·S, ...) rows x + η_s u_i, direction-major
   local n, list = #u, {}
   for i = 1, n do
-    local ui = u:narrow(i, 1)
+    local ui = u:narrow(1, i, 1)
     for _, eta in ipairs(etas) do list[#list + 1] = x + ui * eta end
   end
   return srgeo.cat(list, 1)
@@ -128,7 +128,7 @@ function M.trajectory_length(m, x, u, eta, opts)
   for _, t in ipairs(ts) do list[#list + 1] = x + u * t end
   local Y = m:forward(srgeo.cat(list, 1))
   local len = 0
-  for i = 1, steps do len = len + (Y:narrow(i + 1, 1) - Y:narrow(i, 1)):norm() end
+  for i = 1, steps do len = len + (Y:narrow(1, i + 1, 1) - Y:narrow(1, i, 1)):norm() end
   local _, ju = m:jvp(x, u)
   local lin = eta * ju:norm()
   return len, len / lin

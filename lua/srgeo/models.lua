@@ -91,7 +91,8 @@ end
 local info = setmetatable({}, { __mode = "k" })
 M._info = info
 
---- srgeo.models.info(m) -> {arch=, config=} or nil
+--- srgeo.models.info(m) -> {arch=, config= [, path=, metadata=]} or nil (path:
+--- the checkpoint srgeo.models.load read)
 function M.info(m) return info[m] end
 
 -- Keys every architecture takes; an entry's `options` adds its own.
@@ -200,7 +201,7 @@ function M.load(path, opts)
   end
   cfg.init = false
   local m = build(arch, cfg, 2)
-  info[m].metadata = meta
+  info[m].metadata, info[m].path = meta, path
   m:load(path, opts)
   m:eval()
   return m, meta

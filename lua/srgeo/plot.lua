@@ -30,6 +30,24 @@ local COLORS = { "#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9
                  "#882255", "#999933" }
 local function color(i) return COLORS[(i - 1) % #COLORS + 1] end
 
+-- An ordered palette for series that form a sequence (checkpoints by
+-- step): viridis from dark violet to green, stopping at 0.85 so the last
+-- curve stays visible on white.
+local VIRIDIS = { { 0, 0x44, 0x01, 0x54 }, { 0.25, 0x3b, 0x52, 0x8b }, { 0.5, 0x21, 0x91, 0x8c },
+                  { 0.75, 0x5e, 0xc9, 0x62 }, { 1, 0xfd, 0xe7, 0x25 } }
+local function ordered_color(i, n)
+  local t = n > 1 and 0.85 * (i - 1) / (n - 1) or 0
+  for k = 2, #VIRIDIS do
+    local a, b = VIRIDIS[k - 1], VIRIDIS[k]
+    if t <= b[1] then
+      local f = (t - a[1]) / (b[1] - a[1])
+      local function mix(j) return math.floor(a[j] + f * (b[j] - a[j]) + 0.5) end
+      return string.format("#%02X%02X%02X", mix(2), mix(3), mix(4))
+    end
+  end
+end
+M._ordered_color = ordered_color
+
 local ETA_LABEL = "η (L2 perturbation norm)"
 local R_LABEL = "r_η"
 
@@ -180,8 +198,52 @@ local function norm_profile(fn, p, where)
   end
   local label = p.label or p.model
   q.label = label ~= nil and tostring(label) or nil
+  q.identity = type(p.identity) == "table" and p.identity or nil
   q.ci = type(p.options) == "table" and finite(p.options.ci) and p.options.ci or nil
   return q
+end
+
+-- Key entries for curves nobody named: each profile's label, and where two
+-- curves would share one, what tells them apart in their identities (the
+-- evaluation set, then the preset, the tap, the weights), else "#i".
+local IDENTITY_KEYS = { { "eval" }, { "preset", "preset " }, { "tap", "tap " }, { "weights", "weights ", 8 } }
+local function distinct_titles(qs)
+  local titles = {}
+  for i, q in ipairs(qs) do titles[i] = q.label end
+  local function clashes()
+    local seen, any = {}, false
+    for i, t in ipairs(titles) do
+      if t then
+        if seen[t] then any = true; seen[t][#seen[t] + 1] = i else seen[t] = { i } end
+      end
+    end
+    return any and seen or nil
+  end
+  for _, k in ipairs(IDENTITY_KEYS) do
+    local seen = clashes()
+    if not seen then return titles end
+    for _, group in pairs(seen) do
+      if #group > 1 then
+        local values, differ = {}, false
+        for j, i in ipairs(group) do
+          local id = qs[i].identity
+          values[j] = id and id[k[1]] ~= nil and tostring(id[k[1]]) or nil
+          if values[j] ~= values[1] then differ = true end
+        end
+        if differ then
+          for j, i in ipairs(group) do
+            local v = values[j]
+            if v and k[3] then v = v:sub(1, k[3]) end
+            titles[i] = titles[i] .. " · " .. (k[2] or "") .. (v or "?")
+          end
+        end
+      end
+    end
+  end
+  if clashes() then
+    for i, t in ipairs(titles) do if t then titles[i] = t .. " #" .. i end end
+  end
+  return titles
 end
 
 ---------------------------------------------------------------------------
@@ -554,7 +616,7 @@ end
 
 local PROFILE_OPTS = {
   labels = "table", xlabel = "string", ylabel = "string", logy = "boolean", yrange = "table",
-  xrange = "table", per_image = "boolean", band = "boolean", connect = "boolean",
+  xrange = "table", per_image = "boolean", band = "boolean", connect = "boolean", palette = "string",
 }
 
 -- Check a list of profiles (and labels) for one panel.
@@ -564,8 +626,8 @@ local function panel_profiles(fn, x, labels, where)
   for i = 1, max_index(list) do
     ps[i] = norm_profile(fn, list[i], (where and where .. " " or "") .. "profile " .. i)
   end
-  labels = check_labels(fn, labels, #ps, "profiles")
-  for i, q in ipairs(ps) do q.title = labels and labels[i] or q.label end
+  labels = check_labels(fn, labels, #ps, "profiles") or distinct_titles(ps)
+  for i, q in ipairs(ps) do q.title = labels[i] end
   return ps
 end
 
@@ -651,10 +713,20 @@ local function profile_opts(fn, opts)
   }
 end
 
+-- opts.palette: the colour of curve i of n.
+local function palette_of(fn, opts)
+  local palette = opts.palette or "categorical"
+  if palette == "categorical" then return color end
+  if palette == "ordered" then return ordered_color end
+  fail(fn, "palette must be \"categorical\" or \"ordered\", got '%s'", palette)
+end
+
 -- One figure of profiles: plot.profile and plot.show (fn names the caller).
 local function draw_profiles(fn, p, opts)
   local fig = new_figure(fn, opts)
   local ps = panel_profiles(fn, p, opts.labels)
+  local pick = palette_of(fn, opts)
+  for i, q in ipairs(ps) do q.color = pick(i, #ps) end
   local o = profile_opts(fn, opts)
   fig:base_style(opts.connect)
   fig:title(opts.title)
@@ -666,10 +738,13 @@ end
 
 --- plot.profile(p_or_list, opts) -> out[, text]
 --- r_η against η on a log axis: CI bands, median lines with points, dashed
---- r = 1.  opts: out, terminal, title, labels, xlabel, ylabel, logy, yrange
+--- r = 1.  opts: out, terminal, title, labels (default: the profiles'
+--- labels, told apart by their identities), xlabel, ylabel, logy, yrange
 --- {lo, hi}, xrange, per_image (thin line per image), band (false: no CI
 --- band), connect (join lines across discarded rungs; default: a gap), key
---- (a gnuplot `set key` argument), size {w, h}, font.
+--- (a gnuplot `set key` argument), palette ("categorical", the default, or
+--- "ordered": a sequential palette for curves in order, e.g. checkpoints by
+--- step), size {w, h}, font.
 function M.profile(p, opts)
   return draw_profiles("profile", p, check_opts("profile", opts, PROFILE_OPTS))
 end
@@ -751,14 +826,15 @@ function M.multiples(entries, opts)
   -- Colours by position, except that a label seen in an earlier panel keeps
   -- its colour (unless that would repeat a colour within the panel).
   local label_color = {}
+  local pick = palette_of(fn, opts)
   for _, pn in ipairs(panels) do
     local used, want = {}, {}
     for j, q in ipairs(pn.ps) do
-      want[j] = q.title and label_color[q.title] or color(j)
+      want[j] = q.title and label_color[q.title] or pick(j, #pn.ps)
       used[want[j]] = (used[want[j]] or 0) + 1
     end
     for j, q in ipairs(pn.ps) do
-      q.color = used[want[j]] > 1 and color(j) or want[j]
+      q.color = used[want[j]] > 1 and pick(j, #pn.ps) or want[j]
       if q.title and not label_color[q.title] then label_color[q.title] = q.color end
     end
   end
@@ -941,6 +1017,36 @@ local FIELD_LABELS = {
   area = "area above r = 1 (decades)",
 }
 local LOG_FIELDS = { onset = true, peak_eta = true }
+-- Names for a chart's title (literal text, no subscripts).
+local FIELD_TITLES = {
+  plateau = "Plateau", onset = "Onset η", peak_eta = "Peak η", peak_height = "Peak height", half_width = "Half-width",
+  decay_slope = "Decay slope", area = "Area above r = 1", jacobian_fro = "‖J‖_F",
+}
+
+-- A descriptor chart's default title: the descriptor, and the evaluation
+-- set(s) and preset the profiles' identities name.
+local function descriptor_title(field, groups)
+  local evals, seen, presets = {}, {}, {}
+  for _, grp in ipairs(groups) do
+    for _, p in pairs(grp) do
+      local id = type(p) == "table" and type(p.identity) == "table" and p.identity
+      if id and id.eval and not seen[tostring(id.eval)] then
+        seen[tostring(id.eval)] = true
+        evals[#evals + 1] = tostring(id.eval)
+      end
+      if id and id.preset then presets[tostring(id.preset)] = true end
+    end
+  end
+  local t = FIELD_TITLES[field] or field
+  if #evals == 1 then t = t .. " on " .. evals[1]
+  elseif #evals > 1 and #evals <= 3 then t = t .. " on " .. table.concat(evals, ", ")
+  elseif #evals > 3 then t = t .. " on " .. #evals .. " evaluation sets" end
+  local ps = {}
+  for k in pairs(presets) do ps[#ps + 1] = k end
+  table.sort(ps)
+  if #ps > 0 then t = t .. " (preset " .. table.concat(ps, ", ") .. ")" end
+  return t
+end
 for _, l in pairs(FIELD_LABELS) do ENHANCED[l] = true end
 
 -- {value, lo, hi} of a descriptor: a number or a table {value=, lo=, hi=}
@@ -964,7 +1070,8 @@ end
 --- profiles (grouped bars: opts.groups names the groups, opts.labels the bars
 --- within a group, which share colours and a key).  opts: style ("bars" or
 --- "points"; points suit η-valued fields), logy (default for onset and
---- peak_eta), ylabel, yrange, title.
+--- peak_eta), ylabel, yrange, title (default: the descriptor and the
+--- evaluation set(s) and preset of the profiles' identities).
 function M.descriptors(profiles, opts)
   local fn = "descriptors"
   opts = check_opts(fn, opts, { field = "string", labels = "table", groups = "table", style = "string",
@@ -1031,7 +1138,7 @@ function M.descriptors(profiles, opts)
   local fig = new_figure(fn, opts)
   fig:base_style(true) -- no lines to break: NaN cells are simply skipped
   if not fig.dumb then fig:cmd("set grid noxtics ytics") end
-  fig:title(opts.title)
+  fig:title(opts.title or descriptor_title(field, groups))
   fig:labels(opts.xlabel, opts.ylabel or FIELD_LABELS[field] or field)
   if logy then fig:log_axis("y") end
   local parts = {}

@@ -2,6 +2,7 @@
 --
 --   p = srgeo.profile(model, X, {preset = "paper"})
 --   p.scales, p.median, p.lo, p.hi, p.mean, p.per_image, p.descriptors
+--   p.label, p.model, p.identity       -- what it was measured on (srgeo.identity): model, weights hash, images, preset
 --   print(p:summary()); p:save_csv(path); p:save_json(path)
 --   p2 = srgeo.profile.load(path)
 --   c = srgeo.profile.compare(p1, p2)      -- permutation tests
@@ -47,7 +48,7 @@ local option_names = {
   bootstrap = true, ci = true, per_direction = true, progress = true, label = true, model_name = true,
   user_directions = true, family = true, lowpass_sigma = true, toward = true, k = true, iters = true,
   labels = true, exact_relu = true, target_ci = true, seq_chunk = true, seq_min = true, jacobian_norm = true,
-  share_prefix = true,
+  share_prefix = true, eval = true,
 }
 
 --- The scale ladder for input dimension d: log-spaced, shifted by
@@ -116,7 +117,7 @@ local function family_options(model, x, i, o, copts)
   elseif fam == "toward" then
     local targets = o.toward or error("profile: family 'toward' needs opts.toward (images to move toward)", 3)
     local _, get = (function()
-      if type(targets) == "userdata" then return #targets, function(j) return targets:narrow(j, 1) end end
+      if type(targets) == "userdata" then return #targets, function(j) return targets:narrow(1, j, 1) end end
       if targets.get then return #targets, function(j) return (targets:get(j)) end end
       return #targets, function(j) return targets[j] end
     end)()
@@ -146,7 +147,7 @@ end
 local function image_source(X)
   if type(X) == "userdata" then
     local n = #X
-    return n, function(i) return X:narrow(i, 1) end
+    return n, function(i) return X:narrow(1, i, 1) end
   elseif type(X) == "table" and X.get then
     return #X, function(i) return (X:get(i)) end
   elseif type(X) == "table" then
@@ -334,12 +335,13 @@ local function profile(model, X, opts)
   }
   if o.jvp_directions == "all" then copts.jvp_directions = o.directions * (o.antipodal and 2 or 1) end
   local f64 = o.precision == "float64"
+  local id = require("srgeo.identity").of(model, X, o) -- before a float64 copy changes the weights' bytes
   local restore = model:dtype()
   if f64 then model:double() end
   local p = setmetatable({
     scales = o.scales, per_image = {}, jac_energy = {}, noise = {}, ci = {}, directions_used = {}, rung_directions = {},
     jacobian_fro = {}, forwards = 0, seconds = 0, input_dim = d,
-    options = o, label = o.label, model = o.model_name, n_images = 0, per_direction = o.per_direction and {} or nil,
+    options = o, label = id.label, model = id.model, identity = id, n_images = 0, per_direction = o.per_direction and {} or nil,
     version = srgeo.version,
   }, Profile)
   local bar = (o.progress ~= false) and util.progress("profile", n) or nil
@@ -390,6 +392,7 @@ function Profile:summary()
   out[#out + 1] = string.format("%s: %d images, %d directions x %d scales, %.1f s, %d forwards%s",
     title, self.n_images, self.options.directions * (self.options.antipodal and 2 or 1), #self.scales,
     self.seconds, self.forwards, self.interrupted and " (interrupted)" or "")
+  if self.identity then out[#out + 1] = require("srgeo.identity").describe(self.identity) end
   out[#out + 1] = string.format("%10s %10s %10s %10s %10s", "eta", "median r", "lo", "hi", "mean r")
   for s, eta in ipairs(self.scales) do
     out[#out + 1] = string.format("%10.4g %s %s %s %s", eta, fmt(self.median[s]), fmt(self.lo[s]), fmt(self.hi[s]), fmt(self.mean[s]))
@@ -421,7 +424,7 @@ end
 
 local saved_fields = { "scales", "median", "mean", "lo", "hi", "per_image", "jac_energy", "noise", "ci",
   "directions_used", "rung_directions", "jacobian_fro", "input_dim",
-  "descriptors", "options", "label", "model", "n_images", "forwards", "seconds", "interrupted", "version",
+  "descriptors", "options", "label", "model", "identity", "n_images", "forwards", "seconds", "interrupted", "version",
   "per_direction" }
 
 function Profile:save_json(path)

@@ -48,7 +48,7 @@ end
 --- A stand-in profile for plot.descriptors carrying ‖J‖_F as the
 --- descriptor "jacobian_fro".
 function R.with_jacobian(p)
-  return { label = p.label, model = p.model,
+  return { label = p.label, model = p.model, identity = p.identity,
            descriptors = setmetatable({ jacobian_fro = R.jacobian_fro(p) }, { __index = p.descriptors }) }
 end
 
@@ -173,17 +173,25 @@ function R.write(ex, ps, labels)
   local out, command = ex.out, R.command(ex.name, ex.argv)
   util.write_atomic(out .. "/profiles.csv", R.profiles_csv(ex.units))
   util.write_atomic(out .. "/descriptors.csv", R.descriptors_csv(ex.units))
-  -- results.json
+  -- results.json: the files of the run relative to its folder, a model
+  -- given by an absolute path relative to the project when inside it, so the
+  -- folder can be moved or shared
+  local function rel(path) return util.relpath(path, out) end
+  local function model_spec(m) return type(m) == "string" and m:sub(1, 1) == "/" and util.relpath(m, srgeo.root) or m end
   local units = {}
   for i, u in ipairs(ex.units) do
     local p = u.profile
-    units[i] = { key = u.key, label = u.label, model = u.model, eval = u.eval, tap = u.tap, json = u.json,
-                 csv = u.csv, cached = u.cached, seconds = p.seconds, n_images = p.n_images, bump = p.bump,
+    units[i] = { key = u.key, label = u.label, model = model_spec(u.model), eval = u.eval, tap = u.tap, json = rel(u.json),
+                 csv = rel(u.csv), cached = u.cached, seconds = p.seconds, n_images = p.n_images, bump = p.bump,
                  bump_kind = R.bump(p), descriptors = p.descriptors, jacobian_fro = R.jacobian_fro(p), scales = p.scales,
-                 median = p.median, lo = p.lo, hi = p.hi }
+                 median = p.median, lo = p.lo, hi = p.hi, identity = p.identity }
   end
   local figs = {}
-  for i, f in ipairs(ex.figures) do figs[i] = f end
+  for i, f in ipairs(ex.figures) do
+    local files = {}
+    for j, path in ipairs(f.files) do files[j] = rel(path) end
+    figs[i] = { name = f.name, files = files }
+  end
   local opts = {}
   for k, v in pairs(ex.opts) do if type(k) == "string" and k:sub(1, 1) ~= "_" then opts[k] = v end end
   util.write_atomic(out .. "/results.json", json.encode({
@@ -217,10 +225,16 @@ function R.files(ex)
   return files
 end
 
---- report.load_results(out) -> the results.json table of a finished experiment.
+--- report.load_results(out) -> the results.json table of a finished
+--- experiment, its file paths (stored relative to OUT) joined to out.
 function R.load_results(out)
   local t = json.decode(util.read_file(out .. "/results.json"))
   if type(t) ~= "table" or t.format ~= "srgeo.experiment/1" then fail("%s/results.json is not an srgeo experiment", out) end
+  local function at(p) return type(p) == "string" and p:sub(1, 1) ~= "/" and out .. "/" .. p or p end
+  for _, u in ipairs(t.units or {}) do u.json, u.csv = at(u.json), at(u.csv) end
+  for _, f in ipairs(t.figures or {}) do
+    for j, p in ipairs(f.files or {}) do f.files[j] = at(p) end
+  end
   return t
 end
 

@@ -77,6 +77,40 @@ end
 
 function M.dirname(path) return path:match("^(.*)/[^/]*$") or "." end
 
+local cwd
+-- An absolute path with ".", ".." and repeated slashes resolved lexically
+-- (relative paths against the working directory; links are not followed).
+local function absolute(path)
+  if path:sub(1, 1) ~= "/" then
+    if not cwd then
+      cwd = os.getenv("PWD")
+      if not (cwd and cwd:sub(1, 1) == "/") then
+        local p = io.popen("pwd")
+        cwd = p:read("l") or "/"
+        p:close()
+      end
+    end
+    path = cwd .. "/" .. path
+  end
+  local parts = {}
+  for c in path:gmatch("[^/]+") do
+    if c == ".." then parts[#parts] = nil elseif c ~= "." then parts[#parts + 1] = c end
+  end
+  return "/" .. table.concat(parts, "/")
+end
+M.absolute = absolute
+
+--- path relative to base when it lies inside base ("out/units/a.json",
+--- "out" -> "units/a.json"; base itself -> "."), else path unchanged.
+function M.relpath(path, base)
+  if type(path) ~= "string" or type(base) ~= "string" then return path end
+  local p, b = absolute(path), absolute(base)
+  if p == b then return "." end
+  if b == "/" then return p:sub(2) end
+  if p:sub(1, #b + 1) == b .. "/" then return p:sub(#b + 2) end
+  return path
+end
+
 --- A progress line on stderr (only when stderr is a terminal): bar, count, ETA.
 function M.progress(label, total)
   local srgeo = require "srgeo"

@@ -1,6 +1,6 @@
 -- experiments_spec.lua: the experiment library (cli, experiment), every
--- script end to end on a tiny model and a tiny set, caching on rerun, the
--- notebook renderer, help(), and a headless-Chromium look at a report.
+-- script end to end on a tiny model and a tiny set, caching on rerun,
+-- help() and examples() (the notebooks and the HTML pages: notebook_spec.lua).
 --
 -- The models are built here: an MLP on 1x8x8 inputs trained for 40 steps by
 -- srgeo.train (its checkpoints are the "run" for dynamics.lua), saved under
@@ -21,12 +21,7 @@ local ROOT = "build/test-experiments"
 -- The srgeo binary running these tests.
 local function exe() return T.shell() or "build/srgeo" end
 
-local function sh(cmd)
-  local p = io.popen(cmd .. " 2>&1")
-  local out = p:read("a")
-  local ok, _, code = p:close()
-  return out, ok and 0 or code
-end
+local sh = T.sh
 
 local read = T.read
 
@@ -78,6 +73,17 @@ local function check_results(out, expect_figures, n_units)
   end
   local r = E.load_results(out)
   if n_units then T.eq(#r.units, n_units, "units in results.json") end
+  -- results.json names files relative to the output folder and each unit's identity
+  local raw = json.decode(read(out .. "/results.json"))
+  for _, u in ipairs(raw.units) do
+    T.truthy(u.json:match("^units/[^/]+%.json$") and u.csv:match("^units/[^/]+%.csv$"), "unit files relative to OUT: " .. u.json)
+    T.truthy(not tostring(u.model):match("^/"), "model spec not absolute: " .. tostring(u.model))
+    T.truthy(type(u.identity) == "table" and #u.identity.weights == 16 and u.identity.eval == u.eval,
+      "unit identity: " .. json.encode(u.identity or {}))
+  end
+  for _, f in ipairs(raw.figures) do
+    for _, path in ipairs(f.files) do T.truthy(not path:find("/", 1, true), "figure file relative to OUT: " .. path) end
+  end
   local rows = 0
   for _, u in ipairs(r.units) do
     local p = srgeo.profile.load(u.json)
@@ -387,6 +393,19 @@ T.test("dynamics.lua: checkpoints of a run, heatmap and descriptors vs step", fu
   local r = check_results(out, { "dynamics", "dynamics_profiles", "dynamics_peak", "dynamics_peak_eta", "dynamics_jacobian" }, 4)
   T.eq(r.extra.steps[1], "0", "first checkpoint is step 0")
   T.eq(r.units[1].label, "step 0")
+  -- r > 0 is a ratio: the heatmap's colours run on a log scale centred at 1
+  local gp = read(out .. "/dynamics.gp")
+  local lo, hi = gp:match("set cbrange %[([%d.e+-]+):([%d.e+-]+)%]")
+  T.truthy(gp:find("set logscale cb", 1, true) and lo and hi, gp)
+  T.close(tonumber(lo) * tonumber(hi), 1, 1e-6, "cbrange symmetric about 1 in log")
+  T.truthy(gp:find('set title "r_η on noise (4 images, seed 0, quick preset)"', 1, true), "heatmap titled")
+  -- the checkpoints' overlay in an ordered palette: the first curve dark violet, then along viridis
+  local colours = {}
+  for c in read(out .. "/dynamics_profiles.gp"):gmatch('with linespoints [^\n]-lc rgb "(#%x+)"') do colours[#colours + 1] = c end
+  T.eq(#colours, 4)
+  T.eq(colours[1], "#440154")
+  for i = 1, 4 do T.eq(colours[i], srgeo.plot._ordered_color(i, 4)) end
+  T.truthy(read(out .. "/dynamics_peak.gp"):find('set title "Peak height vs step on noise', 1, true), "descriptor vs step titled")
 end)
 
 T.test("controls.lua and distributions.lua (with two-sample tests)", function()
@@ -410,6 +429,9 @@ T.test("robustness.lua: ε from names and explicit; layers.lua: one panel per ta
   T.eq(code, 0, log)
   local r = check_results(out, { "robustness", "robustness_peak_eta", "robustness_jacobian", "robustness_vs_eps" }, 2)
   T.eq(r.extra.eps[1], 0); T.eq(r.extra.eps[2], 0.5)
+  -- descriptor charts are titled with the descriptor and the evaluation set
+  T.truthy(read(out .. "/robustness_peak_eta.gp"):find('set title "Peak η on noise:4@0 (preset quick)"', 1, true))
+  T.truthy(read(out .. "/robustness_jacobian.gp"):find('set title "‖J‖_F on noise:4@0 (preset quick)"', 1, true))
   -- its own default ladder: 3.5 decades (log10 η -1 .. 2.5 at 224²), past the paper preset's top
   local sc = srgeo.profile.load(r.units[1].json).scales
   T.close(math.log(sc[#sc] / sc[1], 10), 3.5, 1e-9, "robustness ladder span")
@@ -438,109 +460,6 @@ T.test("experiment library: the same unit from Lua, cached across experiment obj
   local txt = ex2:finish()
   T.truthy(txt:find("1 units (0 computed, 1 cached)", 1, true), txt)
   T.truthy(E.descriptor_table({ p }):find("‖J‖_F", 1, true))
-end)
-
--- ---------------------------------------------------------------------------
--- notebooks
-
-local N = require "srgeo.notebook"
-
-local function write_nb(name, text)
-  util.mkdir(ROOT .. "/nb")
-  local path = ROOT .. "/nb/" .. name .. ".md"
-  util.write_atomic(path, text)
-  return path
-end
-
-local FIG_NB = [[
-# Figure notebook
-
-Text with *emphasis*, `code` and a table:
-
-| model | peak |
-|---|---:|
-| a | 1.2 |
-
-```lua
-X = srgeo.data.noise{n = 3, shape = {1, 8, 8}, seed = 1}
-m = srgeo.models.mlp{hidden = {8}, input = {1, 8, 8}, seed = 1}
-p = srgeo.profile(m, X, {preset = "quick", directions = 8, nscales = 5, bootstrap = 20, progress = false})
-print("images:", p.n_images)
-io.write("written <b>not html</b>\n")
-```
-
-```lua
-srgeo.plot.profile(p, {out = OUT .. "/fig.png"})
-return p.n_images * 2
-```
-
-```lua norun
-error("shown, not run")
-```
-]]
-
-T.test("notebook: blocks share a state, output captured, figure inlined as a PNG data URI", function()
-  local path = write_nb("fig", FIG_NB)
-  local out = ROOT .. "/nb/fig_out"
-  local print0, write0, plot0 = print, io.write, srgeo.plot.profile
-  local r = N.run(path, { out = out, quiet = true })
-  T.eq(r.ok, true); T.eq(r.figures, 1)
-  T.eq(print, print0, "print restored"); T.eq(io.write, write0, "io.write restored")
-  T.eq(srgeo.plot.profile, plot0, "srgeo.plot.profile restored")
-  local html = read(r.html)
-  T.truthy(html:find('<img alt="fig.png" src="data:image/png;base64,iVBORw0KGgo', 1, true), "inlined PNG")
-  T.truthy(html:find("images:\t3", 1, true), "print output")
-  T.truthy(html:find("written &lt;b&gt;not html&lt;/b&gt;", 1, true), "io.write output, escaped")
-  T.truthy(html:find("<td style=\"text-align:right\">1.2</td>", 1, true), "pipe table")
-  T.truthy(html:find("<em>emphasis</em>", 1, true))
-  T.truthy(not html:find('src="http', 1, true) and not html:find('href="http', 1, true) and not html:find("<script", 1, true),
-    "no external resources, no scripts")
-  T.truthy(html:find("shown, not run", 1, true), "norun block shown")
-  local md = read(r.md)
-  T.truthy(md:find("```text\n6\n```", 1, true), "returned value in the Markdown copy:\n" .. md)
-  T.truthy(md:find("![fig.png](fig.png)", 1, true), "figure linked in the Markdown copy")
-  -- base64 against a known value
-  T.eq(N.base64("Man"), "TWFu"); T.eq(N.base64("Ma"), "TWE="); T.eq(N.base64("M"), "TQ==")
-end)
-
-T.test("notebook: an error stops the run, names the block and its first line", function()
-  local path = write_nb("bad", "# Bad\n\n```lua\nx = 1\n```\n\nText.\n\n```lua\nlocal y = x + 1\nerror('boom here')\n```\n\n```lua\nprint('never')\n```\n")
-  local out = ROOT .. "/nb/bad_out"
-  local print0 = print
-  local err = T.raises(function() N.run(path, { out = out, quiet = true }) end, "block 2 (line 9: `local y = x + 1`) failed")
-  T.eq(print, print0, "print restored after a failing block")
-  T.truthy(tostring(err):find("bad.md:11: boom here", 1, true), "message carries the .md line: " .. tostring(err))
-  local html = read(out .. "/bad.html")
-  T.truthy(html and html:find("stopped at block 2", 1, true) and html:find("not run", 1, true), "report shows the error")
-  local log, code = sh(exe() .. " scripts/notebook.lua " .. path .. " --out " .. out .. " --quiet")
-  T.eq(code, 1, "notebook.lua exit status on error")
-  T.truthy(log:find("block 2 (line 9", 1, true), log)
-  local syn = write_nb("syn", "```lua\nlocal = 3\n```\n")
-  T.raises(function() N.run(syn, { out = ROOT .. "/nb/syn_out", quiet = true }) end, "block 1 (line 1: `local = 3`) failed")
-end)
-
-T.test("notebook: the HTML report renders in headless Chromium without console errors", function()
-  local chromium = "/usr/bin/chromium"
-  if not exists(chromium) then
-    print("skipped: " .. chromium .. " not installed")
-    T.skip("skipped: " .. chromium .. " not installed")
-  end
-  local path = write_nb("shot", FIG_NB)
-  local out = ROOT .. "/nb/shot_out"
-  local r = N.run(path, { out = out, quiet = true })
-  local abs = sh("realpath " .. r.html):gsub("%s+$", "")
-  local shot = ROOT .. "/nb/shot.png"
-  os.remove(shot)
-  local profile_dir = sh("mktemp -d"):gsub("%s+$", "")
-  local log = sh(string.format("timeout 60 %s --headless --no-sandbox --disable-gpu --disable-background-networking "
-    .. "--disable-component-update --disable-sync --no-first-run --user-data-dir=%s --enable-logging=stderr --v=0 "
-    .. "--window-size=1000,1400 --screenshot=%s file://%s", chromium, profile_dir, shot, abs))
-  os.execute("rm -rf " .. util.shell_quote(profile_dir))
-  local png = read(shot)
-  T.truthy(png and png:sub(1, 8) == "\137PNG\r\n\26\n" and #png > 10000, "screenshot written:\n" .. log)
-  for _, bad in ipairs { ":CONSOLE(", "Failed to load resource", "net::ERR_", "Uncaught" } do
-    T.truthy(not log:find(bad, 1, true), "console error in the report: " .. bad .. "\n" .. log)
-  end
 end)
 
 -- ---------------------------------------------------------------------------

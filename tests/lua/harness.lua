@@ -62,6 +62,14 @@ function T.write(path, s)
   f:close()
 end
 
+-- Run a shell command: its output (stdout and stderr) and exit status.
+function T.sh(cmd)
+  local p = io.popen(cmd .. " 2>&1")
+  local out = p:read("a")
+  local ok, _, code = p:close()
+  return out, ok and 0 or code
+end
+
 -- The srgeo shell running these specs (`build/X/srgeo tests/run.lua`): the
 -- interpreter, at the lowest index of arg, when its name ends in srgeo;
 -- nil otherwise (the specs then fall back or skip).

@@ -399,6 +399,50 @@ T.test("summary: output shapes, parameters and FLOPs per sample (= the PyTorch c
   T.truthy(text:find("total: 11689512 trainable parameters", 1, true), "resnet18 total")
 end)
 
+T.test("print(m): one node per named child like PyTorch's repr, blocks' data flow, counts, taps, totals", function()
+  local m = srgeo.models.resnet20 { init = false }
+  local text = tostring(m)
+  local lines = {}
+  for l in text:gmatch("[^\n]+") do lines[#lines + 1] = l end
+  T.truthy(lines[1]:find("^resnet20: sequential +272,474$"), lines[1])
+  -- each block is one node: its index, its flow through the nameless residual, its subtree's parameters
+  local blocks = 0
+  for _, l in ipairs(lines) do
+    if l:find("^    %(%d%): sequential = ") then blocks = blocks + 1 end
+  end
+  T.eq(blocks, 9, "3 stages x 3 blocks, one line each:\n" .. text)
+  T.truthy(text:find("\n    (0): sequential = (x + (conv1 → bn1 → relu1 → conv2 → bn2)) → relu", 1, true), text)
+  T.truthy(text:find("(0): sequential = ((conv1 → bn1 → relu1 → conv2 → bn2) + downsample) → relu", 1, true), "projection block")
+  T.truthy(not text:find("residual", 1, true), "no node for the nameless residual")
+  T.truthy(text:find("\n      %(conv1%): conv2d%(16 %-> 16, k3 s1 p1, no bias%) +2,304\n"), "leaf with its count")
+  T.truthy(text:find("(flatten): flatten(dims 1..-1)   ← tap features (default)", 1, true), "the default tap marked")
+  T.truthy(text:find("\ntotal: 272,474 trainable parameters (and ", 1, true), "totals")
+  T.truthy(text:find('m:forward(x) returns the default tap "features" = flatten', 1, true), "what forward returns")
+  -- counts add up: the stages' lines sum to the total minus stem and head
+  local sum = 0
+  for _, l in ipairs(lines) do
+    local c = l:match("^  %(%w+%): .- +([%d,]+)$")
+    if c then sum = sum + tonumber((c:gsub(",", ""))) end
+  end
+  T.eq(sum, 272474, "top-level nodes' counts sum to the total")
+  -- a nameless leaf (the ViT's class token and position embedding) is a line without a name
+  local vit = tostring(srgeo.models.vit_nano { init = false })
+  T.truthy(vit:find("\n  cls_pos%(64 patches %+ class token, dim 64%) +4,224\n"), vit)
+  T.truthy(vit:find("(0): sequential = (x + (norm1 → attn)) → (x + (norm2 → mlp))", 1, true), vit)
+  T.eq(tostring(srgeo.nn.linear { in_features = 2, out_features = 3 }), "linear(2 -> 3)  9")
+  -- summary: the same nodes (no row for a nameless container) and what forward returns
+  local sum_text = m:summary { 3, 32, 32 }
+  local seen = {}
+  for l in sum_text:gmatch("[^\n]+") do
+    local path = l:match("^%s*(%S+)")
+    T.truthy(not seen[path], "summary lists " .. path .. " once")
+    seen[path] = true
+  end
+  T.truthy(sum_text:find("\n  flatten +flatten +dims 1..%-1 +%(1,64%) +features %(default%)\n"), sum_text)
+  T.truthy(sum_text:find('m:forward(x) returns (1,64): the default tap "features" = flatten', 1, true), sum_text)
+  T.truthy(sum_text:find("\n%(model%) +sequential +%(1,10%) +logits\n"), "the whole model's row names its tap")
+end)
+
 -- --- taps --------------------------------------------------------------------
 
 T.test("taps: named modules, several in one pass, features and logits aliases", function()

@@ -131,11 +131,12 @@ T.test("reshape / view share storage, -1 inferred, errors name shapes", function
   T.raises(function() t:reshape(3, 4):squeeze(1) end, "squeeze: dim 1 of (3,4) has size 3, not 1")
 end)
 
-T.test("narrow / slice / row: 1-based rows of dim 0, views, range errors", function()
+T.test("narrow(dim, start, len) in Torch7's order / slice / row: 1-based, views along dim 1, range errors", function()
   local t = srgeo.arange(10):reshape(5, 2)
-  local n = t:narrow(2, 3)
+  local n = t:narrow(1, 2, 3)
   T.eq(shape(n), "3,2")
   T.eq(n:get(1, 1), 2)
+  T.eq(shape(t:narrow(-2, 2, 3)), "3,2", "a negative dim counts from the end")
   T.eq(shape(t:slice(2, 4)), "3,2")
   T.eq(t:slice(2, 4):get(3, 2), 7)
   T.eq(shape(t:slice(4)), "2,2")
@@ -147,20 +148,59 @@ T.test("narrow / slice / row: 1-based rows of dim 0, views, range errors", funct
   r:fill(-1)
   T.eq(t:get(5, 1), -1) -- a view
   T.eq(t:row(-1):get(1, 1), -1)
-  T.raises(function() t:narrow(4, 3) end, "narrow: 4..6 (start 4, length 3) out of range for dim 1 of (5,2) (1..5)")
-  T.raises(function() t:narrow(0, 1) end, "narrow: 0..0 (start 0")
+  t:narrow(1, 1, 1):fill(-7)
+  T.eq(t:get(1, 2), -7, "narrow along dim 1 is a view")
+  t:narrow(1, 1, 1):copy(srgeo.tensor { { 0, 1 } })
+  T.raises(function() t:narrow(1, 4, 3) end, "narrow: 4..6 (start 4, length 3) out of range for dim 1 of (5,2) (1..5; "
+    .. "narrow takes (dim, start, len), as in Torch7 and PyTorch)")
+  T.raises(function() t:narrow(1, 0, 1) end, "narrow: 0..0 (start 0")
+  T.raises(function() t:narrow(1, 2, math.maxinteger) end, "(start 2, length " .. math.maxinteger .. ") out of range")
+  T.raises(function() t:narrow(1, 1, -1) end, "(start 1, length -1) out of range")
   -- along another dim: a copy
-  local c = t:narrow(2, 1, 2)
+  local c = t:narrow(2, 2, 1)
   T.eq(shape(c), "5,1")
   T.eq(table.concat(c:reshape(5):totable(), ","), "1.0,3.0,5.0,7.0,-1.0")
   c:fill(42)
   T.eq(t:get(1, 2), 1, "a copy, not a view")
-  T.raises(function() t:narrow(2, 2, 2) end, "narrow: 2..3 (start 2, length 2) out of range for dim 2 of (5,2) (1..2)")
-  T.raises(function() t:narrow(1, 1, 3) end, "narrow: dim 3 out of range for (5,2)")
+  T.raises(function() t:narrow(2, 2, 2) end, "narrow: 2..3 (start 2, length 2) out of range for dim 2 of (5,2) (1..2;")
+  T.raises(function() t:narrow(3, 1, 1) end, "narrow: dim 3 out of range for (5,2) (dims are 1..2, or negative from "
+    .. "the end; narrow takes (dim, start, len), as in Torch7 and PyTorch)")
+  -- srgeo 0.1's narrow(start, len [, dim]): two arguments are refused with the new order spelt out; a
+  -- three-argument call in the old order is caught when it lands out of range (the issue's 2x3x4 example)
+  T.raises(function() t:narrow(2, 3) end, "narrow: narrow takes (dim, start, len), as in Torch7 and PyTorch; got 2 "
+    .. "arguments for (5,2) (srgeo 0.1's narrow(start, len [, dim]) order is gone)")
+  T.raises(function() srgeo.zeros(2, 3, 4):narrow(1, 2, 3) end, "narrow: 2..4 (start 2, length 3) out of range for dim 1 of (2,3,4)")
+  T.eq(shape(srgeo.zeros(2, 3, 4):narrow(3, 2, 2)), "2,3,2")
+  T.raises(function() t:narrow(1) end, "narrow: narrow takes (dim, start, len), as in Torch7 and PyTorch; got 1 argument for (5,2)")
+  T.raises(function() t:narrow(1, "a", 2) end, "bad argument #2 to 'narrow' (number expected, got string)")
   T.raises(function() t:slice(2, 6) end, "slice: rows 2..6 out of range for (5,2)")
   T.raises(function() t:row(6) end, "row: index 6 out of range for dim 1 of (5,2) (1..5)")
   T.raises(function() srgeo.tensor(1):row(1) end, "row: a 0-d tensor has no rows")
-  T.raises(function() t:narrow(1) end, "bad argument #2 to 'narrow' (number expected, got no value)")
+end)
+
+T.test("size / shape: a list that prints as (2,3,4), compares by value, concatenates, and is accepted as a shape", function()
+  local x = srgeo.zeros(2, 3, 4)
+  local s = x:size()
+  T.eq(tostring(s), "(2,3,4)")
+  T.eq(tostring(x:shape()), "(2,3,4)")
+  T.eq(#s, 3); T.eq(s[1], 2); T.eq(s[3], 4)
+  local n = 0
+  for _, v in ipairs(s) do n = n + v end
+  T.eq(n, 9, "ipairs over a size")
+  T.eq(table.concat(s, "x"), "2x3x4")
+  T.eq(x:size(2), 3)
+  T.truthy(s == srgeo.ones(2, 3, 4):size(), "equal sizes compare equal")
+  T.truthy(s ~= srgeo.ones(2, 3):size() and s ~= srgeo.ones(2, 4, 3):size(), "different sizes differ")
+  T.eq("shape " .. s, "shape (2,3,4)")
+  T.eq(s .. "!", "(2,3,4)!")
+  T.eq(tostring(srgeo.tensor(1):size()), "()")
+  T.eq(tostring(srgeo.zeros(0, 5):size()), "(0,5)")
+  T.eq(tostring(srgeo.zeros(s):size()), "(2,3,4)", "a size is a shape argument")
+  T.eq(tostring(x:reshape(x:size()):size()), "(2,3,4)")
+  T.eq(require("srgeo.repl").repr(s), "(2,3,4)", "the REPL prints it")
+  local m = srgeo.nn.linear { in_features = 4, out_features = 2 }
+  m:forward(srgeo.zeros(3, 4))
+  T.eq(tostring(m:output_shape()), "(3,2)")
 end)
 
 T.test("get / set: one 1-based index per dim, negatives from the end", function()
@@ -409,7 +449,7 @@ T.test("check_finite names the first bad element; isfinite", function()
   T.eq(t:isfinite(), false)
   T.raises(function() srgeo.check_finite(t, "layer3 output") end,
     "check_finite: layer3 output (2,3) has nan at [2,2] (1-based; flat 5)")
-  T.raises(function() srgeo.check_finite(t:narrow(2, 1):clamp(-1, 1):slice(1, 1):index { 1 } * 0 + t:row(2)) end,
+  T.raises(function() srgeo.check_finite(t:narrow(1, 2, 1):clamp(-1, 1):slice(1, 1):index { 1 } * 0 + t:row(2)) end,
     "check_finite: tensor (1,3) has nan at [1,2]")
 end)
 

@@ -1,0 +1,219 @@
+/* lua/markdown.c - srgeo.markdown: GitHub-flavoured Markdown through
+ * cmark-gfm (the notebook reports and the output-folder index).
+ *
+ *   html = srgeo.markdown.html(text [, {image = function(url) -> url, raw_html = true}])
+ *   blocks = srgeo.markdown.code_blocks(text)
+ *
+ * CommonMark with GitHub's extensions: pipe tables, ~~strikethrough~~,
+ * autolinks, task lists and footnotes.  Raw HTML in the text passes through
+ * (raw_html = false replaces it by a comment), except for the tags GitHub's
+ * tag filter disarms (<script>, <style>, <iframe>, <textarea>, <title>, ...),
+ * so a report stays free of scripts.  image, when given, is called with the
+ * destination of every image and returns the one to use (a data: URI of a
+ * local file, say), false to show a link to it instead (a remote image in a
+ * report that loads nothing), or nil to keep it.  Invalid UTF-8 becomes
+ * U+FFFD.
+ *
+ * code_blocks lists the document's top-level code blocks, as CommonMark
+ * reads them (``` and ~~~ fences, indented blocks; a fence inside a list
+ * item or a quote is not top-level), each {info =, code =, fenced =,
+ * line =, last_line =}: the info string ("lua norun"), the code without
+ * its fences and indentation, and the 1-based lines the block spans
+ * (fences included).  The notebook runner splits a notebook with it.
+ */
+#include <cmark-gfm-core-extensions.h>
+#include <cmark-gfm.h>
+
+#include <string.h>
+
+#include "lua/aux.h"
+#include "lua/open.h"
+
+#define DOC_MT "srgeo.markdown_doc"
+
+/* What one call allocates, owned by a userdata on the stack, so an error at
+ * any point (a failing image callback, a memory error) frees it through
+ * __gc. */
+typedef struct {
+    cmark_parser *parser;
+    cmark_node *doc;
+    char *html;
+} md_doc;
+
+static void md_free(md_doc *d)
+{
+    if (d->html)
+        cmark_get_default_mem_allocator()->free(d->html);
+    if (d->doc)
+        cmark_node_free(d->doc);
+    if (d->parser)
+        cmark_parser_free(d->parser);
+    d->html = NULL;
+    d->doc = NULL;
+    d->parser = NULL;
+}
+
+static int md_gc(lua_State *L)
+{
+    md_free(luaL_checkudata(L, 1, DOC_MT));
+    return 0;
+}
+
+static const char *const EXTENSIONS[] = {"table", "strikethrough", "autolink", "tagfilter", "tasklist", NULL};
+
+/* An image node as a link to the same destination around its alt text. */
+static int image_to_link(cmark_node *img)
+{
+    cmark_node *link = cmark_node_new(CMARK_NODE_LINK);
+    if (!link || !cmark_node_set_url(link, cmark_node_get_url(img)))
+        return -1;
+    cmark_node *c;
+    while ((c = cmark_node_first_child(img)))
+        cmark_node_append_child(link, c);
+    cmark_node_replace(img, link);
+    cmark_node_free(img);
+    return 0;
+}
+
+/* Call the function at fn with each image's destination: a string result
+ * replaces it, false makes the image a link to it, nil keeps it.  The images
+ * are collected first (a Lua list of light userdata at the top of the
+ * stack), since replacing nodes during a walk would derail the iterator. */
+static void rewrite_images(lua_State *L, cmark_node *doc, int fn)
+{
+    lua_newtable(L);
+    int list = lua_gettop(L), n = 0;
+    cmark_iter *it = cmark_iter_new(doc);
+    cmark_event_type ev;
+    while ((ev = cmark_iter_next(it)) != CMARK_EVENT_DONE) {
+        cmark_node *node = cmark_iter_get_node(it);
+        if (ev == CMARK_EVENT_ENTER && cmark_node_get_type(node) == CMARK_NODE_IMAGE) {
+            lua_pushlightuserdata(L, node);
+            lua_rawseti(L, list, ++n);
+        }
+    }
+    cmark_iter_free(it);
+    for (int i = 1; i <= n; i++) {
+        lua_rawgeti(L, list, i);
+        cmark_node *img = lua_touserdata(L, -1);
+        lua_pop(L, 1);
+        const char *url = cmark_node_get_url(img);
+        lua_pushvalue(L, fn);
+        lua_pushstring(L, url ? url : "");
+        lua_call(L, 1, 1); /* an error unwinds; the document is freed by its owner's __gc */
+        int t = lua_type(L, -1);
+        if (t == LUA_TSTRING) {
+            if (!cmark_node_set_url(img, lua_tostring(L, -1)))
+                luaL_error(L, "markdown: out of memory");
+        } else if (t == LUA_TBOOLEAN && !lua_toboolean(L, -1)) {
+            if (image_to_link(img))
+                luaL_error(L, "markdown: out of memory");
+        } else if (t != LUA_TNIL) {
+            luaL_error(L, "markdown.html: opts.image must return a string, false or nil, got a %s", luaL_typename(L, -1));
+        }
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+}
+
+/* A new parser with the extensions attached, owned by a new doc userdata
+ * (pushed). */
+static md_doc *new_doc(lua_State *L, int options)
+{
+    md_doc *d = lua_newuserdatauv(L, sizeof *d, 0);
+    *d = (md_doc){0};
+    luaL_setmetatable(L, DOC_MT);
+    cmark_gfm_core_extensions_ensure_registered();
+    d->parser = cmark_parser_new(options);
+    if (!d->parser)
+        luaL_error(L, "markdown: out of memory");
+    for (const char *const *e = EXTENSIONS; *e; e++) {
+        cmark_syntax_extension *ext = cmark_find_syntax_extension(*e);
+        if (!ext || !cmark_parser_attach_syntax_extension(d->parser, ext))
+            luaL_error(L, "markdown: cmark-gfm has no '%s' extension", *e);
+    }
+    return d;
+}
+
+static const char *check_text(lua_State *L, const char *op, size_t *len)
+{
+    if (lua_type(L, 1) != LUA_TSTRING)
+        luaL_error(L, "%s: the text must be a string, got a %s", op, luaL_typename(L, 1));
+    return lua_tolstring(L, 1, len);
+}
+
+static void parse(lua_State *L, md_doc *d, const char *text, size_t len)
+{
+    cmark_parser_feed(d->parser, text, len);
+    d->doc = cmark_parser_finish(d->parser);
+    if (!d->doc)
+        luaL_error(L, "markdown: cmark-gfm could not parse the text (%zu bytes)", len);
+}
+
+static int l_html(lua_State *L)
+{
+    size_t len;
+    const char *text = check_text(L, "markdown.html", &len);
+    static const char *const keys[] = {"image", "raw_html", NULL};
+    sr_lua_check_keys(L, 2, "markdown.html", keys);
+    int raw = sr_lua_opt_boolean(L, 2, "markdown.html", "raw_html", 1);
+    int fn = 0;
+    if (lua_istable(L, 2)) {
+        lua_getfield(L, 2, "image");
+        if (!lua_isnil(L, -1) && !lua_isfunction(L, -1))
+            return luaL_error(L, "markdown.html: image must be a function(url) -> url, got a %s", luaL_typename(L, -1));
+        fn = lua_isnil(L, -1) ? 0 : lua_gettop(L);
+    }
+    int options = CMARK_OPT_FOOTNOTES | CMARK_OPT_VALIDATE_UTF8 | (raw ? CMARK_OPT_UNSAFE : 0);
+
+    md_doc *d = new_doc(L, options);
+    parse(L, d, text, len);
+    if (fn)
+        rewrite_images(L, d->doc, fn);
+    d->html = cmark_render_html(d->doc, options, cmark_parser_get_syntax_extensions(d->parser));
+    if (!d->html)
+        return luaL_error(L, "markdown: out of memory");
+    lua_pushstring(L, d->html);
+    md_free(d);
+    return 1;
+}
+
+static int l_code_blocks(lua_State *L)
+{
+    size_t len;
+    const char *text = check_text(L, "markdown.code_blocks", &len);
+    md_doc *d = new_doc(L, CMARK_OPT_SOURCEPOS);
+    parse(L, d, text, len);
+    lua_newtable(L);
+    int k = 0;
+    for (cmark_node *n = cmark_node_first_child(d->doc); n; n = cmark_node_next(n)) {
+        if (cmark_node_get_type(n) != CMARK_NODE_CODE_BLOCK)
+            continue;
+        lua_createtable(L, 0, 5);
+        const char *info = cmark_node_get_fence_info(n), *code = cmark_node_get_literal(n);
+        lua_pushstring(L, info ? info : "");
+        lua_setfield(L, -2, "info");
+        size_t clen = code ? strlen(code) : 0;
+        lua_pushlstring(L, code ? code : "", clen && code[clen - 1] == '\n' ? clen - 1 : clen);
+        lua_setfield(L, -2, "code");
+        int flen, foff;
+        char fch;
+        lua_pushboolean(L, cmark_node_get_fenced(n, &flen, &foff, &fch));
+        lua_setfield(L, -2, "fenced");
+        lua_pushinteger(L, cmark_node_get_start_line(n));
+        lua_setfield(L, -2, "line");
+        lua_pushinteger(L, cmark_node_get_end_line(n));
+        lua_setfield(L, -2, "last_line");
+        lua_rawseti(L, -2, ++k);
+    }
+    return 1;
+}
+
+void sr_lua_open_markdown(lua_State *L)
+{
+    static const luaL_Reg meta[] = {{"__gc", md_gc}, {NULL, NULL}};
+    static const luaL_Reg funcs[] = {{"html", l_html}, {"code_blocks", l_code_blocks}, {NULL, NULL}};
+    sr_lua_new_class(L, DOC_MT, meta, NULL);
+    luaL_newlib(L, funcs);
+    lua_setfield(L, -2, "markdown");
+}
