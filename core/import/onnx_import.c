@@ -1856,6 +1856,22 @@ static int translate(imp *I, int idx)
 }
 
 /* --- the whole model ---------------------------------------------------------- */
+/* Up to 16 comma-separated numbers; their count, or -1. */
+static int meta_numbers(const char *s, double *v)
+{
+    int n = 0;
+    while (*s && n < 16) {
+        char *end;
+        v[n++] = strtod(s, &end);
+        if (end == s)
+            return -1;
+        s = end;
+        while (*s == ' ' || *s == ',')
+            s++;
+    }
+    return *s ? -1 : n;
+}
+
 /* The image input: its layout, and its value (0, or the normalize node's). */
 static int image_value(imp *I, const sr_onnx_value *in, const sr_onnx_import_opts *o, sr_onnx_import_info *info)
 {
@@ -1881,14 +1897,33 @@ static int image_value(imp *I, const sr_onnx_value *in, const sr_onnx_import_opt
                            (long long)ps[d], in->name, (long long)in->dims[first + d]);
     }
     I->n0 = !o->no_batch && in->dims[0] > 0 ? in->dims[0] : 1;
-    int id = 0;
-    if (o->nmean) {
-        if (nd < 1 || ps[0] != o->nmean || o->nmean > 16)
-            return sr_fail("mean and std have %d values, the input '%s' %lld channels", o->nmean, in->name,
+    int id = 0, nmean = o->nmean;
+    double mean[16], std[16];
+    const char *where = "mean and std";
+    if (nmean > 0 && nmean <= 16) {
+        memcpy(mean, o->mean, (size_t)nmean * sizeof *mean);
+        memcpy(std, o->std, (size_t)nmean * sizeof *std);
+    }
+    if (!nmean && !o->raw && sr_onnx_meta(I->m, "srgeo.mean") && sr_onnx_meta(I->m, "srgeo.std")) {
+        int ns = meta_numbers(sr_onnx_meta(I->m, "srgeo.std"), std);
+        nmean = meta_numbers(sr_onnx_meta(I->m, "srgeo.mean"), mean);
+        where = "metadata srgeo.mean and srgeo.std";
+        if (nmean < 1 || ns != nmean)
+            return sr_fail("the model's %s are not two lists of as many numbers ('%s', '%s')", where,
+                           sr_onnx_meta(I->m, "srgeo.mean"), sr_onnx_meta(I->m, "srgeo.std"));
+        for (int i = 0; i < ns; i++)
+            if (!(std[i] > 0))
+                return sr_fail("the model's metadata srgeo.std has %g", std[i]);
+    }
+    if (info)
+        info->normalization = !nmean ? SR_ONNX_NORM_NONE : o->nmean ? SR_ONNX_NORM_GIVEN : SR_ONNX_NORM_METADATA;
+    if (nmean) {
+        if (nd < 1 || ps[0] != nmean || nmean > 16)
+            return sr_fail("%s have %d values, the input '%s' %lld channels", where, nmean, in->name,
                            (long long)(nd ? ps[0] : 0));
         kvs k = {0};
-        kv_ld(&k, "mean", o->mean, o->nmean);
-        kv_ld(&k, "std", o->std, o->nmean);
+        kv_ld(&k, "mean", mean, nmean);
+        kv_ld(&k, "std", std, nmean);
         sr_module *m = layer(I, "normalize", &k);
         if ((id = add_node(I, "normalize", m, 1, &id)) < 0)
             return -1;

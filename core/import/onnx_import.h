@@ -35,13 +35,18 @@ typedef struct {
     const char *output;         /* the value returned (default: the first graph output) */
     int nsize;                  /* input_size: the input's sample dims (C,H,W), for symbolic ones */
     int64_t size[SR_MAXDIM];
-    int nmean;                  /* mean / std (nmean values each): a normalize node in front */
+    int nmean;                  /* mean / std (nmean values each): a normalize node in front; without
+                                 * them the model's metadata srgeo.mean / srgeo.std (comma-separated,
+                                 * as scripts/convert_torch.py --onnx writes them) give it */
     const double *mean, *std;
+    int raw;                    /* the input is raw pixels: no normalisation, whatever the metadata says */
     /* Further graph inputs given as constants (ONNX's node tests). */
     int nconst;
     const char *const *const_names;
     const sr_onnx_tensor *const *const_values;
 } sr_onnx_import_opts;
+
+enum { SR_ONNX_NORM_NONE, SR_ONNX_NORM_GIVEN, SR_ONNX_NORM_METADATA };
 
 /* What the import found, for the caller's choices and messages. */
 typedef struct {
@@ -51,6 +56,7 @@ typedef struct {
                                   * as a graph value name ("" otherwise); aliased "features" and the
                                   * graph's default tap */
     int normalizes;              /* the graph starts by subtracting / dividing per-channel constants */
+    int normalization;           /* the normalize node in front: SR_ONNX_NORM_* */
     int nodes, folded;           /* graph nodes made, ONNX nodes folded into constants */
 } sr_onnx_import_info;
 

@@ -1,7 +1,10 @@
 /* lua/onnx.c - srgeo.onnx: ONNX models as module graphs (import/onnx_import.h).
  *
- *   m, info = srgeo.onnx.load(path [, {dtype=, input=, output=, input_size=, mean=, std=,
+ *   m, info = srgeo.onnx.load(path [, {dtype=, input=, output=, input_size=, mean=, std=, raw=,
  *                                      no_batch=, constants={name=tensor}}])
+ *   info: input (sample dims), features (the classifier's input value, the default tap),
+ *         normalization ("given", "metadata", "none"), normalizes (the graph itself subtracts or
+ *         divides per-channel constants first), nodes, folded, opset, producer, metadata
  *   t, type = srgeo.onnx.read_tensor(path)      -- a TensorProto file (ONNX test data)
  *   srgeo.onnx.supported(op)                     -- whether the importer takes op
  * srgeo.models.load(path.onnx) is the usual way in (lua/srgeo/models.lua). */
@@ -12,8 +15,8 @@
 #include "lua/aux.h"
 #include "lua/open.h"
 
-static const char *const load_keys[] = {"dtype", "input", "output", "input_size", "mean", "std", "no_batch",
-                                        "constants", NULL};
+static const char *const load_keys[] = {"dtype", "input", "output", "input_size", "mean", "std", "raw",
+                                        "no_batch", "constants", NULL};
 
 /* The caller's numbers at field k of table t into v (at most max). */
 static int opt_numbers(lua_State *L, int t, const char *k, double *v, int max)
@@ -84,6 +87,7 @@ static int l_load(lua_State *L)
             o.output = luaL_checkstring(L, -1);
         lua_pop(L, 1);
         o.no_batch = sr_lua_opt_boolean(L, t, "onnx.load", "no_batch", 0);
+        o.raw = sr_lua_opt_boolean(L, t, "onnx.load", "raw", 0);
         o.nsize = opt_numbers(L, t, "input_size", size, SR_MAXDIM - 1);
         for (int i = 0; i < o.nsize; i++) {
             if (size[i] != (double)(int64_t)size[i] || size[i] < 1)
@@ -143,6 +147,10 @@ static int l_load(lua_State *L)
     }
     lua_pushboolean(L, info.normalizes);
     lua_setfield(L, -2, "normalizes");
+    lua_pushstring(L, info.normalization == SR_ONNX_NORM_GIVEN      ? "given"
+                      : info.normalization == SR_ONNX_NORM_METADATA ? "metadata"
+                                                                    : "none");
+    lua_setfield(L, -2, "normalization");
     lua_pushinteger(L, info.nodes);
     lua_setfield(L, -2, "nodes");
     lua_pushinteger(L, info.folded);
