@@ -379,11 +379,25 @@ static int reduce(const char *op, sr_tensor *out, const sr_tensor *x, const int6
     return 0;
 }
 
+/* v rounded to bfloat16 (float32's top 16 bits, nearest even; NaN stays NaN). */
+static double to_bf16(double v)
+{
+    float f = (float)v;
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    if (isnan(f))
+        return f;
+    u = (u + 0x7fffu + (u >> 16 & 1)) & 0xffff0000u;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
 static double cast_to(double v, int type)
 {
     switch (type) {
     case SR_ONNX_FLOAT: return (float)v;
-    case SR_ONNX_FLOAT16: case SR_ONNX_BFLOAT16: return (float)v; /* within float's precision */
+    case SR_ONNX_FLOAT16: return (double)(_Float16)v;
+    case SR_ONNX_BFLOAT16: return to_bf16(v);
     case SR_ONNX_BOOL: return v != 0;
     case SR_ONNX_DOUBLE: return v;
     default: return isnan(v) ? 0 : trunc(v);

@@ -33,7 +33,7 @@ enum { MERGE_AFTER = 1, MERGE_BEFORE = 2 };
 
 typedef struct {
     char *name;
-    int kind;
+    int store;                  /* V_STATIC or V_DYN */
     sr_fold_val s;              /* V_STATIC */
     int id;                     /* V_DYN: graph value */
     int nd, bat, merged;        /* merged: MERGE_AFTER | MERGE_BEFORE, or 0 */
@@ -177,7 +177,7 @@ static ival *def_dyn(imp *I, const char *name, int id, int nd, const int64_t *ps
     ival *v = define(I, name);
     if (!v)
         return NULL;
-    v->kind = V_DYN;
+    v->store = V_DYN;
     v->id = id;
     v->nd = nd;
     memcpy(v->ps, ps, (size_t)nd * sizeof *ps);
@@ -355,7 +355,7 @@ static int ints_of(const sr_onnx_node *n, const char *name, const ival *v, int64
         memcpy(out, a->ints, (size_t)a->n * sizeof *out);
         *cnt = a->n;
     } else if (v) {
-        if (v->kind != V_STATIC || sr_fold_val_batched(&v->s))
+        if (v->store != V_STATIC || sr_fold_val_batched(&v->s))
             return sr_fail("input '%s' must be a constant", v->name);
         const sr_tensor *t = &v->s.v[0];
         if (t->ndim > 1 || sr_numel(t) > max)
@@ -370,7 +370,7 @@ static int ints_of(const sr_onnx_node *n, const char *name, const ival *v, int64
 /* The one number in static value v (a scalar or a one-element tensor). */
 static int scalar_of(const ival *v, double *out)
 {
-    if (!v || v->kind != V_STATIC || sr_fold_val_batched(&v->s) || sr_numel(&v->s.v[0]) != 1)
+    if (!v || v->store != V_STATIC || sr_fold_val_batched(&v->s) || sr_numel(&v->s.v[0]) != 1)
         return sr_fail("input '%s' must be a constant number", v ? v->name : "?");
     *out = sr_f64(&v->s.v[0])[0];
     return 0;
@@ -494,7 +494,7 @@ static int only_first_output(const ctx *c)
 static ival *dyn_in(const ctx *c, int i)
 {
     ival *v = i < c->nin ? c->in[i] : NULL;
-    return v && v->kind == V_DYN ? v : NULL;
+    return v && v->store == V_DYN ? v : NULL;
 }
 
 /* A single-input layer on x with output layout (nd, ps, bat, merged). */
@@ -653,7 +653,7 @@ static int reshape_to(ctx *c, const ival *x, const int64_t *S1in, const int64_t 
 static int do_reshape(ctx *c)
 {
     const ival *x = dyn_in(c, 0), *s = c->nin > 1 ? c->in[1] : NULL;
-    if (!s || s->kind != V_STATIC)
+    if (!s || s->store != V_STATIC)
         return sr_fail("the shape must be a constant");
     const sr_tensor *a = &s->s.v[0], *b = &s->s.v[1];
     if (a->ndim != 1 || b->ndim != 1 || sr_numel(a) != sr_numel(b) || sr_numel(a) > SR_MAXDIM)
@@ -773,14 +773,15 @@ static int do_transpose(ctx *c)
     return emit1(c, "permute", &k, x, nd, ps, bat, merged);
 }
 
-/* Elementwise Add / Sub / Mul / Div with one or two dynamic operands. */
-static int do_arith(ctx *c, const char *kind)
+/* Elementwise Add / Sub / Mul / Div / Max / Min / Pow with one or two
+ * dynamic operands, into value oname. */
+static int do_arith_named(ctx *c, const char *kind, const char *oname)
 {
     ival *a = c->in[0], *b = c->nin > 1 ? c->in[1] : NULL;
     if (!a || !b)
         return sr_fail("needs two operands");
     imp *I = c->I;
-    if (a->kind == V_DYN && b->kind == V_DYN) {
+    if (a->store == V_DYN && b->store == V_DYN) {
         if (a->bat >= 0 && b->bat >= 0 &&
             (lrank(a) - a->bat != lrank(b) - b->bat || a->merged != b->merged))
             return sr_fail("the batch axes of '%s' and '%s' do not line up", a->name, b->name);
@@ -795,9 +796,9 @@ static int do_arith(ctx *c, const char *kind)
         sr_module *m = layer(I, kind, &k);
         int id = add_node(I, c->name, m, 2, (int[]){a->id, b->id});
         int bat = a->bat >= 0 ? a->bat + (lo - la) : -1;
-        return id < 0 || !def_dyn(I, out_name(c, 0), id, nd, ps, bat, a->merged) ? -1 : 0;
+        return id < 0 || !def_dyn(I, oname, id, nd, ps, bat, a->merged) ? -1 : 0;
     }
-    int rev = a->kind != V_DYN;
+    int rev = a->store != V_DYN;
     ival *x = rev ? b : a, *cst = rev ? a : b;
     sr_tensor t = SR_TENSOR_INIT;
     int lo;
@@ -815,7 +816,7 @@ static int do_arith(ctx *c, const char *kind)
         kv_li(&k, "shape", t.shape, t.ndim);
     else
         kv_d(&k, "value", sr_f64(&t)[0]);
-    if (rev && (!strcmp(kind, "sub") || !strcmp(kind, "div")))
+    if (rev && (!strcmp(kind, "sub") || !strcmp(kind, "div") || !strcmp(kind, "pow_of")))
         kv_s(&k, "reverse", "true");
     /* a float initializer operand is a weight (layer scale, position
      * embedding); constants computed in the graph are buffers */
@@ -833,8 +834,10 @@ static int do_arith(ctx *c, const char *kind)
     }
     int id = add_node(I, c->name, m, 1, &x->id);
     int bat = x->bat >= 0 ? x->bat + (lo - lrank(x)) : -1;
-    return id < 0 || !def_dyn(I, out_name(c, 0), id, nd, ps, bat, x->merged) ? -1 : 0;
+    return id < 0 || !def_dyn(I, oname, id, nd, ps, bat, x->merged) ? -1 : 0;
 }
+
+static int do_arith(ctx *c, const char *kind) { return do_arith_named(c, kind, out_name(c, 0)); }
 
 /* MatMul / Gemm by a constant matrix: a linear layer (weight (out, in)). */
 static int emit_linear(ctx *c, const ival *x, const sr_tensor *w, int transpose_w, double alpha, const sr_tensor *bias,
@@ -889,8 +892,11 @@ static int emit_linear(ctx *c, const ival *x, const sr_tensor *w, int transpose_
     int64_t ps[SR_MAXDIM];
     memcpy(ps, x->ps, sizeof ps);
     ps[x->nd - 1] = N;
-    I->head_in = index_of(I, x);
-    I->head_node = c->idx;
+    /* the classifier candidate (not a transposed copy made here) */
+    if (x >= I->v && x < I->v + I->nv) {
+        I->head_in = index_of(I, x);
+        I->head_node = c->idx;
+    }
     return def_dyn(I, outname, id, x->nd, ps, x->bat, x->merged) ? 0 : -1;
 }
 
@@ -900,7 +906,7 @@ static int do_matmul(ctx *c)
     ival *a = c->in[0], *b = c->nin > 1 ? c->in[1] : NULL;
     if (!a || !b)
         return sr_fail("needs two operands");
-    if (a->kind == V_DYN && b->kind == V_DYN) {
+    if (a->store == V_DYN && b->store == V_DYN) {
         if (a->nd < 2 || b->nd < 2 || (a->bat >= 0 && (a->bat >= lrank(a) - 2 || b->bat >= lrank(b) - 2)))
             return UNSUPPORTED("a product whose matrices are not after the batch (%s, %s)", a->name, b->name);
         if ((a->bat < 0) != (b->bat < 0) || (a->bat >= 0 && (lrank(a) - a->bat != lrank(b) - b->bat ||
@@ -921,7 +927,7 @@ static int do_matmul(ctx *c)
                    ? -1
                    : 0;
     }
-    if (a->kind != V_DYN)
+    if (a->store != V_DYN)
         return UNSUPPORTED("a constant times a value (only value times constant)");
     if (sr_fold_val_batched(&b->s))
         return sr_fail("the matrix '%s' depends on the batch", b->name);
@@ -940,7 +946,7 @@ static int do_matmul(ctx *c)
         if (reads == 1 && !strcmp(nx->op_type, "Add") && nx->ninputs == 2 && nx->noutputs >= 1) {
             const char *other = strcmp(nx->inputs[0], outname) ? nx->inputs[0] : nx->inputs[1];
             mo = find(I, other);
-            if (mo && mo->kind == V_STATIC && !sr_fold_val_batched(&mo->s) && mo->s.v[0].ndim == 1 &&
+            if (mo && mo->store == V_STATIC && !sr_fold_val_batched(&mo->s) && mo->s.v[0].ndim == 1 &&
                 mo->s.v[0].shape[0] == b->s.v[0].shape[b->s.v[0].ndim - 1] && !I->skip[j]) {
                 int other_readers = 0;
                 for (int q = c->idx + 1; q < I->m->nnodes; q++)
@@ -963,32 +969,57 @@ static int do_matmul(ctx *c)
 static int do_gemm(ctx *c)
 {
     ival *a = c->in[0], *b = c->nin > 1 ? c->in[1] : NULL, *cc = c->nin > 2 ? c->in[2] : NULL;
-    if (!a || !b || a->kind != V_DYN || b->kind != V_STATIC)
+    if (!a || !b || a->store != V_DYN || b->store != V_STATIC)
         return UNSUPPORTED("Gemm of a value by a constant matrix only");
-    if (ai(c->n, "transA", 0))
-        return UNSUPPORTED("Gemm with transA");
     if (lrank(a) != 2 || a->bat > 0)
         return sr_fail("Gemm: '%s' must be (batch, features)", a->name);
-    const sr_tensor *bias = NULL;
-    if (cc) {
-        if (cc->kind != V_STATIC)
-            return UNSUPPORTED("Gemm with a computed C");
-        const sr_tensor *t = &cc->s.v[0];
-        int64_t N = ai(c->n, "transB", 0) ? b->s.v[0].shape[0] : b->s.v[0].shape[1];
-        if (!(t->ndim == 1 || (t->ndim == 2 && t->shape[0] == 1)) || (sr_numel(t) != N && sr_numel(t) != 1))
-            return UNSUPPORTED("Gemm with C %s that varies along the batch", SR_SHAPE(t));
-        bias = t;
-        if (sr_numel(t) == 1 && N != 1) { /* a scalar C: broadcast */
-            static sr_tensor expanded;
-            sr_tensor_free(&expanded);
-            if (sr_tensor_alloc(&expanded, SR_F64, 1, &N))
-                return -1;
-            sr_tensor_fill(&expanded, sr_get_flat(t, 0));
-            bias = &expanded;
-        }
+    if (cc && cc->store != V_STATIC)
+        return UNSUPPORTED("Gemm with a computed C");
+    ival at;
+    if (ai(c->n, "transA", 0)) {
+        /* Aᵀ: only without a batch axis (it would move the batch) */
+        if (a->bat >= 0)
+            return sr_fail("Gemm with transA moves the batch axis of '%s'", a->name);
+        kvs kv = {0};
+        kv_li(&kv, "dims", (int64_t[]){0, 2, 1}, 3);
+        char nm[600];
+        snprintf(nm, sizeof nm, "%s/transpose", c->name);
+        int id = add_node(c->I, nm, layer(c->I, "permute", &kv), 1, &a->id);
+        if (id < 0)
+            return -1;
+        at = *a;
+        at.id = id, at.ps[0] = a->ps[1], at.ps[1] = a->ps[0];
+        a = &at;
     }
-    return emit_linear(c, a, &b->s.v[0], (int)ai(c->n, "transB", 0), af(c->n, "alpha", 1), bias, af(c->n, "beta", 1),
-                       b->name, out_name(c, 0));
+    int transb = (int)ai(c->n, "transB", 0);
+    int64_t N = transb ? b->s.v[0].shape[0] : b->s.v[0].shape[1];
+    const sr_tensor *bias = NULL, *t = cc ? &cc->s.v[0] : NULL;
+    double beta = af(c->n, "beta", 1);
+    int vector = t && (t->ndim == 1 || (t->ndim == 2 && t->shape[0] == 1)) && sr_numel(t) == N;
+    if (vector)
+        bias = t;
+    char mid[600];
+    snprintf(mid, sizeof mid, "%s//product", out_name(c, 0));
+    if (emit_linear(c, a, &b->s.v[0], transb, af(c->n, "alpha", 1), bias, beta, b->name,
+                    !t || vector ? out_name(c, 0) : mid))
+        return -1;
+    if (!t || vector)
+        return 0;
+    /* any other C broadcasts onto the product: a constant add, beta·C */
+    ival *prod = find(c->I, mid), *cv = NULL;
+    char cname[600];
+    snprintf(cname, sizeof cname, "%s//beta_c", out_name(c, 0));
+    if (!(cv = define(c->I, cname)))
+        return -1;
+    cv->store = V_STATIC;
+    if (sr_fold_val_set(&cv->s, SR_ONNX_DOUBLE, t))
+        return -1;
+    for (int64_t i = 0; i < sr_numel(&cv->s.v[0]); i++)
+        sr_f64(&cv->s.v[0])[i] *= beta;
+    ctx sub = *c;
+    sub.in[0] = prod, sub.in[1] = cv, sub.nin = 2;
+    snprintf(sub.name, sizeof sub.name, "%.500s/c", c->name);
+    return do_arith(&sub, "add");
 }
 
 /* SAME padding of one axis: total pad for size n, kernel extent ek, stride s. */
@@ -1073,7 +1104,7 @@ static int do_conv(ctx *c)
 {
     imp *I = c->I;
     const ival *x = dyn_in(c, 0), *w = c->nin > 1 ? c->in[1] : NULL, *b = c->nin > 2 ? c->in[2] : NULL;
-    if (!w || w->kind != V_STATIC || (b && b->kind != V_STATIC))
+    if (!w || w->store != V_STATIC || (b && b->store != V_STATIC))
         return UNSUPPORTED("Conv with computed weights");
     const sr_tensor *W = &w->s.v[0];
     if (W->ndim != 4)
@@ -1187,7 +1218,7 @@ static int do_batchnorm(ctx *c)
     if (only_first_output(c))
         return -1;
     for (int i = 1; i < 5; i++)
-        if (i >= c->nin || !c->in[i] || c->in[i]->kind != V_STATIC || sr_fold_val_batched(&c->in[i]->s))
+        if (i >= c->nin || !c->in[i] || c->in[i]->store != V_STATIC || sr_fold_val_batched(&c->in[i]->s))
             return UNSUPPORTED("BatchNormalization with computed statistics");
     const sr_tensor *sc = &c->in[1]->s.v[0], *bb = &c->in[2]->s.v[0], *mu = &c->in[3]->s.v[0],
                     *var = &c->in[4]->s.v[0];
@@ -1248,7 +1279,7 @@ static int do_layernorm(ctx *c)
     if (ps_axis(x, axis, "LayerNormalization", &q) || q != x->nd - 1)
         return -1;
     const ival *s = c->nin > 1 ? c->in[1] : NULL, *b = c->nin > 2 ? c->in[2] : NULL;
-    if (!s || s->kind != V_STATIC || (b && b->kind != V_STATIC))
+    if (!s || s->store != V_STATIC || (b && b->store != V_STATIC))
         return UNSUPPORTED("LayerNormalization with computed scale or bias");
     int64_t D = x->ps[q];
     kvs kv = {0};
@@ -1281,7 +1312,7 @@ static int do_softmax(ctx *c)
     return emit_same(c, "softmax", &kv, x);
 }
 
-static int do_reduce(ctx *c, int mean)
+static int do_reduce(ctx *c, const char *kind)
 {
     const ival *x = dyn_in(c, 0);
     int64_t axes[SR_MAXDIM + 1], dims[SR_MAXDIM];
@@ -1317,7 +1348,7 @@ static int do_reduce(ctx *c, int mean)
             ps[nd++] = red[d] ? 1 : x->ps[d];
     kvs kv = {0};
     kv_li(&kv, "dims", dims, na);
-    kv_s(&kv, "op", mean ? "mean" : "sum");
+    kv_s(&kv, "op", kind);
     kv_s(&kv, "keepdim", keep ? "true" : "false");
     return emit1(c, "reduce", &kv, x, nd, ps, bat, x->merged);
 }
@@ -1351,27 +1382,36 @@ static int do_pointwise(ctx *c, const char *kind)
         kv_d(&kv, "max", hi);
     } else if (!strcmp(op, "Pow")) {
         double e;
-        if (c->nin < 2 || !c->in[1] || c->in[1]->kind != V_STATIC)
-            return UNSUPPORTED("Pow with a computed exponent");
-        if (scalar_of(c->in[1], &e))
-            return UNSUPPORTED("Pow with an exponent per element");
-        kv_d(&kv, "exponent", e);
+        kv_d(&kv, "exponent", scalar_of(c->in[1], &e) ? 0 : e);
     }
     return emit_same(c, kind, &kv, x);
 }
 
-/* Max / Min of a value and a constant number: a one-sided clip. */
-static int do_maxmin(ctx *c, int is_max)
+/* Sum, Max, Min of several operands: a chain of two-operand layers. */
+static int do_variadic(ctx *c, const char *kind)
 {
-    if (c->nin != 2 || !dyn_in(c, 0) == !dyn_in(c, 1))
-        return UNSUPPORTED("%s of two values", c->n->op_type);
-    const ival *x = dyn_in(c, 0) ? c->in[0] : c->in[1], *k = dyn_in(c, 0) ? c->in[1] : c->in[0];
-    double v;
-    if (scalar_of(k, &v))
-        return UNSUPPORTED("%s with a constant per element", c->n->op_type);
-    kvs kv = {0};
-    kv_d(&kv, is_max ? "min" : "max", v);
-    return emit_same(c, "clip", &kv, x);
+    if (c->nin == 1)
+        return alias(c->I, out_name(c, 0), dyn_in(c, 0)) ? 0 : -1;
+    /* fold the constants among them first?  ONNX lists few; pairwise is exact */
+    ival *acc = c->in[0];
+    char tmp[600];
+    for (int i = 1; i < c->nin; i++) {
+        ctx sub = *c;
+        sub.in[0] = acc, sub.in[1] = c->in[i], sub.nin = 2;
+        const char *name = i == c->nin - 1 ? out_name(c, 0) : tmp;
+        snprintf(tmp, sizeof tmp, "%s//%d", out_name(c, 0), i);
+        if (i < c->nin - 1)
+            snprintf(sub.name, sizeof sub.name, "%.500s/%d", c->name, i);
+        if (acc->store != V_DYN && c->in[i]->store != V_DYN) {
+            /* two constants in a row: not worth a layer (rare); refuse */
+            return UNSUPPORTED("%s of constants among values", c->n->op_type);
+        }
+        int rc = do_arith_named(&sub, kind, name);
+        if (rc)
+            return -1;
+        acc = find(c->I, name);
+    }
+    return 0;
 }
 
 static int do_concat(ctx *c)
@@ -1394,7 +1434,7 @@ static int do_concat(ctx *c)
         const ival *v = c->in[i];
         if (!v)
             continue;
-        if (v->kind == V_DYN) {
+        if (v->store == V_DYN) {
             if (v->nd != x->nd || v->bat != x->bat || v->merged != x->merged) {
                 sr_module_release(m);
                 return sr_fail("'%s' and '%s' differ in rank or batch axis", v->name, x->name);
@@ -1544,7 +1584,7 @@ static int do_gather(ctx *c)
 {
     const ival *x = dyn_in(c, 0), *ix = c->nin > 1 ? c->in[1] : NULL;
     int q;
-    if (!ix || ix->kind != V_STATIC || sr_fold_val_batched(&ix->s))
+    if (!ix || ix->store != V_STATIC || sr_fold_val_batched(&ix->s))
         return UNSUPPORTED("Gather with computed indices");
     int64_t axis = ai(c->n, "axis", 0);
     if (ps_axis(x, axis, "Gather", &q))
@@ -1666,7 +1706,7 @@ static int do_shape(ctx *c, int size)
     ival *o = define(c->I, out_name(c, 0));
     if (!o)
         return -1;
-    o->kind = V_STATIC;
+    o->store = V_STATIC;
     o->s.type = SR_ONNX_INT64;
     for (int k = 0; k < 2; k++) {
         int64_t n = size ? 1 : en > st ? en - st : 0;
@@ -1689,7 +1729,7 @@ static int do_shape(ctx *c, int size)
 static int do_expand(ctx *c)
 {
     const ival *x = dyn_in(c, 0), *s = c->nin > 1 ? c->in[1] : NULL;
-    if (!s || s->kind != V_STATIC)
+    if (!s || s->store != V_STATIC)
         return sr_fail("the shape must be a constant");
     int lx = lrank(x), ns = (int)sr_numel(&s->s.v[0]);
     int64_t L[SR_MAXDIM + 1];
@@ -1714,54 +1754,73 @@ static const struct {
 };
 
 static const char *const dynamic_ops[] = {
-    "Identity", "Dropout", "Cast", "Add", "Sub", "Mul", "Div", "Sum", "Max", "Min", "MatMul", "Gemm", "Conv",
-    "BatchNormalization", "MaxPool", "AveragePool", "GlobalAveragePool", "Flatten", "Reshape", "Squeeze",
-    "Unsqueeze", "Transpose", "Concat", "Split", "Slice", "Gather", "ReduceMean", "ReduceSum", "Softmax",
-    "LayerNormalization", "Pad", "Shape", "Size", "Expand", "Constant", NULL,
+    "Identity", "Dropout", "Cast", "CastLike", "Add", "Sub", "Mul", "Div", "Sum", "Max", "Min", "MatMul", "Gemm",
+    "Conv", "BatchNormalization", "MaxPool", "AveragePool", "GlobalAveragePool", "Flatten", "Reshape", "Squeeze",
+    "Unsqueeze", "Transpose", "Concat", "Split", "Slice", "Gather", "ReduceMean", "ReduceSum", "ReduceMax",
+    "ReduceMin", "Softmax", "LayerNormalization", "Pad", "Shape", "Size", "Expand", "Constant", NULL,
 };
 
 int sr_onnx_op_supported(const char *op)
 {
     for (size_t i = 0; i < sizeof pointwise / sizeof *pointwise; i++)
         if (!strcmp(pointwise[i].op, op))
-            return 1;
+            return SR_ONNX_OP_VALUES;
     for (const char *const *p = dynamic_ops; *p; p++)
         if (!strcmp(*p, op))
-            return 1;
-    return sr_fold_knows(op);
+            return SR_ONNX_OP_VALUES;
+    return sr_fold_knows(op) ? SR_ONNX_OP_CONSTANTS : 0;
 }
 
 static int translate_dynamic(ctx *c)
 {
     const char *op = c->n->op_type;
     const ival *x = dyn_in(c, 0);
+    double e;
+    /* x ^ (one number) is a pointwise layer; anything else a pow_of */
+    if (!strcmp(op, "Pow") && (!x || c->nin < 2 || !c->in[1] || c->in[1]->store != V_STATIC || scalar_of(c->in[1], &e)))
+        return do_arith(c, "pow_of");
     for (size_t i = 0; i < sizeof pointwise / sizeof *pointwise; i++)
         if (!strcmp(pointwise[i].op, op)) {
             if (!x)
                 return UNSUPPORTED("%s of a constant by a value", op);
             return do_pointwise(c, pointwise[i].layer);
         }
-    if (!strcmp(op, "Identity") || (!strcmp(op, "Dropout") && !only_first_output(c)))
-        return alias(c->I, out_name(c, 0), x) ? 0 : -1;
-    if (!strcmp(op, "Dropout"))
-        return -1;
-    if (!strcmp(op, "Cast")) {
-        int to = (int)ai(c->n, "to", SR_ONNX_FLOAT);
-        if (to != SR_ONNX_FLOAT && to != SR_ONNX_DOUBLE && to != SR_ONNX_FLOAT16 && to != SR_ONNX_BFLOAT16)
-            return UNSUPPORTED("Cast of a value to %s", sr_onnx_type_name(to));
-        return alias(c->I, out_name(c, 0), x) ? 0 : -1;
+    if (!strcmp(op, "Dropout")) {
+        /* in training mode it drops at random: not a function of the input,
+         * unless its ratio is 0 */
+        double t = 0, ratio = af(c->n, "ratio", 0.5);
+        int training = (c->nin > 2 && c->in[2] && (c->in[2]->store != V_STATIC || scalar_of(c->in[2], &t) || t != 0)) ||
+                       (c->I->m->opset < 7 && !ai(c->n, "is_test", 0));
+        if (c->nin > 1 && c->in[1] && (c->in[1]->store != V_STATIC || scalar_of(c->in[1], &ratio)))
+            ratio = 0.5;
+        if (training && ratio != 0)
+            return UNSUPPORTED("Dropout in training mode");
+        if (only_first_output(c))
+            return -1;
     }
+    if (!strcmp(op, "Identity") || !strcmp(op, "Dropout"))
+        return alias(c->I, out_name(c, 0), x) ? 0 : -1;
+    if (!strcmp(op, "CastLike") && !x) { /* a constant cast like a value: the value's type is float */
+        ival *v = define(c->I, out_name(c, 0));
+        if (!v || sr_fold_val_set(&v->s, SR_ONNX_DOUBLE, &c->in[0]->s.v[0]))
+            return -1;
+        v->store = V_STATIC;
+        return 0;
+    }
+    if (!strcmp(op, "Cast") || !strcmp(op, "CastLike")) {
+        /* to float or double: the graph computes in its own precision; a
+         * rounding to 16 bits would be a layer of its own */
+        int to = !strcmp(op, "Cast") ? (int)ai(c->n, "to", SR_ONNX_FLOAT)
+               : c->nin > 1 && c->in[1] && c->in[1]->store == V_STATIC ? c->in[1]->s.type : SR_ONNX_FLOAT;
+        if (x && to != SR_ONNX_FLOAT && to != SR_ONNX_DOUBLE)
+            return UNSUPPORTED("%s of a value to %s", op, sr_onnx_type_name(to));
+    }
+    if (!strcmp(op, "Cast") || !strcmp(op, "CastLike"))
+        return alias(c->I, out_name(c, 0), x) ? 0 : -1;
     if (!strcmp(op, "Add") || !strcmp(op, "Sub") || !strcmp(op, "Mul") || !strcmp(op, "Div"))
         return do_arith(c, !strcmp(op, "Add") ? "add" : !strcmp(op, "Sub") ? "sub" : !strcmp(op, "Mul") ? "mul" : "div");
-    if (!strcmp(op, "Sum")) {
-        if (c->nin == 1)
-            return alias(c->I, out_name(c, 0), x) ? 0 : -1;
-        if (c->nin != 2)
-            return UNSUPPORTED("Sum of %d inputs", c->nin);
-        return do_arith(c, "add");
-    }
-    if (!strcmp(op, "Max") || !strcmp(op, "Min"))
-        return do_maxmin(c, op[1] == 'a');
+    if (!strcmp(op, "Sum") || !strcmp(op, "Max") || !strcmp(op, "Min"))
+        return do_variadic(c, op[1] == 'u' ? "add" : op[1] == 'a' ? "max" : "min");
     if (!strcmp(op, "MatMul"))
         return do_matmul(c);
     if (!strcmp(op, "Gemm"))
@@ -1792,8 +1851,9 @@ static int translate_dynamic(ctx *c)
         return do_slice(c);
     if (!strcmp(op, "Gather"))
         return do_gather(c);
-    if (!strcmp(op, "ReduceMean") || !strcmp(op, "ReduceSum"))
-        return do_reduce(c, op[6] == 'M');
+    if (!strcmp(op, "ReduceMean") || !strcmp(op, "ReduceSum") || !strcmp(op, "ReduceMax") || !strcmp(op, "ReduceMin"))
+        return do_reduce(c, !strcmp(op, "ReduceMean") ? "mean" : !strcmp(op, "ReduceSum") ? "sum"
+                          : !strcmp(op, "ReduceMax")  ? "max" : "min");
     if (!strcmp(op, "Softmax"))
         return do_softmax(c);
     if (!strcmp(op, "LayerNormalization"))
@@ -1822,7 +1882,7 @@ static int translate(imp *I, int idx)
         if (!(c.in[i] = find(I, n->inputs[i])))
             return sr_fail("node '%s' (%s) reads '%s', which no earlier node nor initializer makes", n->name,
                            n->op_type, n->inputs[i]);
-        dynamic |= c.in[i]->kind == V_DYN;
+        dynamic |= c.in[i]->store == V_DYN;
     }
     node_name(n, NULL, c.name, sizeof c.name);
     int rc;
@@ -1840,7 +1900,7 @@ static int translate(imp *I, int idx)
             if (!rc && *n->outputs[o] && !v)
                 rc = -1;
             if (v) {
-                v->kind = V_STATIC;
+                v->store = V_STATIC;
                 v->s = outs[o];
             } else {
                 sr_fold_val_free(&outs[o]);
@@ -1875,7 +1935,8 @@ static int meta_numbers(const char *s, double *v)
 /* The image input: its layout, and its value (0, or the normalize node's). */
 static int image_value(imp *I, const sr_onnx_value *in, const sr_onnx_import_opts *o, sr_onnx_import_info *info)
 {
-    if (in->type && in->type != SR_ONNX_FLOAT && in->type != SR_ONNX_DOUBLE && in->type != SR_ONNX_FLOAT16)
+    if (in->type && in->type != SR_ONNX_FLOAT && in->type != SR_ONNX_DOUBLE && in->type != SR_ONNX_FLOAT16 &&
+        in->type != SR_ONNX_BFLOAT16)
         return sr_fail("input '%s' holds %s values, not an image", in->name, sr_onnx_type_name(in->type));
     if (in->ndim < 1 + !o->no_batch)
         return sr_fail("input '%s' has %s shape (give input_size)", in->name, in->ndim < 0 ? "no" : "a too small");
@@ -1889,6 +1950,8 @@ static int image_value(imp *I, const sr_onnx_value *in, const sr_onnx_import_opt
         return sr_fail("input_size has %d dims, input '%s' %d after the batch", o->nsize, in->name, nd);
     for (int d = 0; d < nd; d++) {
         ps[d] = o->nsize && d >= skip ? o->size[d - skip] : in->dims[first + d];
+        if (ps[d] == 0 && (o->nsize || in->dims[first + d] == 0))
+            return UNSUPPORTED("input '%s' has an empty dim %d", in->name, first + d);
         if (ps[d] < 1)
             return sr_fail("input '%s' dim %d is %s: give input_size (srgeo fixes every dim but the batch)", in->name,
                            first + d, in->dim_names[first + d] ? in->dim_names[first + d] : "unknown");
@@ -1945,7 +2008,7 @@ static int normalizes(const imp *I, const char *input)
         if (n->ninputs == 2 && !strcmp(n->inputs[0], input) &&
             (!strcmp(n->op_type, "Sub") || !strcmp(n->op_type, "Div") || !strcmp(n->op_type, "Mul"))) {
             ival *cst = find((imp *)I, n->inputs[1]);
-            if (cst && cst->kind == V_STATIC && sr_numel(&cst->s.v[0]) > 1)
+            if (cst && cst->store == V_STATIC && sr_numel(&cst->s.v[0]) > 1)
                 return 1;
         }
     }
@@ -1977,140 +2040,170 @@ static void find_head(imp *I, const char *output, sr_onnx_import_info *info)
     snprintf(info->features, sizeof info->features, "%s", I->v[I->head_in].name);
 }
 
-sr_module *sr_onnx_import(const sr_onnx_model *m, const sr_onnx_import_opts *o, sr_onnx_import_info *info)
+/* The value table with the initializers and the caller's constants. */
+static int imp_begin(imp *I, const sr_onnx_model *m, const sr_onnx_import_opts *o)
 {
-    imp I = {.m = m, .o = o, .head_in = -1, .head_node = -1};
-    sr_onnx_import_opts defaults = {0};
-    o = o ? o : &defaults;
-    I.o = o;
-    if (info)
-        memset(info, 0, sizeof *info);
-    if (m->opset && (m->opset < 7 || m->opset > 18))
-        return sr_fail("onnx %s: opset %lld (srgeo reads 7 to 18; 11 to 17 are tested)", m->path,
-                       (long long)m->opset),
-               NULL;
+    memset(I, 0, sizeof *I);
+    I->m = m, I->o = o, I->head_in = -1, I->head_node = -1;
+    if (m->opset > 18)
+        return sr_fail("onnx %s: opset %lld (srgeo reads up to 18; 11 to 17 are tested)", m->path,
+                       (long long)m->opset);
     int nvals = m->ninits + m->ninputs + o->nconst + 64;
     for (int i = 0; i < m->nnodes; i++)
         nvals += m->nodes[i].noutputs + 8;
-    I.cap = nvals;
-    for (I.tcap = 64; I.tcap < 2 * nvals + 2; I.tcap *= 2)
+    I->cap = nvals;
+    for (I->tcap = 64; I->tcap < 2 * nvals + 2; I->tcap *= 2)
         ;
-    I.v = calloc((size_t)I.cap, sizeof *I.v);
-    I.tab = calloc((size_t)I.tcap, sizeof *I.tab);
-    I.skip = calloc((size_t)m->nnodes + 1, 1);
-    I.g = sr_graph_new();
-    sr_module *result = NULL;
-    if (!I.v || !I.tab || !I.skip || !I.g) {
-        sr_fail("onnx %s: out of memory", m->path);
-        goto done;
-    }
-    if (I.g->dtype != o->dtype && sr_module_to_dtype(I.g, o->dtype))
-        goto done;
-    /* constants: initializers, then the caller's */
+    I->v = calloc((size_t)I->cap, sizeof *I->v);
+    I->tab = calloc((size_t)I->tcap, sizeof *I->tab);
+    I->skip = calloc((size_t)m->nnodes + 1, 1);
+    I->g = sr_graph_new();
+    if (!I->v || !I->tab || !I->skip || !I->g)
+        return sr_fail("onnx %s: out of memory", m->path);
+    if (I->g->dtype != o->dtype && sr_module_to_dtype(I->g, o->dtype))
+        return -1;
     for (int i = 0; i < m->ninits; i++) {
-        ival *v = define(&I, m->inits[i].name);
-        if (!v || sr_fold_val_set(&v->s, m->inits[i].type, &m->inits[i].value)) {
-            sr_fail_context("onnx %s: initializer '%s'", m->path, m->inits[i].name);
-            goto done;
-        }
-        v->kind = V_STATIC;
+        ival *v = define(I, m->inits[i].name);
+        if (!v || sr_fold_val_set(&v->s, m->inits[i].type, &m->inits[i].value))
+            return sr_fail_context("onnx %s: initializer '%s'", m->path, m->inits[i].name);
+        v->store = V_STATIC;
     }
     for (int i = 0; i < o->nconst; i++) {
-        ival *v = find(&I, o->const_names[i]);
+        ival *v = find(I, o->const_names[i]);
         if (!v)
-            v = define(&I, o->const_names[i]);
-        if (!v || sr_fold_val_set(&v->s, o->const_values[i]->type, &o->const_values[i]->value)) {
-            sr_fail_context("onnx %s: constant '%s'", m->path, o->const_names[i]);
-            goto done;
-        }
-        v->kind = V_STATIC;
+            v = define(I, o->const_names[i]);
+        if (!v || sr_fold_val_set(&v->s, o->const_values[i]->type, &o->const_values[i]->value))
+            return sr_fail_context("onnx %s: constant '%s'", m->path, o->const_names[i]);
+        v->store = V_STATIC;
     }
-    /* the image input */
+    return 0;
+}
+
+static int imp_nodes(imp *I)
+{
+    for (int j = 0; j < I->m->nnodes; j++)
+        if (!I->skip[j] && (sr_interrupted() || translate(I, j)))
+            return sr_fail_context("onnx %s", I->m->path);
+    return 0;
+}
+
+static void imp_end(imp *I)
+{
+    for (int i = 0; i < I->nv; i++) {
+        free(I->v[i].name);
+        sr_fold_val_free(&I->v[i].s);
+    }
+    free(I->v);
+    free(I->tab);
+    free(I->skip);
+    sr_module_release(I->g);
+    memset(I, 0, sizeof *I);
+}
+
+/* The module graph of an imported model, from imp_begin on. */
+static sr_module *import_graph(imp *I, sr_onnx_import_info *info)
+{
+    const sr_onnx_model *m = I->m;
+    const sr_onnx_import_opts *o = I->o;
     const sr_onnx_value *img = NULL;
     for (int i = 0; i < m->ninputs; i++) {
-        if (find(&I, m->inputs[i].name))
+        if (find(I, m->inputs[i].name))
             continue; /* an initializer listed as input (IR < 4), or given */
         if (o->input && strcmp(o->input, m->inputs[i].name))
             return sr_fail("onnx %s: input '%s' has no value (give it as a constant)", m->path, m->inputs[i].name),
-                   sr_module_release(I.g), NULL;
-        if (img) {
-            sr_fail("onnx %s: inputs '%s' and '%s': srgeo takes one image input (name it with input=)", m->path,
-                    img->name, m->inputs[i].name);
-            goto done;
-        }
+                   NULL;
+        if (img)
+            return sr_fail("onnx %s: inputs '%s' and '%s': srgeo takes one image input (name it with input=)", m->path,
+                           img->name, m->inputs[i].name),
+                   NULL;
         img = &m->inputs[i];
     }
-    if (!img) {
-        sr_fail("onnx %s: no input left for the image%s%s", m->path, o->input ? " named " : "", o->input ? o->input : "");
-        goto done;
-    }
-    if (image_value(&I, img, o, info)) {
-        sr_fail_context("onnx %s", m->path);
-        goto done;
-    }
-    for (int j = 0; j < m->nnodes; j++) {
-        if (I.skip[j])
-            continue;
-        if (sr_interrupted() || translate(&I, j)) {
-            sr_fail_context("onnx %s", m->path);
-            goto done;
-        }
-    }
+    if (!img)
+        return sr_fail("onnx %s: no input left for the image%s%s", m->path, o->input ? " named " : "",
+                       o->input ? o->input : ""),
+               NULL;
+    if (image_value(I, img, o, info))
+        return sr_fail_context("onnx %s", m->path), NULL;
+    if (imp_nodes(I))
+        return NULL;
     const char *outname = o->output ? o->output : m->noutputs ? m->outputs[0].name : "";
-    ival *out = find(&I, outname);
-    if (!out) {
-        sr_fail("onnx %s: no value named '%s' to return", m->path, outname);
-        goto done;
-    }
-    if (out->kind != V_DYN) {
-        sr_fail("onnx %s: the output '%s' does not depend on the input", m->path, outname);
-        goto done;
-    }
-    if (out->bat > 0 || (out->bat == 0 && out->merged)) {
-        sr_fail("onnx %s: the output '%s' does not have the batch first (axis %d%s)", m->path, outname, out->bat,
-                out->merged ? ", merged" : "");
-        goto done;
-    }
-    if (!I.g->nchildren) {
+    ival *out = find(I, outname);
+    if (!out)
+        return sr_fail("onnx %s: no value named '%s' to return", m->path, outname), NULL;
+    if (out->store != V_DYN)
+        return sr_fail("onnx %s: the output '%s' does not depend on the input", m->path, outname), NULL;
+    if (out->bat > 0 || (out->bat == 0 && out->merged))
+        return sr_fail("onnx %s: the output '%s' does not have the batch first (axis %d%s)", m->path, outname, out->bat,
+                       out->merged ? ", merged" : ""),
+               NULL;
+    if (!I->g->nchildren) {
         /* the output is the input itself: one identity node */
-        if (add_node(&I, "identity", sr_identity_new(), 1, &out->id) < 0)
-            goto done;
+        if (add_node(I, "identity", sr_identity_new(), 1, &out->id) < 0)
+            return NULL;
         out->id = 1;
     }
-    if (sr_graph_set_output(I.g, out->id))
-        goto done;
+    if (sr_graph_set_output(I->g, out->id))
+        return NULL;
     /* every dynamic value name is a tap: an alias of the node making it */
-    for (int i = 0; i < I.nv; i++) {
-        ival *v = &I.v[i];
-        if (v->kind != V_DYN || !v->id)
+    for (int i = 0; i < I->nv; i++) {
+        ival *v = &I->v[i];
+        if (v->store != V_DYN || !v->id)
             continue;
-        const char *node = I.g->children[v->id - 1].name;
-        if (strcmp(node, v->name) && sr_module_set_alias(I.g, v->name, node))
-            goto done;
+        const char *node = I->g->children[v->id - 1].name;
+        if (strcmp(node, v->name) && sr_module_set_alias(I->g, v->name, node))
+            return NULL;
     }
     if (info) {
-        find_head(&I, outname, info);
-        ival *f = info->features[0] ? find(&I, info->features) : NULL;
+        find_head(I, outname, info);
+        ival *f = info->features[0] ? find(I, info->features) : NULL;
         if (f && f->id &&
-            (sr_module_set_alias(I.g, "features", I.g->children[f->id - 1].name) ||
-             sr_module_set_default_tap(I.g, "features")))
-            goto done;
+            (sr_module_set_alias(I->g, "features", I->g->children[f->id - 1].name) ||
+             sr_module_set_default_tap(I->g, "features")))
+            return NULL;
         if (!f || !f->id)
             info->features[0] = 0;
-        info->normalizes = normalizes(&I, img->name);
-        info->nodes = I.g->nchildren;
-        info->folded = I.folded;
+        info->normalizes = normalizes(I, img->name);
+        info->nodes = I->g->nchildren;
+        info->folded = I->folded;
     }
-    result = I.g;
-    I.g = NULL;
-done:
-    for (int i = 0; i < I.nv; i++) {
-        free(I.v[i].name);
-        sr_fold_val_free(&I.v[i].s);
+    sr_module *g = I->g;
+    I->g = NULL;
+    return g;
+}
+
+sr_module *sr_onnx_import(const sr_onnx_model *m, const sr_onnx_import_opts *o, sr_onnx_import_info *info)
+{
+    sr_onnx_import_opts defaults = {0};
+    imp I;
+    if (info)
+        memset(info, 0, sizeof *info);
+    sr_module *g = imp_begin(&I, m, o ? o : &defaults) ? NULL : import_graph(&I, info);
+    imp_end(&I);
+    return g;
+}
+
+int sr_onnx_evaluate(const sr_onnx_model *m, const sr_onnx_import_opts *o, sr_tensor *out, int nout)
+{
+    sr_onnx_import_opts defaults = {0};
+    imp I;
+    int rc = imp_begin(&I, m, o ? o : &defaults);
+    for (int i = 0; !rc && i < m->ninputs; i++)
+        if (!find(&I, m->inputs[i].name))
+            rc = sr_fail("onnx %s: input '%s' has no value (evaluation takes every input as a constant)", m->path,
+                         m->inputs[i].name);
+    if (!rc && nout != m->noutputs)
+        rc = sr_fail("onnx %s: %d outputs, %d slots", m->path, m->noutputs, nout);
+    if (!rc)
+        rc = imp_nodes(&I);
+    for (int i = 0; !rc && i < nout; i++) {
+        ival *v = find(&I, m->outputs[i].name);
+        if (!v || v->store != V_STATIC)
+            rc = sr_fail("onnx %s: no value for output '%s'", m->path, m->outputs[i].name);
+        else if (sr_fold_val_batched(&v->s))
+            rc = sr_fail("onnx %s: output '%s' depends on the batch", m->path, m->outputs[i].name);
+        else
+            rc = sr_tensor_copy(&out[i], &v->s.v[0]);
     }
-    free(I.v);
-    free(I.tab);
-    free(I.skip);
-    sr_module_release(I.g);
-    return result;
+    imp_end(&I);
+    return rc;
 }

@@ -63,7 +63,15 @@ typedef struct {
 /* The graph, or NULL with the error set (info may be NULL). */
 sr_module *sr_onnx_import(const sr_onnx_model *m, const sr_onnx_import_opts *o, sr_onnx_import_info *info);
 
-/* Whether op (default domain) is one the importer translates or folds. */
+/* Every output of a model whose inputs are all given as constants
+ * (o->const_*), folded (ONNX's node tests of the ops srgeo folds): out[i]
+ * gets output i as float64.  0 or -1. */
+int sr_onnx_evaluate(const sr_onnx_model *m, const sr_onnx_import_opts *o, sr_tensor *out, int nout);
+
+/* How the importer takes op (default domain): SR_ONNX_OP_VALUES, on the
+ * input's values (and on constants); SR_ONNX_OP_CONSTANTS, only folded
+ * from constants (shape arithmetic, comparisons); 0, not at all. */
+enum { SR_ONNX_OP_CONSTANTS = 1, SR_ONNX_OP_VALUES = 2 };
 int sr_onnx_op_supported(const char *op);
 
 #endif

@@ -1,6 +1,7 @@
 /* arith.c - elementwise arithmetic of two operands with NumPy broadcasting
  * inside a sample:
  *   add  y = a + b      sub  y = a − b      mul  y = a·b      div  y = a / b
+ *   max  y = max(a, b)  min  y = min(a, b)  pow  y = a^b      (a NaN wins max and min)
  * Either both operands are inputs (a graph node of two inputs, each with
  * the batch first: (N, ...) and (N, ...), broadcast over the dims after the
  * batch), or one is a constant held as a parameter `value` of the per-sample
@@ -12,13 +13,15 @@
  * a constant's tangent is 0):
  *   add/sub  yt = at ± bt        mul  yt = at·bp + ap·bt
  *   div      yt = (at − yp·bt) / bp
+ *   max/min  yt = the chosen operand's tangent (at a tie their mean, as PyTorch)
+ *   pow      yt = bp·ap^(bp−1)·at + yp·ln(ap)·bt (the second term 0 where ap = 0 and bp >= 0)
  * Backward: ga, gb are gy·∂y/∂a, gy·∂y/∂b summed over the dims the operand
  * was broadcast along (for a constant also over the batch). */
 #ifdef SR_REAL
 
 /* One sample's elements: out dims nd (per sample), the operands' element
  * strides (0 along broadcast dims); visit the last dim in a loop of its own. */
-#define ARITH_LOOP(BODY)                                                                   \
+#define ARITH_LOOP(...)                                                                    \
     do {                                                                                   \
         int64_t last = nd ? shape[nd - 1] : 1, rows = 1;                                   \
         for (int d = 0; d + 1 < nd; d++)                                                   \
@@ -36,7 +39,7 @@
             for (int64_t e = 0; e < last; e++) {                                           \
                 int64_t ia = oa + e * la, ib = ob + e * lb;                                \
                 (void)ia, (void)ib;                                                        \
-                BODY;                                                                      \
+                __VA_ARGS__;                                                               \
             }                                                                              \
         }                                                                                  \
     } while (0)
@@ -49,7 +52,10 @@ static void SR_FN(arith_primal)(real *y, const real *a, const real *b, int op, i
     case ARITH_ADD: ARITH_LOOP(yr[e] = a[ia] + b[ib]); break;
     case ARITH_SUB: ARITH_LOOP(yr[e] = a[ia] - b[ib]); break;
     case ARITH_MUL: ARITH_LOOP(yr[e] = a[ia] * b[ib]); break;
-    default: ARITH_LOOP(yr[e] = a[ia] / b[ib]); break;
+    case ARITH_DIV: ARITH_LOOP(yr[e] = a[ia] / b[ib]); break;
+    case ARITH_MAX: ARITH_LOOP(yr[e] = a[ia] != a[ia] || a[ia] >= b[ib] ? a[ia] : b[ib]); break;
+    case ARITH_MIN: ARITH_LOOP(yr[e] = a[ia] != a[ia] || a[ia] <= b[ib] ? a[ia] : b[ib]); break;
+    default: ARITH_LOOP(yr[e] = (real)pow(a[ia], b[ib])); break;
     }
 }
 
@@ -79,7 +85,7 @@ static void SR_FN(arith_tangent)(real *y, const real *at, const real *bt, const 
         else
             ARITH_LOOP(yr[e] = ap[ia] * bt[ib]);
         break;
-    default: {
+    case ARITH_DIV: {
         const real *ypr = yp;
         if (at && bt)
             ARITH_LOOP(yr[e] = (at[ia] - ypr[r * last + e] * bt[ib]) / bp[ib]);
@@ -87,6 +93,27 @@ static void SR_FN(arith_tangent)(real *y, const real *at, const real *bt, const 
             ARITH_LOOP(yr[e] = at[ia] / bp[ib]);
         else
             ARITH_LOOP(yr[e] = -ypr[r * last + e] * bt[ib] / bp[ib]);
+        break;
+    }
+    case ARITH_MAX:
+    case ARITH_MIN: {
+        int mx = op == ARITH_MAX;
+        ARITH_LOOP({
+            real u = at ? at[ia] : 0, w = bt ? bt[ib] : 0, x = ap[ia], z = bp[ib];
+            yr[e] = x == z ? (u + w) / 2 : x != x || (mx ? x > z : x < z) ? u : w;
+        });
+        break;
+    }
+    default: {
+        const real *ypr = yp;
+        ARITH_LOOP({
+            real x = ap[ia], z = bp[ib], v = 0;
+            if (at)
+                v += z * (real)pow(x, z - 1) * at[ia];
+            if (bt && !(x == 0 && z >= 0))
+                v += ypr[r * last + e] * (real)log(x) * bt[ib];
+            yr[e] = v;
+        });
         break;
     }
     }
@@ -102,11 +129,27 @@ static void SR_FN(arith_contrib)(real *y, const real *gy, const real *a, const r
     case ARITH_ADD: ARITH_LOOP(yr[e] = g[r * last + e]); break;
     case ARITH_SUB: ARITH_LOOP(yr[e] = which ? -g[r * last + e] : g[r * last + e]); break;
     case ARITH_MUL: ARITH_LOOP(yr[e] = g[r * last + e] * (which ? a[ia] : b[ib])); break;
-    default:
+    case ARITH_DIV:
         if (which)
             ARITH_LOOP(yr[e] = -g[r * last + e] * (a[ia] / b[ib]) / b[ib]);
         else
             ARITH_LOOP(yr[e] = g[r * last + e] / b[ib]);
+        break;
+    case ARITH_MAX:
+    case ARITH_MIN: {
+        int mx = op == ARITH_MAX;
+        ARITH_LOOP({
+            real x = a[ia], z = b[ib], gg = g[r * last + e];
+            int a_wins = x != x || (mx ? x > z : x < z);
+            yr[e] = x == z ? gg / 2 : (a_wins != which) ? gg : 0;
+        });
+        break;
+    }
+    default:
+        ARITH_LOOP({
+            real x = a[ia], z = b[ib], gg = g[r * last + e];
+            yr[e] = which ? (x == 0 && z >= 0 ? 0 : gg * (real)pow(x, z) * (real)log(x)) : gg * z * (real)pow(x, z - 1);
+        });
         break;
     }
 }
@@ -146,8 +189,8 @@ static void SR_FN(arith_store)(real *dst, const double *acc, int64_t n)
 #include "nn/layers.h"
 #include "tensor/tensor_ops.h"
 
-enum { ARITH_ADD, ARITH_SUB, ARITH_MUL, ARITH_DIV };
-static const char *const arith_names[] = {"add", "sub", "mul", "div"};
+enum { ARITH_ADD, ARITH_SUB, ARITH_MUL, ARITH_DIV, ARITH_MAX, ARITH_MIN, ARITH_POW };
+static const char *const arith_names[] = {"add", "sub", "mul", "div", "max", "min", "pow"};
 
 #define SR_GENERIC_FILE "nn/arith.c"
 #include "base/generic.h"
@@ -342,7 +385,7 @@ static int arith_arity(const sr_module *m) { return ((const arith_impl *)m->impl
 static int arith_is_affine(const sr_module *m)
 {
     const arith_impl *c = m->impl;
-    return c->op <= ARITH_SUB || (c->constant && (c->op == ARITH_MUL || !c->reverse));
+    return c->op <= ARITH_SUB || (c->constant && (c->op == ARITH_MUL || (c->op == ARITH_DIV && !c->reverse)));
 }
 
 static void arith_free(sr_module *m)
@@ -355,9 +398,10 @@ static void arith_free(sr_module *m)
 static void arith_describe(const sr_module *m, char *buf, size_t n)
 {
     const arith_impl *c = m->impl;
-    const char *sym = "+-*/" + c->op;
+    static const char *const fmt2[] = {"a + b", "a - b", "a * b", "a / b", "max(a, b)", "min(a, b)", "a ^ b"};
+    const char *sym = "+-*/" + (c->op < ARITH_MAX ? c->op : 0);
     if (!c->constant) {
-        snprintf(buf, n, "a %c b", *sym);
+        snprintf(buf, n, "%s", fmt2[c->op]);
         return;
     }
     const sr_tensor *v = &m->params[0].value;
@@ -366,7 +410,10 @@ static void arith_describe(const sr_module *m, char *buf, size_t n)
         snprintf(cs, sizeof cs, "%g", sr_get_flat(v, 0));
     else
         sr_shape_str(v, cs, sizeof cs);
-    if (c->reverse)
+    if (c->op >= ARITH_MAX)
+        snprintf(buf, n, c->op == ARITH_POW ? (c->reverse ? "%s ^ x" : "x ^ %s") : c->op == ARITH_MAX ? "max(x, %s)" : "min(x, %s)",
+                 cs);
+    else if (c->reverse)
         snprintf(buf, n, "%s %c x", cs, *sym);
     else
         snprintf(buf, n, "x %c %s", *sym, cs);
@@ -385,7 +432,10 @@ ARITH_OPS(add, SR_MOD_SUM)
 ARITH_OPS(sub, 0)
 ARITH_OPS(mul, 0)
 ARITH_OPS(div, 0)
-static const sr_module_ops *const arith_ops[] = {&add_ops, &sub_ops, &mul_ops, &div_ops};
+ARITH_OPS(max, 0)
+ARITH_OPS(min, 0)
+ARITH_OPS(pow_of, 0)
+static const sr_module_ops *const arith_ops[] = {&add_ops, &sub_ops, &mul_ops, &div_ops, &max_ops, &min_ops, &pow_of_ops};
 
 static sr_module *arith_create(const sr_opts *o, int op)
 {
@@ -430,5 +480,8 @@ sr_module *sr_add_create(const sr_opts *o) { return arith_create(o, ARITH_ADD); 
 sr_module *sr_sub_create(const sr_opts *o) { return arith_create(o, ARITH_SUB); }
 sr_module *sr_mul_create(const sr_opts *o) { return arith_create(o, ARITH_MUL); }
 sr_module *sr_div_create(const sr_opts *o) { return arith_create(o, ARITH_DIV); }
+sr_module *sr_max_create(const sr_opts *o) { return arith_create(o, ARITH_MAX); }
+sr_module *sr_min_create(const sr_opts *o) { return arith_create(o, ARITH_MIN); }
+sr_module *sr_pow_of_create(const sr_opts *o) { return arith_create(o, ARITH_POW); }
 
 #endif

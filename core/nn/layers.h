@@ -64,12 +64,16 @@ sr_module *sr_attention_create(const sr_opts *o);
  * k tangents per primal) and y holds the outputs and JVPs.  y is allocated. */
 int sr_attention_naive(const sr_module *m, const sr_tensor *xv, int64_t n, int64_t k, sr_tensor *y);
 
-/* arith.c: elementwise add, sub, mul, div of two inputs or of the input
- * and a constant */
+/* arith.c: elementwise add, sub, mul, div, max, min, pow of two inputs or
+ * of the input and a constant */
 sr_module *sr_add_create(const sr_opts *o);
 sr_module *sr_sub_create(const sr_opts *o);
 sr_module *sr_mul_create(const sr_opts *o);
 sr_module *sr_div_create(const sr_opts *o);
+sr_module *sr_max_create(const sr_opts *o);
+sr_module *sr_min_create(const sr_opts *o);
+/* a ^ b of two inputs, or x ^ c, c ^ x with a constant (pow: a constant exponent) */
+sr_module *sr_pow_of_create(const sr_opts *o);
 
 /* shape.c: reshape, slice, index_select, concat, pad */
 sr_module *sr_reshape_create(const sr_opts *o);

@@ -39,3 +39,163 @@ T.test("onnx: torchvision exports match PyTorch (features 1e-10, JVPs 1e-8 in fl
   end
   print(table.concat(lines, "\n"))
 end)
+
+-- ONNX's backend node tests: every case whose ops srgeo takes, through the
+-- importer: without a batch axis (the test's dims as they are, the first
+-- float input as the image, the other inputs as constants), and also with
+-- the first dim as the batch where that imports (the layout machinery of
+-- real models); a model whose output does not depend on an image (Shape,
+-- Range, a comparison of integers) through the constant folding.  Outputs
+-- are compared as ONNX's own runner does (rtol 1e-3, atol 1e-7; NaN where
+-- NaN is expected).  A case is skipped only when the import reports an
+-- "unsupported:" attribute or form (listed with the report); any other
+-- error or mismatch fails.  Cases on strings, or ops srgeo folds only on
+-- integer data (pooling uint8), are not run.
+local NODE = "/usr/share/libonnx-testdata/data/node"
+
+local function exists(p) local f = io.open(p, "rb") if f then f:close() return true end return false end
+
+local function is_float(ty) return ty == "float" or ty == "double" or ty == "float16" or ty == "bfloat16" end
+
+-- ONNX's test data keeps bfloat16 values as their uint16 bits
+local function bf16_values(t)
+  local v = t:reshape { -1 }:totable()
+  for i, b in ipairs(v) do v[i] = string.unpack("<f", string.pack("<I4", math.tointeger(b) << 16)) end
+  return srgeo.tensor(v):double():reshape(t:shape())
+end
+
+-- nil, or the first output that differs
+local function compare(outs, got)
+  for _, o in ipairs(outs) do
+    local g = got[o.name]
+    if not g then return "no output " .. o.name end
+    local want = o.t:double():reshape { -1 }:totable()
+    g = g:double():reshape { -1 }:totable()
+    if #g ~= #want then return string.format("output %s has %d values, expected %d", o.name, #g, #want) end
+    for i = 1, #want do
+      local a, b = g[i], want[i]
+      if not ((a ~= a and b ~= b) or a == b or math.abs(a - b) <= 1e-3 * math.abs(b) + 1e-7) then
+        return string.format("output %s[%d] is %.9g, expected %.9g", o.name, i, a, b)
+      end
+    end
+  end
+end
+
+local function run_case(dir)
+  local model = dir .. "/model.onnx"
+  local info = srgeo.onnx.info(model)
+  local folded_only = false
+  for _, op in ipairs(info.ops) do
+    local how = srgeo.onnx.supported(op)
+    if not how then return nil end -- an op srgeo does not take: not run
+    folded_only = folded_only or how == "constants"
+  end
+  for _, v in ipairs(info.inputs) do
+    if v.type == "string" or v.type == "an unknown type" then return nil end -- strings: not srgeo's
+  end
+  for _, v in ipairs(info.outputs) do
+    if v.type == "string" or v.type == "an unknown type" then return nil end
+  end
+  local set = dir .. "/test_data_set_0/"
+  local ins, outs, names = {}, {}, {}
+  for i, v in ipairs(info.inputs) do
+    local t, ty = srgeo.onnx.read_tensor(set .. "input_" .. (i - 1) .. ".pb")
+    if v.type == "bfloat16" and ty == "uint16" then t, ty = bf16_values(t), "bfloat16" end
+    ins[i] = { name = v.name, t = t, type = ty }
+  end
+  for i, v in ipairs(info.outputs) do
+    local t, ty = srgeo.onnx.read_tensor(set .. "output_" .. (i - 1) .. ".pb")
+    if v.type == "bfloat16" and ty == "uint16" then t = bf16_values(t) end
+    outs[i] = { name = v.name, t = t }
+    names[i] = v.name
+  end
+  local image
+  for _, v in ipairs(ins) do
+    if not image and not folded_only and is_float(v.type) and #v.t:shape() > 0 then image = v end
+  end
+  local consts, all = {}, {}
+  for _, v in ipairs(ins) do
+    all[v.name] = { v.t:double(), v.type }
+    if v ~= image then consts[v.name] = all[v.name] end
+  end
+  local function evaluate()
+    local ok, got = pcall(srgeo.onnx.evaluate, model, { constants = all })
+    if not ok and tostring(got):find("not an op srgeo folds", 1, true) and not image then return nil end
+    if not ok then return "fail", tostring(got) end
+    local bad = compare(outs, got)
+    return bad and "fail" or "pass", bad
+  end
+  if not image then return evaluate() end
+  local dims = image.t:shape()
+  -- the first dim as the batch, where that imports (nil: it did not)
+  local function batched()
+    if #dims < 2 then return nil end
+    local rest = {}
+    for i = 2, #dims do rest[#rest + 1] = dims[i] end
+    local bok, mb = pcall(srgeo.onnx.load, model, { dtype = "float64", input = image.name, constants = consts,
+      input_size = rest })
+    if not bok then return nil end
+    local gok, gb = pcall(mb.forward, mb, image.t:double(), { taps = names, tap = "" })
+    if not gok then return "fail", "with the batch axis: " .. tostring(gb) end
+    local bad = compare(outs, gb)
+    if bad then return "fail", "with the batch axis: " .. bad end
+    return "pass"
+  end
+  local ok, m = pcall(srgeo.onnx.load, model, { dtype = "float64", no_batch = true, input = image.name,
+    constants = consts, input_size = dims })
+  if not ok then
+    local msg = tostring(m)
+    if msg:find("does not depend on the input", 1, true) then return evaluate() end
+    if msg:find("unsupported: ", 1, true) then return "skip", msg end
+    -- (N, C, ...) layers take the first dim as the batch
+    local status, why = batched()
+    if status then return status, why end
+    return "fail", msg
+  end
+  local shape = { 1 }
+  for _, d in ipairs(dims) do shape[#shape + 1] = d end
+  local fok, got = pcall(m.forward, m, image.t:double():reshape(shape), { taps = names, tap = "" })
+  if not fok then return "fail", tostring(got) end
+  local bad = compare(outs, got)
+  if bad then return "fail", bad end
+  local status, why = batched()
+  if status == "fail" then return status, why end
+  return "pass"
+end
+
+T.test("onnx: ONNX's backend node tests (libonnx-testdata) of the supported ops pass", function()
+  if not exists(NODE .. "/test_abs/model.onnx") then
+    T.skip("libonnx-testdata is not installed (sh scripts/install-deps.sh --test)")
+  end
+  local per, failures, skips = {}, {}, {}
+  for _, name in ipairs(srgeo._listdir(NODE) or {}) do
+    local dir = NODE .. "/" .. name
+    if exists(dir .. "/model.onnx") then
+      local status, msg = run_case(dir)
+      if status then
+        local op = srgeo.onnx.info(dir .. "/model.onnx").ops
+        op = #op == 1 and op[1] or (op[#op] .. " (" .. #op .. " ops)")
+        per[op] = per[op] or { pass = 0, fail = 0, skip = 0 }
+        per[op][status] = per[op][status] + 1
+        if status == "fail" then failures[#failures + 1] = name .. ": " .. msg end
+        if status == "skip" then skips[#skips + 1] = name .. ": " .. msg:match("unsupported: (.*)$") end
+      end
+    end
+  end
+  local ops, tot = {}, { pass = 0, fail = 0, skip = 0 }
+  for op, c in pairs(per) do
+    ops[#ops + 1] = op
+    for k, v in pairs(c) do tot[k] = tot[k] + v end
+  end
+  table.sort(ops)
+  table.sort(skips)
+  local lines = { string.format("     ONNX node tests: %d passed, %d failed, %d skipped over %d ops", tot.pass, tot.fail,
+    tot.skip, #ops) }
+  for _, op in ipairs(ops) do
+    local c = per[op]
+    lines[#lines + 1] = string.format("       %-34s %3d passed %3d failed %3d skipped", op, c.pass, c.fail, c.skip)
+  end
+  for _, s in ipairs(skips) do lines[#lines + 1] = "       skip " .. s end
+  print(table.concat(lines, "\n"))
+  if #failures > 0 then error(#failures .. " failed:\n" .. table.concat(failures, "\n")) end
+end)
