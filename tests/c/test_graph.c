@@ -326,3 +326,51 @@ TEST(graph_rejects_bad_graphs_with_clear_errors)
     sr_module_release(add2);
     sr_module_release(g);
 }
+
+/* The layers of two inputs and the reshuffles attention uses, in one
+ * graph: products of values (matmul), softmax over a middle dim, a concat
+ * of values and a constant piece, max / min / pow_of of two values, a
+ * reduce by max: derivatives against central differences and the adjoint
+ * identity (tangents through argmax and the chosen operand), parameter
+ * gradients included. */
+TEST(graph_two_input_layers_derivatives)
+{
+    sr_module *g = sr_graph_new();
+    int q = NODE(g, "q", L("linear", "in_features", "6", "out_features", "5"), 0);
+    int k = NODE(g, "k", L("linear", "in_features", "6", "out_features", "5"), 0);
+    int kt = NODE(g, "kt", L("permute", "dims", "0,2,1"), k);
+    int att = NODE(g, "att", check_layer("matmul", (const char *[]){NULL}), q, kt);
+    int sm = NODE(g, "sm", L("softmax", "dim", "1"), att);
+    int v = NODE(g, "v", L("linear", "in_features", "6", "out_features", "3"), 0);
+    int o = NODE(g, "o", check_layer("matmul", (const char *[]){NULL}), sm, v);
+    int sl = NODE(g, "sl", L("slice", "dim", "2", "start", "1", "stop", "4"), 0);
+    sr_module *cat = L("concat", "dim", "1");
+    CHECK(cat, "concat: %s", sr_errmsg());
+    sr_param *piece = sr_concat_add_constant(cat, 1, 2, (int64_t[]){2, 3}, 1);
+    CHECK(piece, "constant piece: %s", sr_errmsg());
+    int c = node(g, "cat", cat, 2, (int[]){o, sl}); /* (N, 4 + 2 + 4, 3) */
+    int base = NODE(g, "base", L("sigmoid", NULL), c);
+    int ex = NODE(g, "ex", L("softplus", NULL), c);
+    int pw = NODE(g, "pw", L("pow_of", NULL), base, ex);
+    int mx = NODE(g, "mx", L("max", NULL), pw, base);
+    int sh = NODE(g, "sh", L("mul", "value", "0.7"), c);
+    int mn = NODE(g, "mn", L("min", NULL), sh, mx);
+    int red = NODE(g, "red", L("reduce", "dims", "2", "op", "max"), mn);
+    int sel = NODE(g, "sel", L("index_select", "dim", "1", "index", "0,3,3,9"), red);
+    CHECK(q > 0 && k > 0 && kt > 0 && att > 0 && sm > 0 && v > 0 && o > 0 && sl > 0 && c > 0 && base > 0 && ex > 0 &&
+              pw > 0 && mx > 0 && sh > 0 && mn > 0 && red > 0 && sel > 0,
+          "graph: %s", sr_errmsg());
+    check_fill_params(g, 5, 0.7);
+    CHECK_OK(sr_module_to_dtype(g, SR_F64));
+    sr_tensor x = SR_TENSOR_INIT;
+    CHECK_OK(check_randn(&x, 3, (int64_t[]){3, 4, 6}, 2));
+    check_result r;
+    CHECK_OK(check_module(g, &x, 3, 1e-6, 17, &r));
+    CHECK(r.primal < 1e-12, "jvp primal rows differ from forward by %g", r.primal);
+    CHECK(r.jvp_fd < 1e-6, "jvp vs finite differences: %g", r.jvp_fd);
+    CHECK(r.adjoint < 1e-12, "adjoint identity: %g", r.adjoint);
+    CHECK(r.param_fd < 1e-6, "parameter gradients vs finite differences: %g", r.param_fd);
+    CHECK(piece->grad.storage, "the trainable constant piece got no gradient");
+    sr_tensor_free(&x);
+    sr_module_release(g);
+}

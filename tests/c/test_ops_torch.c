@@ -7,6 +7,7 @@
  * (rel <= 1e-12). */
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "io/npy.h"
 #include "nn/layers.h"
@@ -63,6 +64,13 @@ static const torch_case cases[] = {
     {"mean_last", sr_reduce_create, "reduce", .kv = {"dims", "-1"}},
     {"affine_nchw", sr_affine_create, "affine", .kv = {"num_features", "3"}, .params = {"weight", "bias"}},
     {"affine_nc", sr_affine_create, "affine", .kv = {"num_features", "3"}, .params = {"weight", "bias"}},
+    {"max_const", sr_max_create, "max", .kv = {"shape", "4,5", "trainable", "true"}, VALUE},
+    {"min_const", sr_min_create, "min", .kv = {"shape", "3,1,1", "trainable", "true"}, VALUE},
+    {"pow_of_const", sr_pow_of_create, "pow_of", .kv = {"shape", "5", "trainable", "true"}, VALUE},
+    {"pow_of_reverse", sr_pow_of_create, "pow_of", .kv = {"shape", "5", "reverse", "true", "trainable", "true"},
+     VALUE},
+    {"reduce_max_hw", sr_reduce_create, "reduce", .kv = {"dims", "2,3", "op", "max", "keepdim", "true"}},
+    {"reduce_min_dim1", sr_reduce_create, "reduce", .kv = {"dims", "1", "op", "min"}},
 };
 
 #define N (sizeof cases / sizeof *cases)
@@ -84,8 +92,8 @@ TEST(ops_derivatives_f64)
         sr_module *m = check_make_f64(c->create, c->op, c->kv);
         CHECK(m, "%s: %s", c->name, sr_errmsg());
         check_fill_params(m, 3 + i, 0.5);
-        /* a divisor stays away from 0 */
-        if (m->nparams && c->create == sr_div_create)
+        /* a divisor, and a base raised to a power, stay away from 0 */
+        if (m->nparams && (c->create == sr_div_create || (c->create == sr_pow_of_create && strstr(c->name, "reverse"))))
             for (int64_t e = 0; e < sr_numel(&m->params[0].value); e++)
                 sr_f64(&m->params[0].value)[e] = 1 + fabs(sr_f64(&m->params[0].value)[e]);
         check_result r;
