@@ -356,7 +356,7 @@ TEST(graph_two_input_layers_derivatives)
     int sh = NODE(g, "sh", L("mul", "value", "0.7"), c);
     int mn = NODE(g, "mn", L("min", NULL), sh, mx);
     int red = NODE(g, "red", L("reduce", "dims", "2", "op", "max"), mn);
-    int sel = NODE(g, "sel", L("index_select", "dim", "1", "index", "0,3,3,9"), red);
+    int sel = NODE(g, "sel", L("index_select", "dim", "1", "index", "0,3,3,4,9"), red);
     CHECK(q > 0 && k > 0 && kt > 0 && att > 0 && sm > 0 && v > 0 && o > 0 && sl > 0 && c > 0 && base > 0 && ex > 0 &&
               pw > 0 && mx > 0 && sh > 0 && mn > 0 && red > 0 && sel > 0,
           "graph: %s", sr_errmsg());
