@@ -5,7 +5,7 @@
  *   info: input (sample dims), features (the classifier's input value, the default tap),
  *         normalization ("given", "metadata", "none"), normalizes (the graph itself subtracts or
  *         divides per-channel constants first), nodes, folded, opset, producer, metadata
- *   srgeo.onnx.info(path)                        -- inputs, outputs, op types, opset, metadata
+ *   srgeo.onnx.info(path)                        -- inputs, outputs, op types, node names, opset, metadata
  *   srgeo.onnx.evaluate(path, {constants=})      -- every output of a model of constants, folded
  * constants = {value name = tensor or {tensor, "int64"}}: graph inputs given as constants.
  *   t, type = srgeo.onnx.read_tensor(path)      -- a TensorProto file (ONNX test data)
@@ -250,6 +250,13 @@ static int l_info(lua_State *L)
     lua_setfield(L, -2, "ops");
     lua_pushinteger(L, m->nnodes);
     lua_setfield(L, -2, "nodes");
+    lua_createtable(L, m->nnodes, 0);
+    for (int i = 0; i < m->nnodes; i++) { /* a nameless node by its first output, as messages name it */
+        const sr_onnx_node *n = &m->nodes[i];
+        lua_pushstring(L, *n->name || !n->noutputs ? n->name : n->outputs[0]);
+        lua_rawseti(L, -2, i + 1);
+    }
+    lua_setfield(L, -2, "node_names");
     int nin = 0;
     sr_onnx_value *ins = calloc((size_t)m->ninputs + 1, sizeof *ins);
     if (!ins)
