@@ -40,7 +40,7 @@ Tensors: contiguous, refcounted, float32 (default) or float64, images as (N,C,H,
   t:reshape{...}  t:view{...}  t:transpose(a, b)  t:t()  t:squeeze()  t:unsqueeze(d)  t:clone()  t:copy(src)
   arithmetic: t + u, t - u, t * 2, t / u, -t ; t:add/sub/mul/div  t:matmul(u)  t:dot(u)
   reductions: t:sum()  t:mean()  t:max()  t:min()  t:norm()  t:argmax()   elementwise: abs exp log sqrt pow clamp
-  files: srgeo.npy.load(path) / srgeo.npy.save(path, t) ; srgeo.image.load(path, {size = 224}) -> (1,3,224,224)
+  files: srgeo.npy.load(path) / srgeo.npy.save(path, t) ; srgeo.image.load(path, {size = 224, dtype = "float64"}) -> (1,3,224,224)
 Indices are 1-based like Lua and Torch7 (narrow(dim, start, len) in Torch7's order; PyTorch's is 0-based).
 Kernels serve both float32 and float64.]]
 
