@@ -233,7 +233,7 @@ T.test("image: load matches vipsthumbnail + vips crop", function()
   T.raises(function() srgeo.image.load(DIR .. "/nope.png") end, "nope.png: No such file")
 end)
 
-T.test("image: float64 loading: each pixel exactly v/255 in double, the float32 one rounded once more", function()
+T.test("image: float64 loading: each pixel exactly v/255 in double, the float32 one that rounded", function()
   local p = DIR .. "/f64.png"
   srgeo.image.save(p, srgeo.rand({ 1, 3, 7, 9 }, 5))
   for _, opts in ipairs { { size = false }, { size = false, channels = 1 } } do
@@ -248,7 +248,9 @@ T.test("image: float64 loading: each pixel exactly v/255 in double, the float32 
         local k = math.floor(v64[i] * 255 + 0.5)
         T.eq(v64[i], k / 255, "pixel " .. i)
       end
-      T.truthy(math.abs(v64[i] - v32[i]) <= 2 ^ -24, "float32 pixel " .. i .. " is the float64 one rounded")
+      -- RGB: the float64 value rounded once; luma: float32's own sum of three products
+      local tol = opts.channels == 1 and 2 ^ -21 or 2 ^ -24
+      T.truthy(math.abs(v64[i] - v32[i]) <= tol, "float32 pixel " .. i .. " is the float64 one rounded")
     end
   end
   local b = srgeo.image.load_batch({ p, p }, { size = false, dtype = "float64" })
