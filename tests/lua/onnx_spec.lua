@@ -207,3 +207,36 @@ T.test("onnx: ONNX's backend node tests (libonnx-testdata) of the supported ops 
   print(table.concat(lines, "\n"))
   if #failures > 0 then error(#failures .. " failed:\n" .. table.concat(failures, "\n")) end
 end)
+
+-- scripts/convert_torch.py --onnx: a torchvision architecture exported at a
+-- size, its normalisation in the metadata, loaded by srgeo.models.load on
+-- raw pixels; the same weights through a checkpoint file.  Needs torch.
+local PY = os.getenv("SRGEO_PYTHON") or "/usr/bin/python3"
+
+T.test("onnx: convert_torch.py --onnx exports a torchvision model srgeo loads with its normalisation", function()
+  if os.execute(PY .. " -c 'import torch, torchvision' >/dev/null 2>&1") ~= true then T.skip("torch not available") end
+  local dir = os.tmpname()
+  os.remove(dir)
+  T.truthy(os.execute("mkdir -p " .. dir))
+  local out = dir .. "/sq.onnx"
+  local cmd = string.format("%s scripts/convert_torch.py --onnx --torchvision squeezenet1_1 --num-classes 10 --size 48 "
+    .. "--seed 3 %s >%s/log 2>&1", PY, out, dir)
+  T.truthy(os.execute(cmd), "convert_torch.py --onnx failed: " .. (T.read(dir .. "/log") or ""))
+  local m, info = srgeo.models.load(out)
+  T.eq(info.normalization, "metadata")
+  T.eq(info.metadata["srgeo.mean"], "0.485,0.456,0.406")
+  T.eq(table.concat(info.input, ","), "3,48,48")
+  T.eq(m:children()[1][2]:kind(), "normalize")
+  local y = m:forward(srgeo.rand({ 2, 3, 48, 48 }, 1))
+  T.eq(table.concat(y:shape(), ","), "2,10")
+  -- a checkpoint's weights: the same model saved by torch, exported again
+  local ck = dir .. "/sq.pth"
+  T.truthy(os.execute(string.format("%s -c \"import torch, torchvision; torch.manual_seed(3); "
+    .. "torch.save(torchvision.models.squeezenet1_1(num_classes=10).state_dict(), '%s')\"", PY, ck)))
+  T.truthy(os.execute(string.format("%s scripts/convert_torch.py --onnx --torchvision squeezenet1_1 --num-classes 10 "
+    .. "--size 48 %s %s/sq2.onnx >%s/log 2>&1", PY, ck, dir, dir)))
+  local m2 = srgeo.models.load(dir .. "/sq2.onnx")
+  local x = srgeo.rand({ 2, 3, 48, 48 }, 2)
+  T.eq((m2:forward(x) - m:forward(x)):abs():max(), 0)
+  os.execute("rm -rf " .. dir)
+end)
