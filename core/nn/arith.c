@@ -186,6 +186,7 @@ static void SR_FN(arith_store)(real *dst, const double *acc, int64_t n)
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/epilogue.h"
 #include "nn/layers.h"
 #include "tensor/tensor_ops.h"
 
@@ -282,6 +283,16 @@ static int arith_run(sr_module *m, int nin, const sr_tensor *const *x, sr_run *r
     int64_t np = jvp ? run->n : S, k = jvp ? run->k : 0;
     size_t es = sr_dtype_size(x[0]->dtype);
     const void *pa = sr_data(a), *pb = sr_data(b), *py = sr_data(&m->out);
+    if (run->save && !jvp) {
+        sr_tensor_share(&c->sa, a);
+        sr_tensor_share(&c->sb, b);
+    }
+    /* A sum of two values of one shape (a residual's): the tangent rows sum
+     * like the primal ones, in one flat pass (the residual's own kernel). */
+    if (c->op == ARITH_ADD && ab && bb && sr_same_shape(a, b)) {
+        sr_add_relu(a->dtype, sr_data(&m->out), pa, pb, S * rs, 0);
+        return 0;
+    }
     #pragma omp parallel for schedule(static) if (S * rs > 32768)
     for (int64_t s = 0; s < S; s++) {
         void *y = (char *)sr_data(&m->out) + (size_t)(s * rs) * es;
@@ -294,10 +305,6 @@ static int arith_run(sr_module *m, int nin, const sr_tensor *const *x, sr_run *r
                         bb ? ARITH_AT(pb, s * c->bs) : NULL, ARITH_AT(pa, i * c->as), ARITH_AT(pb, i * c->bs),
                         ARITH_AT(py, i * rs), c->op, c->nd, c->shape, c->sta, c->stb);
         }
-    }
-    if (run->save && !jvp) {
-        sr_tensor_share(&c->sa, a);
-        sr_tensor_share(&c->sb, b);
     }
     return 0;
 }
