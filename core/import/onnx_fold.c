@@ -12,6 +12,30 @@
 
 #include "tensor/tensor_ops.h"
 
+/* Every folded tensor is made here.  Folding computes what a file only
+ * describes (ConstantOfShape, Expand, Tile, Range): a few bytes may ask for
+ * any size, so the size is bounded (real exports fold shapes, masks and
+ * tables, far below it). */
+#define FOLD_MAX_ELEMENTS ((int64_t)1 << 26)
+static int new_f64(sr_tensor *out, int nd, const int64_t *shape)
+{
+    int64_t n = 1;
+    for (int d = 0; d < nd; d++) {
+        if (shape[d] < 0)
+            break; /* sr_tensor_alloc says so */
+        n = shape[d] && n > FOLD_MAX_ELEMENTS / shape[d] ? FOLD_MAX_ELEMENTS + 1 : n * shape[d];
+    }
+    if (n > FOLD_MAX_ELEMENTS) {
+        sr_tensor t = SR_TENSOR_INIT; /* only its shape, for the message */
+        t.ndim = nd > SR_MAXDIM ? SR_MAXDIM : nd;
+        memcpy(t.shape, shape, (size_t)t.ndim * sizeof *shape);
+        return sr_fail("folding: a constant of shape %s is more than %lld elements", SR_SHAPE(&t),
+                       (long long)FOLD_MAX_ELEMENTS);
+    }
+    sr_tensor_free(out);
+    return sr_tensor_alloc(out, SR_F64, nd, shape);
+}
+
 int64_t sr_fold_int(double v)
 {
     const double lim = 4611686018427387904.0; /* 2^62 */
@@ -115,7 +139,7 @@ static int bcast(const char *op, sr_tensor *out, int nin, const sr_tensor *const
         }
     }
     sr_tensor r = SR_TENSOR_INIT;
-    if (sr_tensor_alloc(&r, SR_F64, nd, shape))
+    if (new_f64(&r, nd, shape))
         return -1;
     int64_t n = sr_numel(&r), idx[SR_MAXDIM] = {0};
     for (int64_t e = 0; e < n; e++) {
@@ -238,11 +262,6 @@ static int64_t strides_of(const sr_tensor *t, int64_t *st)
     return s;
 }
 
-static int new_f64(sr_tensor *out, int nd, const int64_t *shape)
-{
-    sr_tensor_free(out);
-    return sr_tensor_alloc(out, SR_F64, nd, shape);
-}
 
 static int reshaped(sr_tensor *out, const sr_tensor *x, int nd, const int64_t *shape, const char *op)
 {
@@ -270,7 +289,7 @@ static int permuted(sr_tensor *out, const sr_tensor *x, const int *perm)
     for (int d = 0; d < nd; d++)
         shape[d] = x->shape[perm[d]];
     sr_tensor r = SR_TENSOR_INIT;
-    if (sr_tensor_alloc(&r, SR_F64, nd, shape))
+    if (new_f64(&r, nd, shape))
         return -1;
     for (int64_t e = 0, n = sr_numel(&r); e < n; e++) {
         int64_t off = 0;
@@ -296,7 +315,7 @@ static int sliced(sr_tensor *out, const sr_tensor *x, int axis, int64_t start, i
     for (int d = axis + 1; d < x->ndim; d++)
         inner *= x->shape[d];
     sr_tensor r = SR_TENSOR_INIT;
-    if (sr_tensor_alloc(&r, SR_F64, x->ndim, shape))
+    if (new_f64(&r, x->ndim, shape))
         return -1;
     for (int64_t o = 0; o < outer; o++)
         for (int64_t i = 0; i < len; i++)
@@ -353,7 +372,7 @@ static int reduce(const char *op, sr_tensor *out, const sr_tensor *x, const int6
             oshape[ond++] = kshape[d];
     }
     sr_tensor r = SR_TENSOR_INIT;
-    if (sr_tensor_alloc(&r, SR_F64, nd, kshape))
+    if (new_f64(&r, nd, kshape))
         return -1;
     strides_of(&r, xs);
     int64_t n = sr_numel(&r), cnt = n ? sr_numel(x) / n : 0;
@@ -473,7 +492,7 @@ static int fold_one(const sr_onnx_node *n, int64_t opset, const sr_tensor *const
     }
     if (!strcmp(op, "Size")) {
         sr_tensor_free(out);
-        if (sr_tensor_alloc(out, SR_F64, 0, NULL))
+        if (new_f64(out, 0, NULL))
             return -1;
         sr_f64(out)[0] = (double)sr_numel(x);
         *otype = SR_ONNX_INT64;
@@ -490,7 +509,7 @@ static int fold_one(const sr_onnx_node *n, int64_t opset, const sr_tensor *const
         }
         if (a->type == SR_ONNX_ATTR_FLOAT || a->type == SR_ONNX_ATTR_INT) {
             *otype = a->type == SR_ONNX_ATTR_INT ? SR_ONNX_INT64 : SR_ONNX_FLOAT;
-            if (sr_tensor_alloc(out, SR_F64, 0, NULL))
+            if (new_f64(out, 0, NULL))
                 return -1;
             sr_f64(out)[0] = a->type == SR_ONNX_ATTR_INT ? (double)a->i : a->f;
             return 0;
@@ -498,7 +517,7 @@ static int fold_one(const sr_onnx_node *n, int64_t opset, const sr_tensor *const
         if (a->type == SR_ONNX_ATTR_FLOATS || a->type == SR_ONNX_ATTR_INTS) {
             *otype = a->type == SR_ONNX_ATTR_INTS ? SR_ONNX_INT64 : SR_ONNX_FLOAT;
             int64_t k = a->n;
-            if (sr_tensor_alloc(out, SR_F64, 1, &k))
+            if (new_f64(out, 1, &k))
                 return -1;
             for (int i = 0; i < a->n; i++)
                 sr_f64(out)[i] = a->type == SR_ONNX_ATTR_INTS ? (double)a->ints[i] : a->floats[i];
@@ -574,7 +593,7 @@ static int fold_one(const sr_onnx_node *n, int64_t opset, const sr_tensor *const
         for (int d = axis + 1; d < nd; d++)
             inner *= shape[o++] = x->shape[d];
         sr_tensor r = SR_TENSOR_INIT;
-        if (sr_tensor_alloc(&r, SR_F64, ond, shape))
+        if (new_f64(&r, ond, shape))
             return -1;
         for (int64_t a = 0; a < outer; a++)
             for (int64_t i = 0; i < k; i++) {
@@ -718,7 +737,7 @@ static int fold_one(const sr_onnx_node *n, int64_t opset, const sr_tensor *const
         if (nin < 2 || int_list(n, "shape", in[1], s, SR_MAXDIM, &ns))
             return nin < 2 ? sr_fail("Expand: needs a shape") : -1;
         sr_tensor shape_t = SR_TENSOR_INIT;
-        if (sr_tensor_alloc(&shape_t, SR_F64, ns, s)) /* a tensor of the target shape to broadcast with */
+        if (new_f64(&shape_t, ns, s)) /* a tensor of the target shape to broadcast with */
             return -1;
         sr_tensor_fill(&shape_t, 0);
         const sr_tensor *two[2] = {x, &shape_t};
@@ -727,37 +746,32 @@ static int fold_one(const sr_onnx_node *n, int64_t opset, const sr_tensor *const
         return rc;
     }
     if (!strcmp(op, "Tile")) {
-        int64_t r[SR_MAXDIM];
+        int64_t r[SR_MAXDIM], shape[SR_MAXDIM], st[SR_MAXDIM], idx[SR_MAXDIM] = {0};
         int nr;
         if (nin < 2 || int_list(n, "repeats", in[1], r, SR_MAXDIM, &nr) || nr != nd)
             return sr_fail("Tile: repeats must have %d entries", nd);
-        sr_tensor cur = SR_TENSOR_INIT;
-        if (sr_tensor_copy(&cur, x))
-            return -1;
-        for (int d = 0; d < nd; d++) {
-            if (r[d] < 0 || r[d] > 1 << 20) {
-                sr_tensor_free(&cur);
+        int64_t s = 1;
+        for (int d = nd - 1; d >= 0; d--) {
+            if (r[d] < 0 || (x->shape[d] && r[d] > INT64_MAX / x->shape[d]))
                 return sr_fail("Tile: repeat %lld", (long long)r[d]);
-            }
-            if (r[d] == 1)
-                continue;
-            const sr_tensor *ts[1] = {&cur};
-            sr_tensor t = SR_TENSOR_INIT;
-            int rc = 0;
-            for (int64_t k = 0; k < r[d] && !rc; k++) {
-                sr_tensor nxt = SR_TENSOR_INIT;
-                const sr_tensor *pair[2] = {&t, ts[0]};
-                rc = k ? sr_cat(&nxt, pair, 2, d) : sr_tensor_copy(&nxt, ts[0]);
-                sr_tensor_free(&t);
-                t = nxt;
-            }
-            sr_tensor_free(&cur);
-            cur = t;
-            if (rc)
-                return -1;
+            shape[d] = x->shape[d] * r[d];
+            st[d] = s;
+            s *= x->shape[d];
+        }
+        sr_tensor t = SR_TENSOR_INIT;
+        if (new_f64(&t, nd, shape))
+            return -1;
+        /* element idx of the result is element idx mod x's shape of x */
+        for (int64_t e = 0, total = sr_numel(&t); e < total; e++) {
+            int64_t off = 0;
+            for (int d = 0; d < nd; d++)
+                off += idx[d] % x->shape[d] * st[d];
+            sr_f64(&t)[e] = sr_f64(x)[off];
+            for (int d = nd - 1; d >= 0 && ++idx[d] == shape[d]; d--)
+                idx[d] = 0;
         }
         sr_tensor_free(out);
-        *out = cur;
+        *out = t;
         return 0;
     }
     if (!strcmp(op, "Split")) {

@@ -41,6 +41,19 @@ typedef struct {
     int uses, consumer;         /* readers among the nodes, and the first one */
 } ival;
 
+/* Dims for messages: "(2,4,4)". */
+static const char *dims_str(int nd, const int64_t *d, const char *suffix, char *buf)
+{
+    sr_tensor t = SR_TENSOR_INIT;
+    t.ndim = nd < 0 ? 0 : nd > SR_MAXDIM ? SR_MAXDIM : nd;
+    memcpy(t.shape, d, (size_t)t.ndim * sizeof *d);
+    sr_shape_str(&t, buf, SR_SHAPE_BUF);
+    strcat(buf, suffix);
+    return buf;
+}
+#define DIMS(nd, d) dims_str((nd), (d), "", (char[SR_SHAPE_BUF + 12]){0})
+#define PS(v) dims_str((v)->nd, (v)->ps, " per sample", (char[SR_SHAPE_BUF + 12]){0})
+
 typedef struct {
     const sr_onnx_model *m;
     const sr_onnx_import_opts *o;
@@ -600,13 +613,13 @@ static int reshape_to(ctx *c, const ival *x, const int64_t *S1in, const int64_t 
                 npre *= S1[i];
         if (free_d >= 0 && free_d != p) {
             if (!known || psn % (known * coef))
-                return sr_fail("reshape: %lld values per sample do not fit the shape", (long long)psn);
+                return sr_fail("reshape: %lld values per sample do not fit the shape %s", (long long)psn, DIMS(ns, S1));
             S1[free_d] = psn / (known * coef);
             if (free_d < p)
                 npre *= S1[free_d];
         } else if (free_d == p) {
             if (!known || psn % known)
-                return sr_fail("reshape: %lld values per sample do not fit the shape", (long long)psn);
+                return sr_fail("reshape: %lld values per sample do not fit the shape %s", (long long)psn, DIMS(ns, S1));
             coef = psn / known;
         }
         /* the batch dim holds a·B·m': a values before the batch, m' after */
@@ -790,7 +803,7 @@ static int do_arith_named(ctx *c, const char *kind, const char *oname)
         int64_t ps[SR_MAXDIM];
         int nd;
         if (bcast_ps(a->nd, a->ps, b->nd, b->ps, &nd, ps))
-            return sr_fail("'%s' and '%s' do not broadcast", a->name, b->name);
+            return sr_fail("'%s' %s and '%s' %s do not broadcast", a->name, PS(a), b->name, PS(b));
         int la = lrank(a), lb = lrank(b), lo = la > lb ? la : lb;
         kvs k = {0};
         sr_module *m = layer(I, kind, &k);
@@ -807,7 +820,7 @@ static int do_arith_named(ctx *c, const char *kind, const char *oname)
     int64_t ps[SR_MAXDIM];
     int nd;
     if (bcast_ps(x->nd, x->ps, t.ndim, t.shape, &nd, ps)) {
-        sr_fail("'%s' %s and constant '%s' %s do not broadcast", x->name, "", cst->name, SR_SHAPE(&cst->s.v[0]));
+        sr_fail("'%s' %s and constant '%s' %s do not broadcast", x->name, PS(x), cst->name, SR_SHAPE(&cst->s.v[0]));
         sr_tensor_free(&t);
         return -1;
     }
@@ -1172,7 +1185,9 @@ static int do_pool(ctx *c, int max)
     for (int a = 0; a < 2; a++) {
         int64_t e = x->ps[1 + a] + p[a] + p[a + 2] - k[a];
         if (e < 0)
-            return sr_fail("'%s' is smaller than the kernel", x->name);
+            return sr_fail("'%s' %s is smaller than the kernel %lldx%lld (pads %lld,%lld,%lld,%lld)", x->name, PS(x),
+                           (long long)k[0], (long long)k[1], (long long)p[0], (long long)p[1], (long long)p[2],
+                           (long long)p[3]);
         oh[a] = (ceil_mode ? e + s[a] - 1 : e) / s[a] + 1;
         if (ceil_mode && (oh[a] - 1) * s[a] >= x->ps[1 + a] + p[a])
             oh[a]--;

@@ -483,7 +483,7 @@ static int convert_model(sr_onnx_model *m, const Onnx__ModelProto *mp, const cha
     for (size_t i = 0; i < g->n_initializer; i++) {
         m->ninits++;
         if (convert_tensor(&m->inits[i], g->initializer[i], dir, file))
-            return sr_fail_context("initializer %zu", i);
+            return -1; /* the message names the file and the tensor */
     }
     for (size_t i = 0; i < g->n_input; i++) {
         m->ninputs++;

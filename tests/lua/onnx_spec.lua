@@ -40,6 +40,104 @@ T.test("onnx: torchvision exports match PyTorch (features 1e-10, JVPs 1e-8 in fl
   print(table.concat(lines, "\n"))
 end)
 
+-- Hand-made models: a protobuf writer for the few ONNX messages these tests
+-- need (proto2 wire format: varint keys and values, length-delimited
+-- strings and messages, fixed32 floats), so a malformed model is spelled
+-- out here rather than shipped as an opaque file.
+local PB = {}
+do
+  local function varint(n)
+    local out = {}
+    repeat
+      local b = n & 0x7f
+      n = n >> 7 -- logical: a negative int64 takes ten bytes, as protobuf writes it
+      out[#out + 1] = string.char(n ~= 0 and (b | 0x80) or b)
+    until n == 0
+    return table.concat(out)
+  end
+  local function int(f, v) return varint(f << 3) .. varint(math.tointeger(v)) end
+  local function bytes(f, s) return varint((f << 3) | 2) .. varint(#s) .. s end
+  local function each(f, t, enc) local o = {} for i, v in ipairs(t) do o[i] = enc(f, v) end return table.concat(o) end
+  -- TensorProto with raw data: float (1) or int64 (7) values
+  function PB.tensor(name, dims, values, int64)
+    local raw = {}
+    for i, v in ipairs(values) do raw[i] = int64 and string.pack("<i8", v) or string.pack("<f", v) end
+    return each(1, dims, int) .. int(2, int64 and 7 or 1) .. bytes(8, name) .. bytes(9, table.concat(raw))
+  end
+  function PB.ints_attr(name, t) return bytes(1, name) .. each(8, t, int) .. int(20, 7) end
+  function PB.node(op, inputs, outputs, name, attrs)
+    return each(1, inputs, bytes) .. each(2, outputs, bytes) .. bytes(3, name) .. bytes(4, op)
+      .. each(5, attrs or {}, bytes)
+  end
+  -- ValueInfoProto of a float tensor; a string dim is symbolic
+  function PB.value(name, dims)
+    local d = {}
+    for i, v in ipairs(dims) do d[i] = bytes(1, type(v) == "string" and bytes(2, v) or int(1, v)) end
+    return bytes(1, name) .. bytes(2, bytes(1, int(1, 1) .. bytes(2, table.concat(d))))
+  end
+  function PB.model(g)
+    local graph = each(1, g.nodes, bytes) .. bytes(2, "g") .. each(5, g.inits or {}, bytes)
+      .. each(11, g.inputs, bytes) .. each(12, g.outputs, bytes)
+    return int(1, 7) .. bytes(7, graph) .. bytes(8, bytes(1, "") .. int(2, g.opset or 13))
+  end
+end
+
+-- Bad files and bad graphs: each an error naming what is wrong (the node,
+-- its op, the shapes or values), never a crash, a hang or an allocation a
+-- few bytes asked for.
+T.test("onnx: malformed files and graphs fail with messages naming the node, op and shapes", function()
+  local dir = os.tmpname()
+  os.remove(dir)
+  T.truthy(os.execute("mkdir -p " .. dir))
+  local X, Y = PB.value("x", { "N", 2, 4, 4 }), PB.value("y", { "N", 2, 4, 4 })
+  local function graph(nodes, inits, out) return PB.model { nodes = nodes, inits = inits, inputs = { X }, outputs = { out or Y } } end
+  local function load(bytes)
+    local p = dir .. "/m.onnx"
+    T.write(p, bytes)
+    return srgeo.onnx.load(p, { raw = true })
+  end
+  -- the writer is right: a good model loads and runs
+  local good = graph { PB.node("Relu", { "x" }, { "y" }, "r") }
+  local x = srgeo.randn({ 3, 2, 4, 4 }, 1)
+  T.eq((load(good):forward(x) - x:clamp(0, math.huge)):abs():max(), 0)
+  local cases = {
+    { "\x12\x34 not a model \xff\xff", "not an ONNX model (the protobuf does not parse)" },
+    { good:sub(1, #good // 2), "not an ONNX model" },
+    { "", "the model has no graph" },
+    { graph { PB.node("FooBar", { "x" }, { "y" }, "the_foo") }, "node 'the_foo' (FooBar): unsupported op FooBar" },
+    { graph { PB.node("Add", { "x", "nowhere" }, { "y" }, "adder") },
+      "node 'adder' (Add) reads 'nowhere', which no earlier node nor initializer makes" },
+    { graph({ PB.node("Relu", { "x" }, { "y" }, "r") }, nil, PB.value("q", { "N", 2 })), "no value named 'q' to return" },
+    { graph({ PB.node("Add", { "x", "w" }, { "y" }, "adder") }, { PB.tensor("w", { 2, 3 }, { 1, 2 }) }),
+      "tensor 'w' float of 6 values has 8 raw bytes, not 24" },
+    { graph({ PB.node("Conv", { "x", "w" }, { "y" }, "conv1") }, { PB.tensor("w", { 1, 3, 1, 1 }, { 1, 2, 3 }) }),
+      "node 'conv1' (Conv): weight (1,3,1,1) does not fit 2 input channels in 1 groups" },
+    { graph({ PB.node("Reshape", { "x", "s" }, { "y" }, "resh") }, { PB.tensor("s", { 2 }, { -1, 7 }, true) }),
+      "node 'resh' (Reshape): reshape: 32 values per sample do not fit the shape (-1,7)" },
+    { graph { PB.node("MaxPool", { "x" }, { "y" }, "pool", { PB.ints_attr("kernel_shape", { 9, 9 }) }) },
+      "node 'pool' (MaxPool): 'x' (2,4,4) per sample is smaller than the kernel 9x9" },
+    { graph({ PB.node("Add", { "x", "c" }, { "y" }, "adder") }, { PB.tensor("c", { 3 }, { 1, 2, 3 }) }),
+      "node 'adder' (Add): 'x' (2,4,4) per sample and constant 'c' (3) do not broadcast" },
+    -- a few bytes asking for gigabytes: refused before any allocation
+    { graph({ PB.node("ConstantOfShape", { "s" }, { "c" }, "bomb"), PB.node("Add", { "x", "c" }, { "y" }, "adder") },
+        { PB.tensor("s", { 4 }, { 100000, 100000, 4, 4 }, true) }),
+      "node 'bomb' (ConstantOfShape): folding: a constant of shape (100000,100000,4,4) is more than 67108864 elements" },
+    { graph({ PB.node("Expand", { "c", "s" }, { "t" }, "exp"), PB.node("Add", { "x", "t" }, { "y" }, "adder") },
+        { PB.tensor("c", { 1 }, { 1 }), PB.tensor("s", { 3 }, { 65536, 65536, 16 }, true) }),
+      "node 'exp' (Expand): folding: a constant of shape (65536,65536,16) is more than" },
+    { graph({ PB.node("Tile", { "c", "r" }, { "t" }, "tile"), PB.node("Add", { "x", "t" }, { "y" }, "adder") },
+        { PB.tensor("c", { 2, 1 }, { 1, 2 }), PB.tensor("r", { 2 }, { 1 << 20, 1 << 20 }, true) }),
+      "node 'tile' (Tile): folding: a constant of shape (2097152,1048576) is more than" },
+  }
+  for _, c in ipairs(cases) do T.raises(function() load(c[1]) end, c[2]) end
+  -- Tile folds in one pass (it was a concatenation per repeat: quadratic)
+  local tiled = graph({ PB.node("Tile", { "c", "r" }, { "t" }, "tile"), PB.node("Add", { "x", "t" }, { "y" }, "adder") },
+    { PB.tensor("c", { 2, 1, 1 }, { 1, 2 }), PB.tensor("r", { 3 }, { 1, 4, 4 }, true) })
+  local c = srgeo.cat({ srgeo.full({ 1, 1, 4, 4 }, 1), srgeo.full({ 1, 1, 4, 4 }, 2) }, 2)
+  T.eq((load(tiled):forward(x) - (x + srgeo.cat({ c, c, c }, 1))):abs():max(), 0)
+  os.execute("rm -rf " .. dir)
+end)
+
 -- ONNX's backend node tests: every case whose ops srgeo takes, through the
 -- importer: without a batch axis (the test's dims as they are, the first
 -- float input as the image, the other inputs as constants), and also with
