@@ -64,6 +64,8 @@ typedef struct {
     int64_t n0;                 /* the batch size shapes baked into the file were made for */
     unsigned char *skip;        /* nodes absorbed by an earlier one */
     int folded;
+    int64_t folded_values;      /* elements all folded constants hold (both batch sizes) */
+    int64_t fold_budget;        /* ... and at most this many (see translate) */
     int head_in;                /* value index of the last classifier head's input, or -1 */
     int head_node;
 } imp;
@@ -1882,6 +1884,7 @@ static int translate_dynamic(ctx *c)
     return sr_fail("unsupported op %s", op);
 }
 
+#define FOLD_BUDGET_BASE ((int64_t)1 << 24)
 static int translate(imp *I, int idx)
 {
     const sr_onnx_node *n = &I->m->nodes[idx];
@@ -1910,6 +1913,16 @@ static int translate(imp *I, int idx)
         for (int i = 0; i < n->ninputs; i++)
             ins[i] = c.in[i] ? &c.in[i]->s : NULL;
         rc = sr_fold_node(n, I->m->opset, ins, outs);
+        /* Each folded tensor is bounded (onnx_fold.c); so is their sum, or
+         * many small nodes could still ask for any memory.  Real models fold
+         * shapes and tables, or their own weights (casts of float16 ones,
+         * transposes): the budget grows with the weights the file holds. */
+        for (int o = 0; !rc && o < n->noutputs; o++)
+            I->folded_values += sr_numel(&outs[o].v[0]) + (sr_fold_val_batched(&outs[o]) ? sr_numel(&outs[o].v[1]) : 0);
+        if (!rc && I->folded_values > I->fold_budget)
+            rc = sr_fail("the folded constants would hold %lld values (at most 2^24 + 4 x the %lld given: %lld)",
+                         (long long)I->folded_values, (long long)(I->fold_budget - FOLD_BUDGET_BASE) / 4,
+                         (long long)I->fold_budget);
         for (int o = 0; o < n->noutputs; o++) {
             ival *v = !rc && *n->outputs[o] ? define(I, n->outputs[o]) : NULL;
             if (!rc && *n->outputs[o] && !v)
@@ -2077,13 +2090,16 @@ static int imp_begin(imp *I, const sr_onnx_model *m, const sr_onnx_import_opts *
         return sr_fail("onnx %s: out of memory", m->path);
     if (I->g->dtype != o->dtype && sr_module_to_dtype(I->g, o->dtype))
         return -1;
+    I->fold_budget = FOLD_BUDGET_BASE;
     for (int i = 0; i < m->ninits; i++) {
+        I->fold_budget += 4 * sr_numel(&m->inits[i].value);
         ival *v = define(I, m->inits[i].name);
         if (!v || sr_fold_val_set(&v->s, m->inits[i].type, &m->inits[i].value))
             return sr_fail_context("onnx %s: initializer '%s'", m->path, m->inits[i].name);
         v->store = V_STATIC;
     }
     for (int i = 0; i < o->nconst; i++) {
+        I->fold_budget += 4 * sr_numel(&o->const_values[i]->value);
         ival *v = find(I, o->const_names[i]);
         if (!v)
             v = define(I, o->const_names[i]);

@@ -128,6 +128,11 @@ T.test("onnx: malformed files and graphs fail with messages naming the node, op 
     { graph({ PB.node("Tile", { "c", "r" }, { "t" }, "tile"), PB.node("Add", { "x", "t" }, { "y" }, "adder") },
         { PB.tensor("c", { 2, 1 }, { 1, 2 }), PB.tensor("r", { 2 }, { 1 << 20, 1 << 20 }, true) }),
       "node 'tile' (Tile): folding: a constant of shape (2097152,1048576) is more than" },
+    -- each constant within bounds, together more than the file's weights justify
+    { graph({ PB.node("ConstantOfShape", { "s" }, { "c1" }, "c1"), PB.node("ConstantOfShape", { "s" }, { "c2" }, "c2"),
+        PB.node("ConstantOfShape", { "s" }, { "c3" }, "c3"), PB.node("Add", { "x", "c3" }, { "y" }, "adder") },
+        { PB.tensor("s", { 3 }, { 2048, 2048, 2 }, true) }),
+      "node 'c3' (ConstantOfShape): the folded constants would hold 25165824 values (at most 2^24 + 4 x the 3 given" },
   }
   for _, c in ipairs(cases) do T.raises(function() load(c[1]) end, c[2]) end
   -- Tile folds in one pass (it was a concatenation per repeat: quadratic)
