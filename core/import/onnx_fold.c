@@ -411,11 +411,26 @@ static double to_bf16(double v)
     return f;
 }
 
+/* v rounded to float16 (nearest even, once, from the double: what a cast
+ * to C's _Float16 does where the target has it; clang on x86-64 has not). */
+static double to_f16(double v)
+{
+    if (isnan(v) || isinf(v))
+        return v;
+    double a = fabs(v);
+    if (a >= 65520) /* from half-way to 2^16 up: overflow */
+        return v < 0 ? -INFINITY : INFINITY;
+    int e;
+    frexp(a, &e);                               /* a = m 2^e, m in [0.5, 1) */
+    double q = ldexp(1, (e < -13 ? -13 : e) - 11); /* the spacing: 10 fraction bits; subnormals below 2^-14 */
+    return nearbyint(v / q) * q;                /* nearest even in the default rounding mode */
+}
+
 static double cast_to(double v, int type)
 {
     switch (type) {
     case SR_ONNX_FLOAT: return (float)v;
-    case SR_ONNX_FLOAT16: return (double)(_Float16)v;
+    case SR_ONNX_FLOAT16: return to_f16(v);
     case SR_ONNX_BFLOAT16: return to_bf16(v);
     case SR_ONNX_BOOL: return v != 0;
     case SR_ONNX_DOUBLE: return v;
@@ -432,7 +447,21 @@ static int fold_one(const sr_onnx_node *n, int64_t opset, const sr_tensor *const
     const sr_tensor *x = nin > 0 ? in[0] : NULL;
     *otype = nin > 0 && types[0] ? types[0] : SR_ONNX_FLOAT;
     op_ctx c = {op, sr_onnx_type_is_int(*otype), (int)attr_int(n, "fmod", 0), 0, 0};
-    if (in_list(unary_ops, op) && x) {
+    /* The inputs that must be there (an empty name is an optional input
+     * left out); later ones are optional where the ops below read them. */
+    int need = !strcmp(op, "Constant") ? 0
+               : in_list(binary_ops, op) ? nin
+               : !strcmp(op, "Where") || !strcmp(op, "Range") ? 3
+               : !strcmp(op, "Gather") || !strcmp(op, "MatMul") ? 2 : 1;
+    for (int i = 0; i < need; i++)
+        if (i >= nin || !in[i])
+            return sr_fail("%s: input %d is missing", op, i + 1);
+    /* inputs read as scalars must hold a value */
+    int scalars = !strcmp(op, "Range") ? 3 : !strcmp(op, "Clip") ? nin : 0;
+    for (int i = !strcmp(op, "Clip"); i < scalars && i < nin; i++)
+        if (in[i] && sr_numel(in[i]) < 1)
+            return sr_fail("%s: input %d %s is empty", op, i + 1, SR_SHAPE(in[i]));
+    if (in_list(unary_ops, op)) {
         if (!strcmp(op, "Clip")) {
             c.a = nin > 1 && in[1] ? sr_f64(in[1])[0] : attr_float(n, "min", -INFINITY);
             c.b = nin > 2 && in[2] ? sr_f64(in[2])[0] : attr_float(n, "max", INFINITY);
@@ -559,8 +588,6 @@ static int fold_one(const sr_onnx_node *n, int64_t opset, const sr_tensor *const
             sr_f64(out)[i] = s + (double)i * d;
         return 0;
     }
-    if (!x)
-        return sr_fail("%s: the first input is missing", op);
     int nd = x->ndim;
     if (!strcmp(op, "Concat")) {
         int axis;

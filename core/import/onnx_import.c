@@ -185,10 +185,19 @@ static void normalize_layout(ival *v)
     }
 }
 
+#define VALUE_MAX ((int64_t)1 << 40)
 static ival *def_dyn(imp *I, const char *name, int id, int nd, const int64_t *ps, int bat, int merged)
 {
     if (nd > SR_MAXDIM - 1)
         return sr_fail("'%s' would have %d dims after the batch (at most %d)", name, nd, SR_MAXDIM - 1), NULL;
+    /* Bounded, so the shape arithmetic on values never overflows. */
+    int64_t n = 1;
+    for (int d = 0; d < nd; d++) {
+        if (ps[d] < 0 || (ps[d] && n > VALUE_MAX / ps[d]))
+            return sr_fail("'%s' would be %s per sample (at most %lld values)", name, DIMS(nd, ps),
+                           (long long)VALUE_MAX), NULL;
+        n *= ps[d];
+    }
     ival *v = define(I, name);
     if (!v)
         return NULL;
@@ -528,6 +537,9 @@ static int emit_same(ctx *c, const char *kind, kvs *k, const ival *x)
 
 /* Reshape dynamic x to logical shape S (at the two batch sizes: S1, S2;
  * entries 0 copy x's dim unless allowzero, one may be -1). */
+/* Entries of a target shape, and their product, are bounded so that the
+ * arithmetic below stays inside int64. */
+#define RESHAPE_MAX VALUE_MAX
 static int reshape_to(ctx *c, const ival *x, const int64_t *S1in, const int64_t *S2in, int ns, int allowzero,
                       const char *name)
 {
@@ -550,12 +562,23 @@ static int reshape_to(ctx *c, const ival *x, const int64_t *S1in, const int64_t 
             if (free_d >= 0)
                 return sr_fail("reshape: two entries are -1");
             free_d = i;
-        } else if (S1[i] < 0 || S2[i] < 0) {
-            return sr_fail("reshape: entry %d is %lld", i, (long long)S1[i]);
+        } else if (S1[i] < 0 || S2[i] < 0 || S1[i] > RESHAPE_MAX || S2[i] > RESHAPE_MAX) {
+            return sr_fail("reshape: entry %d is %lld", i, (long long)(S1[i] < 0 || S1[i] > RESHAPE_MAX ? S1[i] : S2[i]));
         } else if (S1[i] != S2[i]) {
             if (dep >= 0)
                 return sr_fail("reshape: entries %d and %d both depend on the batch", dep, i);
             dep = i;
+        }
+    }
+    for (int k = 0; k < 2; k++) {
+        const int64_t *S = k ? S2 : S1;
+        int64_t prod = 1;
+        for (int i = 0; i < ns; i++) {
+            if (i == free_d)
+                continue;
+            if (S[i] && prod > RESHAPE_MAX / S[i])
+                return sr_fail("reshape: the shape %s holds more than %lld values", DIMS(ns, S), (long long)RESHAPE_MAX);
+            prod *= S[i];
         }
     }
     int64_t psn = 1;
@@ -633,6 +656,8 @@ static int reshape_to(ctx *c, const ival *x, const int64_t *S1in, const int64_t 
             return sr_fail("reshape: the batch's dim %lld is not a multiple of the %lld values before the batch",
                            (long long)coef, (long long)a);
         int64_t mp = coef / a;
+        if (ns + 1 > SR_MAXDIM)
+            return sr_fail("reshape: too many dims");
         int nd = 0;
         for (int i = 0; i < ns; i++) {
             if (i != p) {
@@ -642,8 +667,6 @@ static int reshape_to(ctx *c, const ival *x, const int64_t *S1in, const int64_t 
             tmp.ps[nd++] = a;
             tmp.ps[nd++] = mp;
         }
-        if (nd > SR_MAXDIM)
-            return sr_fail("reshape: too many dims");
         tmp.nd = nd;
         tmp.bat = p;
         tmp.merged = MERGE_BEFORE | MERGE_AFTER;
@@ -1046,6 +1069,10 @@ static void same_pad(int64_t n, int64_t ek, int64_t s, int upper, int64_t *lo, i
     *hi = tot - *lo;
 }
 
+/* Kernels, strides, dilations and pads are bounded (far above any real
+ * model's) so the window arithmetic stays inside int64. */
+#define WINDOW_MAX ((int64_t)1 << 20)
+
 /* kernel_shape / strides / pads / dilations / auto_pad of a 2-D window op
  * on x (N, C, H, W): pads as top, left, bottom, right. */
 static int window2d(ctx *c, const ival *x, const int64_t *kernel, int64_t *s, int64_t *p, int64_t *d)
@@ -1066,6 +1093,16 @@ static int window2d(ctx *c, const ival *x, const int64_t *kernel, int64_t *s, in
         return n >= 0 ? UNSUPPORTED("pads of %d entries", n) : -1;
     if (n == 4)
         p[0] = t[0], p[1] = t[1], p[2] = t[2], p[3] = t[3];
+    for (int a = 0; a < 2; a++)
+        if (kernel[a] < 1 || s[a] < 1 || d[a] < 1 || kernel[a] > WINDOW_MAX || s[a] > WINDOW_MAX ||
+            d[a] > WINDOW_MAX)
+            return sr_fail("kernel %lldx%lld, strides %lld,%lld, dilations %lld,%lld: each must be 1 to %lld",
+                           (long long)kernel[0], (long long)kernel[1], (long long)s[0], (long long)s[1],
+                           (long long)d[0], (long long)d[1], (long long)WINDOW_MAX);
+    for (int i = 0; i < 4; i++)
+        if (p[i] < 0 || p[i] > WINDOW_MAX)
+            return sr_fail("pads %lld,%lld,%lld,%lld: each must be 0 to %lld", (long long)p[0], (long long)p[1],
+                           (long long)p[2], (long long)p[3], (long long)WINDOW_MAX);
     const char *ap = as(c->n, "auto_pad", "NOTSET");
     if (!strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER")) {
         for (int a = 0; a < 2; a++)
@@ -1075,9 +1112,6 @@ static int window2d(ctx *c, const ival *x, const int64_t *kernel, int64_t *s, in
     } else if (strcmp(ap, "NOTSET")) {
         return sr_fail("auto_pad '%s'", ap);
     }
-    for (int i = 0; i < 4; i++)
-        if (p[i] < 0)
-            return sr_fail("negative pads");
     return 0;
 }
 
@@ -1131,7 +1165,7 @@ static int do_conv(ctx *c)
     if (window2d(c, x, k, s, p, d))
         return -1;
     int64_t cin = img[0], cout = W->shape[0];
-    if (group < 1 || cin % group || W->shape[1] * group != cin)
+    if (group < 1 || group > cin || cin % group || W->shape[1] * group != cin)
         return sr_fail("weight %s does not fit %lld input channels in %lld groups", SR_SHAPE(W), (long long)cin,
                        (long long)group);
     kvs kv = {0};
@@ -1172,14 +1206,7 @@ static int do_pool(ctx *c, int max)
         return -1;
     if (d[0] != 1 || d[1] != 1)
         return UNSUPPORTED("dilated pooling");
-    kvs kv = {0};
-    kv_li(&kv, "kernel_size", k, 2);
-    kv_li(&kv, "stride", s, 2);
-    kv_li(&kv, "padding", p, 4);
     int ceil_mode = (int)ai(c->n, "ceil_mode", 0);
-    kv_s(&kv, "ceil_mode", ceil_mode ? "true" : "false");
-    if (!max)
-        kv_s(&kv, "count_include_pad", ai(c->n, "count_include_pad", 0) ? "true" : "false");
     for (int a = 0; a < 2; a++)
         if (p[a] > k[a] / 2 || p[a + 2] > k[a] / 2)
             return UNSUPPORTED("pads wider than half the kernel");
@@ -1194,6 +1221,13 @@ static int do_pool(ctx *c, int max)
         if (ceil_mode && (oh[a] - 1) * s[a] >= x->ps[1 + a] + p[a])
             oh[a]--;
     }
+    kvs kv = {0};
+    kv_li(&kv, "kernel_size", k, 2);
+    kv_li(&kv, "stride", s, 2);
+    kv_li(&kv, "padding", p, 4);
+    kv_s(&kv, "ceil_mode", ceil_mode ? "true" : "false");
+    if (!max)
+        kv_s(&kv, "count_include_pad", ai(c->n, "count_include_pad", 0) ? "true" : "false");
     int64_t ps[3] = {x->ps[0], oh[0], oh[1]};
     return emit1(c, max ? "maxpool2d" : "avgpool2d", &kv, x, 3, ps, 0, 0);
 }
@@ -1571,12 +1605,13 @@ static int do_slice(ctx *c)
 static int do_split(ctx *c)
 {
     const ival *x = dyn_in(c, 0);
-    int lx = lrank(x), q, no = c->n->noutputs;
+    int q, no = c->n->noutputs;
     int64_t axis = ai(c->n, "axis", 0), sz[256];
     int ns;
+    if (no < 1 || no > 256)
+        return sr_fail("%d outputs (1 to 256)", no);
     if (ps_axis(x, axis, "Split", &q) || ints_of(c->n, "split", c->nin > 1 ? c->in[1] : NULL, sz, 256, &ns))
         return -1;
-    (void)lx;
     if (ns < 0) {
         if (x->ps[q] % no)
             return sr_fail("%lld does not split in %d", (long long)x->ps[q], no);
@@ -1586,6 +1621,9 @@ static int do_split(ctx *c)
     }
     if (ns != no)
         return sr_fail("%d sizes for %d outputs", ns, no);
+    for (int i = 0; i < no; i++)
+        if (sz[i] < 0 || sz[i] > x->ps[q])
+            return sr_fail("split size %lld of an axis of %lld", (long long)sz[i], (long long)x->ps[q]);
     int64_t off = 0;
     for (int i = 0; i < no; i++) {
         if (*c->n->outputs[i] && slice_one(c, x, axis, off, off + sz[i], 1, c->n->outputs[i], i))
@@ -1610,6 +1648,8 @@ static int do_gather(ctx *c)
     int64_t k = sr_numel(t);
     if (k < 1 || k > 65536)
         return UNSUPPORTED("Gather of %lld indices", (long long)k);
+    if (x->nd - 1 + t->ndim > SR_MAXDIM - 1)
+        return sr_fail("the result has too many dims");
     int64_t *idx = malloc((size_t)k * sizeof *idx);
     if (!idx)
         return sr_fail("out of memory");
@@ -1632,8 +1672,6 @@ static int do_gather(ctx *c)
         for (int j = 0; j < t->ndim; j++)
             ps[nd++] = t->shape[j];
     }
-    if (nd > SR_MAXDIM - 1)
-        return sr_fail("the result has too many dims");
     int bat = x->bat, lx = lrank(x);
     int64_t b = axis < 0 ? axis + lx : axis; /* the logical axis gathered */
     if (bat >= 0 && b < bat)
@@ -1699,12 +1737,12 @@ static int do_pad(ctx *c)
         if (ps[it] < 1)
             return sr_fail("pads crop axis %d to nothing", i);
     }
+    if (strcmp(mode, "constant") && strcmp(mode, "reflect") && strcmp(mode, "edge"))
+        return UNSUPPORTED("Pad mode '%s'", mode);
     kvs kv = {0};
     kv_li(&kv, "padding", torch_pads, 2 * x->nd);
     if (!strcmp(mode, "constant"))
         kv_d(&kv, "value", value);
-    else if (strcmp(mode, "reflect") && strcmp(mode, "edge"))
-        return UNSUPPORTED("Pad mode '%s'", mode);
     kv_s(&kv, "mode", mode);
     return emit1(c, "pad", &kv, x, x->nd, ps, x->bat, x->merged);
 }
@@ -1893,6 +1931,8 @@ static int translate(imp *I, int idx)
         return sr_fail("node '%s': op %s of domain '%s' (srgeo reads ONNX's own ops)", n->name, n->op_type, n->domain);
     if (n->ninputs > 64)
         return sr_fail("node '%s' (%s): %d inputs", n->name, n->op_type, n->ninputs);
+    if (n->noutputs < 1 || n->noutputs > 256)
+        return sr_fail("node '%s' (%s): %d outputs", n->name, n->op_type, n->noutputs);
     int dynamic = 0;
     for (int i = 0; i < n->ninputs; i++) {
         if (!*n->inputs[i])
@@ -1906,8 +1946,6 @@ static int translate(imp *I, int idx)
     int rc;
     if (!dynamic) {
         sr_fold_val outs[256];
-        if (n->noutputs > 256)
-            return sr_fail("node '%s' (%s): %d outputs", n->name, n->op_type, n->noutputs);
         memset(outs, 0, sizeof outs);
         sr_fold_val *ins[64];
         for (int i = 0; i < n->ninputs; i++)

@@ -292,11 +292,12 @@ static int convert_attr(sr_onnx_attr *a, const Onnx__AttributeProto *ap, const c
     case SR_ONNX_ATTR_FLOAT: a->f = simplest(ap->f); break;
     case SR_ONNX_ATTR_INT: a->i = ap->i; break;
     case SR_ONNX_ATTR_STRING:
-        if (memchr(ap->s.data, 0, ap->s.len) || ap->s.len > ONNX_MAX_NAME)
+        if ((ap->s.len && memchr(ap->s.data, 0, ap->s.len)) || ap->s.len > ONNX_MAX_NAME)
             return sr_fail("onnx %s: node '%s': attribute %s is not a text string", file, node, a->name);
         if (!(a->s = malloc(ap->s.len + 1)))
             return sr_fail("onnx %s: out of memory", file);
-        memcpy(a->s, ap->s.data, ap->s.len);
+        if (ap->s.len) /* an empty string's data may be NULL */
+            memcpy(a->s, ap->s.data, ap->s.len);
         a->s[ap->s.len] = 0;
         break;
     case SR_ONNX_ATTR_TENSOR:
