@@ -5,22 +5,34 @@
 #   make layers     check core/'s layering rules (tests/layers.lua)
 #   make test       layering rules + C unit tests + Lua specs; ends with "N passed, N failed"
 #   make sanitize   the same tests under ASan + UBSan (+ LeakSanitizer)
+#   make fuzz       every parser's libFuzzer target, FUZZ_SECONDS each (clang;
+#                   fuzz-ci: 20 s each, run by CI after the tests)
 #   make bench      benchmarks (ratios against sgemm peak / PyTorch, same run)
 #   make demo       deps + build + the headline experiment on a shipped model
 #   make fixtures   regenerate PyTorch reference fixtures (needs python3-torch)
 #   make models     retrain the shipped models (scripts/make_models.sh)
+#   make install    PREFIX=/usr/local (DESTDIR= for staging): the shell, srgeo.so,
+#                   the library, models, scripts, notebooks, srgeo.pc, srgeo.1
+#   make uninstall
 #   make clean
 
 CC      ?= cc
 BUILD   ?= build
 PKGS    := lua5.4 openblas vips libcjson zlib libcmark-gfm libprotobuf-c
-PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+# The packages' flags are asked of pkg-config the first time a recipe needs
+# them, never when make reads this file: on a fresh machine `make demo` runs
+# `make deps` first, and before that there is no pkg-config nor any .pc file.
+# Missing packages stop the build with that advice instead of a compiler
+# error about a header.
+pkg = $(eval PKG_$1 := $$(shell pkg-config --$2 $(PKGS)))$(if $(filter 0,$(.SHELLSTATUS)),,$(error \
+  pkg-config cannot find $(PKGS) (or is not installed): run `make deps` (scripts/install-deps.sh) first))$(PKG_$1)
+PKG_CFLAGS = $(call pkg,CFLAGS,cflags)
+PKG_LIBS   = $(call pkg,LIBS,libs)
 OPT     ?= -O2 -march=native
 CFLAGS  ?= $(OPT) -g
 CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Werror=implicit-function-declaration -fopenmp -fPIC \
            -MMD -MP -Icore $(PKG_CFLAGS)
-LDLIBS  := $(PKG_LIBS) -lreadline -lm -fopenmp
+LDLIBS   = $(PKG_LIBS) -lreadline -lm -fopenmp
 
 # ONNX models are read with protobuf-c through the C code protoc-c makes
 # from Debian's onnx.proto (libonnx-dev), generated here, never committed.
@@ -89,21 +101,38 @@ $(BUILD)/bench_%: tests/bench/bench_%.c $(BUILD)/libsrgeo_core.a
 	@$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
 # Fuzzing (libFuzzer, clang): every tests/fuzz/fuzz_NAME.c runs FUZZ_SECONDS
-# from tests/fuzz/corpus_NAME; a crash leaves crash-* files to turn into tests.
+# from tests/fuzz/corpus_NAME (seeds: tests/fuzz/seed_corpus.lua); a crash,
+# a leak, a timeout or an input using more than FUZZ_RSS_MB fails the run
+# and leaves build/fuzz/crash-* (or leak-*, timeout-*, oom-*) to turn into a
+# test.  The core is built once with the fuzzer's instrumentation
+# (build/fuzz/obj) and linked into each target.  `make fuzz-ci` is the
+# bounded run CI makes after the tests (.ci/run): 20 s a target.
 FUZZ_SECONDS ?= 60
+FUZZ_RSS_MB ?= 2048
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
-FUZZ_CORE := $(CORE_SRC) $(GEN)/onnx.pb-c.c
-build/fuzz/%: tests/fuzz/%.c $(FUZZ_CORE)
-	@mkdir -p build/fuzz
+FUZZ_CC := clang -g -O1 -Wno-pass-failed -fopenmp -D_GNU_SOURCE -std=c11 -Icore -I$(GEN) $(PKG_CFLAGS)
+FUZZ_OBJ := $(CORE_SRC:%.c=build/fuzz/obj/%.o) build/fuzz/obj/$(GEN)/onnx.pb-c.o
+build/fuzz/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo '  CC     $@'
+	@$(FUZZ_CC) -fsanitize=fuzzer-no-link,address,undefined -c $< -o $@
+build/fuzz/obj/core/io/onnx.o: $(GEN)/onnx.pb-c.h
+build/fuzz/libcore.a: $(FUZZ_OBJ)
+	@rm -f $@ && ar rcs $@ $^
+build/fuzz/%: tests/fuzz/%.c build/fuzz/libcore.a
 	@echo '  FUZZ   $@'
-	@clang -g -O1 -Wno-pass-failed -fsanitize=fuzzer,address,undefined -fopenmp -D_GNU_SOURCE -std=c11 -Icore -I$(GEN) $(PKG_CFLAGS) \
-	    -o $@ $^ $(PKG_LIBS) -lm
+	@$(FUZZ_CC) -fsanitize=fuzzer,address,undefined -o $@ $^ $(PKG_LIBS) -lm
 
 fuzz: $(FUZZ_SRC:tests/fuzz/%.c=build/fuzz/%)
 	@for f in $^; do n=$${f#build/fuzz/fuzz_}; mkdir -p build/fuzz/corpus_$$n; \
 	  echo "== $$f ($(FUZZ_SECONDS) s)"; \
-	  $$f -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -artifact_prefix=build/fuzz/ \
-	    build/fuzz/corpus_$$n tests/fuzz/corpus_$$n 2>&1 | tail -3 || exit 1; done
+	  if ! $$f -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=$(FUZZ_RSS_MB) -timeout=20 \
+	      -artifact_prefix=build/fuzz/ build/fuzz/corpus_$$n tests/fuzz/corpus_$$n >build/fuzz/$$n.log 2>&1; then \
+	    tail -40 build/fuzz/$$n.log; echo "fuzz: $$f failed (log: build/fuzz/$$n.log)"; exit 1; fi; \
+	  grep -E '^Done [0-9]+ runs' build/fuzz/$$n.log; done
+
+fuzz-ci:
+	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=20
 
 layers:
 	@lua5.4 tests/layers.lua
@@ -121,14 +150,19 @@ test: all $(BUILD)/test_core
 
 # Separate build tree so sanitizer objects never mix with optimised ones.
 # allocator_may_return_null: a huge tensor must fail with an error, as it does
-# without ASan, not abort the run.
+# without ASan, not abort the run.  tests/lsan.supp: third-party leaks only.
 sanitize:
-	ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=1 $(MAKE) BUILD=build/san OPT="-O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" test
+	ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp $(MAKE) BUILD=build/san OPT="-O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" test
 
 bench: all $(BENCH_BIN)
 	@sh tests/bench/run.sh $(BUILD)
 
-demo: deps all
+# One pass on a fresh machine: each step is its own make, so the build reads
+# the packages' flags after deps has installed them (and -j cannot start
+# compiling beside the installer).
+demo:
+	@$(MAKE) --no-print-directory deps
+	@$(MAKE) --no-print-directory all
 	$(BUILD)/srgeo scripts/demo.lua
 
 # Each area's generator writes its own tests/fixtures/AREA/*.npy (deterministic).
@@ -138,5 +172,40 @@ fixtures:
 clean:
 	rm -rf build
 
-.PHONY: all layers deps test sanitize bench demo fixtures fuzz models clean
+# Install: PREFIX/bin/srgeo, PREFIX/lib/lua/5.4/srgeo.so (on stock lua5.4's
+# package.cpath for /usr/local), the library root PREFIX/share/srgeo (lua/,
+# models/, scripts/, notebooks/; the shell and srgeo.so find it from where
+# they are, core/lua/srgeo.c), the core for C programs (PREFIX/include/srgeo,
+# PREFIX/lib/libsrgeo_core.a, PREFIX/lib/pkgconfig/srgeo.pc) and srgeo.1.
+# LuaRocks (srgeo-*.rockspec) installs a whole prefix into its rock folder.
+VERSION := $(shell sed -n 's/^\#define SRGEO_VERSION "\(.*\)"/\1/p' core/lua/srgeo.c)
+PREFIX  ?= /usr/local
+BINDIR  ?= $(PREFIX)/bin
+LIBDIR  ?= $(PREFIX)/lib
+LUA_CMOD ?= $(LIBDIR)/lua/5.4
+DATADIR ?= $(PREFIX)/share/srgeo
+INCDIR  ?= $(PREFIX)/include/srgeo
+MANDIR  ?= $(PREFIX)/share/man
+ROOT_DIRS := lua models scripts notebooks
+D := $(DESTDIR)
+
+install: all
+	install -d $(D)$(BINDIR) $(D)$(LUA_CMOD) $(D)$(DATADIR) $(D)$(INCDIR) $(D)$(LIBDIR)/pkgconfig $(D)$(MANDIR)/man1
+	install -m 755 $(BUILD)/srgeo $(D)$(BINDIR)/srgeo
+	install -m 755 $(BUILD)/srgeo.so $(D)$(LUA_CMOD)/srgeo.so
+	install -m 644 $(BUILD)/libsrgeo_core.a $(D)$(LIBDIR)/libsrgeo_core.a
+	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCDIR@|$(INCDIR)|; s|@VERSION@|$(VERSION)|' \
+	    -e 's|@DATADIR@|$(DATADIR)|; s|@LUA_CMOD@|$(LUA_CMOD)|; s|@CORE_PKGS@|$(filter-out lua5.4,$(PKGS))|' \
+	    srgeo.pc.in >$(D)$(LIBDIR)/pkgconfig/srgeo.pc
+	install -m 644 srgeo.1 $(D)$(MANDIR)/man1/srgeo.1
+	rm -rf $(addprefix $(D)$(DATADIR)/,$(ROOT_DIRS))
+	tar -cf - $(ROOT_DIRS) | tar -xf - -C $(D)$(DATADIR) --no-same-owner
+	cd core && find . -name '*.h' | tar -cf - -T - | tar -xf - -C $(D)$(INCDIR) --no-same-owner
+
+uninstall:
+	rm -f $(D)$(BINDIR)/srgeo $(D)$(LUA_CMOD)/srgeo.so $(D)$(LIBDIR)/libsrgeo_core.a \
+	      $(D)$(LIBDIR)/pkgconfig/srgeo.pc $(D)$(MANDIR)/man1/srgeo.1
+	rm -rf $(D)$(DATADIR) $(D)$(INCDIR)
+
+.PHONY: all layers deps test sanitize bench demo fixtures fuzz fuzz-ci models install uninstall clean
 -include $(CORE_OBJ:.o=.d) $(LUA_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/core/shell/shell.d

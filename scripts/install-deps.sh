@@ -3,7 +3,9 @@
 # missing.  Runs as root (or through sudo when available).
 #   sh scripts/install-deps.sh          build + test + demo dependencies
 #   sh scripts/install-deps.sh --test   also Chromium, which the test suite
-#                                       uses to render a notebook report (CI),
+#                                       uses to render a notebook report, and
+#                                       LuaRocks, to build the rockspec, and
+#                                       clang + libFuzzer for make fuzz (CI),
 #                                       and ONNX's backend node tests
 #                                       (libonnx-testdata), run through the
 #                                       ONNX importer
@@ -15,7 +17,7 @@ gnuplot-nox libreadline-dev libcjson-dev zlib1g-dev libcmark-gfm-dev libcmark-gf
 libonnx-dev protobuf-c-compiler libprotobuf-c-dev"
 for a in "$@"; do
     case "$a" in
-    --test) PKGS="$PKGS chromium libonnx-testdata" ;;
+    --test) PKGS="$PKGS chromium luarocks clang libclang-rt-14-dev libomp-14-dev libonnx-testdata" ;;
     --torch) PKGS="$PKGS python3-torch python3-torchvision python3-numpy" ;;
     *) echo "install-deps: unknown option $a (--test, --torch)" >&2; exit 2 ;;
     esac

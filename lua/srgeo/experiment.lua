@@ -33,7 +33,7 @@ local copy = util.copy
 
 E.shipped_dir, E.shipped = models.shipped_dir, models.shipped
 for _, k in ipairs { "parse_model", "twin", "load_model", "input_shape", "model_eps", "checkpoints", "EVAL_NAMES",
-                     "parse_eval", "load_eval" } do E[k] = S[k] end
+                     "parse_eval", "load_eval", "expand_models" } do E[k] = S[k] end
 E.model_key = cache.model_key
 for _, k in ipairs { "jacobian_fro", "bump", "with_jacobian", "columns", "descriptor_table", "compare_table",
                      "load_results" } do E[k] = report[k] end
@@ -49,12 +49,12 @@ function E.common_options(defaults)
   return {
     { "out", defaults.out or "out/experiment", "output folder (results, figures, cached units)" },
     { "preset", defaults.preset or "quick", "estimator preset", choices = E.PRESETS },
-    { "images", defaults.images or 32, "images per evaluation set when a spec gives no :N" },
+    { "images", defaults.images or 32, "images per evaluation set when a spec gives no :N", min = 1 },
     { "seed", defaults.seed or 0, "seed of evaluation draws, directions and random inits" },
-    { "threads", 0, "threads (0: SRGEO_THREADS or the machine's default)" },
+    { "threads", 0, "threads (0: SRGEO_THREADS or the machine's default)", min = 0, max = 4096 },
     { "directions", type = "integer", help = "directions per image (overrides the preset)" },
     { "jvp_directions", type = "string", help = "directions with exact JVPs: a number or 'all' (overrides the preset)" },
-    { "nscales", defaults.nscales, "rungs of the scale ladder (overrides the preset)", type = "integer" },
+    { "nscales", defaults.nscales, "rungs of the scale ladder (overrides the preset)", type = "integer", min = 1, max = 4096 },
     { "log10_lo", defaults.log10_lo, "lowest rung, log10 η at 224² (shifted by log10 √(d224/d) for other sizes; preset: -2)",
       type = "number" },
     { "log10_hi", defaults.log10_hi, "highest rung, likewise (preset: 2)", type = "number" },
@@ -76,7 +76,8 @@ function E.spec(t, defaults)
   for _, o in ipairs(E.common_options(defaults or t.defaults)) do s.options[#s.options + 1] = o end
   s.epilog = (t.epilog and t.epilog .. "\n\n" or "") ..
     "Models: a shipped name (models/shipped/NAME.safetensors), NAME@init (random-init twin),\n" ..
-    "ARCH{cfg}@init (e.g. mlp{hidden={16}}@init), a .safetensors path; LABEL=SPEC names a curve.\n" ..
+    "ARCH{cfg}@init (e.g. mlp{hidden={16}}@init), a .safetensors path; LABEL=SPEC names a curve;\n" ..
+    "in lists (--models) also a folder or a glob of .safetensors files ('runs/x/*.safetensors').\n" ..
     "Evaluation sets: NAME[:N][@SEED] with NAME one of\n  " .. S.EVAL_NAMES .. ".\n" ..
     "Units already computed in OUT/units/ with the same options are reused (--force recomputes)."
   return s
@@ -87,6 +88,10 @@ end
 function E.script(t, argv, defaults)
   local spec = E.spec(t, defaults)
   local o = cli.run(spec, argv)
+  -- lists of model specs take folders and globs too
+  for _, k in ipairs { "models", "others" } do
+    if type(o[k]) == "table" then o[k] = S.expand_models(o[k]) end
+  end
   o._argv = argv
   return o, E.new(o, t.name)
 end
@@ -125,6 +130,18 @@ function E.new(o, name)
     end
   end
   for k, v in pairs(o.profile or {}) do ex.popts[k] = v end
+  -- The estimator's options, checked now by srgeo.profile's own checks (the
+  -- declarations of core/stats/profile.c), not after the first model loads;
+  -- on a command line, named as the flag.
+  local ok, err = pcall(srgeo.profile.check_options, ex.popts)
+  if not ok then
+    local msg = tostring(err):gsub("^.-profile: ", "")
+    if o._argv then
+      msg = msg:gsub("^([%w_]+) must", function(k) return "--" .. k:gsub("_", "-") .. " must" end)
+      util.raise { msg = (name or "script") .. ": " .. msg }
+    end
+    fail("%s", msg)
+  end
   util.mkdir(ex.out .. "/units")
   return ex
 end
@@ -151,14 +168,19 @@ end
 function Ex:drop_models() self.models = {}; collectgarbage() end
 
 --- The evaluation set for a spec (noise sets take the model's input shape).
-function Ex:eval_set(spec, model)
-  return E.load_eval(spec, { images = self.images, seed = self.seed, model = model })
+function Ex:eval_set(spec, model, model_label)
+  return E.load_eval(spec, { images = self.images, seed = self.seed, model = model, model_label = model_label })
 end
 
---- ex:profile(model_spec, eval_spec [, extra]) -> profile, record.  extra:
---- label, tap, key (file name) and any srgeo.profile options for this unit.
---- Reuses OUT/units/KEY.json when its description matches (srgeo.cache).
-function Ex:profile(mspec, espec, extra)
+--- ex:profile(model_spec, eval_spec [, extra [, nowait [, slot]]]) -> profile, record.
+--- extra: label, tap, key (file name) and any srgeo.profile options for this
+--- unit.  Reuses OUT/units/KEY.json when its description matches, resumes an
+--- unfinished unit from its finished images, and computes a unit under its
+--- lock (srgeo.cache): when another process holds it, waits for it (and then
+--- uses what that process stored), or with nowait returns nil, record.
+--- slot: the unit's place in ex.units (and so in the result files; ex:run
+--- keeps its list's order whatever order the units finish in).
+function Ex:profile(mspec, espec, extra, nowait, slot)
   extra = extra or {}
   local ms = E.parse_model(mspec)
   local es = E.parse_eval(espec, { images = self.images, seed = self.seed })
@@ -172,28 +194,62 @@ function Ex:profile(mspec, espec, extra)
   local files = cache.files(self.out .. "/units", key)
   local rec = { key = key, label = label, model = ms.spec, model_label = ms.label, eval = es.key,
                 eval_label = extra.eval_label or es.label, tap = popts.tap, json = files.json, csv = files.csv }
-  self.units[#self.units + 1] = rec
-  if not self.force then
+  local function cached()
+    if self.force then return nil end
     local p, changed = cache.lookup(files, unit)
     if p then
       p.label = label
       rec.cached, rec.profile = true, p
       self.cached = self.cached + 1
-      return p, rec
-    elseif changed and not self.quiet then
+      self.units[slot or #self.units + 1] = rec
+      return p
+    elseif changed and not self.quiet and not rec.said_changed then
+      rec.said_changed = true
       self:log("  %s: options or model changed since it was cached; recomputing", key)
     end
   end
+  local p = cached()
+  if p then return p, rec end
+  -- One process computes a unit: another run of this script, or a shard
+  -- of a distributed run, may be on it now.
+  local lock, held = cache.lock(files)
+  if not lock then
+    if nowait then return nil, rec end
+    self:log("  %s: another process is computing this unit (%s); waiting for it", key, tostring(held))
+    lock = assert(cache.lock(files, true))
+    p = cached()
+    if p then
+      lock:unlock()
+      rec.by_other = true
+      self:log("  %s: computed by the other process; using its result", key)
+      return p, rec
+    end
+  end
+  local ok, a, b = pcall(self.compute_unit, self, ms, es, popts, unit, files, label, rec)
+  lock:unlock()
+  if not ok then error(a, 0) end
+  self.units[slot or #self.units + 1] = rec
+  return a, b
+end
+
+-- Compute a unit under its lock: resume its finished images, checkpoint
+-- each new one, store it.
+function Ex:compute_unit(ms, es, popts, unit, files, label, rec)
+  if self.force then cache.discard(files) end
+  local resume = cache.resume(files, unit)
   local m = self:model(ms)
-  local X = self:eval_set(es, m)
+  local X = self:eval_set(es, m, ms.label)
   local po = copy(popts)
   po.label, po.model_name, po.eval = label, ms.spec, es.key
+  if resume then
+    self:log("  %s: resuming after image %d of %d (checkpoints in %s)", rec.key, resume.n_images, #X, files.partial)
+  end
   local t0 = srgeo._clock()
-  local p = srgeo.profile(m, X, po)
+  local p = srgeo.profile(m, X, po, { resume = resume,
+    on_image = function(pp, i) cache.save_image(files, unit, pp, i) end })
   if p.interrupted then
-    cache.save_partial(files, p)
-    fail("interrupted during %s after %d images; the %d completed units are cached in %s/units — "
-      .. "rerun the same command to resume", key, p.n_images, self.computed + self.cached, self.out)
+    fail("interrupted during %s after %d images; the %d completed units and this unit's finished images are "
+      .. "cached in %s/units — rerun the same command to resume", rec.key, p.n_images, self.computed + self.cached, self.out)
   end
   cache.store(files, unit, label, p, srgeo._clock() - t0)
   rec.cached, rec.profile, rec.seconds = false, p, srgeo._clock() - t0
@@ -202,24 +258,34 @@ function Ex:profile(mspec, espec, extra)
 end
 
 --- ex:run(list) -> profiles: each entry {model =, eval =, label =, tap =, ...};
---- eval defaults to opts.default_eval.  Prints one line per unit.
+--- eval defaults to opts.default_eval.  Prints one line per unit.  A unit
+--- another process is computing is left for last (this process computes
+--- the others meanwhile), then waited for.
 function Ex:run(list, default_eval)
-  local out = {}
-  local n = #list
-  for i, u in ipairs(list) do
+  local out, later = {}, {}
+  local n, base = #list, #self.units
+  local function one(i, u, nowait)
     local extra = {}
     for k, v in pairs(u) do if k ~= "model" and k ~= "eval" then extra[k] = v end end
     local espec = u.eval or default_eval
     local t0 = srgeo._clock()
-    local p, rec = self:profile(u.model, espec, extra)
+    local p, rec = self:profile(u.model, espec, extra, nowait, base + i)
+    if not p then
+      self:log("[%d/%d] %s on %s: another process is computing it; leaving it for last", i, n, rec.label, rec.eval)
+      later[#later + 1] = i
+      return
+    end
     if rec.cached then
-      self:log("[%d/%d] %s on %s%s: cached", i, n, rec.label, rec.eval, rec.tap and " (" .. rec.tap .. ")" or "")
+      self:log("[%d/%d] %s on %s%s: %s", i, n, rec.label, rec.eval, rec.tap and " (" .. rec.tap .. ")" or "",
+        rec.by_other and "computed by another process" or "cached")
     else
       self:log("[%d/%d] %s on %s%s: %d images, %.1f s", i, n, rec.label, rec.eval,
         rec.tap and " (" .. rec.tap .. ")" or "", p.n_images, srgeo._clock() - t0)
     end
     out[i] = p
   end
+  for i, u in ipairs(list) do one(i, u, n > 1) end
+  for _, i in ipairs(later) do one(i, list[i], false) end
   return out
 end
 

@@ -71,6 +71,14 @@ local function resolve(opts, d)
   local o = {}
   for k, v in pairs(pre) do o[k] = v end
   for k, v in pairs(opts) do o[k] = v end
+  -- The ladder's options, checked by the core's declared-option reader (one
+  -- message format: "profile: nscales must be an integer in 1..4096, got 0").
+  for _, decl in ipairs { { name = "nscales", type = "integer", lo = 1, hi = 4096 },
+                          { name = "log10_lo", type = "number", lo = -math.huge, hi = math.huge, open_lo = true, open_hi = true },
+                          { name = "log10_hi", type = "number", lo = -math.huge, hi = math.huge, open_lo = true, open_hi = true } } do
+    local ok, err = pcall(srgeo._check_option, "profile", decl, o[decl.name])
+    if not ok then error(err, 3) end
+  end
   if opts.scales then
     o.scales = opts.scales
   elseif opts.rms_scales then
@@ -85,7 +93,7 @@ local function resolve(opts, d)
   end
   o.precision = o.precision or "float32"
   if o.precision ~= "float32" and o.precision ~= "float64" then
-    error("profile: precision must be \"float32\" or \"float64\"", 3)
+    error("profile: precision must be \"float32\" or \"float64\", got " .. tostring(o.precision), 3)
   end
   o.seed = o.seed or 0
   -- Types and ranges of the options the C engine declares (ci and bootstrap
@@ -134,6 +142,10 @@ local function family_options(model, x, i, o, copts)
   elseif fam == "user" then
     local u = o.user_directions
     dirs = type(u) == "function" and u(i, x) or u
+    if type(dirs) ~= "userdata" then
+      error("profile: family 'user' needs user_directions, a tensor (n, C, H, W) or function(i, x) -> tensor; got "
+        .. type(dirs), 3)
+    end
   end
   if fam ~= "gaussian" then
     local n = #dirs
@@ -317,8 +329,25 @@ local function aggregate(p)
   return p
 end
 
---- srgeo.profile(model, images, opts) -> profile
-local function profile(model, X, opts)
+--- srgeo.profile.check_options(opts): the options checked as srgeo.profile
+--- checks them before the first image (scripts call it on their command line).
+function P.check_options(opts) resolve(opts, D224) end
+
+-- The per-image fields of a profile, which hooks.resume gives back.
+local resumed_fields = { "per_image", "jac_energy", "noise", "ci", "directions_used", "rung_directions",
+                         "jacobian_fro", "per_direction" }
+
+--- srgeo.profile(model, images, opts [, hooks]) -> profile.  hooks (not
+--- options: they change no result): on_image = function(p, i), called as
+--- image i finishes (srgeo.cache checkpoints it); resume = the per-image
+--- fields of images 1..resume.n_images computed before (and the totals
+--- forwards, exact_pairs, shared_layers after them), which are taken as
+--- they are and not recomputed: images are seeded by index, so the result
+--- is the one an uninterrupted run gives.
+local function profile(model, X, opts, hooks)
+  if type(model) ~= "userdata" or not model.forward then
+    error("profile: model must be an srgeo module, got " .. (model == nil and "nil" or type(model)), 2)
+  end
   local n, get = image_source(X)
   if n == 0 then error("profile: no images", 2) end
   local first = get(1)
@@ -344,10 +373,27 @@ local function profile(model, X, opts)
     options = o, label = id.label, model = id.model, identity = id, n_images = 0, per_direction = o.per_direction and {} or nil,
     version = srgeo.version,
   }, Profile)
+  local start = 1
+  local resume = hooks and hooks.resume
+  if resume then
+    local k = resume.n_images
+    if type(k) ~= "number" or k < 1 or k > n then
+      error(string.format("profile: hooks.resume holds %s images of %d", tostring(k), n), 2)
+    end
+    for _, f in ipairs(resumed_fields) do
+      if p[f] or f ~= "per_direction" then
+        if type(resume[f]) ~= "table" then error("profile: hooks.resume lacks " .. f, 2) end
+        for i = 1, k do p[f][i] = resume[f][i] end
+      end
+    end
+    p.forwards, p.exact_pairs, p.shared_layers, p.n_images = resume.forwards or 0, resume.exact_pairs, resume.shared_layers, k
+    start = k + 1
+  end
+  local on_image = hooks and hooks.on_image
   local bar = (o.progress ~= false) and util.progress("profile", n) or nil
   local t0 = srgeo._clock()
   local ok, err = pcall(function()
-    for i = 1, n do
+    for i = start, n do
       local x = get(i)
       if f64 and x:dtype() ~= "float64" then x = x:double() end
       if not f64 and x:dtype() ~= model:dtype() then x = x:float() end
@@ -362,6 +408,7 @@ local function profile(model, X, opts)
       if p.per_direction then p.per_direction[i] = r.per_direction end
       p.forwards = p.forwards + r.forwards
       p.n_images = i
+      if on_image then on_image(p, i) end
       if bar then bar.update(i) end
     end
   end)

@@ -17,7 +17,7 @@ end
 --- Write `content` to `path` atomically: a temporary file beside it, then
 --- rename, so a crash never leaves a truncated result behind.
 function M.write_atomic(path, content)
-  local tmp = path .. ".tmp." .. tostring(os.time()) .. tostring(math.random(1 << 30))
+  local tmp = M.tmp_name(path)
   local f, err = io.open(tmp, "wb")
   if not f then error("write " .. path .. ": " .. tostring(err), 2) end
   local ok, werr = f:write(content)
@@ -32,6 +32,20 @@ function M.write_atomic(path, content)
     error("write " .. path .. ": " .. tostring(rerr), 2)
   end
   return path
+end
+
+--- The temporary a writer of path uses: PATH.tmp.PID, as the C writers'
+--- (core/base/fsutil.h), so that the temporaries a killed writer leaves can
+--- be told from a live one's and removed: the first write into a folder
+--- removes the dead writers' ones (srgeo._clean_tmp).  From stock Lua
+--- without the srgeo module: PATH.tmp.TIME+RANDOM, not cleaned.
+function M.tmp_name(path)
+  local ok, srgeo = pcall(require, "srgeo")
+  if ok and type(srgeo) == "table" and srgeo._pid then
+    srgeo._clean_tmp(path)
+    return path .. ".tmp." .. srgeo._pid()
+  end
+  return path .. ".tmp." .. tostring(os.time()) .. tostring(math.random(1 << 30))
 end
 
 --- A file's contents, or nil and the reason when it cannot be opened.
@@ -111,23 +125,34 @@ function M.relpath(path, base)
   return path
 end
 
---- A progress line on stderr (only when stderr is a terminal): bar, count, ETA.
+--- A progress report on stderr: on a terminal a bar redrawn in place (count,
+--- elapsed, ETA); otherwise (piped, nohup, a log file) a plain line every
+--- SRGEO_PROGRESS seconds (default 10; 0: none), so a long run still says
+--- where it is.
 function M.progress(label, total)
   local srgeo = require "srgeo"
   local tty = srgeo._isatty(2)
+  local every = tonumber(os.getenv("SRGEO_PROGRESS") or "") or 10
   local t0 = srgeo._clock()
-  local last = -1
+  local last = tty and -1 or t0
   local p = {}
   function p.update(done, extra)
-    if not tty then return end
     local now = srgeo._clock()
+    local el = now - t0
+    local eta = done > 0 and el * (total - done) / done or 0 / 0
+    if not tty then
+      if every <= 0 or now - last < every or done >= total then return end
+      last = now
+      io.stderr:write(string.format("%s: %d/%d (%d%%), %s elapsed, ETA %s%s\n", label, done, total,
+        total > 0 and math.floor(100 * done / total) or 100, M.duration(el), M.duration(eta), extra and " " .. extra or ""))
+      io.stderr:flush()
+      return
+    end
     if now - last < 0.1 and done < total then return end
     last = now
     local frac = total > 0 and done / total or 1
     local width = 24
     local fill = math.floor(frac * width + 0.5)
-    local el = now - t0
-    local eta = done > 0 and el * (total - done) / done or 0
     io.stderr:write(string.format("\r%s [%s%s] %d/%d  %s elapsed, %s left %s\27[K", label,
       string.rep("#", fill), string.rep(".", width - fill), done, total, M.duration(el), M.duration(eta), extra or ""))
     io.stderr:flush()
@@ -143,6 +168,25 @@ function M.duration(s)
   if s < 60 then return string.format("%.1fs", s) end
   if s < 3600 then return string.format("%dm%02ds", s // 60, math.floor(s % 60)) end
   return string.format("%dh%02dm", s // 3600, math.floor(s % 3600 / 60))
+end
+
+--- util.wrap(text, width [, first, indent]) -> text broken at spaces into
+--- lines of at most width columns (counted in UTF-8 characters; a longer
+--- word stands alone on its line), the first line starting with the prefix
+--- first, the others with indent (both default "").
+function M.wrap(text, width, first, indent)
+  local function len(x) return utf8.len(x) or #x end
+  local lines, line, empty = {}, first or "", true
+  for word in text:gmatch("%S+") do
+    if not empty and len(line) + 1 + len(word) > width then
+      lines[#lines + 1] = line
+      line, empty = indent or "", true
+    end
+    line = line .. (empty and "" or " ") .. word
+    empty = false
+  end
+  lines[#lines + 1] = line
+  return table.concat(lines, "\n")
 end
 
 --- Log-spaced values: n points from 10^a to 10^b.
