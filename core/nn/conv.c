@@ -137,8 +137,9 @@ static int conv_padding(const sr_opts *o, int64_t p[4])
     if (n != 1 && n != 2 && n != 4)
         return sr_fail("conv2d: option padding takes 1, 2 ({h, w}) or 4 ({top, left, bottom, right}) values, got %d",
                        n);
+    /* Only what an int64 holds here; the kernel checks the extents. */
     for (int i = 0; i < n; i++)
-        if (v[i] != floor(v[i]) || v[i] < 0 || v[i] > 1e9)
+        if (v[i] != floor(v[i]) || v[i] < 0 || v[i] > 0x1p62)
             return sr_fail("conv2d: option padding must be >= 0 integers (entry %d is %g)", i + 1, v[i]);
     for (int i = 0; i < 4; i++)
         p[i] = (int64_t)v[n == 1 ? 0 : n == 2 ? i % 2 : i];
