@@ -15,8 +15,10 @@
 /* Every folded tensor is made here.  Folding computes what a file only
  * describes (ConstantOfShape, Expand, Tile, Range): a few bytes may ask for
  * any size, so the size is bounded (real exports fold shapes, masks and
- * tables, far below it). */
-#define FOLD_MAX_ELEMENTS ((int64_t)1 << 26)
+ * tables, far below it, and casts or transposes of their own weights: a
+ * 4096 x 4096 one still folds).  The importer bounds the sum as well, but
+ * only after a node is folded: this bound is what one node may allocate. */
+#define FOLD_MAX_ELEMENTS ((int64_t)1 << 24)
 static int new_f64(sr_tensor *out, int nd, const int64_t *shape)
 {
     int64_t n = 1;
@@ -141,18 +143,26 @@ static int bcast(const char *op, sr_tensor *out, int nin, const sr_tensor *const
     sr_tensor r = SR_TENSOR_INIT;
     if (new_f64(&r, nd, shape))
         return -1;
-    int64_t n = sr_numel(&r), idx[SR_MAXDIM] = {0};
+    /* The inputs' offsets follow the output index as it counts up (a
+     * bounded but large Expand takes seconds otherwise under ASan). */
+    int64_t n = sr_numel(&r), idx[SR_MAXDIM] = {0}, off[8] = {0};
+    const double *src[8];
+    for (int i = 0; i < nin; i++)
+        src[i] = sr_f64(in[i]);
+    double *dst = sr_f64(&r);
     for (int64_t e = 0; e < n; e++) {
         double x[8];
-        for (int i = 0; i < nin; i++) {
-            int64_t off = 0;
-            for (int d = 0; d < nd; d++)
-                off += idx[d] * st[i][d];
-            x[i] = sr_f64(in[i])[off];
-        }
-        sr_f64(&r)[e] = fn(x, ctx);
-        for (int d = nd - 1; d >= 0 && ++idx[d] == shape[d]; d--)
+        for (int i = 0; i < nin; i++)
+            x[i] = src[i][off[i]];
+        dst[e] = fn(x, ctx);
+        for (int d = nd - 1; d >= 0; d--) {
+            int wrap = ++idx[d] == shape[d];
+            for (int i = 0; i < nin; i++)
+                off[i] += wrap ? -(shape[d] - 1) * st[i][d] : st[i][d];
+            if (!wrap)
+                break;
             idx[d] = 0;
+        }
     }
     sr_tensor_free(out);
     *out = r;

@@ -119,10 +119,23 @@ T.test("onnx: malformed files and graphs fail with messages naming the node, op 
       "node 'pool' (MaxPool): 'x' (2,4,4) per sample is smaller than the kernel 9x9" },
     { graph({ PB.node("Add", { "x", "c" }, { "y" }, "adder") }, { PB.tensor("c", { 3 }, { 1, 2, 3 }) }),
       "node 'adder' (Add): 'x' (2,4,4) per sample and constant 'c' (3) do not broadcast" },
+    -- found by fuzzing (tests/fuzz/fuzz_onnx.c): a zero stride divided, a
+    -- missing input was read, a split past its axis, more groups than channels
+    { graph { PB.node("MaxPool", { "x" }, { "y" }, "pool", { PB.ints_attr("kernel_shape", { 2, 2 }),
+        PB.ints_attr("strides", { 2, 0 }) }) },
+      "node 'pool' (MaxPool): kernel 2x2, strides 2,0, dilations 1,1: each must be 1 to 1048576" },
+    { graph { PB.node("Shape", {}, { "s" }, "shape"), PB.node("Add", { "x", "s" }, { "y" }, "adder") },
+      "node 'shape' (Shape): Shape: input 1 is missing" },
+    { graph({ PB.node("Split", { "x", "sz" }, { "a", "b" }, "split", { PB.int_attr("axis", 1) }),
+        PB.node("Add", { "a", "b" }, { "y" }, "adder") }, { PB.tensor("sz", { 2 }, { 5, -3 }, true) }),
+      "node 'split' (Split): split size 5 of an axis of 2" },
+    { graph({ PB.node("Conv", { "x", "w" }, { "y" }, "conv1", { PB.int_attr("group", 4) }) },
+        { PB.tensor("w", { 4, 0, 1, 1 }, {}) }),
+      "node 'conv1' (Conv): weight (4,0,1,1) does not fit 2 input channels in 4 groups" },
     -- a few bytes asking for gigabytes: refused before any allocation
     { graph({ PB.node("ConstantOfShape", { "s" }, { "c" }, "bomb"), PB.node("Add", { "x", "c" }, { "y" }, "adder") },
         { PB.tensor("s", { 4 }, { 100000, 100000, 4, 4 }, true) }),
-      "node 'bomb' (ConstantOfShape): folding: a constant of shape (100000,100000,4,4) is more than 67108864 elements" },
+      "node 'bomb' (ConstantOfShape): folding: a constant of shape (100000,100000,4,4) is more than 16777216 elements" },
     { graph({ PB.node("Expand", { "c", "s" }, { "t" }, "exp"), PB.node("Add", { "x", "t" }, { "y" }, "adder") },
         { PB.tensor("c", { 1 }, { 1 }), PB.tensor("s", { 3 }, { 65536, 65536, 16 }, true) }),
       "node 'exp' (Expand): folding: a constant of shape (65536,65536,16) is more than" },
@@ -142,6 +155,26 @@ T.test("onnx: malformed files and graphs fail with messages naming the node, op 
   local c = srgeo.cat({ srgeo.full({ 1, 1, 4, 4 }, 1), srgeo.full({ 1, 1, 4, 4 }, 2) }, 2)
   T.eq((load(tiled):forward(x) - (x + srgeo.cat({ c, c, c }, 1))):abs():max(), 0)
   os.execute("rm -rf " .. dir)
+end)
+
+-- The fuzz target's corpus (tests/fuzz/corpus_onnx: seeds and the inputs
+-- that once crashed or leaked, named regress_*) replayed in the ordinary
+-- build, and under ASan in make sanitize: each loads or fails with a message.
+T.test("onnx: the fuzz corpus loads or fails cleanly, the past crashes included", function()
+  local p = io.popen("ls tests/fuzz/corpus_onnx/*.onnx")
+  local n, failed, regress = 0, 0, 0
+  for f in p:lines() do
+    n = n + 1
+    local ok, err = pcall(srgeo.onnx.load, f, { raw = true })
+    if not ok then
+      failed = failed + 1
+      T.eq(type(err) == "string" and err:find("onnx ", 1, true) ~= nil, true, f .. ": " .. tostring(err))
+    end
+    if f:find("regress_", 1, true) then regress = regress + 1; T.eq(ok, false, f .. " is refused") end
+  end
+  p:close()
+  T.eq(n >= 20 and regress >= 4, true, "corpus of " .. n .. " files, " .. regress .. " regressions")
+  print(string.format("     %d files: %d load, %d refused (%d past crashes)", n, n - failed, failed, regress))
 end)
 
 -- Folding a cast to float16 rounds once, to nearest even (ONNX's node tests
