@@ -6,7 +6,7 @@
 #   make test       layering rules + C unit tests + Lua specs; ends with "N passed, N failed"
 #   make sanitize   the same tests under ASan + UBSan (+ LeakSanitizer)
 #   make fuzz       every parser's libFuzzer target, FUZZ_SECONDS each (clang;
-#                   fuzz-ci: 20 s each, run by CI after the tests)
+#                   make test runs them 20 s each when clang is installed)
 #   make bench      benchmarks (ratios against sgemm peak / PyTorch, same run)
 #   make demo       deps + build + the headline experiment on a shipped model
 #   make fixtures   regenerate PyTorch reference fixtures (needs python3-torch)
@@ -105,8 +105,10 @@ $(BUILD)/bench_%: tests/bench/bench_%.c $(BUILD)/libsrgeo_core.a
 # a leak, a timeout or an input using more than FUZZ_RSS_MB fails the run
 # and leaves build/fuzz/crash-* (or leak-*, timeout-*, oom-*) to turn into a
 # test.  The core is built once with the fuzzer's instrumentation
-# (build/fuzz/obj) and linked into each target.  `make fuzz-ci` is the
-# bounded run CI makes after the tests (.ci/run): 20 s a target.
+# (build/fuzz/obj) and linked into each target.  `make test` fuzzes every
+# target for FUZZ_TEST_SECONDS (20 s) when clang and libFuzzer are installed
+# (install-deps.sh --test, as CI does), so a parser regression fails the
+# test run; FUZZ_TEST_SECONDS=0 skips it.
 FUZZ_SECONDS ?= 60
 FUZZ_RSS_MB ?= 2048
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
@@ -123,14 +125,10 @@ build/fuzz/%: tests/fuzz/%.c build/fuzz/libcore.a
 	@echo '  FUZZ   $@'
 	@$(FUZZ_CC) -fsanitize=fuzzer,address,undefined -o $@ $^ $(PKG_LIBS) -lm
 
-fuzz: $(FUZZ_SRC:tests/fuzz/%.c=build/fuzz/%)
-	@for f in $^; do n=$${f#build/fuzz/fuzz_}; mkdir -p build/fuzz/corpus_$$n; \
-	  echo "== $$f ($(FUZZ_SECONDS) s)"; \
-	  if ! $$f -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=$(FUZZ_RSS_MB) -timeout=20 \
-	      -artifact_prefix=build/fuzz/ build/fuzz/corpus_$$n tests/fuzz/corpus_$$n >build/fuzz/$$n.log 2>&1; then \
-	    tail -40 build/fuzz/$$n.log; echo "fuzz: $$f failed (log: build/fuzz/$$n.log)"; exit 1; fi; \
-	  grep -E '^Done [0-9]+ runs' build/fuzz/$$n.log; done
-
+FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=build/fuzz/%)
+fuzz-build: $(FUZZ_BIN)
+fuzz: fuzz-build
+	@sh tests/fuzz/run.sh $(FUZZ_SECONDS)
 fuzz-ci:
 	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=20
 
@@ -145,14 +143,17 @@ deps:
 models: all
 	sh scripts/make_models.sh $(BUILD)
 
+FUZZ_TEST_SECONDS ?= 20
+have_fuzz = $(shell command -v clang >/dev/null 2>&1 && test -f "$$(clang -print-file-name=libclang_rt.fuzzer-x86_64.a)" && echo yes)
 test: all $(BUILD)/test_core
-	@sh tests/run.sh $(BUILD)
+	@if [ "$(FUZZ_TEST_SECONDS)" != 0 ] && [ -n "$(have_fuzz)" ]; then $(MAKE) --no-print-directory fuzz-build; fi
+	@FUZZ_SECONDS=$(FUZZ_TEST_SECONDS) sh tests/run.sh $(BUILD)
 
 # Separate build tree so sanitizer objects never mix with optimised ones.
 # allocator_may_return_null: a huge tensor must fail with an error, as it does
 # without ASan, not abort the run.  tests/lsan.supp: third-party leaks only.
 sanitize:
-	ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp $(MAKE) BUILD=build/san OPT="-O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" test
+	ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp $(MAKE) BUILD=build/san FUZZ_TEST_SECONDS=0 OPT="-O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" test
 
 bench: all $(BENCH_BIN)
 	@sh tests/bench/run.sh $(BUILD)
@@ -207,5 +208,5 @@ uninstall:
 	      $(D)$(LIBDIR)/pkgconfig/srgeo.pc $(D)$(MANDIR)/man1/srgeo.1
 	rm -rf $(D)$(DATADIR) $(D)$(INCDIR)
 
-.PHONY: all layers deps test sanitize bench demo fixtures fuzz fuzz-ci models install uninstall clean
+.PHONY: all layers deps test sanitize bench demo fixtures fuzz fuzz-build fuzz-ci models install uninstall clean
 -include $(CORE_OBJ:.o=.d) $(LUA_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/core/shell/shell.d
