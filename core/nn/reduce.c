@@ -22,11 +22,7 @@ static void SR_FN(reduce_fwd)(real *y, const real *x, int64_t rows, int nd, cons
         const real *xr = x + r * xrs;
         int64_t last = ishape[nd - 1], ls = ostride[nd - 1];
         for (int64_t e0 = 0; e0 < xrs; e0 += last) {
-            int64_t rem = e0 / last, o = 0;
-            for (int d = nd - 2; d >= 0; d--) {
-                o += (rem % ishape[d]) * ostride[d];
-                rem /= ishape[d];
-            }
+            int64_t o = reduce_out_offset(e0 / last, nd, ishape, ostride);
             for (int64_t j = 0; j < last; j++)
                 a[o + j * ls] += xr[e0 + j];
         }
@@ -46,11 +42,7 @@ static void SR_FN(reduce_bwd)(real *gx, const real *gy, int64_t rows, int nd, co
         real *xr = gx + r * xrs;
         int64_t last = ishape[nd - 1], ls = ostride[nd - 1];
         for (int64_t e0 = 0; e0 < xrs; e0 += last) {
-            int64_t rem = e0 / last, o = 0;
-            for (int d = nd - 2; d >= 0; d--) {
-                o += (rem % ishape[d]) * ostride[d];
-                rem /= ishape[d];
-            }
+            int64_t o = reduce_out_offset(e0 / last, nd, ishape, ostride);
             for (int64_t j = 0; j < last; j++)
                 xr[e0 + j] = (real)(gr[o + j * ls] * scale);
         }
@@ -71,11 +63,7 @@ static void SR_FN(reduce_ext)(real *y, int64_t *idx, const real *x, int64_t rows
         const real *xr = x + r * xrs;
         int64_t last = ishape[nd - 1], ls = ostride[nd - 1];
         for (int64_t e0 = 0; e0 < xrs; e0 += last) {
-            int64_t rem = e0 / last, o = 0;
-            for (int d = nd - 2; d >= 0; d--) {
-                o += (rem % ishape[d]) * ostride[d];
-                rem /= ishape[d];
-            }
+            int64_t o = reduce_out_offset(e0 / last, nd, ishape, ostride);
             for (int64_t j = 0; j < last; j++) {
                 int64_t oo = o + j * ls;
                 real v = xr[e0 + j];
@@ -118,6 +106,18 @@ static void SR_FN(reduce_scatter)(real *gx, const real *gy, const int64_t *idx, 
 #include "nn/layers.h"
 
 #define REDUCE_OMP_MIN 65536
+
+/* The output offset of the input row `row` (an index over all input dims
+ * but the last, in row-major order). */
+static inline int64_t reduce_out_offset(int64_t row, int nd, const int64_t *ishape, const int64_t *ostride)
+{
+    int64_t o = 0;
+    for (int d = nd - 2; d >= 0; d--) {
+        o += (row % ishape[d]) * ostride[d];
+        row /= ishape[d];
+    }
+    return o;
+}
 
 #define SR_GENERIC_FILE "nn/reduce.c"
 #include "base/generic.h"

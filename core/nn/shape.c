@@ -26,13 +26,8 @@ static void SR_FN(shape_gather)(real *y, const real *x, int64_t rows, int64_t fi
     for (int64_t r = 0; r < rows; r++) {
         real f = r < fill_rows ? fill : 0;
         for (int64_t o = 0; o < outer; o++) {
-            int64_t rem = o, off = 0, pad = 0;
-            for (int d = nd - 2; d >= 0; d--) {
-                int64_t i = map[d][rem % oshape[d]];
-                rem /= oshape[d];
-                pad |= i < 0;
-                off += i * xstride[d];
-            }
+            int pad;
+            int64_t off = shape_map_offset(o, nd, oshape, map, xstride, &pad);
             real *yr = y + r * yrs + o * last;
             const real *xr = x + r * xrs + off;
             const int64_t *ml = map[nd - 1];
@@ -58,13 +53,8 @@ static void SR_FN(shape_scatter)(real *gx, const real *gy, int64_t rows, int nd,
         for (int64_t e = 0; e < xrs; e++)
             gr[e] = 0;
         for (int64_t o = 0; o < outer; o++) {
-            int64_t rem = o, off = 0, pad = 0;
-            for (int d = nd - 2; d >= 0; d--) {
-                int64_t i = map[d][rem % oshape[d]];
-                rem /= oshape[d];
-                pad |= i < 0;
-                off += i * xstride[d];
-            }
+            int pad;
+            int64_t off = shape_map_offset(o, nd, oshape, map, xstride, &pad);
             if (pad)
                 continue;
             const real *yr = gy + r * yrs + o * last;
@@ -87,6 +77,22 @@ static void SR_FN(shape_scatter)(real *gx, const real *gy, int64_t rows, int nd,
 #include "tensor/tensor_ops.h"
 
 #define SHAPE_OMP_MIN 65536
+
+/* The input offset of output row o (an index over all output dims but the
+ * last) through the per-dim maps; *pad: some dim of it maps to padding. */
+static inline int64_t shape_map_offset(int64_t o, int nd, const int64_t *oshape, int64_t *const *map,
+                                       const int64_t *xstride, int *pad)
+{
+    int64_t off = 0;
+    *pad = 0;
+    for (int d = nd - 2; d >= 0; d--) {
+        int64_t i = map[d][o % oshape[d]];
+        o /= oshape[d];
+        *pad |= i < 0;
+        off += i * xstride[d];
+    }
+    return off;
+}
 
 #define SR_GENERIC_FILE "nn/shape.c"
 #include "base/generic.h"
