@@ -507,8 +507,9 @@ static int only_first_output(const ctx *c)
             for (int j = c->idx + 1; j < m->nnodes && !used; j++)
                 for (int k = 0; k < m->nodes[j].ninputs; k++)
                     used |= !strcmp(m->nodes[j].inputs[k], c->n->outputs[i]);
-            for (int j = 0; j < m->noutputs; j++)
-                used |= !strcmp(m->outputs[j].name, c->n->outputs[i]);
+            /* of the graph's outputs, only the one returned */
+            const char *ret = c->I->o->output ? c->I->o->output : m->noutputs ? m->outputs[0].name : "";
+            used |= !strcmp(ret, c->n->outputs[i]);
             if (used)
                 return UNSUPPORTED("%s output %d ('%s') is read", c->n->op_type, i + 1, c->n->outputs[i]);
         }
