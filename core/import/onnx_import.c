@@ -1317,19 +1317,11 @@ static int do_batchnorm(ctx *c)
     return id < 0 || !def_dyn(I, out_name(c, 0), id, x->nd, x->ps, x->bat, 0) ? -1 : 0;
 }
 
-static int do_layernorm(ctx *c)
+/* LayerNormalization over the last dim of x (its per-sample dim q), the
+ * result defined as outname. */
+static int layernorm_last(ctx *c, const ival *x, int q, const char *outname)
 {
     imp *I = c->I;
-    const ival *x = dyn_in(c, 0);
-    if (only_first_output(c))
-        return -1;
-    int lx = lrank(x), q;
-    int64_t axis = ai(c->n, "axis", -1);
-    axis = axis < 0 ? axis + lx : axis;
-    if (axis != lx - 1)
-        return UNSUPPORTED("LayerNormalization over %lld dims (the last one only)", (long long)(lx - axis));
-    if (ps_axis(x, axis, "LayerNormalization", &q) || q != x->nd - 1)
-        return -1;
     const ival *s = c->nin > 1 ? c->in[1] : NULL, *b = c->nin > 2 ? c->in[2] : NULL;
     if (!s || s->store != V_STATIC || (b && b->store != V_STATIC))
         return UNSUPPORTED("LayerNormalization with computed scale or bias");
@@ -1345,7 +1337,47 @@ static int do_layernorm(ctx *c)
     char nm[512];
     node_name(c->n, s->name, nm, sizeof nm);
     int id = add_node(I, nm, m, 1, &x->id);
-    return id < 0 || !def_dyn(I, out_name(c, 0), id, x->nd, x->ps, x->bat, x->merged) ? -1 : 0;
+    return id < 0 || !def_dyn(I, outname, id, x->nd, x->ps, x->bat, x->merged) ? -1 : 0;
+}
+
+/* Over the last dim: srgeo's layernorm.  Over several trailing dims (not
+ * the batch): those dims flattened into one, normalised, reshaped back
+ * (the scale and bias, of the normalised shape, read flat). */
+static int do_layernorm(ctx *c)
+{
+    const ival *x = dyn_in(c, 0);
+    if (only_first_output(c))
+        return -1;
+    int lx = lrank(x), q;
+    int64_t axis = ai(c->n, "axis", -1);
+    axis = axis < 0 ? axis + lx : axis;
+    if (axis < 0 || axis >= lx)
+        return sr_fail("axis %lld for rank %d", (long long)ai(c->n, "axis", -1), lx);
+    if (axis == lx - 1) {
+        if (ps_axis(x, axis, "LayerNormalization", &q) || q != x->nd - 1)
+            return -1;
+        return layernorm_last(c, x, q, out_name(c, 0));
+    }
+    int64_t L1[SR_MAXDIM + 1], L2[SR_MAXDIM + 1], S1[SR_MAXDIM + 1], S2[SR_MAXDIM + 1];
+    ldims(x, SR_FOLD_N1, L1);
+    ldims(x, SR_FOLD_N2, L2);
+    for (int i = 0; i <= axis; i++)
+        S1[i] = L1[i], S2[i] = L2[i];
+    for (int i = (int)axis + 1; i < lx; i++)
+        S1[axis] *= L1[i], S2[axis] *= L2[i];
+    if (S1[axis] != S2[axis])
+        return UNSUPPORTED("LayerNormalization over the batch axis");
+    char flat[600], normed[600];
+    snprintf(flat, sizeof flat, "%s/flat", out_name(c, 0));
+    snprintf(normed, sizeof normed, "%s/normed", out_name(c, 0));
+    if (reshape_to(c, x, S1, S2, (int)axis + 1, 0, flat))
+        return -1;
+    const ival *y = find(c->I, flat);
+    if (!y || ps_axis(y, axis, "LayerNormalization", &q) || q != y->nd - 1)
+        return y ? -1 : sr_fail("'%s' was not made", flat);
+    if (layernorm_last(c, y, q, normed))
+        return -1;
+    return reshape_to(c, find(c->I, normed), L1, L2, lx, 0, out_name(c, 0));
 }
 
 static int do_softmax(ctx *c)
