@@ -14,25 +14,23 @@
 
 /* Every folded tensor is made here.  Folding computes what a file only
  * describes (ConstantOfShape, Expand, Tile, Range): a few bytes may ask for
- * any size, so the size is bounded (real exports fold shapes, masks and
- * tables, far below it, and casts or transposes of their own weights: a
- * 4096 x 4096 one still folds).  The importer bounds the sum as well, but
- * only after a node is folded: this bound is what one node may allocate. */
-#define FOLD_MAX_ELEMENTS ((int64_t)1 << 24)
-static int new_f64(sr_tensor *out, int nd, const int64_t *shape)
+ * any size, so the size is bounded by lim, which the importer sets from the
+ * file (sr_fold_node): real exports fold shapes, masks and tables, far
+ * below it, and casts or transposes of their own weights. */
+static int new_f64(int64_t lim, sr_tensor *out, int nd, const int64_t *shape)
 {
     int64_t n = 1;
     for (int d = 0; d < nd; d++) {
         if (shape[d] < 0)
             break; /* sr_tensor_alloc says so */
-        n = shape[d] && n > FOLD_MAX_ELEMENTS / shape[d] ? FOLD_MAX_ELEMENTS + 1 : n * shape[d];
+        n = shape[d] && n > lim / shape[d] ? lim + 1 : n * shape[d];
     }
-    if (n > FOLD_MAX_ELEMENTS) {
+    if (n > lim) {
         sr_tensor t = SR_TENSOR_INIT; /* only its shape, for the message */
         t.ndim = nd > SR_MAXDIM ? SR_MAXDIM : nd;
         memcpy(t.shape, shape, (size_t)t.ndim * sizeof *shape);
         return sr_fail("folding: a constant of shape %s is more than %lld elements", SR_SHAPE(&t),
-                       (long long)FOLD_MAX_ELEMENTS);
+                       (long long)lim);
     }
     sr_tensor_free(out);
     return sr_tensor_alloc(out, SR_F64, nd, shape);
@@ -114,7 +112,7 @@ static int norm_axis(const char *op, int64_t axis, int rank, int *out)
 /* --- elementwise with broadcasting ------------------------------------------ */
 typedef double (*fold_fn)(const double *x, const void *ctx);
 
-static int bcast(const char *op, sr_tensor *out, int nin, const sr_tensor *const *in, fold_fn fn, const void *ctx)
+static int bcast(int64_t lim, const char *op, sr_tensor *out, int nin, const sr_tensor *const *in, fold_fn fn, const void *ctx)
 {
     int nd = 0;
     for (int i = 0; i < nin; i++)
@@ -141,7 +139,7 @@ static int bcast(const char *op, sr_tensor *out, int nin, const sr_tensor *const
         }
     }
     sr_tensor r = SR_TENSOR_INIT;
-    if (new_f64(&r, nd, shape))
+    if (new_f64(lim, &r, nd, shape))
         return -1;
     /* The inputs' offsets follow the output index as it counts up (a
      * bounded but large Expand takes seconds otherwise under ASan). */
@@ -291,7 +289,7 @@ static int reshaped(sr_tensor *out, const sr_tensor *x, int nd, const int64_t *s
 }
 
 /* out = x with dims permuted: out.shape[d] = x.shape[perm[d]]. */
-static int permuted(sr_tensor *out, const sr_tensor *x, const int *perm)
+static int permuted(int64_t lim, sr_tensor *out, const sr_tensor *x, const int *perm)
 {
     int nd = x->ndim;
     int64_t xs[SR_MAXDIM], shape[SR_MAXDIM], idx[SR_MAXDIM] = {0};
@@ -299,7 +297,7 @@ static int permuted(sr_tensor *out, const sr_tensor *x, const int *perm)
     for (int d = 0; d < nd; d++)
         shape[d] = x->shape[perm[d]];
     sr_tensor r = SR_TENSOR_INIT;
-    if (new_f64(&r, nd, shape))
+    if (new_f64(lim, &r, nd, shape))
         return -1;
     for (int64_t e = 0, n = sr_numel(&r); e < n; e++) {
         int64_t off = 0;
@@ -315,7 +313,7 @@ static int permuted(sr_tensor *out, const sr_tensor *x, const int *perm)
 }
 
 /* out = x[:, ..., start + i·step (i < len), ...] along axis. */
-static int sliced(sr_tensor *out, const sr_tensor *x, int axis, int64_t start, int64_t step, int64_t len)
+static int sliced(int64_t lim, sr_tensor *out, const sr_tensor *x, int axis, int64_t start, int64_t step, int64_t len)
 {
     int64_t shape[SR_MAXDIM], outer = 1, inner = 1;
     memcpy(shape, x->shape, sizeof shape);
@@ -325,7 +323,7 @@ static int sliced(sr_tensor *out, const sr_tensor *x, int axis, int64_t start, i
     for (int d = axis + 1; d < x->ndim; d++)
         inner *= x->shape[d];
     sr_tensor r = SR_TENSOR_INIT;
-    if (new_f64(&r, x->ndim, shape))
+    if (new_f64(lim, &r, x->ndim, shape))
         return -1;
     for (int64_t o = 0; o < outer; o++)
         for (int64_t i = 0; i < len; i++)
@@ -362,7 +360,7 @@ static double f_copy(const double *x, const void *ctx)
     return x[0];
 }
 
-static int reduce(const char *op, sr_tensor *out, const sr_tensor *x, const int64_t *axes, int naxes, int keep)
+static int reduce(int64_t lim, const char *op, sr_tensor *out, const sr_tensor *x, const int64_t *axes, int naxes, int keep)
 {
     int red[SR_MAXDIM] = {0}, nd = x->ndim;
     if (naxes < 0)
@@ -382,7 +380,7 @@ static int reduce(const char *op, sr_tensor *out, const sr_tensor *x, const int6
             oshape[ond++] = kshape[d];
     }
     sr_tensor r = SR_TENSOR_INIT;
-    if (new_f64(&r, nd, kshape))
+    if (new_f64(lim, &r, nd, kshape))
         return -1;
     strides_of(&r, xs);
     int64_t n = sr_numel(&r), cnt = n ? sr_numel(x) / n : 0;
@@ -449,7 +447,7 @@ static double cast_to(double v, int type)
 }
 
 /* One instance of the op: out[k] from in[.][k]; *type the output type. */
-static int fold_one(const sr_onnx_node *n, int64_t opset, const sr_tensor *const *in, const int *types, int nin,
+static int fold_one(int64_t lim, const sr_onnx_node *n, int64_t opset, const sr_tensor *const *in, const int *types, int nin,
                     sr_tensor *outs, int *otype)
 {
     const char *op = n->op_type;
@@ -478,19 +476,19 @@ static int fold_one(const sr_onnx_node *n, int64_t opset, const sr_tensor *const
         }
         if (!strcmp(op, "Not"))
             *otype = SR_ONNX_BOOL;
-        return bcast(op, out, 1, &x, f_unary, &c);
+        return bcast(lim, op, out, 1, &x, f_unary, &c);
     }
     if (in_list(binary_ops, op)) {
         if (nin < 1)
             return sr_fail("%s: no inputs", op);
         if (nin == 1)
-            return bcast(op, out, 1, &x, f_copy, &c);
-        if (bcast(op, out, 2, in, f_binary, &c))
+            return bcast(lim, op, out, 1, &x, f_copy, &c);
+        if (bcast(lim, op, out, 2, in, f_binary, &c))
             return -1;
         for (int i = 2; i < nin; i++) { /* variadic Max, Min, Sum */
             const sr_tensor *pair[2] = {out, in[i]};
             sr_tensor t = SR_TENSOR_INIT;
-            if (bcast(op, &t, 2, pair, f_binary, &c))
+            if (bcast(lim, op, &t, 2, pair, f_binary, &c))
                 return -1;
             sr_tensor_free(out);
             *out = t;
@@ -503,7 +501,7 @@ static int fold_one(const sr_onnx_node *n, int64_t opset, const sr_tensor *const
         if (nin < 3)
             return sr_fail("Where: needs 3 inputs");
         *otype = types[1];
-        return bcast(op, out, 3, in, f_where, NULL);
+        return bcast(lim, op, out, 3, in, f_where, NULL);
     }
     if (!strcmp(op, "Cast") || !strcmp(op, "CastLike")) {
         int to = !strcmp(op, "Cast") ? (int)attr_int(n, "to", SR_ONNX_FLOAT) : nin > 1 ? types[1] : SR_ONNX_FLOAT;
@@ -522,7 +520,7 @@ static int fold_one(const sr_onnx_node *n, int64_t opset, const sr_tensor *const
         st = st < 0 ? st + r : st, en = en < 0 ? en + r : en;
         st = st < 0 ? 0 : st > r ? r : st, en = en < 0 ? 0 : en > r ? r : en;
         int64_t k = en > st ? en - st : 0;
-        if (new_f64(out, 1, &k))
+        if (new_f64(lim, out, 1, &k))
             return -1;
         for (int64_t i = 0; i < k; i++)
             sr_f64(out)[i] = (double)x->shape[st + i];
@@ -531,7 +529,7 @@ static int fold_one(const sr_onnx_node *n, int64_t opset, const sr_tensor *const
     }
     if (!strcmp(op, "Size")) {
         sr_tensor_free(out);
-        if (new_f64(out, 0, NULL))
+        if (new_f64(lim, out, 0, NULL))
             return -1;
         sr_f64(out)[0] = (double)sr_numel(x);
         *otype = SR_ONNX_INT64;
@@ -548,7 +546,7 @@ static int fold_one(const sr_onnx_node *n, int64_t opset, const sr_tensor *const
         }
         if (a->type == SR_ONNX_ATTR_FLOAT || a->type == SR_ONNX_ATTR_INT) {
             *otype = a->type == SR_ONNX_ATTR_INT ? SR_ONNX_INT64 : SR_ONNX_FLOAT;
-            if (new_f64(out, 0, NULL))
+            if (new_f64(lim, out, 0, NULL))
                 return -1;
             sr_f64(out)[0] = a->type == SR_ONNX_ATTR_INT ? (double)a->i : a->f;
             return 0;
@@ -556,7 +554,7 @@ static int fold_one(const sr_onnx_node *n, int64_t opset, const sr_tensor *const
         if (a->type == SR_ONNX_ATTR_FLOATS || a->type == SR_ONNX_ATTR_INTS) {
             *otype = a->type == SR_ONNX_ATTR_INTS ? SR_ONNX_INT64 : SR_ONNX_FLOAT;
             int64_t k = a->n;
-            if (new_f64(out, 1, &k))
+            if (new_f64(lim, out, 1, &k))
                 return -1;
             for (int i = 0; i < a->n; i++)
                 sr_f64(out)[i] = a->type == SR_ONNX_ATTR_INTS ? (double)a->ints[i] : a->floats[i];
@@ -573,7 +571,7 @@ static int fold_one(const sr_onnx_node *n, int64_t opset, const sr_tensor *const
         for (int d = 0; d < nd; d++)
             if (shape[d] < 0 || shape[d] > ((int64_t)1 << 32))
                 return sr_fail("ConstantOfShape: dim %d is %lld", d, (long long)shape[d]);
-        if (new_f64(out, nd, shape))
+        if (new_f64(lim, out, nd, shape))
             return -1;
         double v = 0;
         *otype = SR_ONNX_FLOAT;
@@ -592,7 +590,7 @@ static int fold_one(const sr_onnx_node *n, int64_t opset, const sr_tensor *const
         if (!(cnt >= 0) || cnt > 1e8)
             return sr_fail("Range: %g to %g by %g", s, l, d);
         int64_t k = (int64_t)cnt;
-        if (new_f64(out, 1, &k))
+        if (new_f64(lim, out, 1, &k))
             return -1;
         for (int64_t i = 0; i < k; i++)
             sr_f64(out)[i] = s + (double)i * d;
@@ -630,7 +628,7 @@ static int fold_one(const sr_onnx_node *n, int64_t opset, const sr_tensor *const
         for (int d = axis + 1; d < nd; d++)
             inner *= shape[o++] = x->shape[d];
         sr_tensor r = SR_TENSOR_INIT;
-        if (new_f64(&r, ond, shape))
+        if (new_f64(lim, &r, ond, shape))
             return -1;
         for (int64_t a = 0; a < outer; a++)
             for (int64_t i = 0; i < k; i++) {
@@ -730,7 +728,7 @@ static int fold_one(const sr_onnx_node *n, int64_t opset, const sr_tensor *const
             if (norm_axis(op, p[d], nd, &perm[d]) || seen[perm[d]]++)
                 return sr_fail("Transpose: perm is not a permutation");
         }
-        return permuted(out, x, perm);
+        return permuted(lim, out, x, perm);
     }
     if (!strcmp(op, "Slice")) {
         int64_t st[SR_MAXDIM], en[SR_MAXDIM], ax[SR_MAXDIM], sp[SR_MAXDIM];
@@ -759,7 +757,7 @@ static int fold_one(const sr_onnx_node *n, int64_t opset, const sr_tensor *const
                 return step ? -1 : sr_fail("Slice: step 0");
             }
             slice_bounds(cur.shape[a], st[i], en[i], step, &start, &len);
-            if (sliced(&cur, &cur, a, start, step, len)) {
+            if (sliced(lim, &cur, &cur, a, start, step, len)) {
                 sr_tensor_free(&cur);
                 return -1;
             }
@@ -774,11 +772,11 @@ static int fold_one(const sr_onnx_node *n, int64_t opset, const sr_tensor *const
         if (nin < 2 || int_list(n, "shape", in[1], s, SR_MAXDIM, &ns))
             return nin < 2 ? sr_fail("Expand: needs a shape") : -1;
         sr_tensor shape_t = SR_TENSOR_INIT;
-        if (new_f64(&shape_t, ns, s)) /* a tensor of the target shape to broadcast with */
+        if (new_f64(lim, &shape_t, ns, s)) /* a tensor of the target shape to broadcast with */
             return -1;
         sr_tensor_fill(&shape_t, 0);
         const sr_tensor *two[2] = {x, &shape_t};
-        int rc = bcast(op, out, 2, two, f_binary, &(op_ctx){"Add", 0, 0, 0, 0});
+        int rc = bcast(lim, op, out, 2, two, f_binary, &(op_ctx){"Add", 0, 0, 0, 0});
         sr_tensor_free(&shape_t);
         return rc;
     }
@@ -796,7 +794,7 @@ static int fold_one(const sr_onnx_node *n, int64_t opset, const sr_tensor *const
             s *= x->shape[d];
         }
         sr_tensor t = SR_TENSOR_INIT;
-        if (new_f64(&t, nd, shape))
+        if (new_f64(lim, &t, nd, shape))
             return -1;
         /* element idx of the result is element idx mod x's shape of x */
         for (int64_t e = 0, total = sr_numel(&t); e < total; e++) {
@@ -831,7 +829,7 @@ static int fold_one(const sr_onnx_node *n, int64_t opset, const sr_tensor *const
         for (int i = 0, off = 0; i < no; i++) {
             if (sz[i] < 0 || off + sz[i] > x->shape[axis])
                 return sr_fail("Split: sizes do not fit %s", SR_SHAPE(x));
-            if (sliced(&outs[i], x, axis, off, 1, sz[i]))
+            if (sliced(lim, &outs[i], x, axis, off, 1, sz[i]))
                 return -1;
             off += (int)sz[i];
         }
@@ -844,13 +842,13 @@ static int fold_one(const sr_onnx_node *n, int64_t opset, const sr_tensor *const
             return -1;
         if (na == 0 && attr_int(n, "noop_with_empty_axes", 0))
             return sr_tensor_copy(out, x);
-        return reduce(op, out, x, axes, na, (int)attr_int(n, "keepdims", 1));
+        return reduce(lim, op, out, x, axes, na, (int)attr_int(n, "keepdims", 1));
     }
     if (!strcmp(op, "MatMul")) {
         if (nin < 2 || nd != 2 || in[1]->ndim != 2 || x->shape[1] != in[1]->shape[0])
             return sr_fail("MatMul: constant operands %s and %s (2-D only)", SR_SHAPE(x), SR_SHAPE(in[1]));
         int64_t M = x->shape[0], K = x->shape[1], N = in[1]->shape[1], s[2] = {M, N};
-        if (new_f64(out, 2, s))
+        if (new_f64(lim, out, 2, s))
             return -1;
         for (int64_t i = 0; i < M; i++)
             for (int64_t j = 0; j < N; j++) {
@@ -864,7 +862,7 @@ static int fold_one(const sr_onnx_node *n, int64_t opset, const sr_tensor *const
     return sr_fail("%s: not an op srgeo folds", op);
 }
 
-int sr_fold_node(const sr_onnx_node *node, int64_t opset, sr_fold_val *const *in, sr_fold_val *out)
+int sr_fold_node(const sr_onnx_node *node, int64_t opset, sr_fold_val *const *in, sr_fold_val *out, int64_t lim)
 {
     int nin = node->ninputs, types[64] = {0};
     if (nin > 64)
@@ -885,7 +883,7 @@ int sr_fold_node(const sr_onnx_node *node, int64_t opset, sr_fold_val *const *in
         const sr_tensor *ins[64];
         for (int i = 0; i < nin; i++)
             ins[i] = in[i] ? &in[i]->v[k] : NULL;
-        rc = fold_one(node, opset, ins, types, nin, outs[k], &type);
+        rc = fold_one(lim, node, opset, ins, types, nin, outs[k], &type);
     }
     for (int o = 0; o < node->noutputs; o++) {
         sr_fold_val_free(&out[o]);

@@ -33,8 +33,9 @@ int sr_fold_val_batched(const sr_fold_val *s);
 
 /* Evaluate node, all of whose inputs are static (in[i] NULL for an omitted
  * optional input), into out[0..node->noutputs).  -1 with "OP: ..." when the
- * op cannot be folded (the caller adds the node's name). */
-int sr_fold_node(const sr_onnx_node *node, int64_t opset, sr_fold_val *const *in, sr_fold_val *out);
+ * op cannot be folded (the caller adds the node's name), or when a tensor
+ * it makes would hold more than lim values (checked before allocating). */
+int sr_fold_node(const sr_onnx_node *node, int64_t opset, sr_fold_val *const *in, sr_fold_val *out, int64_t lim);
 /* The ops sr_fold_node knows (for messages and the conformance report). */
 int sr_fold_knows(const char *op);
 

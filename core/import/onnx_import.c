@@ -66,6 +66,7 @@ typedef struct {
     int folded;
     int64_t folded_values;      /* elements all folded constants hold (both batch sizes) */
     int64_t fold_budget;        /* ... and at most this many (see translate) */
+    int64_t fold_max;           /* elements one folded tensor may hold (see translate) */
     int head_in;                /* value index of the last classifier head's input, or -1 */
     int head_node;
 } imp;
@@ -1955,7 +1956,19 @@ static int translate_dynamic(ctx *c)
     return sr_fail("unsupported op %s", op);
 }
 
+/* Folding may make what a file only describes (ConstantOfShape, Expand,
+ * Tile, Range): a few bytes may ask for any size.  One folded tensor may
+ * hold 2^20 values, or as many as the largest tensor the file (or the
+ * caller) gives, whose casts and transposes real exports fold; all of them
+ * together 2^24 plus four times the values given (checked after each node,
+ * so that many small nodes cannot ask for any memory either). */
 #define FOLD_BUDGET_BASE ((int64_t)1 << 24)
+#define FOLD_MAX_BASE ((int64_t)1 << 20)
+static void fold_max_grow(imp *I, const sr_tensor *t)
+{
+    if (sr_numel(t) > I->fold_max)
+        I->fold_max = sr_numel(t);
+}
 static int translate(imp *I, int idx)
 {
     const sr_onnx_node *n = &I->m->nodes[idx];
@@ -1983,11 +1996,7 @@ static int translate(imp *I, int idx)
         sr_fold_val *ins[64];
         for (int i = 0; i < n->ninputs; i++)
             ins[i] = c.in[i] ? &c.in[i]->s : NULL;
-        rc = sr_fold_node(n, I->m->opset, ins, outs);
-        /* Each folded tensor is bounded (onnx_fold.c); so is their sum, or
-         * many small nodes could still ask for any memory.  Real models fold
-         * shapes and tables, or their own weights (casts of float16 ones,
-         * transposes): the budget grows with the weights the file holds. */
+        rc = sr_fold_node(n, I->m->opset, ins, outs, I->fold_max);
         for (int o = 0; !rc && o < n->noutputs; o++)
             I->folded_values += sr_numel(&outs[o].v[0]) + (sr_fold_val_batched(&outs[o]) ? sr_numel(&outs[o].v[1]) : 0);
         if (!rc && I->folded_values > I->fold_budget)
@@ -2162,8 +2171,14 @@ static int imp_begin(imp *I, const sr_onnx_model *m, const sr_onnx_import_opts *
     if (I->g->dtype != o->dtype && sr_module_to_dtype(I->g, o->dtype))
         return -1;
     I->fold_budget = FOLD_BUDGET_BASE;
+    I->fold_max = FOLD_MAX_BASE;
+    for (int i = 0; i < m->nnodes; i++)
+        for (int a = 0; a < m->nodes[i].nattrs; a++)
+            if (m->nodes[i].attrs[a].t)
+                fold_max_grow(I, &m->nodes[i].attrs[a].t->value);
     for (int i = 0; i < m->ninits; i++) {
         I->fold_budget += 4 * sr_numel(&m->inits[i].value);
+        fold_max_grow(I, &m->inits[i].value);
         ival *v = define(I, m->inits[i].name);
         if (!v || sr_fold_val_set(&v->s, m->inits[i].type, &m->inits[i].value))
             return sr_fail_context("onnx %s: initializer '%s'", m->path, m->inits[i].name);
@@ -2171,6 +2186,7 @@ static int imp_begin(imp *I, const sr_onnx_model *m, const sr_onnx_import_opts *
     }
     for (int i = 0; i < o->nconst; i++) {
         I->fold_budget += 4 * sr_numel(&o->const_values[i]->value);
+        fold_max_grow(I, &o->const_values[i]->value);
         ival *v = find(I, o->const_names[i]);
         if (!v)
             v = define(I, o->const_names[i]);

@@ -61,7 +61,10 @@ do
   -- TensorProto with raw data: float (1) or int64 (7) values
   function PB.tensor(name, dims, values, int64)
     local raw = {}
-    for i, v in ipairs(values) do raw[i] = int64 and string.pack("<i8", v) or string.pack("<f", v) end
+    if type(values) == "string" then raw = { values } end -- raw bytes as they are
+    for i, v in ipairs(type(values) == "table" and values or {}) do
+      raw[i] = int64 and string.pack("<i8", v) or string.pack("<f", v)
+    end
     return each(1, dims, int) .. int(2, int64 and 7 or 1) .. bytes(8, name) .. bytes(9, table.concat(raw))
   end
   function PB.ints_attr(name, t) return bytes(1, name) .. each(8, t, int) .. int(20, 7) end
@@ -101,6 +104,13 @@ T.test("onnx: malformed files and graphs fail with messages naming the node, op 
   local good = graph { PB.node("Relu", { "x" }, { "y" }, "r") }
   local x = srgeo.randn({ 3, 2, 4, 4 }, 1)
   T.eq((load(good):forward(x) - x:clamp(0, math.huge)):abs():max(), 0)
+  local BIG_W = PB.tensor("w", { 2097152 }, string.rep("\0\0\128\63", 2097152)) -- 2^21 ones
+  local function many_constants(n)
+    local nodes = {}
+    for i = 1, n do nodes[i] = PB.node("ConstantOfShape", { "s" }, { "c" .. i }, "c" .. i) end
+    nodes[n + 1] = PB.node("Add", { "x", "c" .. n }, { "y" }, "adder")
+    return nodes
+  end
   local cases = {
     { "\x12\x34 not a model \xff\xff", "not an ONNX model (the protobuf does not parse)" },
     { good:sub(1, #good // 2), "not an ONNX model" },
@@ -135,7 +145,7 @@ T.test("onnx: malformed files and graphs fail with messages naming the node, op 
     -- a few bytes asking for gigabytes: refused before any allocation
     { graph({ PB.node("ConstantOfShape", { "s" }, { "c" }, "bomb"), PB.node("Add", { "x", "c" }, { "y" }, "adder") },
         { PB.tensor("s", { 4 }, { 100000, 100000, 4, 4 }, true) }),
-      "node 'bomb' (ConstantOfShape): folding: a constant of shape (100000,100000,4,4) is more than 16777216 elements" },
+      "node 'bomb' (ConstantOfShape): folding: a constant of shape (100000,100000,4,4) is more than 1048576 elements" },
     { graph({ PB.node("Expand", { "c", "s" }, { "t" }, "exp"), PB.node("Add", { "x", "t" }, { "y" }, "adder") },
         { PB.tensor("c", { 1 }, { 1 }), PB.tensor("s", { 3 }, { 65536, 65536, 16 }, true) }),
       "node 'exp' (Expand): folding: a constant of shape (65536,65536,16) is more than" },
@@ -143,12 +153,17 @@ T.test("onnx: malformed files and graphs fail with messages naming the node, op 
         { PB.tensor("c", { 2, 1 }, { 1, 2 }), PB.tensor("r", { 2 }, { 1 << 20, 1 << 20 }, true) }),
       "node 'tile' (Tile): folding: a constant of shape (2097152,1048576) is more than" },
     -- each constant within bounds, together more than the file's weights justify
-    { graph({ PB.node("ConstantOfShape", { "s" }, { "c1" }, "c1"), PB.node("ConstantOfShape", { "s" }, { "c2" }, "c2"),
-        PB.node("ConstantOfShape", { "s" }, { "c3" }, "c3"), PB.node("Add", { "x", "c3" }, { "y" }, "adder") },
-        { PB.tensor("s", { 3 }, { 2048, 2048, 2 }, true) }),
-      "node 'c3' (ConstantOfShape): the folded constants would hold 25165824 values (at most 2^24 + 4 x the 3 given" },
+    { graph(many_constants(17), { PB.tensor("s", { 2 }, { 1024, 1024 }, true) }),
+      "node 'c17' (ConstantOfShape): the folded constants would hold 17825792 values (at most 2^24 + 4 x the 2 given" },
+    -- a file's own big tensors let one folded constant be as big: a cast of
+    -- a 2^21-value weight folds, a ConstantOfShape of 2^21 + 1 does not
+    { graph({ PB.node("ConstantOfShape", { "s" }, { "c" }, "big"), PB.node("Add", { "x", "c" }, { "y" }, "adder") },
+        { PB.tensor("s", { 2 }, { 2097153, 1 }, true), BIG_W }),
+      "node 'big' (ConstantOfShape): folding: a constant of shape (2097153,1) is more than 2097152 elements" },
   }
   for _, c in ipairs(cases) do T.raises(function() load(c[1]) end, c[2]) end
+  load(graph({ PB.node("Cast", { "w" }, { "wc" }, "cast", { PB.int_attr("to", 11) }), PB.node("Relu", { "x" }, { "y" }, "r") },
+    { BIG_W }))
   -- Tile folds in one pass (it was a concatenation per repeat: quadratic)
   local tiled = graph({ PB.node("Tile", { "c", "r" }, { "t" }, "tile"), PB.node("Add", { "x", "t" }, { "y" }, "adder") },
     { PB.tensor("c", { 2, 1, 1 }, { 1, 2 }), PB.tensor("r", { 3 }, { 1, 4, 4 }, true) })
