@@ -1368,9 +1368,10 @@ static int do_layernorm(ctx *c)
         S1[axis] *= L1[i], S2[axis] *= L2[i];
     if (S1[axis] != S2[axis])
         return UNSUPPORTED("LayerNormalization over the batch axis");
-    char flat[600], normed[600];
-    snprintf(flat, sizeof flat, "%s/flat", out_name(c, 0));
-    snprintf(normed, sizeof normed, "%s/normed", out_name(c, 0));
+    char flat[4200], normed[4200]; /* names are at most 4096 bytes (io/onnx.c) */
+    if (snprintf(flat, sizeof flat, "%s/flat", out_name(c, 0)) >= (int)sizeof flat ||
+        snprintf(normed, sizeof normed, "%s/normed", out_name(c, 0)) >= (int)sizeof normed)
+        return sr_fail("the output name is too long");
     if (reshape_to(c, x, S1, S2, (int)axis + 1, 0, flat))
         return -1;
     const ival *y = find(c->I, flat);
@@ -1479,14 +1480,14 @@ static int do_variadic(ctx *c, const char *kind)
         return alias(c->I, out_name(c, 0), dyn_in(c, 0)) ? 0 : -1;
     /* fold the constants among them first?  ONNX lists few; pairwise is exact */
     ival *acc = c->in[0];
-    char tmp[600];
+    char tmp[4200]; /* names are at most 4096 bytes (io/onnx.c) */
     for (int i = 1; i < c->nin; i++) {
         ctx sub = *c;
         sub.in[0] = acc, sub.in[1] = c->in[i], sub.nin = 2;
         const char *name = i == c->nin - 1 ? out_name(c, 0) : tmp;
         snprintf(tmp, sizeof tmp, "%s//%d", out_name(c, 0), i);
         if (i < c->nin - 1)
-            snprintf(sub.name, sizeof sub.name, "%.500s/%d", c->name, i);
+            snprintf(sub.name, sizeof sub.name, "%.480s/%d", c->name, i);
         if (acc->store != V_DYN && c->in[i]->store != V_DYN) {
             /* two constants in a row: not worth a layer (rare); refuse */
             return UNSUPPORTED("%s of constants among values", c->n->op_type);
@@ -1623,7 +1624,7 @@ static int do_slice(ctx *c)
     /* one slice layer per axis, chained */
     const ival *cur = x;
     for (int i = 0; i < ns; i++) {
-        char tmp[600];
+        char tmp[4200]; /* names are at most 4096 bytes (io/onnx.c) */
         const char *name = i == ns - 1 ? out_name(c, 0) : tmp;
         snprintf(tmp, sizeof tmp, "%s//axis%d", out_name(c, 0), i);
         int64_t step = nsp >= 0 ? sp[i] : 1;
