@@ -35,8 +35,8 @@ E.shipped_dir, E.shipped = models.shipped_dir, models.shipped
 for _, k in ipairs { "parse_model", "twin", "load_model", "input_shape", "model_eps", "checkpoints", "EVAL_NAMES",
                      "parse_eval", "load_eval", "expand_models" } do E[k] = S[k] end
 E.model_key = cache.model_key
-for _, k in ipairs { "jacobian_fro", "bump", "with_jacobian", "columns", "descriptor_table", "compare_table",
-                     "load_results" } do E[k] = report[k] end
+for _, k in ipairs { "jacobian_fro", "bump", "with_jacobian", "columns", "descriptor_table", "shape_table",
+                     "compare_table", "finding", "load_results" } do E[k] = report[k] end
 
 -- ---------------------------------------------------------------------------
 -- Options every script shares
@@ -58,6 +58,10 @@ function E.common_options(defaults)
     { "log10_lo", defaults.log10_lo, "lowest rung, log10 η at 224² (shifted by log10 √(d224/d) for other sizes; preset: -2)",
       type = "number" },
     { "log10_hi", defaults.log10_hi, "highest rung, likewise (preset: 2)", type = "number" },
+    { "range", defaults.range or "auto", "auto: extend the ladder upward until the shape test finds a bump or the "
+      .. "perturbation's per-pixel RMS reaches 1; paper: the ladder as set", choices = { "auto", "paper" } },
+    { "refine", false, "add rungs halfway around a bump's peak (peak η within half a rung spacing)" },
+    { "alpha", defaults.alpha or 0.05, "level of the shape tests (familywise)", type = "number" },
     { "bootstrap", type = "integer", help = "bootstrap resamples for the CI bands (overrides the preset)" },
     { "precision", type = "string", help = "float32 (with the noise check) or float64", choices = { "float32", "float64" } },
     { "tap", type = "string", help = "module to measure (default: the model's 'features')" },
@@ -103,11 +107,12 @@ local Ex = {}
 Ex.__index = Ex
 E.Experiment = Ex
 
-local PROFILE_KEYS = { "directions", "jvp_directions", "nscales", "log10_lo", "log10_hi", "bootstrap", "precision", "tap" }
+local PROFILE_KEYS = { "directions", "jvp_directions", "nscales", "log10_lo", "log10_hi", "bootstrap", "precision", "tap",
+                       "range", "alpha" }
 
 --- E.new(opts, name) -> experiment.  opts: out, preset, images, seed,
---- threads, force, quiet and profile overrides (directions, ...), profile =
---- {extra srgeo.profile options}.
+--- threads, force, quiet and profile overrides (directions, range
+--- (default "auto"), alpha, ...), profile = {extra srgeo.profile options}.
 function E.new(o, name)
   o = o or {}
   local ex = setmetatable({
@@ -118,9 +123,10 @@ function E.new(o, name)
   }, Ex)
   ex.name = ex.name:gsub("%.lua$", "")
   if o.threads and o.threads > 0 then srgeo.threads(o.threads) end
-  ex.popts = { preset = ex.preset, seed = ex.seed }
+  ex.popts = { preset = ex.preset, seed = ex.seed, range = "auto" }
   for _, k in ipairs(PROFILE_KEYS) do if o[k] ~= nil then ex.popts[k] = o[k] end end
   if o.exact_relu then ex.popts.exact_relu = true end
+  if o.refine then ex.popts.refine = true end
   if type(ex.popts.jvp_directions) == "string" then
     local v = ex.popts.jvp_directions
     if v ~= "all" then
