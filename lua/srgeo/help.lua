@@ -17,6 +17,7 @@ local TOPICS = {
   { "tensors", "srgeo.tensor, zeros, rand, randn: NCHW float32/float64 tensors and their methods" },
   { "nn", "srgeo.nn: layers and containers with forward / jvp / vjp" },
   { "models", "srgeo.models: the encoder zoo, checkpoints (safetensors), taps" },
+  { "onnx", "srgeo.onnx: any encoder as an ONNX graph (exact JVP / VJP), normalisation, taps, supported ops" },
   { "profile", "srgeo.profile: the scale-resolved statistic r_η, descriptors, comparisons" },
   { "plot", "srgeo.plot: gnuplot figures (profiles, heatmaps, multiples, descriptor charts, text)" },
   { "data", "srgeo.data: Fashion-MNIST, CIFAR-10, image folders, noise sets, evaluation sets" },
@@ -26,6 +27,7 @@ local TOPICS = {
   { "scripts", "scripts/*.lua: runnable experiments, also subcommands: srgeo bump --help (srgeo.examples() lists them)" },
   { "notebook", "srgeo notebook FILE.md: run a Markdown notebook into an HTML report" },
   { "shell", "the srgeo shell: REPL keys, command line, environment" },
+  { "library", "the helpers under it all: srgeo.stats, util, json, markdown, html, identity, index" },
 }
 
 local TEXT = {}
@@ -66,6 +68,31 @@ Taps: every zoo model answers to "features" (pooled penultimate embedding, the d
 any module path works too: m:forward(x, {tap = "layer2"}), srgeo.profile(m, X, {tap = "layer2"}).
 Architectures: %s.
 Shipped models here: %s.]]
+
+TEXT.onnx = [[
+ONNX graphs (srgeo.onnx; the usual way in is srgeo.models.load): exact forward, stacked JVP and VJP for every op.
+  m, info = srgeo.models.load("effnet.onnx")     -- raw [0,1] pixels in; info.features = the default tap
+  m = srgeo.models.load("x.onnx", {mean = {0.5, 0.5, 0.5}, std = {0.5, 0.5, 0.5}})   -- normalisation folded in
+  m = srgeo.models.load("x.onnx", {normalize = false, input_size = {3, 160, 160}, dtype = "float64"})
+  options: tap (any ONNX value name), mean/std, normalize, input_size (symbolic sizes), dtype, input, output
+Normalisation: mean/std given, else the file's srgeo.mean/srgeo.std metadata, else the graph's own first
+per-channel subtract/divide; otherwise an error asks for it.  Default tap: the input of the last Gemm/MatMul.
+  srgeo.onnx.info(path)           -- opset, producer, ops, inputs/outputs with shapes, metadata (no import)
+  srgeo.onnx.supported(op)        -- "values", "constants" (folded only) or false
+  srgeo.onnx.evaluate(path, {constants = {name = t}})   srgeo.onnx.read_tensor(path)  (ONNX test data)
+Export from PyTorch: /usr/bin/python3 scripts/convert_torch.py --onnx --torchvision NAME [weights.pth] out.onnx
+Unsupported ops or forms are errors naming the node, its op and the reason; README lists what is not supported.]]
+
+TEXT.library = [[
+Helpers the library is built from (each a table; help(f) shows a function's doc comment):
+  srgeo.stats     median, quantile, mean, sd, robust_sd, bootstrap(rows, stat, B, seed), qnorm, column, rng
+  srgeo.util      write_atomic(path, s), read_file, exists, mkdir, relpath, progress(label, n), wrap, logspace
+  srgeo.json      encode(v), decode(s) (cJSON: exact numbers, {} vs []), array(t) / object(t) mark empty tables
+  srgeo.markdown  html(text) (cmark-gfm with tables), code_blocks(text)
+  srgeo.html      escape, data_uri, markdown, page (the notebook and index pages)
+  srgeo.identity  of(model, X, opts): a profile's identity (model name + weights hash, evaluation set, preset)
+  srgeo.index     the HTML index of an output folder (srgeo report DIR)
+  srgeo.augment   crops, flips and noise for training (help("train"))   srgeo.optim  sgd{...}, adamw{...}]]
 
 TEXT.profile = [[
 r_η = E_u ‖Φ(x+ηu) − Φ(x)‖² / (η² E_u ‖J(x)u‖²): 1 where Φ is locally linear, > 1 at a bump.
@@ -209,7 +236,9 @@ end
 local TOPIC_OF_MODULE = { nn = "nn", models = "models", profile = "profile", plot = "plot", data = "data",
   train = "train", metrics = "metrics", experiment = "experiment", cli = "experiment", spec = "experiment",
   cache = "experiment", report = "experiment", notebook = "notebook",
-  image = "data", npy = "tensors", safetensors = "models" }
+  image = "data", npy = "tensors", safetensors = "models", onnx = "onnx", bump = "profile",
+  stats = "library", util = "library", json = "library", markdown = "library", html = "library", identity = "library",
+  index = "library", augment = "train", optim = "train", help = "library" }
 
 local function find_path(v)
   if v == srgeo then return "srgeo" end
@@ -316,7 +345,7 @@ function H.text_of(x)
     local d = doc_comment(x)
     if d then return write(d) end
   end
-  return write("help: nothing known about this " .. ty .. ".\n" .. topics_text())
+  return write("help: nothing known about this " .. (path and path .. " (" .. ty .. ")" or ty) .. ".\n" .. topics_text())
 end
 
 --- srgeo.examples(): print the scripts, which are also the shell's

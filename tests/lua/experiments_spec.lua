@@ -647,6 +647,18 @@ T.test("help: topics, library tables, layers, functions' doc comments; srgeo.exa
   T.truthy(quietly(srgeo.help, srgeo.profile.compare):find("srgeo.profile.compare(p1, p2, opts)\nTwo-sample", 1, true))
   T.truthy(quietly(srgeo.help, "small_resnet"):find("srgeo.models.small_resnet{...}", 1, true))
   T.truthy(quietly(srgeo.help, "no_such_topic"):find("no topic 'no_such_topic'", 1, true))
+  T.truthy(quietly(srgeo.help, "onnx"):find("srgeo.models.load(\"effnet.onnx\")", 1, true))
+  -- every public table of the library (the lazy parts loaded) leads to a topic
+  for _, n in ipairs(srgeo.help.topics) do local _ = srgeo[n[1]] end
+  for _, n in ipairs { "plot", "util", "stats", "cli", "spec", "cache", "report", "notebook", "identity", "html", "index", "bump" } do
+    local _ = srgeo[n]
+  end
+  for k, v in pairs(srgeo) do
+    if type(v) == "table" and type(k) == "string" and not k:match("^_") then
+      local text = quietly(srgeo.help, v)
+      T.truthy(not text:find("nothing known", 1, true), "help(srgeo." .. k .. ") leads to a topic:\n" .. text:sub(1, 200))
+    end
+  end
   local listing = quietly(srgeo.examples)
   local found = {}
   for _, e in ipairs(srgeo.help.scripts()) do
