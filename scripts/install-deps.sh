@@ -8,7 +8,8 @@
 #                                       and the comparison benchmarks
 set -e
 PKGS="build-essential pkg-config lua5.4 liblua5.4-dev libopenblas-dev libvips-dev libvips-tools
-gnuplot-nox libreadline-dev libcjson-dev zlib1g-dev libcmark-gfm-dev libcmark-gfm-extensions-dev dataset-fashion-mnist tmux"
+gnuplot-nox libreadline-dev libcjson-dev zlib1g-dev libcmark-gfm-dev libcmark-gfm-extensions-dev dataset-fashion-mnist tmux
+openmpi-bin libopenmpi-dev"
 for a in "$@"; do
     case "$a" in
     --test) PKGS="$PKGS chromium" ;;

@@ -22,7 +22,8 @@ local floors = {
   nn = { "base", "tensor", "kernels" },
   stats = { "base", "tensor", "kernels", "nn" },
   train = { "base", "tensor", "kernels", "nn", "data" },
-  lua = { "base", "tensor", "kernels", "io", "data", "nn", "stats", "train" },
+  mpi = {},
+  lua = { "base", "tensor", "kernels", "io", "data", "nn", "stats", "train", "mpi" },
   shell = { "base", "lua" },
 }
 local lua_headers = { ["lua.h"] = true, ["lauxlib.h"] = true, ["lualib.h"] = true }
@@ -108,6 +109,22 @@ do
     end
   end
   rule("nothing outside core/lua and core/shell includes Lua headers", v)
+end
+
+-- 2b. only core/mpi sees MPI: its one file is built alone into
+-- srgeo_mpi.so, which srgeo loads only under mpirun (core/lua/mpi.c)
+do
+  local v = {}
+  for _, f in ipairs(files) do
+    if floor_of(f) ~= "mpi" then
+      for _, i in ipairs(includes[f]) do
+        if not i.quoted and i.path:match("^mpi[%w_]*%.h$") then
+          v[#v + 1] = ("%s:%d: includes <%s>"):format(f, i.line, i.path)
+        end
+      end
+    end
+  end
+  rule("nothing outside core/mpi includes MPI headers", v)
 end
 
 -- 3. no cycles: between files, and between floors

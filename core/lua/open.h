@@ -15,5 +15,6 @@ void sr_lua_open_safetensors(lua_State *L);
 void sr_lua_open_train(lua_State *L);
 void sr_lua_open_augment(lua_State *L);
 void sr_lua_open_markdown(lua_State *L);
+void sr_lua_open_mpi(lua_State *L);
 
 #endif

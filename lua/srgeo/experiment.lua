@@ -112,6 +112,7 @@ function E.new(o, name)
     models = {}, t0 = srgeo._clock(), computed = 0, cached = 0,
   }, Ex)
   ex.name = ex.name:gsub("%.lua$", "")
+  if not srgeo.mpi.root() then ex.quiet = true end -- under mpirun rank 0 reports (and writes)
   if o.threads and o.threads > 0 then srgeo.threads(o.threads) end
   ex.popts = { preset = ex.preset, seed = ex.seed }
   for _, k in ipairs(PROFILE_KEYS) do if o[k] ~= nil then ex.popts[k] = o[k] end end
@@ -155,10 +156,9 @@ function Ex:eval_set(spec, model)
   return E.load_eval(spec, { images = self.images, seed = self.seed, model = model })
 end
 
---- ex:profile(model_spec, eval_spec [, extra]) -> profile, record.  extra:
---- label, tap, key (file name) and any srgeo.profile options for this unit.
---- Reuses OUT/units/KEY.json when its description matches (srgeo.cache).
-function Ex:profile(mspec, espec, extra)
+-- What a unit is: its specs, estimator options, label, cache key and files,
+-- and the record ex:finish reports.
+function Ex:unit(mspec, espec, extra)
   extra = extra or {}
   local ms = E.parse_model(mspec)
   local es = E.parse_eval(espec, { images = self.images, seed = self.seed })
@@ -168,59 +168,137 @@ function Ex:profile(mspec, espec, extra)
   end
   local label = extra.label or ms.label
   local key = extra.key or cache.key(ms, es, popts.tap)
-  local unit = cache.unit(ms, es, popts, self.seed)
   local files = cache.files(self.out .. "/units", key)
   local rec = { key = key, label = label, model = ms.spec, model_label = ms.label, eval = es.key,
                 eval_label = extra.eval_label or es.label, tap = popts.tap, json = files.json, csv = files.csv }
-  self.units[#self.units + 1] = rec
-  if not self.force then
-    local p, changed = cache.lookup(files, unit)
-    if p then
-      p.label = label
-      rec.cached, rec.profile = true, p
-      self.cached = self.cached + 1
-      return p, rec
-    elseif changed and not self.quiet then
-      self:log("  %s: options or model changed since it was cached; recomputing", key)
+  return { ms = ms, es = es, popts = popts, label = label, files = files, rec = rec,
+           desc = cache.unit(ms, es, popts, self.seed) }
+end
+
+-- The profile run of unit u on this rank (srgeo.profile.prepare), made on
+-- first use: the model and the evaluation set load once per rank.
+function Ex:prepared(u)
+  if not u.run then
+    local m = self:model(u.ms)
+    local X = self:eval_set(u.es, m)
+    local po = copy(u.popts)
+    po.label, po.model_name, po.eval, po.progress = u.label, u.ms.spec, u.es.key, false
+    u.run = srgeo.profile.prepare(m, X, po)
+  end
+  return u.run
+end
+
+--- ex:compute(units [, log]) -> profiles: the units (ex:unit) from the
+--- cache or computed, with a "[k/N]" line per unit when log.  Under mpirun
+--- the images of every unit to compute are spread over the ranks at once
+--- (srgeo.mpi.map: a rank that finishes early takes images of the next
+--- unit); rank 0 decides from its unit cache what is computed, and caches
+--- each unit as soon as its last image arrives, so a rerun with any number
+--- of ranks resumes from the finished units.  Every rank returns the
+--- profiles.
+function Ex:compute(us, log)
+  local mpi = srgeo.mpi
+  local n = #us
+  local plan = {}
+  if mpi.root() then
+    for k, u in ipairs(us) do
+      local p, changed
+      if not self.force then p, changed = cache.lookup(u.files, u.desc) end
+      if p then
+        p.label = u.label
+        u.profile, plan[k] = p, { cached = true }
+      else
+        if changed then self:log("  %s: options or model changed since it was cached; recomputing", u.rec.key) end
+        plan[k] = { images = u.es.noise and u.es.n or #self:eval_set(u.es) }
+      end
     end
   end
-  local m = self:model(ms)
-  local X = self:eval_set(es, m)
-  local po = copy(popts)
-  po.label, po.model_name, po.eval = label, ms.spec, es.key
-  local t0 = srgeo._clock()
-  local p = srgeo.profile(m, X, po)
-  if p.interrupted then
-    cache.save_partial(files, p)
-    fail("interrupted during %s after %d images; the %d completed units are cached in %s/units — "
-      .. "rerun the same command to resume", key, p.n_images, self.computed + self.cached, self.out)
+  plan = mpi.bcast(plan)
+  local items, left, records, seconds, done = {}, {}, {}, {}, 0
+  local function line(k)
+    done = done + 1
+    if not log then return end
+    local u = us[k]
+    local what = string.format("[%d/%d] %s on %s%s", done, n, u.rec.label, u.rec.eval, u.rec.tap and " (" .. u.rec.tap .. ")" or "")
+    if u.rec.cached then self:log("%s: cached", what)
+    else self:log("%s: %d images, %.1f s", what, u.profile.n_images, u.rec.seconds) end
   end
-  cache.store(files, unit, label, p, srgeo._clock() - t0)
-  rec.cached, rec.profile, rec.seconds = false, p, srgeo._clock() - t0
-  self.computed = self.computed + 1
-  return p, rec
+  for k, pl in ipairs(plan) do
+    us[k].rec.cached = pl.cached or false
+    if pl.cached then
+      self.cached = self.cached + 1
+      line(k)
+    else
+      left[k], records[k], seconds[k] = pl.images, {}, 0
+      for i = 1, pl.images do items[#items + 1] = { k, i } end
+    end
+  end
+  local function finish(k, partial)
+    local u = us[k]
+    local p = srgeo.profile.finish(self:prepared(u), records[k], seconds[k])
+    if partial then
+      if p.n_images > 0 then cache.save_partial(u.files, p) end
+      return
+    end
+    cache.store(u.files, u.desc, u.label, p, seconds[k])
+    u.profile, u.rec.seconds, u.run = p, seconds[k], nil
+    self.computed = self.computed + 1
+    line(k)
+  end
+  local ok, err = pcall(mpi.map, #items, function(j)
+    local t0 = srgeo._clock()
+    local r = srgeo.profile.image(self:prepared(us[items[j][1]]), items[j][2])
+    return { r = r, seconds = srgeo._clock() - t0 }
+  end, { root_only = true, on_result = function(j, v)
+    local k, i = items[j][1], items[j][2]
+    records[k][i], seconds[k], left[k] = v.r, seconds[k] + v.seconds, left[k] - 1
+    if left[k] == 0 then finish(k) end
+  end })
+  if not ok then
+    -- Ctrl-C (one process): the finished units are cached; keep what an
+    -- unfinished one computed (the next run starts it afresh).
+    local at
+    for k in pairs(left) do
+      if left[k] > 0 then at = at or k; finish(k, true) end
+    end
+    if tostring(err):find("interrupted", 1, true) and at then
+      fail("interrupted during %s; the %d completed units are cached in %s/units — rerun the same command to resume",
+        us[at].rec.key, self.computed + self.cached, self.out)
+    end
+    error(err, 0)
+  end
+  -- Every rank gets rank 0's profiles and records.
+  local got = {}
+  for k, u in ipairs(us) do got[k] = { profile = u.profile, seconds = u.rec.seconds } end
+  got = mpi.bcast(got)
+  local ps = {}
+  for k, u in ipairs(us) do
+    ps[k] = srgeo.profile.adopt(got[k].profile)
+    u.profile, u.rec.profile, u.rec.seconds = ps[k], ps[k], got[k].seconds
+    self.units[#self.units + 1] = u.rec
+  end
+  return ps
+end
+
+--- ex:profile(model_spec, eval_spec [, extra]) -> profile, record.  extra:
+--- label, tap, key (file name) and any srgeo.profile options for this unit.
+--- Reuses OUT/units/KEY.json when its description matches (srgeo.cache).
+function Ex:profile(mspec, espec, extra)
+  local u = self:unit(mspec, espec, extra)
+  local p = self:compute({ u })[1]
+  return p, u.rec
 end
 
 --- ex:run(list) -> profiles: each entry {model =, eval =, label =, tap =, ...};
 --- eval defaults to opts.default_eval.  Prints one line per unit.
 function Ex:run(list, default_eval)
-  local out = {}
-  local n = #list
-  for i, u in ipairs(list) do
+  local us = {}
+  for i, e in ipairs(list) do
     local extra = {}
-    for k, v in pairs(u) do if k ~= "model" and k ~= "eval" then extra[k] = v end end
-    local espec = u.eval or default_eval
-    local t0 = srgeo._clock()
-    local p, rec = self:profile(u.model, espec, extra)
-    if rec.cached then
-      self:log("[%d/%d] %s on %s%s: cached", i, n, rec.label, rec.eval, rec.tap and " (" .. rec.tap .. ")" or "")
-    else
-      self:log("[%d/%d] %s on %s%s: %d images, %.1f s", i, n, rec.label, rec.eval,
-        rec.tap and " (" .. rec.tap .. ")" or "", p.n_images, srgeo._clock() - t0)
-    end
-    out[i] = p
+    for k, v in pairs(e) do if k ~= "model" and k ~= "eval" then extra[k] = v end end
+    us[i] = self:unit(e.model, e.eval or default_eval, extra)
   end
-  return out
+  return self:compute(us, true)
 end
 
 --- ex:figure(name, plotfn, data, opts): draw with srgeo.plot.FN into

@@ -61,13 +61,14 @@ function P.ladder(d, opts)
   return util.logspace((opts.log10_lo or pre.log10_lo) - shift, (opts.log10_hi or pre.log10_hi) - shift, n)
 end
 
-local function resolve(opts, d)
+local function resolve(opts, d, level)
+  level = level or 3 -- whom errors blame: the caller of resolve's caller
   opts = opts or {}
   for k in pairs(opts) do
-    if not option_names[k] then error("profile: unknown option '" .. tostring(k) .. "'", 3) end
+    if not option_names[k] then error("profile: unknown option '" .. tostring(k) .. "'", level) end
   end
   local pre = P.presets[opts.preset or "paper"]
-  if not pre then error("profile: unknown preset '" .. tostring(opts.preset) .. "' (paper, sequential, quick)", 3) end
+  if not pre then error("profile: unknown preset '" .. tostring(opts.preset) .. "' (paper, sequential, quick)", level) end
   local o = {}
   for k, v in pairs(pre) do o[k] = v end
   for k, v in pairs(opts) do o[k] = v end
@@ -79,13 +80,13 @@ local function resolve(opts, d)
   else
     o.scales = P.ladder(d, o)
   end
-  if type(o.scales) ~= "table" or #o.scales == 0 then error("profile: scales must be a non-empty list", 3) end
+  if type(o.scales) ~= "table" or #o.scales == 0 then error("profile: scales must be a non-empty list", level) end
   for i = 2, #o.scales do
-    if not (o.scales[i] > o.scales[i - 1]) then error("profile: scales must increase", 3) end
+    if not (o.scales[i] > o.scales[i - 1]) then error("profile: scales must increase", level) end
   end
   o.precision = o.precision or "float32"
   if o.precision ~= "float32" and o.precision ~= "float64" then
-    error("profile: precision must be \"float32\" or \"float64\"", 3)
+    error("profile: precision must be \"float32\" or \"float64\"", level)
   end
   o.seed = o.seed or 0
   -- Types and ranges of the options the C engine declares (ci and bootstrap
@@ -94,7 +95,7 @@ local function resolve(opts, d)
   for k, v in pairs(o) do declared[k] = v end
   if declared.jvp_directions == "all" then declared.jvp_directions = nil end
   local ok, err = pcall(srgeo._profile_check, declared)
-  if not ok then error(err, 3) end
+  if not ok then error(err, level) end
   return o
 end
 
@@ -144,7 +145,7 @@ local function family_options(model, x, i, o, copts)
 end
 
 -- Images from a batch tensor, a list of tensors, or a dataset (ds:get(i)).
-local function image_source(X)
+local function image_source(X, level)
   if type(X) == "userdata" then
     local n = #X
     return n, function(i) return X:narrow(1, i, 1) end
@@ -153,7 +154,7 @@ local function image_source(X)
   elseif type(X) == "table" then
     return #X, function(i) return X[i] end
   end
-  error("profile: images must be a tensor (N,C,H,W), a list of tensors, or a dataset", 3)
+  error("profile: images must be a tensor (N,C,H,W), a list of tensors, or a dataset", level or 3)
 end
 
 -- ‖J‖_F² = d · E‖Ju‖² for unit u (Hutchinson with normalised Gaussian
@@ -317,14 +318,23 @@ local function aggregate(p)
   return p
 end
 
---- srgeo.profile(model, images, opts) -> profile
-local function profile(model, X, opts)
-  local n, get = image_source(X)
-  if n == 0 then error("profile: no images", 2) end
+-- The run of a profile in three parts, so that its images can be spread
+-- over the ranks of an mpirun job (srgeo.mpi.map; srgeo.experiment spreads
+-- the images of several units at once): prepare checks the options and
+-- makes the empty profile, image(run, i) computes image i alone (its
+-- directions depend only on the seed and i, so any rank gives the same
+-- bits), finish places the images' records in order and aggregates.
+
+--- P.prepare(model, images, opts [, level]) -> run.  Bad options raise at
+--- `level` (error's, counted from prepare; default 2, its caller).
+function P.prepare(model, X, opts, level)
+  level = (level or 2) + 1
+  local n, get = image_source(X, level)
+  if n == 0 then error("profile: no images", level - 1) end
   local first = get(1)
   local d = 1
   for _, s in ipairs(first:shape()) do d = d * s end
-  local o = resolve(opts, d)
+  local o = resolve(opts, d, level)
   local copts = {
     scales = o.scales, directions = o.directions, antipodal = o.antipodal,
     jvp_directions = o.jvp_directions, batch = o.batch, jvp_batch = o.jvp_batch, tap = o.tap,
@@ -334,40 +344,71 @@ local function profile(model, X, opts)
     share_prefix = o.share_prefix,
   }
   if o.jvp_directions == "all" then copts.jvp_directions = o.directions * (o.antipodal and 2 or 1) end
-  local f64 = o.precision == "float64"
   local id = require("srgeo.identity").of(model, X, o) -- before a float64 copy changes the weights' bytes
-  local restore = model:dtype()
-  if f64 then model:double() end
   local p = setmetatable({
     scales = o.scales, per_image = {}, jac_energy = {}, noise = {}, ci = {}, directions_used = {}, rung_directions = {},
     jacobian_fro = {}, forwards = 0, seconds = 0, input_dim = d,
     options = o, label = id.label, model = id.model, identity = id, n_images = 0, per_direction = o.per_direction and {} or nil,
     version = srgeo.version,
   }, Profile)
-  local bar = (o.progress ~= false) and util.progress("profile", n) or nil
+  return { model = model, n = n, get = get, o = o, copts = copts, d = d, p = p,
+           dtype = o.precision == "float64" and "float64" or model:dtype() }
+end
+
+--- P.image(run, i) -> the record of image i (plain data).  The model runs
+--- in the profile's precision for the image and is left as it was.
+function P.image(run, i)
+  local model, o, copts = run.model, run.o, run.copts
+  local x = run.get(i)
+  if x:dtype() ~= run.dtype then x = run.dtype == "float64" and x:double() or x:float() end
+  copts.seed = image_seed(o.seed, i)
+  local was = model:dtype()
+  if was ~= run.dtype then if run.dtype == "float64" then model:double() else model:float() end end
+  local ok, r = pcall(function()
+    family_options(model, x, i, o, copts)
+    return srgeo._profile_image(model, x, copts)
+  end)
+  if was ~= model:dtype() then if was == "float64" then model:double() else model:float() end end
+  if not ok then error(r, 0) end
+  return r
+end
+
+--- P.finish(run, records [, seconds]) -> profile: records[1..k] (the first
+--- k images when an interruption left the rest) placed and aggregated.
+function P.finish(run, records, seconds)
+  local p, d = run.p, run.d
+  for i = 1, run.n do
+    local r = records[i]
+    if not r then break end
+    p.per_image[i], p.jac_energy[i], p.noise[i], p.ci[i] = r.r, r.jac_energy, r.noise, r.ci
+    p.directions_used[i], p.rung_directions[i] = r.directions, r.rung_directions
+    p.exact_pairs = (p.exact_pairs or 0) + (r.exact_pairs or 0)
+    p.shared_layers = r.shared_layers
+    p.jacobian_fro[i] = hutchinson(r.jvp_sq, d)
+    if p.per_direction then p.per_direction[i] = r.per_direction end
+    p.forwards = p.forwards + r.forwards
+    p.n_images = i
+  end
+  p.seconds = seconds or 0
+  return aggregate(p)
+end
+
+--- srgeo.profile(model, images, opts) -> profile.  Under mpirun the images
+--- are spread over the ranks and every rank gets the whole profile.
+local function profile(model, X, opts)
+  local run = P.prepare(model, X, opts, 3)
+  local n, mpi = run.n, require "srgeo.mpi"
+  local bar = (run.o.progress ~= false) and util.progress("profile", n) or nil
   local t0 = srgeo._clock()
+  local records, done = {}, 0
   local ok, err = pcall(function()
-    for i = 1, n do
-      local x = get(i)
-      if f64 and x:dtype() ~= "float64" then x = x:double() end
-      if not f64 and x:dtype() ~= model:dtype() then x = x:float() end
-      copts.seed = image_seed(o.seed, i)
-      family_options(model, x, i, o, copts)
-      local r = srgeo._profile_image(model, x, copts)
-      p.per_image[i], p.jac_energy[i], p.noise[i], p.ci[i] = r.r, r.jac_energy, r.noise, r.ci
-      p.directions_used[i], p.rung_directions[i] = r.directions, r.rung_directions
-      p.exact_pairs = (p.exact_pairs or 0) + (r.exact_pairs or 0)
-      p.shared_layers = r.shared_layers
-      p.jacobian_fro[i] = hutchinson(r.jvp_sq, d)
-      if p.per_direction then p.per_direction[i] = r.per_direction end
-      p.forwards = p.forwards + r.forwards
-      p.n_images = i
-      if bar then bar.update(i) end
-    end
+    records = mpi.map(n, function(i) return P.image(run, i) end, { on_result = function(i, r)
+      records[i], done = r, done + 1
+      if bar then bar.update(done) end
+    end })
   end)
   if bar then bar.done() end
-  if f64 and restore == "float32" then model:float() end
-  p.seconds = srgeo._clock() - t0
+  local p = P.finish(run, records, srgeo._clock() - t0)
   if not ok then
     -- Ctrl-C keeps what is done; anything else is a real error.
     if tostring(err):find("interrupted", 1, true) and p.n_images > 0 then
@@ -377,7 +418,7 @@ local function profile(model, X, opts)
       error(err, 0)
     end
   end
-  return aggregate(p)
+  return p
 end
 
 local function fmt(v, w)
@@ -424,7 +465,7 @@ end
 
 local saved_fields = { "scales", "median", "mean", "lo", "hi", "per_image", "jac_energy", "noise", "ci",
   "directions_used", "rung_directions", "jacobian_fro", "input_dim",
-  "descriptors", "options", "label", "model", "identity", "n_images", "forwards", "seconds", "interrupted", "version",
+  "descriptors", "bump", "options", "label", "model", "identity", "n_images", "forwards", "seconds", "interrupted", "version",
   "per_direction" }
 
 function Profile:save_json(path)
@@ -444,6 +485,9 @@ function P.load(path)
   t.format = nil
   return setmetatable(t, Profile)
 end
+
+--- A profile's plain table (srgeo.mpi sends no metatables) as a profile again.
+function P.adopt(t) return t and setmetatable(t, Profile) end
 
 --- Rebuild curves/bands/descriptors from per_image (e.g. after merging).
 function P.aggregate(p) return aggregate(setmetatable(p, Profile)) end

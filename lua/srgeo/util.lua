@@ -17,6 +17,9 @@ end
 --- Write `content` to `path` atomically: a temporary file beside it, then
 --- rename, so a crash never leaves a truncated result behind.
 function M.write_atomic(path, content)
+  -- Under mpirun every rank holds the same results (srgeo.mpi) and rank 0
+  -- writes them: N ranks never race on one file.
+  if require("srgeo")._mpi.rank() ~= 0 then return path end
   local tmp = path .. ".tmp." .. tostring(os.time()) .. tostring(math.random(1 << 30))
   local f, err = io.open(tmp, "wb")
   if not f then error("write " .. path .. ": " .. tostring(err), 2) end
@@ -114,7 +117,7 @@ end
 --- A progress line on stderr (only when stderr is a terminal): bar, count, ETA.
 function M.progress(label, total)
   local srgeo = require "srgeo"
-  local tty = srgeo._isatty(2)
+  local tty = srgeo._isatty(2) and srgeo._mpi.rank() == 0 -- under mpirun rank 0 reports
   local t0 = srgeo._clock()
   local last = -1
   local p = {}
