@@ -189,7 +189,10 @@ static int handle(const MPI_Status *st)
             return -1;
         pthread_mutex_lock(&mu);
         int64_t item = take_item();
-        told_done += item < 0;
+        if (item < 0) {
+            told_done++;
+            pthread_cond_signal(&arrived); /* serve_take may be waiting for the last result */
+        }
         pthread_mutex_unlock(&mu);
         return check(MPI_Send(&item, 1, MPI_INT64_T, src, TAG_ITEM, svc), "MPI_Send");
     }
@@ -325,7 +328,7 @@ static int comm_serve_take(int wait, int64_t *item, void **bytes, int64_t *len)
         return fail("mpi: only rank 0 takes results");
     for (;;) {
         pthread_mutex_lock(&mu);
-        while (wait && serving && !head && !server_error[0])
+        while (wait && serving && !head && !server_error[0] && told_done < world_size - 1)
             pthread_cond_wait(&arrived, &mu);
         result *r = head;
         if (r) {
@@ -344,6 +347,9 @@ static int comm_serve_take(int wait, int64_t *item, void **bytes, int64_t *len)
         }
         if (bad)
             return fail("%s", server_error);
+        /* Nothing queued and every other rank told there is no more work:
+         * its results came before its last request (MPI keeps a sender's
+         * order), so none is on its way. */
         if (serving || world_size == 1)
             return 0;
         /* No service thread (no MPI_THREAD_MULTIPLE): receive here. */

@@ -53,7 +53,8 @@ typedef struct sr_comm_api {
     int (*serve_next)(int64_t *item);
     int (*serve_put)(int64_t item, const void *bytes, int64_t len);
     /* rank 0: 1 and the next result (*bytes malloc'ed, free after), or 0
-     * when none has arrived and !wait (with wait it waits for one). */
+     * when none has arrived and !wait; with wait it waits for one, and
+     * gives 0 only once no other rank can send one. */
     int (*serve_take)(int wait, int64_t *item, void **bytes, int64_t *len);
     int (*serve_end)(void);
     const char *(*error)(void);

@@ -63,6 +63,7 @@ function M.map(n, fn, opts)
   local function drain(wait)
     while got < n do
       local i, v = C.serve_take(wait)
+      if not i and wait then error(string.format("mpi.map: %d of %d results never arrived", n - got, n), 0) end
       if not i then return end
       results[i], got = v, got + 1
       if opts.on_result then opts.on_result(i, v) end
