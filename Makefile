@@ -9,18 +9,28 @@
 #   make demo       deps + build + the headline experiment on a shipped model
 #   make fixtures   regenerate PyTorch reference fixtures (needs python3-torch)
 #   make models     retrain the shipped models (scripts/make_models.sh)
+#   make install    PREFIX=/usr/local (DESTDIR= for staging): the shell, srgeo.so,
+#                   the library, models, scripts, notebooks, srgeo.pc, srgeo.1
+#   make uninstall
 #   make clean
 
 CC      ?= cc
 BUILD   ?= build
 PKGS    := lua5.4 openblas vips libcjson zlib libcmark-gfm
-PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+# The packages' flags are asked of pkg-config the first time a recipe needs
+# them, never when make reads this file: on a fresh machine `make demo` runs
+# `make deps` first, and before that there is no pkg-config nor any .pc file.
+# Missing packages stop the build with that advice instead of a compiler
+# error about a header.
+pkg = $(eval PKG_$1 := $$(shell pkg-config --$2 $(PKGS)))$(if $(filter 0,$(.SHELLSTATUS)),,$(error \
+  pkg-config cannot find $(PKGS) (or is not installed): run `make deps` (scripts/install-deps.sh) first))$(PKG_$1)
+PKG_CFLAGS = $(call pkg,CFLAGS,cflags)
+PKG_LIBS   = $(call pkg,LIBS,libs)
 OPT     ?= -O2 -march=native
 CFLAGS  ?= $(OPT) -g
 CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Werror=implicit-function-declaration -fopenmp -fPIC \
            -MMD -MP -Icore $(PKG_CFLAGS)
-LDLIBS  := $(PKG_LIBS) -lreadline -lm -fopenmp
+LDLIBS   = $(PKG_LIBS) -lreadline -lm -fopenmp
 
 # core/FLOOR/*.c: every floor but the Lua bindings, the shell and MPI goes
 # into the Lua-free static library (core/README.md has the map).
@@ -120,7 +130,12 @@ sanitize:
 bench: all $(BENCH_BIN)
 	@sh tests/bench/run.sh $(BUILD)
 
-demo: deps all
+# One pass on a fresh machine: each step is its own make, so the build reads
+# the packages' flags after deps has installed them (and -j cannot start
+# compiling beside the installer).
+demo:
+	@$(MAKE) --no-print-directory deps
+	@$(MAKE) --no-print-directory all
 	$(BUILD)/srgeo scripts/demo.lua
 
 # Each area's generator writes its own tests/fixtures/AREA/*.npy (deterministic).
@@ -130,5 +145,40 @@ fixtures:
 clean:
 	rm -rf build
 
-.PHONY: all layers deps test sanitize bench demo fixtures fuzz models clean
+# Install: PREFIX/bin/srgeo, PREFIX/lib/lua/5.4/srgeo.so (on stock lua5.4's
+# package.cpath for /usr/local), the library root PREFIX/share/srgeo (lua/,
+# models/, scripts/, notebooks/; the shell and srgeo.so find it from where
+# they are, core/lua/srgeo.c), the core for C programs (PREFIX/include/srgeo,
+# PREFIX/lib/libsrgeo_core.a, PREFIX/lib/pkgconfig/srgeo.pc) and srgeo.1.
+# LuaRocks (srgeo-*.rockspec) installs a whole prefix into its rock folder.
+VERSION := $(shell sed -n 's/^\#define SRGEO_VERSION "\(.*\)"/\1/p' core/lua/srgeo.c)
+PREFIX  ?= /usr/local
+BINDIR  ?= $(PREFIX)/bin
+LIBDIR  ?= $(PREFIX)/lib
+LUA_CMOD ?= $(LIBDIR)/lua/5.4
+DATADIR ?= $(PREFIX)/share/srgeo
+INCDIR  ?= $(PREFIX)/include/srgeo
+MANDIR  ?= $(PREFIX)/share/man
+ROOT_DIRS := lua models scripts notebooks
+D := $(DESTDIR)
+
+install: all
+	install -d $(D)$(BINDIR) $(D)$(LUA_CMOD) $(D)$(DATADIR) $(D)$(INCDIR) $(D)$(LIBDIR)/pkgconfig $(D)$(MANDIR)/man1
+	install -m 755 $(BUILD)/srgeo $(D)$(BINDIR)/srgeo
+	install -m 755 $(BUILD)/srgeo.so $(D)$(LUA_CMOD)/srgeo.so
+	install -m 644 $(BUILD)/libsrgeo_core.a $(D)$(LIBDIR)/libsrgeo_core.a
+	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCDIR@|$(INCDIR)|; s|@VERSION@|$(VERSION)|' \
+	    -e 's|@DATADIR@|$(DATADIR)|; s|@LUA_CMOD@|$(LUA_CMOD)|; s|@CORE_PKGS@|$(filter-out lua5.4,$(PKGS))|' \
+	    srgeo.pc.in >$(D)$(LIBDIR)/pkgconfig/srgeo.pc
+	install -m 644 srgeo.1 $(D)$(MANDIR)/man1/srgeo.1
+	rm -rf $(addprefix $(D)$(DATADIR)/,$(ROOT_DIRS))
+	tar -cf - $(ROOT_DIRS) | tar -xf - -C $(D)$(DATADIR) --no-same-owner
+	cd core && find . -name '*.h' | tar -cf - -T - | tar -xf - -C $(D)$(INCDIR) --no-same-owner
+
+uninstall:
+	rm -f $(D)$(BINDIR)/srgeo $(D)$(LUA_CMOD)/srgeo.so $(D)$(LIBDIR)/libsrgeo_core.a \
+	      $(D)$(LIBDIR)/pkgconfig/srgeo.pc $(D)$(MANDIR)/man1/srgeo.1
+	rm -rf $(D)$(DATADIR) $(D)$(INCDIR)
+
+.PHONY: all layers deps test sanitize bench demo fixtures fuzz models install uninstall clean
 -include $(CORE_OBJ:.o=.d) $(LUA_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/core/shell/shell.d

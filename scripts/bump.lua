@@ -19,9 +19,9 @@ local o, ex = E.script({
     { "title", type = "string", help = "figure title (literal text)" },
   },
   examples = {
-    "srgeo scripts/bump.lua --model small_resnet --twin --out out/bump",
-    "srgeo scripts/bump.lua --model runs/r18/ckpt_00001000.safetensors --eval fmnist-test:128@1 --preset paper",
-    "srgeo scripts/bump.lua --model 'mlp{hidden={64}}@init' --eval noise:16",
+    "srgeo bump --model small_resnet --twin --out out/bump",
+    "srgeo bump --model runs/r18/ckpt_00001000.safetensors --eval fmnist-test:128@1 --preset paper",
+    "srgeo bump --model 'mlp{hidden={64}}@init' --eval noise:16",
   },
 }, { ... }, { out = "out/bump" })
 

@@ -14,8 +14,8 @@ local o, ex = E.script({
     { "evals", { "fmnist-test", "fmnist-train", "noise" }, "evaluation sets (specs)" },
   },
   examples = {
-    "srgeo scripts/controls.lua --out out/controls",
-    "srgeo scripts/controls.lua --evals fmnist-test:64,noise-pink:64 --preset paper",
+    "srgeo controls --out out/controls",
+    "srgeo controls --evals fmnist-test:64,noise-pink:64 --preset paper",
   },
 }, { ... }, { out = "out/controls" })
 

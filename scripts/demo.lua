@@ -19,7 +19,7 @@ local o = cli.run({
     { "out", "out/demo", "output folder" },
     { "threads", 0, "threads (0: SRGEO_THREADS or the default)" },
   },
-  examples = { "make demo", "srgeo scripts/demo.lua --images 64 --preset paper --out out/demo-paper" },
+  examples = { "make demo", "srgeo demo --images 64 --preset paper --out out/demo-paper" },
 }, { ... })
 
 print(string.format("srgeo %s, %d threads", srgeo.version, o.threads > 0 and o.threads or srgeo.threads()))

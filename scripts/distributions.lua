@@ -16,8 +16,8 @@ local o, ex = E.script({
     { "permutations", 500, "permutations per two-sample test" },
   },
   examples = {
-    "srgeo scripts/distributions.lua --out out/distributions",
-    "srgeo scripts/distributions.lua --evals fmnist-test:64,fmnist-test-blur2:64 --others blur2=runs/blur2/ckpt_00002000.safetensors",
+    "srgeo distributions --out out/distributions",
+    "srgeo distributions --evals fmnist-test:64,fmnist-test-blur2:64 --others blur2=runs/blur2/ckpt_00002000.safetensors",
   },
 }, { ... }, { out = "out/distributions" })
 

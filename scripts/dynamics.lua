@@ -18,8 +18,8 @@ local o, ex = E.script({
     { "max_checkpoints", 0, "use at most N checkpoints, spread over the run (0: all)" },
   },
   examples = {
-    "srgeo scripts/dynamics.lua --run models/shipped/small_resnet_run --out out/dynamics",
-    "srgeo scripts/dynamics.lua --run runs/r18 --max-checkpoints 8 --eval fmnist-test:16",
+    "srgeo dynamics --run models/shipped/small_resnet_run --out out/dynamics",
+    "srgeo dynamics --run runs/r18 --max-checkpoints 8 --eval fmnist-test:16",
   },
 }, { ... }, { out = "out/dynamics" })
 

@@ -16,8 +16,8 @@ local o, ex = E.script({
     { "permutations", 500, "permutations per two-sample test" },
   },
   examples = {
-    "srgeo scripts/init_vs_trained.lua --out out/init_vs_trained",
-    "srgeo scripts/init_vs_trained.lua --models small_resnet --eval fmnist-test:64@3 --preset paper",
+    "srgeo init_vs_trained --out out/init_vs_trained",
+    "srgeo init_vs_trained --models small_resnet --eval fmnist-test:64@3 --preset paper",
   },
 }, { ... }, { out = "out/init_vs_trained" })
 

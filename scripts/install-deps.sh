@@ -3,7 +3,8 @@
 # missing.  Runs as root (or through sudo when available).
 #   sh scripts/install-deps.sh          build + test + demo dependencies
 #   sh scripts/install-deps.sh --test   also Chromium, which the test suite
-#                                       uses to render a notebook report (CI)
+#                                       uses to render a notebook report, and
+#                                       LuaRocks, to build the rockspec (CI)
 #   sh scripts/install-deps.sh --torch  also PyTorch, for regenerating fixtures
 #                                       and the comparison benchmarks
 set -e
@@ -12,7 +13,7 @@ gnuplot-nox libreadline-dev libcjson-dev zlib1g-dev libcmark-gfm-dev libcmark-gf
 openmpi-bin libopenmpi-dev"
 for a in "$@"; do
     case "$a" in
-    --test) PKGS="$PKGS chromium" ;;
+    --test) PKGS="$PKGS chromium luarocks" ;;
     --torch) PKGS="$PKGS python3-torch python3-torchvision python3-numpy" ;;
     *) echo "install-deps: unknown option $a (--test, --torch)" >&2; exit 2 ;;
     esac

@@ -14,8 +14,8 @@ local o, ex = E.script({
     { "eval", "fmnist-test", "the evaluation set", metavar = "SPEC" },
   },
   examples = {
-    "srgeo scripts/layers.lua --model small_resnet --out out/layers",
-    "srgeo scripts/layers.lua --model small_resnet --taps layer1,layer2,layer3,features,logits",
+    "srgeo layers --model small_resnet --out out/layers",
+    "srgeo layers --model small_resnet --taps layer1,layer2,layer3,features,logits",
   },
 }, { ... }, { out = "out/layers" })
 

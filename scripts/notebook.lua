@@ -1,6 +1,6 @@
 -- notebook.lua: run a Markdown notebook (```lua blocks) into a self-contained HTML report and a Markdown copy with outputs.
 --
---   srgeo scripts/notebook.lua notebooks/trained_vs_init.md [--out DIR]
+--   srgeo notebook notebooks/trained_vs_init.md [--out DIR]
 --   (the library call: srgeo.notebook.run(path, {out = DIR}))
 local srgeo = require "srgeo"
 local cli = require "srgeo.cli"
@@ -8,7 +8,6 @@ local N = require "srgeo.notebook"
 
 local o = cli.run({
   name = "notebook.lua",
-  usage = "usage: srgeo scripts/notebook.lua FILE.md [options]   (with the shell's dispatch: srgeo notebook FILE.md)",
   about = "Runs every ```lua block of FILE.md in one Lua state (print output captured per block,\n"
        .. "figures written by srgeo.plot embedded) and writes DIR/NAME.html (self-contained: CSS\n"
        .. "inline, images as data URIs) and DIR/NAME.md.  An error stops the run, names the block\n"
@@ -20,8 +19,8 @@ local o = cli.run({
     { "quiet", false, "no per-block progress on stderr" },
   },
   examples = {
-    "srgeo scripts/notebook.lua notebooks/trained_vs_init.md",
-    "srgeo scripts/notebook.lua notebooks/robustness.md --out /tmp/report",
+    "srgeo notebook notebooks/trained_vs_init.md",
+    "srgeo notebook notebooks/robustness.md --out /tmp/report",
   },
 }, { ... })
 

@@ -17,8 +17,8 @@ local o, ex = E.script({
     { "eval", "fmnist-test", "the evaluation set", metavar = "SPEC" },
   },
   examples = {
-    "srgeo scripts/robustness.lua --out out/robustness",
-    "srgeo scripts/robustness.lua --models r0=a.safetensors,r1=b.safetensors --eps 0,1",
+    "srgeo robustness --out out/robustness",
+    "srgeo robustness --models r0=a.safetensors,r1=b.safetensors --eps 0,1",
   },
   epilog = "The default ladder runs from 10^-1 to 10^2.5 at 224² (8 rungs; at 28×28 η = 0.0072 … 23),\n"
       .. "half a decade past the paper preset's top: the L2-PGD models' bumps sit beyond it.",

@@ -35,7 +35,8 @@ local o = cli.run({
     { "weight_decay", -1.0, "weight decay (-1: 5e-4 for SGD, coupled; 0.05 for AdamW, decoupled)" },
     { "schedule", "cosine", "learning-rate schedule (cosine: per step to 0)", choices = { "cosine", "step", "constant" } },
     { "warmup", 0, "linear warm-up steps" },
-    { "augment", true, "random crop (zero padding) + horizontal flip [default off for the controls]" },
+    { "augment", type = "boolean",
+      help = "random crop (zero padding) + horizontal flip; --no-augment turns it off [on; off for the random-label and random-data controls]" },
     { "crop", 4, "crop padding in pixels" },
     { "flip", true, "horizontal flips" },
     { "labels", "true", "labels (random: permuted across the training set, counts kept)", choices = { "true", "random" } },
@@ -68,11 +69,11 @@ local o = cli.run({
     { "name", "", "model name for the card (default: the --ship file's stem)" },
   },
   examples = {
-    "srgeo scripts/train.lua --model small_resnet --epochs 20 --out runs/small_resnet",
-    "srgeo scripts/train.lua --model small_resnet --steps 300 --train-subset 8192 --out /tmp/smoke",
-    "srgeo scripts/train.lua --model small_resnet --labels random --epochs 20 --out runs/small_resnet_rl",
-    "srgeo scripts/train.lua --model small_resnet --objective pgd --eps 0.5 --attack-steps 3 --out runs/pgd0.5",
-    "srgeo scripts/train.lua --model small_vit --optimizer adamw --lr 1e-3 --warmup 500 --epochs 30",
+    "srgeo train --model small_resnet --epochs 20 --out runs/small_resnet",
+    "srgeo train --model small_resnet --steps 300 --train-subset 8192 --out /tmp/smoke",
+    "srgeo train --model small_resnet --labels random --epochs 20 --out runs/small_resnet_rl",
+    "srgeo train --model small_resnet --objective pgd --eps 0.5 --attack-steps 3 --out runs/pgd0.5",
+    "srgeo train --model small_vit --optimizer adamw --lr 1e-3 --warmup 500 --epochs 30",
   },
 }, argv)
 
@@ -83,7 +84,7 @@ if (o.epochs > 0) == (o.steps > 0) then
 end
 
 -- The exact command, for the checkpoints' metadata and the model card.
-local words = { "srgeo", "scripts/train.lua" }
+local words = { "srgeo", "train" }
 for _, a in ipairs(argv) do words[#words + 1] = a:match("^[%w%-_./=,:{}]+$") and a or util.shell_quote(a) end
 local command = table.concat(words, " ")
 
@@ -111,10 +112,9 @@ if checkpoints ~= "log" and checkpoints ~= "none" then
   checkpoints = list
 end
 local control = o.labels == "random" or o.data_kind == "noise"
+-- --augment / --no-augment decide; unset, the controls train without it
 local augment = false
-local user_set_augment = false
-for _, a in ipairs(argv) do if a:match("^%-%-no%-augment") or a:match("^%-%-augment") then user_set_augment = true end end
-if o.augment and (user_set_augment or not control) then augment = { crop = o.crop, flip = o.flip } end
+if o.augment == true or (o.augment == nil and not control) then augment = { crop = o.crop, flip = o.flip } end
 
 local opts = {
   model = model, data = train, test_data = test, batch = o.batch, optimizer = o.optimizer,

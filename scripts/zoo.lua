@@ -15,8 +15,8 @@ local o, ex = E.script({
     { "eval", "fmnist-test", "the evaluation set", metavar = "SPEC" },
   },
   examples = {
-    "srgeo scripts/zoo.lua --models small_resnet,small_vgg,small_vit --out out/zoo",
-    "srgeo scripts/zoo.lua --models small_resnet,small_resnet@init,small_vit@init --eval noise:16",
+    "srgeo zoo --models small_resnet,small_vgg,small_vit --out out/zoo",
+    "srgeo zoo --models small_resnet,small_resnet@init,small_vit@init --eval noise:16",
   },
 }, { ... }, { out = "out/zoo" })
 

@@ -94,35 +94,57 @@ static int l_stat(lua_State *L)
     return 1;
 }
 
-/* The project root: the nearest ancestor of the binary (build/srgeo,
- * build/san/srgeo.so, ...) holding lua/srgeo/init.lua, found through the
- * address of this function so it works for the shell and for require.
- * SRGEO_ROOT overrides it. */
-static int root_dir(char *buf, size_t n)
+/* The library root: the folder holding lua/srgeo/init.lua and beside it
+ * models/, scripts/ and notebooks/.  Found relative to the file this code
+ * was loaded from (the shell, or srgeo.so under a stock lua5.4; through the
+ * address of this function, so either works), nothing compiled in: walking
+ * up from that file's folder, the first ancestor D that is a source tree
+ * (D/lua/srgeo/init.lua: build/srgeo, build/san/srgeo.so) or an install
+ * prefix (D/share/srgeo/lua/srgeo/init.lua: PREFIX/bin/srgeo,
+ * PREFIX/lib/lua/5.4/srgeo.so after `make install`; a LuaRocks tree keeps
+ * the root with its Lua files, D/share/lua/5.4/srgeo-root: the rockspec).
+ * SRGEO_ROOT, when set, is the root.  On failure *where says what was searched, for the error. */
+#define ROOT_PROBE "/lua/srgeo/init.lua"
+static int is_root(const char *d)
+{
+    char probe[PATH_MAX + 64];
+    return snprintf(probe, sizeof probe, "%s" ROOT_PROBE, d) < (int)sizeof probe && access(probe, R_OK) == 0;
+}
+
+static int root_dir(char *buf, size_t n, char *where, size_t wn)
 {
     const char *env = getenv("SRGEO_ROOT");
     if (env && *env) {
-        snprintf(buf, n, "%s", env);
+        snprintf(where, wn, "SRGEO_ROOT=%s", env);
+        if (!is_root(env) || snprintf(buf, n, "%s", env) >= (int)n)
+            return -1;
         return 0;
     }
     Dl_info info;
     char path[PATH_MAX];
     if (dladdr((void *)root_dir, &info) && info.dli_fname && strchr(info.dli_fname, '/')) {
-        if (!realpath(info.dli_fname, path))
+        if (!realpath(info.dli_fname, path)) {
+            snprintf(where, wn, "%s (%s)", info.dli_fname, strerror(errno));
             return -1;
+        }
     } else {
         ssize_t k = readlink("/proc/self/exe", path, sizeof path - 1);
-        if (k <= 0)
+        if (k <= 0) {
+            snprintf(where, wn, "/proc/self/exe (%s)", strerror(errno));
             return -1;
+        }
         path[k] = 0;
     }
+    snprintf(where, wn, "the folders above %s", path);
     char *d = dirname(path);
-    for (int up = 0; up < 6; up++) {
-        char probe[PATH_MAX + 32];
-        snprintf(probe, sizeof probe, "%s/lua/srgeo/init.lua", d);
-        if (access(probe, R_OK) == 0) {
-            snprintf(buf, n, "%s", d);
-            return 0;
+    for (int up = 0; up < 8; up++) {
+        char pre[PATH_MAX + 32];
+        if (is_root(d))
+            return snprintf(buf, n, "%s", d) < (int)n ? 0 : -1;
+        for (int k = 0; k < 2; k++) {
+            static const char *const under[] = {"share/srgeo", "share/lua/5.4/srgeo-root"}; /* make install; LuaRocks */
+            if (snprintf(pre, sizeof pre, "%s/%s", strcmp(d, "/") ? d : "", under[k]) < (int)sizeof pre && is_root(pre))
+                return snprintf(buf, n, "%s", pre) < (int)n ? 0 : -1;
         }
         if (strcmp(d, "/") == 0)
             break;
@@ -155,28 +177,33 @@ int luaopen_srgeo(lua_State *L)
     sr_lua_open_safetensors(L);
     sr_lua_open_train(L);
     sr_lua_open_augment(L);
+    sr_lua_open_json(L);
     sr_lua_open_markdown(L);
     sr_lua_open_mpi(L);
 
     /* Make lua/?.lua requirable and run lua/srgeo/init.lua(core) to add the
-     * Lua half of the library. */
-    char root[PATH_MAX];
-    if (root_dir(root, sizeof root) == 0) {
-        lua_pushstring(L, root);
-        lua_setfield(L, -2, "root");
-        lua_getglobal(L, "package");
-        lua_getfield(L, -1, "path");
-        lua_pushfstring(L, "%s/lua/?.lua;%s/lua/?/init.lua;%s", root, root, lua_tostring(L, -1));
-        lua_setfield(L, -3, "path");
-        lua_pop(L, 2);
-        char init[PATH_MAX + 32];
-        snprintf(init, sizeof init, "%s/lua/srgeo/init.lua", root);
-        if (access(init, R_OK) == 0) {
-            if (luaL_loadfile(L, init) != LUA_OK)
-                return lua_error(L);
-            lua_pushvalue(L, -2);
-            lua_call(L, 1, 0);
-        }
-    }
+     * Lua half of the library.  Without it srgeo.models, .profile, .plot ...
+     * would be missing, so a root that cannot be found is an error. */
+    char root[PATH_MAX], where[PATH_MAX + 64];
+    if (root_dir(root, sizeof root, where, sizeof where) != 0)
+        return luaL_error(L,
+                          "cannot find srgeo's Lua library (lua/srgeo/init.lua) in %s; "
+                          "run srgeo from its build folder or from a `make install` prefix "
+                          "(PREFIX/bin, PREFIX/lib/lua/5.4 with PREFIX/share/srgeo), "
+                          "or set SRGEO_ROOT to the folder holding lua/srgeo/",
+                          where);
+    lua_pushstring(L, root);
+    lua_setfield(L, -2, "root");
+    lua_getglobal(L, "package");
+    lua_getfield(L, -1, "path");
+    lua_pushfstring(L, "%s/lua/?.lua;%s/lua/?/init.lua;%s", root, root, lua_tostring(L, -1));
+    lua_setfield(L, -3, "path");
+    lua_pop(L, 2);
+    char init[PATH_MAX + 32];
+    snprintf(init, sizeof init, "%s" ROOT_PROBE, root);
+    if (luaL_loadfile(L, init) != LUA_OK)
+        return lua_error(L);
+    lua_pushvalue(L, -2);
+    lua_call(L, 1, 0);
     return 1;
 }

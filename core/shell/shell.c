@@ -151,6 +151,7 @@ static void print_usage(FILE *f, const char *badoption)
     }
     fprintf(f,
             "usage: %s [options] [script [args]]\n"
+            "       %s COMMAND [args]     a subcommand (listed below): %s bump --help\n"
             "Available options are:\n"
             "  -e stat    execute string 'stat' (may be repeated)\n"
             "  -i         enter interactive mode after executing 'script'\n"
@@ -169,9 +170,10 @@ static void print_usage(FILE *f, const char *badoption)
             "Ctrl-C stops a running computation, Ctrl-D quits; type help() for topics.\n"
             "Scripts get their arguments in 'arg' (arg[0] is the script).\n"
             "Environment: SRGEO_THREADS (thread count), SRGEO_ROOT (library root),\n"
-            "SRGEO_HISTORY (history file, default ~/" HISTORY_FILE "), " INIT_VAR
-            " (chunk or @file run first).\n",
-            PROGNAME, PROGNAME);
+            "SRGEO_HISTORY (history file, default ~/" HISTORY_FILE "),\n" INIT_VAR
+            " (chunk or @file run first), SRGEO_PROGRESS (seconds between\n"
+            "progress lines when stderr is not a terminal; 0: none).\n",
+            PROGNAME, PROGNAME, PROGNAME, PROGNAME);
     fflush(f);
 }
 
@@ -309,27 +311,71 @@ static int pushargs(lua_State *L)
     return n;
 }
 
+/* `srgeo NAME args...`: NAME is a subcommand when it is a plain word and
+ * no file of that name exists (a folder does not count).  lua/srgeo/cli.lua knows them (every
+ * scripts/NAME.lua of the library root, and its built-ins); pushes the file
+ * to run, or returns an error status with the message pushed. */
+static int push_subcommand(lua_State *L, const char *name)
+{
+    static const char code[] = "local c = require 'srgeo.cli'\n"
+                               "local path, err = c.command(...)\n"
+                               "if not path then error(c.Error and setmetatable({msg = err}, c.Error) or err, 0) end\n"
+                               "return path";
+    int status = luaL_loadbuffer(L, code, sizeof code - 1, "=subcommand");
+    if (status != LUA_OK)
+        return status;
+    lua_pushstring(L, name);
+    return docall(L, 1, 1);
+}
+
+static int is_word(const char *s)
+{
+    if (!*s || *s == '-')
+        return 0;
+    for (; *s; s++)
+        if (!(*s == '_' || *s == '-' || (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9')))
+            return 0;
+    return 1;
+}
+
 static int handle_script(lua_State *L, char **argv)
 {
     const char *fname = argv[0];
-    char sub[4096];
     if (strcmp(fname, "-") == 0 && strcmp(argv[-1], "--") != 0)
         fname = NULL; /* stdin */
-    /* `srgeo notebook FILE.md` runs scripts/notebook.lua (unless a file
-     * named ./notebook exists, which then runs as a script). */
-    if (fname && strcmp(fname, "notebook") == 0 && access(fname, F_OK) != 0) {
-        lua_getglobal(L, "srgeo");
-        lua_getfield(L, -1, "root");
-        snprintf(sub, sizeof sub, "%s/scripts/notebook.lua", luaL_optstring(L, -1, "."));
-        lua_pop(L, 2);
-        fname = sub;
+    int pushed = 0;
+    struct stat st; /* a folder named like a subcommand (./train) is not a script */
+    if (fname && is_word(fname) && (stat(fname, &st) != 0 || S_ISDIR(st.st_mode))) {
+        int status = push_subcommand(L, fname);
+        if (status != LUA_OK)
+            return report(L, status);
+        fname = lua_tostring(L, -1);
+        pushed = 1;
+        /* arg[0] is the file that runs, as for `srgeo scripts/NAME.lua` */
+        lua_getglobal(L, "arg");
+        lua_pushvalue(L, -2);
+        lua_rawseti(L, -2, 0);
+        lua_pop(L, 1);
     }
     int status = luaL_loadfile(L, fname);
+    if (pushed)
+        lua_remove(L, -2); /* the path, under the chunk or the message */
     if (status == LUA_OK) {
         int n = pushargs(L);
         status = docall(L, n, LUA_MULTRET);
     }
     return report(L, status);
+}
+
+/* The subcommands' list for --help (nothing when the library cannot say). */
+static void print_commands(lua_State *L, FILE *f)
+{
+    static const char code[] = "return require('srgeo.cli').commands_text()";
+    if (luaL_loadbuffer(L, code, sizeof code - 1, "=help") == LUA_OK && lua_pcall(L, 0, 1, 0) == LUA_OK &&
+        lua_isstring(L, -1))
+        fprintf(f, "\n%s\n", lua_tostring(L, -1));
+    lua_pop(L, 1);
+    fflush(f);
 }
 
 /* Bits of the argument indicators returned by collectargs. */
@@ -454,8 +500,9 @@ static int handle_init(lua_State *L)
 static const char *const REPR_KEY = "srgeo.shell.repr";
 
 /* require "srgeo.repl": keep its printer; set the global help unless the
- * library already provides one.  Without the Lua half of the library (no
- * root found) the shell still runs, printing results as print does. */
+ * library already provides one.  (luaopen_srgeo has already failed when the
+ * Lua half of the library cannot be found; a printer that fails to load
+ * leaves results printed as print does.) */
 static void open_shell_lua(lua_State *L)
 {
     lua_getglobal(L, "require");
@@ -513,7 +560,8 @@ static void l_print(lua_State *L)
  * user typed the name), then the candidates are the table's own string keys
  * plus, recursively, those of its metatable's __index tables: that is where
  * tensors and modules keep their methods.  After ':' only functions are
- * offered.  Everything runs under lua_pcall, so odd input or an erroring
+ * offered; names starting with '_' (the library's private helpers) only
+ * when the partial name does.  Everything runs under lua_pcall, so odd input or an erroring
  * __index yields no completions rather than an error.
  * ---------------------------------------------------------------------- */
 
@@ -571,8 +619,9 @@ static void add_fields(lua_State *L, int idx, int res, const char *partial, int 
             if (lua_type(L, -2) == LUA_TSTRING) {
                 const char *k = lua_tolstring(L, -2, &klen);
                 int t = lua_type(L, -1);
+                /* private names (srgeo._clock, m:_train_step) only when asked for with a leading '_' */
                 if (klen >= plen && strncmp(k, partial, plen) == 0 && is_ident(k, klen) && !is_keyword(k) &&
-                    (!methods || t == LUA_TFUNCTION))
+                    (k[0] != '_' || partial[0] == '_') && (!methods || t == LUA_TFUNCTION))
                     add_candidate(L, res, k, t == LUA_TFUNCTION ? 'f' : t == LUA_TTABLE ? 't' : 'o');
             }
             lua_pop(L, 1);
@@ -1156,6 +1205,15 @@ static void doREPL(lua_State *L)
  * main
  * ---------------------------------------------------------------------- */
 
+/* package.loaded.srgeo and the global srgeo (raises when the library's
+ * Lua half cannot be found: core/lua/srgeo.c). */
+static int open_srgeo(lua_State *L)
+{
+    luaL_requiref(L, "srgeo", luaopen_srgeo, 1);
+    lua_pop(L, 1);
+    return 0;
+}
+
 static int pmain(lua_State *L)
 {
     int argc = (int)lua_tointeger(L, 1);
@@ -1168,18 +1226,22 @@ static int pmain(lua_State *L)
         print_usage(stderr, argv[script]);
         return 0;
     }
-    if (args & has_h) {
-        print_usage(stdout, NULL);
-        lua_pushboolean(L, 1);
-        return 1;
-    }
     if (args & has_E) {
         lua_pushboolean(L, 1);
         lua_setfield(L, LUA_REGISTRYINDEX, "LUA_NOENV");
     }
     luaL_openlibs(L);
-    luaL_requiref(L, "srgeo", luaopen_srgeo, 1); /* package.loaded.srgeo and global srgeo */
-    lua_pop(L, 1);
+    if (args & has_h) { /* the usage even when the library cannot load; its subcommands when it can */
+        print_usage(stdout, NULL);
+        lua_pushcfunction(L, open_srgeo);
+        if (lua_pcall(L, 0, 0, 0) == LUA_OK)
+            print_commands(L, stdout);
+        else
+            l_message(progname, lua_tostring(L, -1));
+        lua_pushboolean(L, 1);
+        return 1;
+    }
+    open_srgeo(L);
     open_shell_lua(L);
     if (args & has_v)
         print_version(L);

@@ -16,6 +16,10 @@
 --   local o = cli.run(spec, { ... })    -- --help prints and exits 0; a bad option exits 2
 --   local o = cli.parse(spec, argv)     -- the same, but raises instead of exiting
 --
+-- Subcommands: `srgeo NAME args...` runs scripts/NAME.lua of the library
+-- root (core/shell/shell.c asks cli.command), or a file registered in
+-- cli.builtins; `srgeo --help` and srgeo.examples() print cli.commands_text().
+--
 -- An option's type follows its default: a string, a number (an integer
 -- default asks for an integer), a boolean (a flag: `--twin`, `--no-twin`,
 -- `--twin=false`) or a list (`a,b,c`; a list default of numbers makes a
@@ -25,6 +29,7 @@
 -- same (`--jvp-directions` sets o.jvp_directions).  Positionals fill
 -- spec.positional in order (the rest land in o._).
 local util = require "srgeo.util"
+local json = require "srgeo.json"
 
 local M = {}
 
@@ -158,8 +163,8 @@ function M.help(spec)
   local lines = {}
   local pos = {}
   for _, p in ipairs(c.positional) do pos[#pos + 1] = p.required and p.name:upper() or "[" .. p.name:upper() .. "]" end
-  lines[#lines + 1] = spec.usage or string.format("usage: srgeo %s%s [options]%s", spec.path or ("scripts/" .. name),
-    "", #pos > 0 and " " .. table.concat(pos, " ") or "")
+  lines[#lines + 1] = spec.usage or string.format("usage: srgeo %s [options]%s", spec.path or (name:gsub("%.lua$", "")),
+    #pos > 0 and " " .. table.concat(pos, " ") or "")
   if spec.about then lines[#lines + 1] = ""; lines[#lines + 1] = spec.about end
   if spec.description then lines[#lines + 1] = ""; lines[#lines + 1] = spec.description end
   if #c.positional > 0 then
@@ -267,7 +272,15 @@ function M.parse(spec, argv)
   o._ = {}
   for j = #c.positional + 1, #rest do o._[#o._ + 1] = rest[j] end
   if #o._ > 0 and not spec.varargs then
-    fail(spec, "unexpected argument '%s' (options start with --; see --help)", o._[1])
+    local list
+    for _, opt in ipairs(c.list) do if given[opt.name] and (opt.type == "list" or opt.type == "numbers") then list = opt end end
+    fail(spec, "unexpected argument '%s' (options start with --; see --help)%s", o._[1], list and string.format(
+      "; %s takes one value, its items joined by commas (%s a,b), and a glob quoted so the shell leaves it ('dir/*.safetensors')",
+      flag(list.name), flag(list.name)) or "")
+  end
+  -- list options are lists in results.json too, empty ones included
+  for _, opt in ipairs(c.list) do
+    if (opt.type == "list" or opt.type == "numbers") and type(o[opt.name]) == "table" then json.array(o[opt.name]) end
   end
   o._given = given
   return o
@@ -291,6 +304,80 @@ function M.run(spec, argv)
     os.exit(0)
   end
   return o
+end
+
+-- ---------------------------------------------------------------------------
+-- Subcommands
+
+--- Subcommands that are not a scripts/NAME.lua: NAME = {path =, about =}, a
+--- Lua file run as a script with the arguments after NAME (about defaults to
+--- the file's header line).  Entries here win over a script of that name.
+M.builtins = {}
+
+-- The description in a file's header comment: "-- NAME.lua: text" and the
+-- comment lines after it, up to the first empty comment line.
+local function header(path)
+  local f = io.open(path, "r")
+  if not f then return "" end
+  local parts = {}
+  for l in f:lines() do
+    local body = l:match("^%-%-%s?(.*)$")
+    if not body or body:match("^%s*$") then break end
+    parts[#parts + 1] = body
+  end
+  f:close()
+  local text = table.concat(parts, " ")
+  return text:match("^%s*[%w_%-]+%.lua:%s*(.-)%s*$") or text:match("^%s*(.-)%s*$")
+end
+
+--- cli.commands() -> list of {name, path, about} sorted by name: every
+--- scripts/NAME.lua under srgeo.root, and cli.builtins.
+function M.commands()
+  local srgeo = require "srgeo"
+  local by = {}
+  local dir = srgeo.root .. "/scripts"
+  for _, f in ipairs(srgeo._listdir(dir) or {}) do
+    local name = f:match("^([%w_%-]+)%.lua$")
+    if name then by[name] = { name = name, path = dir .. "/" .. f } end
+  end
+  for name, b in pairs(M.builtins) do by[name] = { name = name, path = b.path, about = b.about } end
+  local out = {}
+  for _, c in pairs(by) do
+    c.about = c.about or header(c.path)
+    out[#out + 1] = c
+  end
+  table.sort(out, function(a, b) return a.name < b.name end)
+  return out
+end
+
+--- cli.command(name) -> the file subcommand NAME runs (dashes and
+--- underscores alike), or nil and a message naming the nearest ones.
+function M.command(name)
+  local key = tostring(name):gsub("-", "_")
+  local cmds, near = M.commands(), {}
+  for _, c in ipairs(cmds) do
+    if c.name:gsub("-", "_") == key then return c.path end
+  end
+  for _, c in ipairs(cmds) do
+    if c.name:sub(1, 3) == key:sub(1, 3) or c.name:find(key, 1, true) or key:find(c.name, 1, true) then
+      near[#near + 1] = c.name
+    end
+  end
+  return nil, string.format("'%s' is neither a file nor a subcommand%s; srgeo --help lists the subcommands", name,
+    #near > 0 and " (did you mean " .. table.concat(near, " or ") .. "?)" or "")
+end
+
+--- cli.commands_text([width]) -> the list `srgeo --help` and srgeo.examples()
+--- print: each subcommand and its description, wrapped at width (78).
+function M.commands_text(width)
+  width = width or 78
+  local cmds, w = M.commands(), 0
+  for _, c in ipairs(cmds) do w = math.max(w, #c.name) end
+  local lines = { "Subcommands: srgeo NAME [options] runs scripts/NAME.lua (NAME --help: options)" }
+  for _, c in ipairs(cmds) do
+    lines[#lines + 1] = util.wrap(c.about, width, string.format("  %-" .. w .. "s  ", c.name), string.rep(" ", w + 4))
+  end
+  return table.concat(lines, "\n")
 end
 
 return M

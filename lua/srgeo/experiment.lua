@@ -33,7 +33,7 @@ local copy = util.copy
 
 E.shipped_dir, E.shipped = models.shipped_dir, models.shipped
 for _, k in ipairs { "parse_model", "twin", "load_model", "input_shape", "model_eps", "checkpoints", "EVAL_NAMES",
-                     "parse_eval", "load_eval" } do E[k] = S[k] end
+                     "parse_eval", "load_eval", "expand_models" } do E[k] = S[k] end
 E.model_key = cache.model_key
 for _, k in ipairs { "jacobian_fro", "bump", "with_jacobian", "columns", "descriptor_table", "compare_table",
                      "load_results" } do E[k] = report[k] end
@@ -76,7 +76,8 @@ function E.spec(t, defaults)
   for _, o in ipairs(E.common_options(defaults or t.defaults)) do s.options[#s.options + 1] = o end
   s.epilog = (t.epilog and t.epilog .. "\n\n" or "") ..
     "Models: a shipped name (models/shipped/NAME.safetensors), NAME@init (random-init twin),\n" ..
-    "ARCH{cfg}@init (e.g. mlp{hidden={16}}@init), a .safetensors path; LABEL=SPEC names a curve.\n" ..
+    "ARCH{cfg}@init (e.g. mlp{hidden={16}}@init), a .safetensors path; LABEL=SPEC names a curve;\n" ..
+    "in lists (--models) also a folder or a glob of .safetensors files ('runs/x/*.safetensors').\n" ..
     "Evaluation sets: NAME[:N][@SEED] with NAME one of\n  " .. S.EVAL_NAMES .. ".\n" ..
     "Units already computed in OUT/units/ with the same options are reused (--force recomputes)."
   return s
@@ -87,6 +88,10 @@ end
 function E.script(t, argv, defaults)
   local spec = E.spec(t, defaults)
   local o = cli.run(spec, argv)
+  -- lists of model specs take folders and globs too
+  for _, k in ipairs { "models", "others" } do
+    if type(o[k]) == "table" then o[k] = S.expand_models(o[k]) end
+  end
   o._argv = argv
   return o, E.new(o, t.name)
 end
@@ -152,8 +157,8 @@ end
 function Ex:drop_models() self.models = {}; collectgarbage() end
 
 --- The evaluation set for a spec (noise sets take the model's input shape).
-function Ex:eval_set(spec, model)
-  return E.load_eval(spec, { images = self.images, seed = self.seed, model = model })
+function Ex:eval_set(spec, model, model_label)
+  return E.load_eval(spec, { images = self.images, seed = self.seed, model = model, model_label = model_label })
 end
 
 -- What a unit is: its specs, estimator options, label, cache key and files,
@@ -180,7 +185,7 @@ end
 function Ex:prepared(u)
   if not u.run then
     local m = self:model(u.ms)
-    local X = self:eval_set(u.es, m)
+    local X = self:eval_set(u.es, m, u.ms.label)
     local po = copy(u.popts)
     po.label, po.model_name, po.eval, po.progress = u.label, u.ms.spec, u.es.key, false
     u.run = srgeo.profile.prepare(m, X, po)
@@ -215,9 +220,11 @@ function Ex:compute(us, log)
   end
   plan = mpi.bcast(plan)
   local items, left, records, seconds, done = {}, {}, {}, {}, 0
+  local bar -- the images of the units computed (util.progress: rank 0 reports)
   local function line(k)
     done = done + 1
     if not log then return end
+    if bar then bar.done() end -- a terminal's bar line makes way
     local u = us[k]
     local what = string.format("[%d/%d] %s on %s%s", done, n, u.rec.label, u.rec.eval, u.rec.tap and " (" .. u.rec.tap .. ")" or "")
     if u.rec.cached then self:log("%s: cached", what)
@@ -245,6 +252,8 @@ function Ex:compute(us, log)
     self.computed = self.computed + 1
     line(k)
   end
+  local arrived = 0
+  bar = #items > 0 and not self.quiet and util.progress("profile", #items) or nil
   local ok, err = pcall(mpi.map, #items, function(j)
     local t0 = srgeo._clock()
     local r = srgeo.profile.image(self:prepared(us[items[j][1]]), items[j][2])
@@ -252,8 +261,11 @@ function Ex:compute(us, log)
   end, { root_only = true, on_result = function(j, v)
     local k, i = items[j][1], items[j][2]
     records[k][i], seconds[k], left[k] = v.r, seconds[k] + v.seconds, left[k] - 1
+    arrived = arrived + 1
+    if bar then bar.update(arrived) end
     if left[k] == 0 then finish(k) end
   end })
+  if bar then bar.done() end
   if not ok then
     -- Ctrl-C (one process): the finished units are cached; keep what an
     -- unfinished one computed (the next run starts it afresh).

@@ -23,8 +23,8 @@ local TOPICS = {
   { "train", "srgeo.train: training runs with checkpoints, controls, adversarial objectives" },
   { "metrics", "srgeo.metrics: activation flips, local linearity, trajectory length" },
   { "experiment", "srgeo.experiment and srgeo.cli: what the scripts share (specs, caching, outputs)" },
-  { "scripts", "scripts/*.lua: runnable experiments (srgeo.examples() lists them)" },
-  { "notebook", "srgeo scripts/notebook.lua FILE.md: run a Markdown notebook into an HTML report" },
+  { "scripts", "scripts/*.lua: runnable experiments, also subcommands: srgeo bump --help (srgeo.examples() lists them)" },
+  { "notebook", "srgeo notebook FILE.md: run a Markdown notebook into an HTML report" },
   { "shell", "the srgeo shell: REPL keys, command line, environment" },
 }
 
@@ -130,7 +130,7 @@ cache.lua: the unit cache, report.lua: tables and result files; options parsing 
 
 TEXT.notebook = [[
 Notebooks are Markdown files with ```lua blocks (notebooks/*.md):
-  srgeo scripts/notebook.lua notebooks/trained_vs_init.md [--out DIR]    (also: srgeo notebook FILE.md)
+  srgeo notebook notebooks/trained_vs_init.md [--out DIR]    (the same: srgeo scripts/notebook.lua FILE.md)
   srgeo.notebook.run("notebooks/x.md", {out = "out/notebooks/x"})   -- from Lua
 Top-level ```lua blocks run in one Lua state, like Jupyter cells: print output is captured per block,
 a block ending in an expression shows its value (a call ending in ';' stays quiet), figures drawn by
@@ -144,6 +144,7 @@ srgeo shell: Lua 5.4 with the srgeo library as the global 'srgeo'.
   Tab completes names, fields and methods (srgeo.nn.<Tab>, x:<Tab>); history in ~/.srgeo_history
   Ctrl-C stops a running computation (a profile keeps the images done); Ctrl-D or os.exit() quits
   srgeo FILE.lua [args] (args in arg and ...)   srgeo -e 'chunk'   srgeo -i FILE.lua   srgeo --version
+  srgeo NAME [args] runs scripts/NAME.lua (srgeo bump --help); srgeo --help lists them
   srgeo.threads(n) or SRGEO_THREADS sets the thread count; SRGEO_ROOT the library root
   help(x) for any library table or function; srgeo.examples() lists the scripts]]
 
@@ -312,27 +313,13 @@ function H.text_of(x)
   return write("help: nothing known about this " .. ty .. ".\n" .. topics_text())
 end
 
--- First line of a script's header comment: "-- NAME.lua: description".
-local function script_line(path)
-  local f = io.open(path, "r")
-  if not f then return nil end
-  local first = f:read("l") or ""
-  f:close()
-  return first:match("^%-%-%s*[%w_%-]+%.lua:%s*(.-)%s*$") or first:match("^%-%-%s*(.-)%s*$")
-end
-
---- srgeo.examples(): print the scripts in scripts/ with the one-line
---- description of their header comment (H.scripts() returns them as a list
---- of {name, path, description}).
+--- srgeo.examples(): print the scripts, which are also the shell's
+--- subcommands (`srgeo bump --help`), with their descriptions (H.scripts()
+--- returns them as a list of {name, path, description}; srgeo.cli has them).
 function H.scripts()
-  local dir = srgeo.root .. "/scripts"
-  local names = srgeo._listdir(dir) or {}
-  table.sort(names)
   local out = {}
-  for _, f in ipairs(names) do
-    if f:match("%.lua$") then
-      out[#out + 1] = { name = f, path = "scripts/" .. f, description = script_line(dir .. "/" .. f) or "" }
-    end
+  for _, c in ipairs(require("srgeo.cli").commands()) do
+    out[#out + 1] = { name = c.name, path = c.path, description = c.about }
   end
   return out
 end
@@ -342,12 +329,7 @@ function H.examples()
   io.flush()
 end
 
-function H.examples_text(list)
-  list = list or H.scripts()
-  local lines = { "Scripts (srgeo scripts/NAME.lua --help for options):" }
-  for _, e in ipairs(list) do lines[#lines + 1] = string.format("  %-22s %s", e.name, e.description) end
-  return table.concat(lines, "\n")
-end
+function H.examples_text() return require("srgeo.cli").commands_text() end
 
 H.topics = TOPICS
 H.text = TEXT

@@ -5,7 +5,7 @@
 local srgeo = ...
 
 local lazy = {}
-for _, name in ipairs { "plot", "util", "profile", "stats", "json", "models", "data", "train", "metrics",
+for _, name in ipairs { "plot", "util", "profile", "stats", "models", "data", "train", "metrics",
                            "help", "cli", "experiment", "spec", "cache", "report", "notebook", "identity", "html", "index", "mpi" } do
   lazy[name] = "srgeo." .. name
 end

@@ -482,7 +482,14 @@ function Figure:render()
   local tmpname = keep and string.format(".srgeo-plot-%d-%d.tmp", os.time(), math.random(1 << 30)) or nil
   local errfile = os.tmpname()
   local q = util.shell_quote
-  local cmd = string.format("cd %s && %s%s %s 2>%s", q(dir), q(bin),
+  -- The scripts say `set encoding utf8`; under a locale that is not UTF-8
+  -- (a fresh machine, cron: LANG unset) gnuplot warns on every figure that
+  -- iconv cannot convert, so it runs in glibc's built-in C.UTF-8 then.
+  local loc = os.getenv("LC_ALL") or ""
+  if loc == "" then loc = os.getenv("LC_CTYPE") or "" end
+  if loc == "" then loc = os.getenv("LANG") or "" end
+  local utf8_env = loc:lower():gsub("-", ""):find("utf8", 1, true) and "" or "LC_ALL=C.UTF-8 "
+  local cmd = string.format("cd %s && %s%s%s %s 2>%s", q(dir), utf8_env, q(bin),
     tmpname and " -e " .. q("OUT='" .. tmpname .. "'") or "", q(gpname), q(errfile))
   local p = io.popen(cmd, "r")
   local stdout = p:read("a")

@@ -152,7 +152,8 @@ end
 
 --- The command line that reruns an experiment (shell-quoted where needed).
 function R.command(name, argv)
-  local parts = { "srgeo", "scripts/" .. name .. ".lua" }
+  -- a script's subcommand reruns from any folder; other experiments keep their script's path
+  local parts = { "srgeo", require("srgeo.cli").command(name) and name or "scripts/" .. name .. ".lua" }
   for _, a in ipairs(argv or {}) do
     a = tostring(a)
     parts[#parts + 1] = a:match("^[%w%-%._/:=@,]+$") and a or util.shell_quote(a)
@@ -178,7 +179,7 @@ function R.write(ex, ps, labels)
   -- folder can be moved or shared
   local function rel(path) return util.relpath(path, out) end
   local function model_spec(m) return type(m) == "string" and m:sub(1, 1) == "/" and util.relpath(m, srgeo.root) or m end
-  local units = {}
+  local units = json.array {} -- lists stay [] in the file when empty
   for i, u in ipairs(ex.units) do
     local p = u.profile
     units[i] = { key = u.key, label = u.label, model = model_spec(u.model), eval = u.eval, tap = u.tap, json = rel(u.json),
@@ -186,7 +187,7 @@ function R.write(ex, ps, labels)
                  bump_kind = R.bump(p), descriptors = p.descriptors, jacobian_fro = R.jacobian_fro(p), scales = p.scales,
                  median = p.median, lo = p.lo, hi = p.hi, identity = p.identity }
   end
-  local figs = {}
+  local figs = json.array {}
   for i, f in ipairs(ex.figures) do
     local files = {}
     for j, path in ipairs(f.files) do files[j] = rel(path) end

@@ -14,6 +14,10 @@
 --   fmnist-test  fmnist-train  (or test, train)  cifar10-test  cifar10-train
 --   fmnist-test-blur1  blur1  blur2 ...   the test draw Gaussian-blurred with that σ (train-blur1 too)
 --   noise  noise-gaussian  noise-pink  noise-dead_leaves   i.i.d. synthetic images of the model's input shape
+--   a folder of images (path/to/images, ~/pics:64@1)     srgeo.data.folder at the model's input shape
+-- A set whose images have other channels than the model's input fails
+-- naming the sets that fit.  Lists of model specs (--models) also take
+-- folders and globs of .safetensors files (spec.expand_models).
 --
 -- A bad spec is a user error (util.Error) whose message starts with
 -- "experiment: ": the scripts reach this module through srgeo.experiment.
@@ -153,6 +157,69 @@ function S.load_model(spec, seed)
   return m, info
 end
 
+-- A glob's basename as a Lua pattern: * and ? within one path component,
+-- [...] sets as they are.
+local function glob_pattern(g)
+  local out, i = {}, 1
+  while i <= #g do
+    local c = g:sub(i, i)
+    if c == "*" then out[#out + 1] = "[^/]*"
+    elseif c == "?" then out[#out + 1] = "[^/]"
+    elseif c == "[" and g:find("]", i + 1, true) then
+      local j = g:find("]", i + 1, true)
+      out[#out + 1] = "[" .. g:sub(i + 1, j - 1):gsub("^!", "^"):gsub("%%", "%%%%") .. "]"
+      i = j
+    else out[#out + 1] = c:gsub("%p", "%%%0") end
+    i = i + 1
+  end
+  return "^" .. table.concat(out) .. "$"
+end
+
+local function is_dir(path)
+  local st = srgeo._stat(path)
+  return st and st.dir
+end
+
+-- The checkpoints in dir whose names match pattern (sorted): *.safetensors,
+-- without the optimiser states train keeps beside them.
+local function checkpoint_files(dir, pattern)
+  local names = srgeo._listdir(dir) or {}
+  table.sort(names)
+  local out = {}
+  for _, f in ipairs(names) do
+    if f:match("%.safetensors$") and not f:match("^optim_") and (not pattern or f:match(pattern)) then
+      out[#out + 1] = (dir == "." and "" or dir .. "/") .. f
+    end
+  end
+  return out
+end
+
+--- spec.expand_models(list) -> list: each entry that is a folder becomes its
+--- .safetensors files, each glob (*, ?, [...] in the file name:
+--- 'models/shipped/*.safetensors') the files it matches, in name order;
+--- other specs stay as they are.  A folder or glob that matches nothing is
+--- an error.
+function S.expand_models(list)
+  local out = {}
+  for _, spec in ipairs(list) do
+    local s = tostring(spec):gsub("^~", os.getenv("HOME") or "~")
+    local dir, base = s:match("^(.*)/([^/]*)$")
+    if not dir then dir, base = ".", s end
+    local files
+    if dir:find("[%*%?%[]") then fail("--models '%s': wildcards only in the file name, not in its folder", spec) end
+    if base:find("[%*%?%[]") then
+      if not is_dir(dir == "" and "/" or dir) then fail("--models '%s': no such folder %s", spec, dir) end
+      files = checkpoint_files(dir == "" and "/" or dir, glob_pattern(base))
+      if #files == 0 then fail("--models '%s' matches no .safetensors file in %s", spec, dir) end
+    elseif not s:find("=", 1, true) and is_dir(s) then
+      files = checkpoint_files((s:gsub("/+$", "")))
+      if #files == 0 then fail("--models '%s': the folder holds no .safetensors file", spec) end
+    end
+    for _, f in ipairs(files or { spec }) do out[#out + 1] = f end
+  end
+  return out
+end
+
 --- The (C, H, W) input of a zoo-built model, or nil.
 function S.input_shape(m)
   local mi = models.info(m)
@@ -231,7 +298,7 @@ local BASES = {
   test = { "fashion_mnist", "test" }, train = { "fashion_mnist", "train" },
   ["cifar10-test"] = { "cifar10", "test" }, ["cifar10-train"] = { "cifar10", "train" },
 }
-S.EVAL_NAMES = "fmnist-test, fmnist-train, cifar10-test, cifar10-train, <base>-blur<σ>, blur<σ>, noise, noise-gaussian, noise-pink, noise-dead_leaves"
+S.EVAL_NAMES = "fmnist-test, fmnist-train, cifar10-test, cifar10-train, <base>-blur<σ>, blur<σ>, noise, noise-gaussian, noise-pink, noise-dead_leaves, or a folder of images"
 
 --- spec.parse_eval(spec, {images =, seed =}) -> {spec, name, n, seed, key, label, base | noise, blur}
 function S.parse_eval(spec, defaults)
@@ -245,6 +312,14 @@ function S.parse_eval(spec, defaults)
   local es = { spec = spec, name = name, n = math.tointeger(tonumber(n)) or defaults.images or 64,
                seed = math.tointeger(tonumber(seed)) or defaults.seed or 0 }
   if es.n < 1 then fail("evaluation set '%s': needs at least one image", spec) end
+  local known = BASES[name] or name:match("^noise") or name == "uniform" or name:match("blur[%d%.]+$")
+  if not known and (name:find("/", 1, true) or name:match("^~") or is_dir(name)) then
+    es.folder = (name:gsub("^~", os.getenv("HOME") or "~"):gsub("(.)/+$", "%1"))
+    if not is_dir(es.folder) then fail("evaluation set '%s': no such folder %s", spec, es.folder) end
+    es.key = string.format("folder:%s:%d@%d", es.folder, es.n, es.seed)
+    es.label = es.folder:match("([^/]+)$") or es.folder
+    return es
+  end
   local kind = name:match("^noise%-(.+)$")
   if name == "noise" or name == "uniform" then kind = "uniform" end
   if kind then
@@ -280,15 +355,46 @@ local function source(base)
   return ds
 end
 
---- spec.load_eval(spec, {images, seed, shape, model}) -> dataset
+-- The images' (C, H, W) of each named set, for the advice below.
+local BASE_SHAPES = { fashion_mnist = { 1, 28, 28 }, cifar10 = { 3, 32, 32 } }
+
+local function shape_str(s) return table.concat(s, "x") end
+
+-- A model takes images of one channel count: a set with another fails here,
+-- naming the sets that fit, rather than deep inside the model.
+local function check_fits(es, ds, want, opts)
+  local have = ds.shape
+  if not (want and have) or want[1] == have[1] then return end
+  local fits = {}
+  for _, name in ipairs { "fmnist-test", "fmnist-train", "cifar10-test", "cifar10-train" } do
+    local b = BASES[name]
+    local sh = BASE_SHAPES[b[1]]
+    if sh[1] == want[1] then fits[#fits + 1] = name .. " (" .. shape_str(sh) .. ")" end
+  end
+  fits[#fits + 1] = "a folder of images (--eval path/to/images: loaded at " .. shape_str(want) .. ")"
+  fits[#fits + 1] = "noise sets (noise, noise-pink, ...: made at " .. shape_str(want) .. ")"
+  fail("evaluation set '%s' has %d-channel images (%s) but %s takes %d-channel inputs (%s); sets that fit: %s",
+    es.spec, have[1], shape_str(have), opts.model_label and "model '" .. opts.model_label .. "'" or "the model",
+    want[1], shape_str(want), table.concat(fits, ", "))
+end
+
+--- spec.load_eval(spec, {images, seed, shape, model, model_label}) -> dataset.
+--- With a model (or shape), noise sets and image folders are made at its
+--- input shape, and a set of other channels fails naming the sets that fit.
 function S.load_eval(spec, opts)
   opts = opts or {}
   local es = S.parse_eval(spec, opts)
+  local want = opts.shape or (opts.model and S.input_shape(opts.model))
   if es.noise then
-    local shape = opts.shape or (opts.model and S.input_shape(opts.model)) or { 1, 28, 28 }
-    return srgeo.data.noise { n = es.n, shape = shape, seed = es.seed, kind = es.noise }
+    return srgeo.data.noise { n = es.n, shape = want or { 1, 28, 28 }, seed = es.seed, kind = es.noise }
   end
-  local ds = source(es.base)
+  local ds
+  if es.folder then
+    ds = srgeo.data.folder(es.folder, want and { channels = want[1], size = { want[2], want[3] } } or nil)
+  else
+    ds = source(es.base)
+  end
+  check_fits(es, ds, want, opts)
   local draw = ds:sample(math.min(es.n, #ds), es.seed)
   if es.blur then draw = draw:blurred(es.blur) end
   return draw

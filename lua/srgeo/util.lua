@@ -114,23 +114,35 @@ function M.relpath(path, base)
   return path
 end
 
---- A progress line on stderr (only when stderr is a terminal): bar, count, ETA.
+--- A progress report on stderr: on a terminal a bar redrawn in place (count,
+--- elapsed, ETA); otherwise (piped, nohup, a log file) a plain line every
+--- SRGEO_PROGRESS seconds (default 10; 0: none), so a long run still says
+--- where it is.
 function M.progress(label, total)
   local srgeo = require "srgeo"
-  local tty = srgeo._isatty(2) and srgeo._mpi.rank() == 0 -- under mpirun rank 0 reports
+  if srgeo._mpi.rank() ~= 0 then return { update = function() end, done = function() end } end -- mpirun: rank 0 reports
+  local tty = srgeo._isatty(2)
+  local every = tonumber(os.getenv("SRGEO_PROGRESS") or "") or 10
   local t0 = srgeo._clock()
-  local last = -1
+  local last = tty and -1 or t0
   local p = {}
   function p.update(done, extra)
-    if not tty then return end
     local now = srgeo._clock()
+    local el = now - t0
+    local eta = done > 0 and el * (total - done) / done or 0 / 0
+    if not tty then
+      if every <= 0 or now - last < every or done >= total then return end
+      last = now
+      io.stderr:write(string.format("%s: %d/%d (%d%%), %s elapsed, ETA %s%s\n", label, done, total,
+        total > 0 and math.floor(100 * done / total) or 100, M.duration(el), M.duration(eta), extra and " " .. extra or ""))
+      io.stderr:flush()
+      return
+    end
     if now - last < 0.1 and done < total then return end
     last = now
     local frac = total > 0 and done / total or 1
     local width = 24
     local fill = math.floor(frac * width + 0.5)
-    local el = now - t0
-    local eta = done > 0 and el * (total - done) / done or 0
     io.stderr:write(string.format("\r%s [%s%s] %d/%d  %s elapsed, %s left %s\27[K", label,
       string.rep("#", fill), string.rep(".", width - fill), done, total, M.duration(el), M.duration(eta), extra or ""))
     io.stderr:flush()
@@ -146,6 +158,25 @@ function M.duration(s)
   if s < 60 then return string.format("%.1fs", s) end
   if s < 3600 then return string.format("%dm%02ds", s // 60, math.floor(s % 60)) end
   return string.format("%dh%02dm", s // 3600, math.floor(s % 3600 / 60))
+end
+
+--- util.wrap(text, width [, first, indent]) -> text broken at spaces into
+--- lines of at most width columns (counted in UTF-8 characters; a longer
+--- word stands alone on its line), the first line starting with the prefix
+--- first, the others with indent (both default "").
+function M.wrap(text, width, first, indent)
+  local function len(x) return utf8.len(x) or #x end
+  local lines, line, empty = {}, first or "", true
+  for word in text:gmatch("%S+") do
+    if not empty and len(line) + 1 + len(word) > width then
+      lines[#lines + 1] = line
+      line, empty = indent or "", true
+    end
+    line = line .. (empty and "" or " ") .. word
+    empty = false
+  end
+  lines[#lines + 1] = line
+  return table.concat(lines, "\n")
 end
 
 --- Log-spaced values: n points from 10^a to 10^b.

@@ -178,7 +178,7 @@ end)
 T.test("cli: --help text from the spec", function()
   local o, help = cli.parse(SPEC, { "--help" })
   T.eq(o, nil)
-  for _, s in ipairs { "usage: srgeo scripts/t.lua", "a test", "--model VALUE", "[small_resnet]", "--models A,B,...",
+  for _, s in ipairs { "usage: srgeo t [options] [FILE]", "a test", "--model VALUE", "[small_resnet]", "--models A,B,...",
                        "[a,b]", "--twin", "--no-band", "(paper|quick)", "-h, --help", "[FILE]" } do
     T.truthy(help:find(s, 1, true), "help lacks '" .. s .. "':\n" .. help)
   end
@@ -312,7 +312,7 @@ T.test("report: CSV rows (quoted labels, nan), the rerun command line", function
   T.truthy(lines[#lines]:find('^"a,""b""",m,noise:2@0,fc1,jacobian_fro,3,'), lines[#lines])
   T.eq(report.jacobian_fro(p).value, 3, "median of the per-image ‖J‖_F")
   T.eq(report.command("bump", { "--model", "a b", "--eval", "noise:4@0" }),
-    "srgeo scripts/bump.lua --model 'a b' --eval noise:4@0")
+    "srgeo bump --model 'a b' --eval noise:4@0")
   T.eq(E.descriptor_table, report.descriptor_table, "srgeo.experiment re-exports the report")
 end)
 
@@ -332,12 +332,115 @@ end)
 
 local function out_dir(name) return ROOT .. "/out/" .. name end
 
-T.test("scripts: every script documents --help and rejects unknown options", function()
+T.test("experiment: --eval takes an image folder, loaded at the model's input shape", function()
+  local dir = ROOT .. "/evalimages"
+  os.execute("rm -rf " .. dir .. " && mkdir -p " .. dir)
+  for i = 1, 3 do srgeo.image.save(dir .. "/im" .. i .. ".png", srgeo.rand({ 1, 3, 20, 24 }, i)) end
+  local es = E.parse_eval(dir .. "/:2@1")
+  T.eq(es.folder, dir); T.eq(es.n, 2); T.eq(es.seed, 1); T.eq(es.label, "evalimages")
+  T.eq(es.key, "folder:" .. dir .. ":2@1")
+  T.raises(function() E.parse_eval(ROOT .. "/no_such_folder") end, "no such folder " .. ROOT .. "/no_such_folder")
+  local m = srgeo.models.mlp { hidden = { 4 }, input = { 3, 8, 8 } }
+  local ds = E.load_eval(dir, { model = m, images = 2 })
+  T.eq(#ds, 2)
+  T.eq(table.concat(ds:get(1):shape(), ","), "1,3,8,8")
+  -- end to end: a script profiles the folder
+  local out, code = sh(string.format("%s bump --model 'mlp{hidden={4},input={3,8,8}}@init' --eval %s:3 %s --out %s",
+    exe(), dir, SMALL, out_dir("folder")))
+  T.eq(code, 0, out)
+  T.truthy(out:find("on folder:" .. dir .. ":3@0: 3 images", 1, true), out)
+end)
+
+T.test("experiment: an evaluation set of other channels than the model's fails naming the sets that fit", function()
+  local m = srgeo.models.mlp { hidden = { 4 }, input = { 3, 8, 8 } }
+  T.raises(function() E.load_eval("fmnist-test:2", { model = m, model_label = "rgb_mlp" }) end,
+    "evaluation set 'fmnist-test:2' has 1-channel images (1x28x28) but model 'rgb_mlp' takes 3-channel inputs (3x8x8); "
+    .. "sets that fit: cifar10-test (3x32x32), cifar10-train (3x32x32), a folder of images (--eval path/to/images: "
+    .. "loaded at 3x8x8), noise sets")
+  -- from a script: the message, no traceback, status 1
+  local out, code = sh(string.format("%s bump --model 'mlp{hidden={4},input={3,8,8}}@init' --eval fmnist-test:2 %s --out %s",
+    exe(), SMALL, out_dir("channels")))
+  T.eq(code, 1, out)
+  T.truthy(out:find("model 'mlp@init' takes 3-channel inputs (3x8x8); sets that fit: cifar10-test", 1, true), out)
+  T.truthy(not out:find("traceback", 1, true), out)
+  -- the same channels pass (sizes may differ: a convolutional model takes any)
+  T.eq(#E.load_eval("fmnist-test:1", { shape = { 1, 8, 8 } }), 1)
+end)
+
+T.test("experiment: --models takes folders and globs of .safetensors files", function()
+  local f = setup()
+  local S = E
+  local all = S.expand_models { f.ship }
+  T.eq(#all, 4, table.concat(all, " "))
+  T.eq(all[1], f.ship .. "/tiny.safetensors")
+  local r = S.expand_models { "small_vgg", f.ship .. "/tiny_r*.safetensors", f.ship .. "/tiny_pgd_eps?.?.safetensors" }
+  T.eq(table.concat(r, " "), "small_vgg " .. f.ship .. "/tiny_random_labels.safetensors " .. f.ship
+    .. "/tiny_robust.safetensors " .. f.ship .. "/tiny_pgd_eps0.5.safetensors")
+  T.eq(table.concat(S.expand_models { f.ship .. "/tiny_[pr]*" }, " "), f.ship .. "/tiny_pgd_eps0.5.safetensors " .. f.ship
+    .. "/tiny_random_labels.safetensors " .. f.ship .. "/tiny_robust.safetensors")
+  T.raises(function() S.expand_models { f.ship .. "/*.nothing" } end, "matches no .safetensors file in " .. f.ship)
+  T.raises(function() S.expand_models { ROOT .. "/*/tiny.safetensors" } end, "wildcards only in the file name")
+  T.raises(function() S.expand_models { ROOT .. "/evalimages" } end, "the folder holds no .safetensors file")
+  -- a glob the shell expanded leaves stray arguments: the message says how to pass a list
+  local stray = script("zoo", "--models " .. f.ship .. "/tiny.safetensors " .. f.ship .. "/tiny_robust.safetensors")
+  T.truthy(stray:find("unexpected argument '" .. f.ship .. "/tiny_robust.safetensors'", 1, true)
+    and stray:find("--models takes one value, its items joined by commas (--models a,b), and a glob quoted", 1, true), stray)
+  -- a run folder: its checkpoints without the optimiser states
+  local ck = S.expand_models { f.run }
+  T.eq(#ck, f.n_ckpts)
+  for _, p in ipairs(ck) do T.truthy(not p:find("optim_", 1, true), p) end
+  -- end to end, quoted as the shell would pass it
+  local out, code = script("zoo", "--models '" .. f.ship .. "/tiny_r*.safetensors' --eval noise:2 " .. SMALL .. " --out "
+    .. out_dir("glob"))
+  T.eq(code, 0, out)
+  T.truthy(out:find("[1/2] tiny_random_labels on noise:2@0", 1, true) and out:find("[2/2] tiny_robust on noise:2@0", 1, true), out)
+end)
+
+T.test("experiment: results.json keeps empty lists as [] (units, figures, list options)", function()
+  local o = cli.parse({ name = "t.lua", options = { { "others", {}, "a list" } } }, {})
+  local ex = E.new { out = out_dir("empty"), quiet = true, others = o.others }
+  ex.opts.others = o.others
+  ex:finish()
+  local text = read(out_dir("empty") .. "/results.json")
+  T.truthy(text:find('"units": []', 1, true) and text:find('"figures": []', 1, true), text)
+  T.truthy(text:find('"others": []', 1, true), text)
+end)
+
+T.test("scripts: when stderr is not a terminal, progress comes as periodic lines with an ETA (SRGEO_PROGRESS)", function()
+  local run = exe() .. " bump --model 'mlp{hidden={8}}@init' --eval noise:6 " .. SMALL .. " --force --out " .. out_dir("progress")
+  local function stderr_of(cmd) return (sh("(" .. cmd .. " 2>&1 >/dev/null)")) end
+  local err = stderr_of("SRGEO_PROGRESS=0.000001 " .. run)
+  local counts = {}
+  for l in err:gmatch("profile: [^\n]*") do
+    local k, pct = l:match("^profile: (%d+)/6 %((%d+)%%%), [%d.]+s elapsed, ETA [%d.]+s$")
+    T.truthy(k, "a progress line: " .. l)
+    T.eq(tonumber(pct), math.floor(100 * tonumber(k) / 6), l)
+    counts[#counts + 1] = tonumber(k)
+  end
+  T.eq(#counts, 5, "a line after each image but the last (the unit's own line follows):\n" .. err)
+  for i = 2, #counts do T.truthy(counts[i] > counts[i - 1], "counts grow:\n" .. err) end
+  T.truthy(not stderr_of("SRGEO_PROGRESS=0 " .. run):find("profile: ", 1, true), "SRGEO_PROGRESS=0: none")
+  T.truthy(not stderr_of(run):find("profile: ", 1, true), "default: every 10 s, none in a run this short")
+end)
+
+T.test("scripts: train --help states one default for --augment", function()
+  local out, code = sh(exe() .. " train --help")
+  T.eq(code, 0, out)
+  local line = out:match("\n  %-%-augment [^\n]*")
+  T.truthy(line, out)
+  local n = 0
+  for _ in line:gmatch("%b[]") do n = n + 1 end
+  T.eq(n, 1, "one bracketed default in: " .. line)
+  T.truthy(line:find("[on; off for the random-label and random-data controls]", 1, true), line)
+end)
+
+T.test("scripts: every script is a subcommand, documents --help and rejects unknown options", function()
   for _, name in ipairs { "bump", "zoo", "init_vs_trained", "dynamics", "controls", "distributions", "robustness",
                           "layers", "demo", "notebook" } do
-    local out, code = sh(exe() .. " scripts/" .. name .. ".lua --help")
+    local out, code = sh(exe() .. " " .. name .. " --help")
     T.eq(code, 0, name .. " --help exit status")
-    T.truthy(out:find("usage: srgeo scripts/" .. name .. ".lua", 1, true), name .. " --help:\n" .. out)
+    T.truthy(out:find("usage: srgeo " .. name .. " [options]", 1, true), name .. " --help:\n" .. out)
+    T.eq(sh(exe() .. " scripts/" .. name .. ".lua --help"), out, "srgeo scripts/" .. name .. ".lua --help: the same")
     T.truthy(out:find("--out", 1, true), name .. " --help lists --out")
     out, code = sh(exe() .. " scripts/" .. name .. ".lua --bogus-option 1")
     T.eq(code, 2, name .. " bad option exit status")
@@ -492,9 +595,14 @@ T.test("help: topics, library tables, layers, functions' doc comments; srgeo.exa
   for _, e in ipairs(srgeo.help.scripts()) do
     found[e.name] = e.description
     T.truthy(listing:find(e.name .. "%s+" .. e.description:sub(1, 20):gsub("%p", "%%%0")), "listed: " .. e.name)
+    -- the whole description, wrapped between words, never cut
+    T.truthy(listing:gsub("%s+", " "):find(e.description:gsub("%s+", " "), 1, true), "whole description of " .. e.name)
   end
-  for _, s in ipairs { "bump.lua", "zoo.lua", "init_vs_trained.lua", "dynamics.lua", "controls.lua", "distributions.lua",
-                       "robustness.lua", "layers.lua", "demo.lua", "notebook.lua" } do
+  for l in listing:gmatch("[^\n]+") do T.truthy(utf8.len(l) <= 78, "srgeo.examples() wraps at 78 columns: " .. l) end
+  T.truthy(found.train and found.train:find("optionally ship it with a model card", 1, true),
+    "a header comment that continues on a second line is read whole: " .. tostring(found.train))
+  for _, s in ipairs { "bump", "zoo", "init_vs_trained", "dynamics", "controls", "distributions",
+                       "robustness", "layers", "demo", "notebook", "train" } do
     T.truthy(found[s] and #found[s] > 10, "srgeo.examples lists " .. s .. " with a description")
   end
   -- the shell's help() defers to srgeo.help

@@ -165,6 +165,17 @@ T.test("plot.show in the REPL: typing srgeo.plot.show(p) shows the figure once",
   T.eq(n, 1, "the key entry solo_net appears once in the REPL output:\n" .. out)
 end)
 
+T.test("plot: no gnuplot warning under a locale that is not UTF-8 (LANG unset, as on a fresh machine)", function()
+  local shell = os.getenv("SRGEO_SHELL") or T.shell()
+  if not shell then T.skip("not run by the srgeo shell") end
+  local err = DIR .. "/c_locale_err.txt"
+  T.truthy(os.execute(string.format("env -u LC_ALL -u LC_CTYPE -u LANG '%s' -e %s 2>'%s' >/dev/null", shell,
+    "'srgeo.plot.profile({scales = {0.1, 1, 10}, median = {1, 1.2, 1}, label = \"c\"}, {out = \"" .. DIR
+    .. "/c_locale.png\"})'", err)))
+  T.eq(read(err), "", "stderr")
+  check_figure(DIR .. "/c_locale.png", "png")
+end)
+
 -- gnuplot's enhanced text would make "resnet" a subscript of "small_resnet"
 -- and eat the braces of "x_{init}": user text is literal in every figure;
 -- the library's own r_η label keeps its subscript.

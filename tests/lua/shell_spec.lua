@@ -84,6 +84,46 @@ T.test("shell: unknown options and a missing -e argument are usage errors (statu
   has(err, "'-e' needs argument", "stderr")
 end)
 
+T.test("shell: every script is a subcommand (srgeo NAME args), listed by --help", function()
+  local out, err, code = run("--help")
+  T.eq(code, 0, err)
+  has(out, "\n       srgeo COMMAND [args]")
+  local listed = out:match("\nSubcommands:[^\n]*\n(.*)$")
+  T.truthy(listed, "--help lists the subcommands:\n" .. out)
+  for _, name in ipairs { "bump", "zoo", "notebook", "train", "dynamics", "demo" } do
+    T.truthy(listed:find("\n  " .. name .. " ", 1, true) or listed:find("^  " .. name .. " "), "--help lists " .. name)
+  end
+  for l in out:gmatch("[^\n]+") do T.truthy(utf8.len(l) <= 78, "--help wraps at 78 columns: " .. l) end
+  -- a subcommand from any folder, its --help, and arg[0] = the script that runs
+  out, err, code = run("bump --help")
+  T.eq(code, 0, err)
+  has(out, "usage: srgeo bump [options]")
+  local cwd = tmp("elsewhere")
+  os.execute("mkdir -p " .. q(cwd))
+  local abs = SHELL:sub(1, 1) == "/" and SHELL or io.popen("pwd -P"):read("l") .. "/" .. SHELL
+  local o2 = io.popen("cd " .. q(cwd) .. " && " .. q(abs) .. " zoo --help 2>&1"):read("a")
+  has(o2, "usage: srgeo zoo [options]")
+  -- a registered built-in gets its arguments as a script does; dashes and underscores alike
+  writefile(tmp("hello.lua"), "print(arg[0], ...)\n")
+  out, err, code = run("-e " .. q("require('srgeo.cli').builtins.say_hello = {path = " .. string.format("%q", tmp("hello.lua"))
+    .. ", about = 'greets'}") .. " say-hello one 'two words'")
+  T.eq(code, 0, err)
+  T.eq(out, tmp("hello.lua") .. "\tone\ttwo words\n")
+  -- an unknown name: status 1 and the nearest subcommands
+  out, err, code = run("bumpp --model x")
+  T.eq(code, 1)
+  has(err, "srgeo: 'bumpp' is neither a file nor a subcommand (did you mean bump?)", "stderr")
+  T.truthy(not err:find("traceback", 1, true), "a user error, no traceback:\n" .. err)
+  -- a folder of that name does not hide the subcommand
+  os.execute("mkdir -p " .. q(cwd .. "/zoo"))
+  o2 = io.popen("cd " .. q(cwd) .. " && " .. q(abs) .. " zoo --help 2>&1"):read("a")
+  has(o2, "usage: srgeo zoo [options]")
+  -- a file of that name wins (lua.c runs files): ./bump in the working folder
+  writefile(cwd .. "/bump", "print('the file named bump', ...)\n")
+  o2 = io.popen("cd " .. q(cwd) .. " && " .. q(abs) .. " bump x 2>&1"):read("a")
+  T.eq(o2, "the file named bump\tx\n")
+end)
+
 T.test("shell: several -e chunks run in order; -l requires into a global; srgeo is preloaded", function()
   local out, err, code = run("-e 'x = 20' -e 'x = x * 2 + 2' -e 'print(x)'")
   T.eq(code, 0, err)
@@ -352,6 +392,11 @@ T.test("shell: tab completion, Ctrl-C and Ctrl-D on a terminal (tmux; skipped wi
     has(s, "threads", "srgeo field list")
     has(s, "nn", "srgeo field list")
     T.truthy(not s:find("srgeo.version", 1, true), "the list shows names without the srgeo. prefix")
+    T.truthy(not s:find("_clock", 1, true) and not s:find("_isatty", 1, true), "private names are not offered:\n" .. s)
+    -- ... unless asked for with a leading '_'
+    keys("C-u", "srgeo._", "Tab", "Tab")
+    s = wait_for("_clock")
+    has(s, "_isatty", "private names after srgeo._")
     keys("C-u", "pri", "Tab")
     wait_for("srgeo> print")
     -- odd input completes to nothing and breaks nothing
