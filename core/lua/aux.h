@@ -109,5 +109,7 @@ void sr_lua_new_class(lua_State *L, const char *mt, const luaL_Reg *meta, const 
  * training (sr_run.sync, the gradient sums), or NULL when this process
  * runs alone (not launched by mpirun, or one rank). */
 const struct sr_sum_hook *sr_lua_mpi_sum(void);
+/* The ranks of the MPI world (1 without mpirun). */
+int sr_lua_mpi_size(void);
 
 #endif

@@ -25,6 +25,7 @@
  *   srgeo._mpi.rank(), .size(), .local_size(), .active(), .dynamic()
  *   .barrier()  .bcast(v [, root])  .gather(v [, root]) -> list on root
  *   .allreduce(x [, "sum"|"max"|"min"]) -> number or new tensor
+ *   .bcast_tensors(module or {name = tensor} [, root])   (in place)
  *   .pack(v) -> string, .unpack(s) -> v
  *   .serve_begin(first, last), .serve_next() -> i|nil, .serve_put(i, v),
  *   .serve_take(wait) -> i, v (rank 0), .serve_end()   (see core/mpi/comm.h) */
@@ -427,6 +428,88 @@ static int l_allreduce(lua_State *L)
     return 1;
 }
 
+/* bcast_tensors(x [, root]): x a module (its parameters and buffers) or a
+ * table of tensors (in key order) gets root's values in place: one model
+ * and optimiser state on every rank of a data-parallel run.  The ranks'
+ * tensors must agree in number and bytes. */
+typedef struct {
+    lua_State *L;
+    int n;
+} tensor_walk;
+
+static int push_param(const char *path, sr_param *p, sr_module *owner, void *ud)
+{
+    (void)path;
+    (void)owner;
+    tensor_walk *w = ud;
+    lua_pushlightuserdata(w->L, &p->value);
+    lua_rawseti(w->L, -2, ++w->n);
+    return 0;
+}
+
+static int l_bcast_tensors(lua_State *L)
+{
+    int root = check_root(L, 2);
+    lua_settop(L, 1);
+    lua_newtable(L); /* 2: the tensors, as light userdata, in a fixed order */
+    int n = 0;
+    if (lua_type(L, 1) == LUA_TTABLE) {
+        lua_newtable(L); /* 3: the keys, sorted */
+        lua_pushnil(L);
+        while (lua_next(L, 1)) {
+            if (lua_type(L, -2) != LUA_TSTRING || !sr_lua_test_tensor(L, -1))
+                return luaL_error(L, "mpi.bcast_tensors: expected a module or a table of named tensors");
+            lua_pop(L, 1);
+            lua_pushvalue(L, -1);
+            lua_rawseti(L, 3, ++n);
+        }
+        lua_getglobal(L, "table");
+        lua_getfield(L, -1, "sort");
+        lua_pushvalue(L, 3);
+        lua_call(L, 1, 0);
+        lua_pop(L, 1);
+        for (int i = 1; i <= n; i++) {
+            lua_rawgeti(L, 3, i);
+            lua_gettable(L, 1);
+            lua_pushlightuserdata(L, sr_lua_check_tensor(L, -1));
+            lua_rawseti(L, 2, i);
+            lua_pop(L, 1);
+        }
+        lua_settop(L, 2);
+    } else {
+        tensor_walk w = {L, 0};
+        sr_module_walk_params(sr_lua_check_module(L, 1), push_param, &w);
+        n = w.n;
+    }
+    if (!comm)
+        return 0;
+    int64_t shape[2] = {n, 0}, mine[2];
+    for (int i = 1; i <= n; i++) {
+        lua_rawgeti(L, 2, i);
+        sr_tensor *t = lua_touserdata(L, -1);
+        shape[1] += (int64_t)sr_numel(t) * (int64_t)sr_dtype_size(t->dtype);
+        lua_pop(L, 1);
+    }
+    memcpy(mine, shape, sizeof mine);
+    if (comm->bcast(shape, sizeof shape, root))
+        return mpi_fail(L);
+    int64_t any = shape[0] != mine[0] || shape[1] != mine[1];
+    if (comm->allreduce(&any, 1, SR_COMM_I64, SR_COMM_MAX))
+        return mpi_fail(L);
+    if (any)
+        return luaL_error(L, "mpi.bcast_tensors: rank %d holds %d tensors of %I bytes, rank %d %d of %I (the ranks' "
+                          "models differ)", world_rank, (int)mine[0], (lua_Integer)mine[1], root, (int)shape[0],
+                          (lua_Integer)shape[1]);
+    for (int i = 1; i <= n; i++) {
+        lua_rawgeti(L, 2, i);
+        sr_tensor *t = lua_touserdata(L, -1);
+        if (comm->bcast(sr_data(t), (int64_t)sr_numel(t) * (int64_t)sr_dtype_size(t->dtype), root))
+            return mpi_fail(L);
+        lua_pop(L, 1);
+    }
+    return 0;
+}
+
 /* --- the hand-out (core/mpi/comm.h); items are 1-based here ------------- */
 
 static void need_comm(lua_State *L, const char *op)
@@ -505,6 +588,8 @@ static int hook_sum(void *buf, int64_t n, sr_dtype dt, void *ctx)
         return sr_fail("%s", comm->error());
     return 0;
 }
+
+int sr_lua_mpi_size(void) { return world_size; }
 
 const sr_sum_hook *sr_lua_mpi_sum(void)
 {
@@ -613,6 +698,7 @@ static const luaL_Reg funcs[] = {
     {"bcast", l_bcast},
     {"gather", l_gather},
     {"allreduce", l_allreduce},
+    {"bcast_tensors", l_bcast_tensors},
     {"pack", l_pack},
     {"unpack", l_unpack},
     {"serve_begin", l_serve_begin},

@@ -249,3 +249,99 @@ T.test("mpi: a killed rank fails the job; a rerun with another number of ranks r
   T.truthy(out:find("[1/3] small_resnet on fmnist-test:2@0: cached", 1, true), out)
   same_outputs(ref, d, "resumed")
 end)
+
+-- ---------------------------------------------------------------------------
+-- Data-parallel training (lua/srgeo/train.lua, core/train/train.c's
+-- sr_train_step, synchronised BatchNorm in core/nn/norm.c)
+
+-- Train with tests/lua/mpi/train.lua on n ranks (0: no mpirun); the final
+-- parameters and buffers, and the log rows.
+local function train(n, name, args)
+  local d = ROOT .. "/train"
+  os.execute("mkdir -p " .. d)
+  local cmd = exe() .. " tests/lua/mpi/train.lua " .. d .. "/" .. name .. " " .. args
+  local out, code
+  if n == 0 then out, code = run(cmd) else out, code = mpirun(n, cmd) end
+  T.eq(code, 0, out)
+  return unpack_file(d .. "/" .. name .. ".bin"), unpack_file(d .. "/" .. name .. ".rows"), out
+end
+
+-- The largest |a − b| / max(1, |b|) over every entry of two parameter sets.
+local function gap(a, b)
+  local worst = 0
+  for k, t in pairs(b) do
+    T.truthy(a[k], "missing " .. k)
+    local x, y = a[k]:reshape({ a[k]:numel() }), t:reshape({ t:numel() })
+    for i = 1, #y do
+      worst = math.max(worst, math.abs(x:get(i) - y:get(i)) / math.max(1, math.abs(y:get(i))))
+    end
+  end
+  return worst
+end
+
+T.test("mpi: data-parallel training on 2 and 3 ranks gives one process's weights (BN-free; float32 and float64; PGD)", function()
+  for _, dt in ipairs { "float64", "float32" } do
+    local tol = dt == "float64" and 1e-13 or 2e-6 -- the sums' order differs: float rounding, nothing more
+    local ref, rows = train(0, "plain_" .. dt, "plain " .. dt)
+    for _, n in ipairs { 2, 3 } do
+      local got, grows = train(n, "plain_" .. dt .. n, "plain " .. dt) -- (every rank checked equal in the script)
+      local g = gap(got, ref)
+      T.truthy(g <= tol, string.format("%s on %d ranks: relative gap %.3g > %.3g", dt, n, g, tol))
+      T.truthy(g > 0 or dt == "float64", "the sums' order never mattered? " .. g)
+      -- the log: the whole batch's loss and accuracy, not a shard's
+      for i, r in ipairs(rows) do
+        T.close(grows[i].loss, r.loss, tol * 10, "loss of step " .. r.step)
+        T.eq(grows[i].acc, r.acc, "accuracy of step " .. r.step)
+        T.eq(grows[i].train_acc, r.train_acc, "train accuracy of step " .. r.step)
+      end
+    end
+  end
+  -- PGD: each rank attacks its rows with the random starts of those rows in the whole batch
+  local ref = train(0, "pgd", "plain float64 objective=pgd steps=3")
+  T.truthy(gap(train(3, "pgd3", "plain float64 objective=pgd steps=3"), ref) <= 1e-13, "pgd")
+  ref = train(0, "gauss", "plain float64 objective=gaussian steps=3")
+  T.truthy(gap(train(2, "gauss2", "plain float64 objective=gaussian steps=3"), ref) <= 1e-13, "gaussian")
+end)
+
+T.test("mpi: synchronised BatchNorm gives one process's weights and running statistics; per-rank BatchNorm does not", function()
+  for _, dt in ipairs { "float64", "float32" } do
+    local tol = dt == "float64" and 1e-13 or 2e-6
+    local ref = train(0, "bn_" .. dt, "bn " .. dt)
+    for _, n in ipairs { 2, 3 } do
+      local got = train(n, "bn_" .. dt .. n, "bn " .. dt .. " sync_bn=true")
+      local g = gap(got, ref)
+      T.truthy(g <= tol, string.format("%s on %d ranks: relative gap %.3g", dt, n, g))
+      T.eq(got["bn1.num_batches_tracked"]:get(), 6)
+    end
+  end
+  local ref = train(0, "bn_float64", "bn float64")
+  local per_rank = train(3, "bn_per_rank", "bn float64")
+  T.truthy(gap(per_rank, ref) > 1e-4, "per-rank statistics should change the trajectory")
+end)
+
+T.test("mpi: training resumes with another number of ranks; rank 0 alone writes the checkpoints", function()
+  local d = fresh("train_run")
+  local ref = train(0, "resume_ref", "bn float64 sync_bn=true")
+  train(2, "resume_a", "bn float64 sync_bn=true stop_at=3 out=" .. d)
+  local names = {}
+  for f in io.popen("ls " .. d):lines() do names[#names + 1] = f end
+  T.eq(table.concat(names, " "), "ckpt_00000002.safetensors log.csv optim_00000002.safetensors")
+  local meta = srgeo.safetensors.open(d .. "/optim_00000002.safetensors"):metadata()
+  T.eq(meta.ranks, "2")
+  local got, _, out = train(3, "resume_b", "bn float64 sync_bn=true out=" .. d)
+  T.truthy(out:find("resuming a run of 2 ranks on 3", 1, true), out)
+  T.truthy(gap(got, ref) <= 1e-13, "resumed on 3 ranks vs one process: " .. gap(got, ref))
+  -- and one process resumes what ranks wrote
+  train(3, "resume_c", "bn float64 sync_bn=true stop_at=3 out=" .. fresh("train_run2"))
+  T.truthy(gap(train(0, "resume_d", "bn float64 sync_bn=true out=" .. ROOT .. "/train_run2"), ref) <= 1e-13)
+end)
+
+T.test("mpi: training refuses batches the ranks cannot share and objectives it cannot split", function()
+  local out, code = mpirun(3, exe() .. " tests/lua/mpi/train.lua " .. ROOT .. "/x plain float32 batch=2")
+  T.truthy(code ~= 0, out)
+  T.truthy(out:find("a batch of 2 rows cannot be split over 3 ranks (each needs a row)", 1, true), out)
+  out, code = mpirun(2, exe() .. [[ -e 'srgeo.train{model = srgeo.models.mlp{hidden = {4}, input = {1, 4, 4}},
+    data = srgeo.data.noise{n = 8, shape = {1, 4, 4}}, steps = 1, batch = 4, objective = "llr", progress = false}']])
+  T.truthy(code ~= 0, out)
+  T.truthy(out:find('objective "llr" runs in one process', 1, true), out)
+end)
