@@ -49,6 +49,11 @@ local function local_map(n, fn, opts)
   return out
 end
 
+--- mpi.map(n, fn [, opts]) -> results: fn(i) for i = 1..n over the ranks
+--- (static interleave of opts.static of the items, default 0.5, then one at
+--- a time to whichever rank asks); opts.on_result(i, v) on rank 0 as each
+--- arrives; every rank returns all n results in order (opts.root_only:
+--- rank 0 only).  fn(i) must return a value srgeo.mpi can send.
 function M.map(n, fn, opts)
   opts = opts or {}
   if math.type(n) ~= "integer" or n < 0 then error("mpi.map: n must be a non-negative integer, got " .. tostring(n), 2) end
