@@ -5,6 +5,8 @@
 #   make layers     check core/'s layering rules (tests/layers.lua)
 #   make test       layering rules + C unit tests + Lua specs; ends with "N passed, N failed"
 #   make sanitize   the same tests under ASan + UBSan (+ LeakSanitizer)
+#   make fuzz       every parser's libFuzzer target, FUZZ_SECONDS each (clang;
+#                   make test runs them 20 s each when clang is installed)
 #   make bench      benchmarks (ratios against sgemm peak / PyTorch, same run)
 #   make demo       deps + build + the headline experiment on a shipped model
 #   make fixtures   regenerate PyTorch reference fixtures (needs python3-torch)
@@ -91,21 +93,35 @@ $(BUILD)/bench_%: tests/bench/bench_%.c $(BUILD)/libsrgeo_core.a
 	@$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
 # Fuzzing (libFuzzer, clang): every tests/fuzz/fuzz_NAME.c runs FUZZ_SECONDS
-# from tests/fuzz/corpus_NAME; a crash leaves crash-* files to turn into tests.
+# from tests/fuzz/corpus_NAME (seeds: tests/fuzz/seed_corpus.lua); a crash,
+# a leak, a timeout or an input using more than FUZZ_RSS_MB fails the run
+# and leaves build/fuzz/crash-* (or leak-*, timeout-*, oom-*) to turn into a
+# test.  The core is built once with the fuzzer's instrumentation
+# (build/fuzz/obj) and linked into each target.  `make test` fuzzes every
+# target for FUZZ_TEST_SECONDS (20 s) when clang and libFuzzer are installed
+# (install-deps.sh --test, as CI does), so a parser regression fails the
+# test run; FUZZ_TEST_SECONDS=0 skips it.
 FUZZ_SECONDS ?= 60
+FUZZ_RSS_MB ?= 2048
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
-FUZZ_CORE := $(CORE_SRC)
-build/fuzz/%: tests/fuzz/%.c $(FUZZ_CORE)
-	@mkdir -p build/fuzz
+FUZZ_CC := clang -g -O1 -Wno-pass-failed -fopenmp -D_GNU_SOURCE -std=c11 -Icore $(PKG_CFLAGS)
+FUZZ_OBJ := $(CORE_SRC:%.c=build/fuzz/obj/%.o)
+build/fuzz/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo '  CC     $@'
+	@$(FUZZ_CC) -fsanitize=fuzzer-no-link,address,undefined -c $< -o $@
+build/fuzz/libcore.a: $(FUZZ_OBJ)
+	@rm -f $@ && ar rcs $@ $^
+build/fuzz/%: tests/fuzz/%.c build/fuzz/libcore.a
 	@echo '  FUZZ   $@'
-	@clang -g -O1 -Wno-pass-failed -fsanitize=fuzzer,address,undefined -fopenmp -D_GNU_SOURCE -std=c11 -Icore $(PKG_CFLAGS) \
-	    -o $@ $^ $(PKG_LIBS) -lm
+	@$(FUZZ_CC) -fsanitize=fuzzer,address,undefined -o $@ $^ $(PKG_LIBS) -lm
 
-fuzz: $(FUZZ_SRC:tests/fuzz/%.c=build/fuzz/%)
-	@for f in $^; do n=$${f#build/fuzz/fuzz_}; mkdir -p build/fuzz/corpus_$$n; \
-	  echo "== $$f ($(FUZZ_SECONDS) s)"; \
-	  $$f -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -artifact_prefix=build/fuzz/ \
-	    build/fuzz/corpus_$$n tests/fuzz/corpus_$$n 2>&1 | tail -3 || exit 1; done
+FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=build/fuzz/%)
+fuzz-build: $(FUZZ_BIN)
+fuzz: fuzz-build
+	@sh tests/fuzz/run.sh $(FUZZ_SECONDS)
+fuzz-ci:
+	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=20
 
 layers:
 	@lua5.4 tests/layers.lua
@@ -118,14 +134,17 @@ deps:
 models: all
 	sh scripts/make_models.sh $(BUILD)
 
+FUZZ_TEST_SECONDS ?= 20
+have_fuzz = $(shell command -v clang >/dev/null 2>&1 && test -f "$$(clang -print-file-name=libclang_rt.fuzzer-x86_64.a)" && echo yes)
 test: all $(BUILD)/test_core
-	@sh tests/run.sh $(BUILD)
+	@if [ "$(FUZZ_TEST_SECONDS)" != 0 ] && [ -n "$(have_fuzz)" ]; then $(MAKE) --no-print-directory fuzz-build; fi
+	@FUZZ_SECONDS=$(FUZZ_TEST_SECONDS) sh tests/run.sh $(BUILD)
 
 # Separate build tree so sanitizer objects never mix with optimised ones.
 # allocator_may_return_null: a huge tensor must fail with an error, as it does
-# without ASan, not abort the run.
+# without ASan, not abort the run.  tests/lsan.supp: third-party leaks only.
 sanitize:
-	ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=1 $(MAKE) BUILD=build/san OPT="-O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" test
+	ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp $(MAKE) BUILD=build/san FUZZ_TEST_SECONDS=0 OPT="-O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" test
 
 bench: all $(BENCH_BIN)
 	@sh tests/bench/run.sh $(BUILD)
@@ -180,5 +199,5 @@ uninstall:
 	      $(D)$(LIBDIR)/pkgconfig/srgeo.pc $(D)$(MANDIR)/man1/srgeo.1
 	rm -rf $(D)$(DATADIR) $(D)$(INCDIR)
 
-.PHONY: all layers deps test sanitize bench demo fixtures fuzz models install uninstall clean
+.PHONY: all layers deps test sanitize bench demo fixtures fuzz fuzz-build fuzz-ci models install uninstall clean
 -include $(CORE_OBJ:.o=.d) $(LUA_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/core/shell/shell.d

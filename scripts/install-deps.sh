@@ -4,7 +4,8 @@
 #   sh scripts/install-deps.sh          build + test + demo dependencies
 #   sh scripts/install-deps.sh --test   also Chromium, which the test suite
 #                                       uses to render a notebook report, and
-#                                       LuaRocks, to build the rockspec (CI)
+#                                       LuaRocks, to build the rockspec, and
+#                                       clang + libFuzzer for make fuzz (CI)
 #   sh scripts/install-deps.sh --torch  also PyTorch, for regenerating fixtures
 #                                       and the comparison benchmarks
 set -e
@@ -13,7 +14,7 @@ gnuplot-nox libreadline-dev libcjson-dev zlib1g-dev libcmark-gfm-dev libcmark-gf
 openmpi-bin libopenmpi-dev"
 for a in "$@"; do
     case "$a" in
-    --test) PKGS="$PKGS chromium luarocks" ;;
+    --test) PKGS="$PKGS chromium luarocks clang libclang-rt-14-dev libomp-14-dev" ;;
     --torch) PKGS="$PKGS python3-torch python3-torchvision python3-numpy" ;;
     *) echo "install-deps: unknown option $a (--test, --torch)" >&2; exit 2 ;;
     esac

@@ -24,15 +24,15 @@ local o = cli.run({
     { "model_seed", 0, "seed of the model's initialisation" },
     { "data", "fmnist", "training data", choices = { "fmnist", "cifar10" } },
     { "data_root", "", "dataset folder (default: the Debian package / srgeo's search path)", metavar = "DIR" },
-    { "train_subset", 0, "train on a seeded subset of N images (0: all; for smoke runs)" },
-    { "epochs", 0, "epochs (or --steps)" },
-    { "steps", 0, "optimiser steps (instead of --epochs)" },
+    { "train_subset", 0, "train on a seeded subset of N images (0: all; for smoke runs)", min = 0 },
+    { "epochs", 0, "epochs (or --steps)", min = 0 },
+    { "steps", 0, "optimiser steps (instead of --epochs)", min = 0 },
     { "batch", 128, "batch size" },
     { "optimizer", "sgd", "optimiser", choices = { "sgd", "adamw" } },
-    { "lr", 0.0, "peak learning rate (0: 0.1 for SGD, 1e-3 for AdamW)" },
+    { "lr", 0.0, "peak learning rate (0: 0.1 for SGD, 1e-3 for AdamW)", min = 0 },
     { "momentum", 0.9, "SGD momentum" },
     { "nesterov", false, "SGD Nesterov momentum" },
-    { "weight_decay", -1.0, "weight decay (-1: 5e-4 for SGD, coupled; 0.05 for AdamW, decoupled)" },
+    { "weight_decay", -1.0, "weight decay (-1: 5e-4 for SGD, coupled; 0.05 for AdamW, decoupled)", min = -1 },
     { "schedule", "cosine", "learning-rate schedule (cosine: per step to 0)", choices = { "cosine", "step", "constant" } },
     { "warmup", 0, "linear warm-up steps" },
     { "augment", type = "boolean",
@@ -43,30 +43,30 @@ local o = cli.run({
     { "data_kind", "real", "inputs (noise: seeded uniform-noise images replace the images)", choices = { "real", "noise" } },
     { "objective", "ce", "training objective", choices = { "ce", "pgd", "gaussian", "llr" } },
     { "norm", "", "pgd / llr: threat model (default l2 for pgd, linf for llr)", choices = { "", "l2", "linf" } },
-    { "eps", 0.0, "pgd / llr: radius in raw pixel units (default 0.5 for pgd, 8/255 for llr)" },
-    { "attack_steps", 0, "pgd / llr: ascent steps (default 7 for pgd, 3 for llr)" },
-    { "step_size", 0.0, "pgd / llr: step size (0: 2.5 eps / steps)" },
+    { "eps", 0.0, "pgd / llr: radius in raw pixel units (default 0.5 for pgd, 8/255 for llr)", min = 0 },
+    { "attack_steps", 0, "pgd / llr: ascent steps (default 7 for pgd, 3 for llr)", min = 0 },
+    { "step_size", 0.0, "pgd / llr: step size (0: 2.5 eps / steps)", min = 0 },
     { "random_start", true, "pgd / llr: random start in the ball" },
     { "use_best", false, "pgd: keep each image's highest-loss iterate" },
     { "sigma", 0.25, "gaussian: noise standard deviation" },
     { "lambda", 4.0, "llr: weight of the local-linearity term" },
     { "mu", 3.0, "llr: weight of the gradient-alignment term" },
-    { "blur", 0.0, "Gaussian-blur the training images with this sigma (pixels) first" },
+    { "blur", 0.0, "Gaussian-blur the training images with this sigma (pixels) first", min = 0 },
     { "checkpoints", "log", "\"log\" (log-spaced incl. step 0, plus epoch ends), \"none\" or a list of steps", metavar = "SPEC" },
     { "per_decade", 4, "log-spaced checkpoints per decade of steps" },
     { "seed", 0, "seed of shuffles, augmentation, attacks, label permutation, noise data" },
     { "out", "", "run folder (default runs/ARCH)", metavar = "DIR" },
     { "resume", true, "continue from the latest checkpoint in OUT" },
     { "eval_train", 5000, "train-accuracy subset size at each checkpoint" },
-    { "eval_test", 0, "test-accuracy subset size (0: the whole test set)" },
+    { "eval_test", 0, "test-accuracy subset size (0: the whole test set)", min = 0 },
     { "log_every", 50, "log interval in steps" },
-    { "robust_eval", 0, "after training: PGD accuracy on N test images at --robust-eps" },
+    { "robust_eval", 0, "after training: PGD accuracy on N test images at --robust-eps", min = 0 },
     { "robust_eps", { 0.5, 1.0 }, "radii for --robust-eval (L2, 7 steps)" },
-    { "threads", 0, "threads (0: SRGEO_THREADS or the default)" },
+    { "threads", 0, "threads (0: SRGEO_THREADS or the default)", min = 0, max = 4096 },
     { "sync_bn", false, "under mpirun: BatchNorm statistics over the whole batch, not each rank's shard" },
     { "ship", "", "copy the final checkpoint to this .safetensors path and write a model card beside it", metavar = "PATH" },
     { "ship_run", "", "also copy a log-spaced subset of the run's checkpoints into this folder", metavar = "DIR" },
-    { "ship_per_decade", 2, "checkpoints per decade in --ship-run (plus step 0 and the final step)" },
+    { "ship_per_decade", 2, "checkpoints per decade in --ship-run (plus step 0 and the final step)", min = 1 },
     { "name", "", "model name for the card (default: the --ship file's stem)" },
   },
   examples = {
@@ -96,15 +96,6 @@ if type(cfg) ~= "table" then
   os.exit(2)
 end
 cfg.seed = o.model_seed
-local model = srgeo.models.build(o.model, cfg)
-
-local function dataset(split)
-  local root = o.data_root ~= "" and o.data_root or nil
-  if o.data == "fmnist" then return srgeo.data.fashion_mnist { split = split, root = root } end
-  return srgeo.data.cifar10 { split = split, root = root }
-end
-local train, test = dataset("train"), dataset("test")
-if o.train_subset > 0 and o.train_subset < #train then train = train:sample(o.train_subset, o.seed) end
 
 local checkpoints = o.checkpoints
 if checkpoints ~= "log" and checkpoints ~= "none" then
@@ -118,7 +109,7 @@ local augment = false
 if o.augment == true or (o.augment == nil and not control) then augment = { crop = o.crop, flip = o.flip } end
 
 local opts = {
-  model = model, data = train, test_data = test, batch = o.batch, optimizer = o.optimizer,
+  batch = o.batch, optimizer = o.optimizer,
   lr = o.lr > 0 and o.lr or nil, weight_decay = o.weight_decay >= 0 and o.weight_decay or nil,
   schedule = o.schedule, warmup = o.warmup, augment = augment, labels = o.labels, data_kind = o.data_kind,
   objective = o.objective, blur = o.blur > 0 and o.blur or nil, checkpoints = checkpoints,
@@ -129,6 +120,10 @@ local opts = {
 }
 if o.epochs > 0 then opts.epochs = o.epochs else opts.steps = o.steps end
 if o.optimizer == "sgd" then opts.momentum, opts.nesterov = o.momentum, o.nesterov end
+if o.weight_decay < 0 and o.weight_decay ~= -1 then
+  io.stderr:write(string.format("train.lua: --weight-decay must be -1 (the optimiser's default) or >= 0, got %g\n", o.weight_decay))
+  os.exit(2)
+end
 if o.objective == "pgd" or o.objective == "llr" then
   local a = { random_start = o.random_start }
   if o.norm ~= "" then a.norm = o.norm end
@@ -140,6 +135,31 @@ if o.objective == "pgd" or o.objective == "llr" then
 elseif o.objective == "gaussian" then
   opts.gaussian = { sigma = o.sigma }
 end
+
+-- srgeo.train's own checks (its declared options) on the command line,
+-- before anything is loaded; its option names shown as this script's flags
+-- (an objective's steps are --attack-steps).
+local ok, err = pcall(srgeo.train.check, opts)
+if not ok then
+  local msg = tostring(err):gsub("^srgeo%.train: ", "")
+  local objective_opt = msg:match("^%a+: ") ~= nil
+  msg = msg:gsub("^%a+: ", ""):gsub("^([%w_]+) ", function(k)
+    if objective_opt and k == "steps" then k = "attack_steps" end
+    return "--" .. k:gsub("_", "-") .. " "
+  end)
+  io.stderr:write("train.lua: ", msg, "\n(try --help)\n")
+  os.exit(2)
+end
+
+local model = srgeo.models.build(o.model, cfg)
+local function dataset(split)
+  local root = o.data_root ~= "" and o.data_root or nil
+  if o.data == "fmnist" then return srgeo.data.fashion_mnist { split = split, root = root } end
+  return srgeo.data.cifar10 { split = split, root = root }
+end
+local train, test = dataset("train"), dataset("test")
+if o.train_subset > 0 and o.train_subset < #train then train = train:sample(o.train_subset, o.seed) end
+opts.model, opts.data, opts.test_data = model, train, test
 
 local function plural(n, word) return string.format("%d %s%s", n, word, n == 1 and "" or "s") end
 

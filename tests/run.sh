@@ -1,5 +1,6 @@
 #!/bin/sh
-# Run the layering rules of core/, the C unit tests and the Lua specs; print one combined closing line
+# Run the layering rules of core/, the C unit tests, the Lua specs and the
+# fuzz targets (when built); print one combined closing line
 # "N passed, N failed" (the format CI reads).
 B=${1:-build}
 # See core/shell/shell.c: spinning OpenMP and OpenBLAS workers fight for the cores.
@@ -11,6 +12,9 @@ status=0
 lua5.4 tests/layers.lua | tee -a "$out" || status=1
 "$B/test_core" | tee -a "$out" || status=1
 "$B/srgeo" tests/run.lua | tee -a "$out" || status=1
+# Every file parser's fuzz target, bounded (built by make test when clang and
+# libFuzzer are installed; FUZZ_SECONDS=0 or unset: not run).
+if [ "${FUZZ_SECONDS:-0}" != 0 ]; then sh tests/fuzz/run.sh "$FUZZ_SECONDS" | tee -a "$out" || status=1; fi
 p=$(sed -n 's/^[a-z]*: \([0-9]*\) passed, \([0-9]*\) failed.*/\1/p' "$out" | awk '{s+=$1} END {print s+0}')
 f=$(sed -n 's/^[a-z]*: \([0-9]*\) passed, \([0-9]*\) failed.*/\2/p' "$out" | awk '{s+=$1} END {print s+0}')
 k=$(sed -n 's/^[a-z]*: [0-9]* passed, [0-9]* failed, \([0-9]*\) skipped.*/\1/p' "$out" | awk '{s+=$1} END {print s+0}')

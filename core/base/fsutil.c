@@ -1,15 +1,24 @@
 /* fsutil.c - atomic writes (temp + fsync + rename). */
 #include "base/fsutil.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/error.h"
 
 int sr_atomic_open(sr_atomic_file *f, const char *path)
 {
+    f->fp = NULL;
+    if (!*path)
+        return sr_fail("write: empty file name");
     if (strlen(path) >= sizeof f->path)
         return sr_fail("write %s: path too long", path);
     snprintf(f->path, sizeof f->path, "%s", path);
@@ -47,4 +56,104 @@ int sr_atomic_commit(sr_atomic_file *f)
         return sr_fail("write %s: rename failed: %s", f->path, strerror(err));
     }
     return 0;
+}
+
+/* The PID of a temporary's name NAME.tmp.PID, or 0 when it is not one. */
+static long tmp_pid(const char *name)
+{
+    const char *t = strstr(name, ".tmp.");
+    if (!t || t == name)
+        return 0;
+    for (const char *next; (next = strstr(t + 1, ".tmp.")); t = next) /* the last ".tmp." */
+        ;
+    const char *d = t + 5;
+    if (!*d || strspn(d, "0123456789") != strlen(d) || strlen(d) > 9)
+        return 0;
+    return strtol(d, NULL, 10);
+}
+
+/* Whether the writer pid of a file last modified at t (seconds since the
+ * epoch) is gone: no such process, a zombie (killed, not yet reaped: a
+ * container's init may take its time), or a process that started after t,
+ * an earlier process's PID reused (PIDs wrap at 32768 by default, within
+ * minutes on a busy machine).  Start = boot time (/proc/stat btime, whole
+ * seconds, rounded down) + starttime ticks (/proc/PID/stat field 22), so it
+ * errs towards "not after": a live writer's file is never taken. */
+static int writer_gone(long pid, double t)
+{
+    if (kill((pid_t)pid, 0) != 0 && errno == ESRCH)
+        return 1;
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0; /* alive (maybe another user's) and unreadable: keep */
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    const char *p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
+    if (!p || !p[1] || !p[2])
+        return 0;
+    if (p[2] == 'Z' || p[2] == 'X') /* field 3, the state */
+        return 1;
+    unsigned long long ticks = 0;
+    for (int field = 2; p && field < 22; field++)
+        p = strchr(p + 1, ' ');
+    if (!p || sscanf(p + 1, "%llu", &ticks) != 1)
+        return 0;
+    f = fopen("/proc/stat", "r");
+    unsigned long long btime = 0;
+    while (f && fgets(buf, sizeof buf, f))
+        if (sscanf(buf, "btime %llu", &btime) == 1)
+            break;
+    if (f)
+        fclose(f);
+    long hz = sysconf(_SC_CLK_TCK);
+    return btime && hz > 0 && (double)btime + (double)ticks / (double)hz > t;
+}
+
+int sr_tmp_clean(const char *dir, int *removed)
+{
+    if (removed)
+        *removed = 0;
+    DIR *d = opendir(dir);
+    if (!d)
+        return sr_fail("clean %s: %s", dir, strerror(errno));
+    struct dirent *e;
+    char path[4200];
+    while ((e = readdir(d)) != NULL) {
+        long pid = tmp_pid(e->d_name);
+        if (pid <= 0 || pid == (long)getpid())
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
+            continue;
+        if (!writer_gone(pid, (double)st.st_mtim.tv_sec + 1e-9 * (double)st.st_mtim.tv_nsec))
+            continue;
+        if (unlink(path) == 0 && removed)
+            (*removed)++;
+    }
+    closedir(d);
+    return 0;
+}
+
+int sr_lock_file(const char *path, int wait)
+{
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return sr_fail("lock %s: %s", path, strerror(errno));
+    while (flock(fd, LOCK_EX | (wait ? 0 : LOCK_NB)) != 0) {
+        if (errno == EINTR && wait && !sr_interrupt_pending())
+            continue;
+        int e = errno;
+        close(fd);
+        if (e == EWOULDBLOCK)
+            sr_fail("lock %s: held by another process", path);
+        else
+            sr_fail("lock %s: %s", path, strerror(e));
+        errno = e;
+        return -1;
+    }
+    return fd;
 }

@@ -7,6 +7,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "base/checked.h"
+
 #define CIFAR_PIXELS (SR_CIFAR_RECORD - 1)
 
 /* Records in a file, from its size (checked before anything is read). */
@@ -41,9 +43,18 @@ int sr_cifar_load(const char *const *paths, int npaths, sr_u8images *images, int
             free(counts);
             return -1;
         }
+        if (counts[i] > SR_MAX_ELEMS - total) { /* (sparse files can claim any size) */
+            free(counts);
+            return sr_fail("cifar %s: more than 2^40 records in all", paths[i]);
+        }
         total += counts[i];
     }
-    uint8_t *data = malloc((size_t)total * CIFAR_PIXELS);
+    int64_t px;
+    if (SR_COUNT(&px, "cifar: pixels of all records", total, CIFAR_PIXELS)) {
+        free(counts);
+        return -1;
+    }
+    uint8_t *data = malloc((size_t)px);
     int64_t *lab = malloc(sizeof *lab * (size_t)total);
     int rc = -1;
     FILE *fp = NULL;

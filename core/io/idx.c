@@ -8,6 +8,8 @@
 #include <sys/stat.h>
 #include <zlib.h>
 
+#include "base/checked.h"
+
 #define IDX_IMAGES 0x00000803u
 #define IDX_LABELS 0x00000801u
 
@@ -48,20 +50,21 @@ int sr_u8images_gather(sr_tensor *out, const sr_u8images *s, const int64_t *idx,
 
 /* ---- the IDX format: 0 0 type ndims, ndims big-endian u32 dims, data --- */
 
+/* An IDX file, plain or gzip-compressed (detected by its first two bytes,
+ * 1f 8b).  gzip goes through zlib's inflate directly rather than gzread:
+ * gzread silently skips whatever follows the last gzip member, so junk
+ * after the stream passed while the same junk after a plain file did not.
+ * Here both are errors; concatenated members (what `cat a.gz b.gz` makes,
+ * and gzip -d reads) are one stream, as gzip has it. */
 typedef struct {
     const char *path;
-    gzFile f;
-    int64_t fsize; /* on disk */
+    FILE *fp;
+    int64_t fsize;     /* on disk */
+    int gz;            /* gzip stream */
+    int member_end;    /* inflate finished a member; next: another member or the end */
+    z_stream zs;
+    unsigned char in[1 << 16];
 } idx_file;
-
-static const char *gz_msg(idx_file *x)
-{
-    int code = 0;
-    const char *m = gzerror(x->f, &code);
-    if (code == Z_ERRNO)
-        return strerror(errno);
-    return (code != Z_OK && m && *m) ? m : "unexpected end of file";
-}
 
 static int idx_open(idx_file *x, const char *path)
 {
@@ -72,11 +75,87 @@ static int idx_open(idx_file *x, const char *path)
     if (S_ISDIR(st.st_mode))
         return sr_fail("idx %s: is a directory", path);
     x->fsize = st.st_size;
-    x->f = gzopen(path, "rb");
-    if (!x->f)
-        return sr_fail("idx %s: %s", path, errno ? strerror(errno) : "cannot open");
-    gzbuffer(x->f, 1 << 18);
+    x->fp = fopen(path, "rb");
+    if (!x->fp)
+        return sr_fail("idx %s: %s", path, strerror(errno));
+    setvbuf(x->fp, NULL, _IOFBF, 1 << 18);
+    size_t k = fread(x->in, 1, 2, x->fp);
+    if (k == 2 && x->in[0] == 0x1f && x->in[1] == 0x8b) {
+        x->gz = 1;
+        x->zs.next_in = x->in;
+        x->zs.avail_in = 2;
+        if (inflateInit2(&x->zs, 16 + MAX_WBITS) != Z_OK) { /* 16: gzip wrapper */
+            fclose(x->fp);
+            x->fp = NULL;
+            return sr_fail("idx %s: zlib: cannot start inflating", path);
+        }
+    } else {
+        rewind(x->fp);
+    }
     return 0;
+}
+
+static void idx_close(idx_file *x)
+{
+    if (x->gz)
+        inflateEnd(&x->zs);
+    if (x->fp)
+        fclose(x->fp);
+    x->fp = NULL;
+}
+
+/* Keep at least `want` (1 or 2) unread compressed bytes in x->in, reading
+ * more from the file; returns how many are there (fewer at the end). */
+static int gz_have(idx_file *x, unsigned want)
+{
+    if (x->zs.avail_in >= want)
+        return (int)x->zs.avail_in;
+    memmove(x->in, x->zs.next_in, x->zs.avail_in);
+    size_t k = fread(x->in + x->zs.avail_in, 1, sizeof x->in - x->zs.avail_in, x->fp);
+    if (ferror(x->fp))
+        return sr_fail("idx %s: %s", x->path, strerror(errno));
+    x->zs.next_in = x->in;
+    x->zs.avail_in += (unsigned)k;
+    return (int)x->zs.avail_in;
+}
+
+/* Up to n bytes of data into buf: the count (0 only at the end of the
+ * data), or -1 with the error set. */
+static int64_t idx_read_some(idx_file *x, void *buf, size_t n)
+{
+    if (!x->gz) {
+        size_t k = fread(buf, 1, n, x->fp);
+        if (k == 0 && ferror(x->fp))
+            return sr_fail("idx %s: %s", x->path, strerror(errno));
+        return (int64_t)k;
+    }
+    x->zs.next_out = buf;
+    x->zs.avail_out = n > (1u << 30) ? (1u << 30) : (unsigned)n;
+    unsigned asked = x->zs.avail_out;
+    while (x->zs.avail_out > 0) {
+        if (x->member_end) {
+            int have = gz_have(x, 2);
+            if (have < 0)
+                return -1;
+            if (have == 0)
+                break; /* the end of the data */
+            if (have < 2 || x->zs.next_in[0] != 0x1f || x->zs.next_in[1] != 0x8b)
+                return sr_fail("idx %s: trailing bytes after the gzip stream", x->path);
+            inflateReset(&x->zs); /* the next member of a concatenated gzip file */
+            x->member_end = 0;
+        }
+        int have = gz_have(x, 1);
+        if (have < 0)
+            return -1;
+        if (have == 0)
+            return sr_fail("idx %s: truncated gzip stream (the file ends inside it)", x->path);
+        int r = inflate(&x->zs, Z_NO_FLUSH);
+        if (r == Z_STREAM_END)
+            x->member_end = 1;
+        else if (r != Z_OK && r != Z_BUF_ERROR)
+            return sr_fail("idx %s: corrupt gzip data: %s", x->path, x->zs.msg ? x->zs.msg : "inflate failed");
+    }
+    return (int64_t)(asked - x->zs.avail_out);
 }
 
 /* Read exactly n bytes; short reads name what was being read. */
@@ -84,13 +163,11 @@ static int idx_read(idx_file *x, void *buf, size_t n, const char *what)
 {
     size_t got = 0;
     while (got < n) {
-        unsigned chunk = n - got > (1u << 30) ? (1u << 30) : (unsigned)(n - got);
-        int k = gzread(x->f, (char *)buf + got, chunk);
+        int64_t k = idx_read_some(x, (char *)buf + got, n - got);
         if (k < 0)
-            return sr_fail("idx %s: corrupt data reading the %s: %s", x->path, what, gz_msg(x));
+            return -1;
         if (k == 0)
-            return sr_fail("idx %s: truncated: %zu of %zu bytes of the %s (%s)", x->path, got, n,
-                           what, gz_msg(x));
+            return sr_fail("idx %s: truncated: %zu of %zu bytes of the %s", x->path, got, n, what);
         got += (size_t)k;
     }
     return 0;
@@ -126,7 +203,7 @@ static int idx_header(idx_file *x, uint32_t want, int ndim, int64_t *dims)
  * Then insist on the end of the file: trailing bytes mean a wrong header. */
 static int idx_body(idx_file *x, int64_t n, uint8_t **out, int64_t header_bytes)
 {
-    if (gzdirect(x->f) && x->fsize != header_bytes + n)
+    if (!x->gz && x->fsize != header_bytes + n)
         return sr_fail("idx %s: %s: the file has %lld bytes, its header promises %lld", x->path,
                        x->fsize < header_bytes + n ? "truncated" : "trailing bytes",
                        (long long)x->fsize, (long long)(header_bytes + n));
@@ -159,12 +236,12 @@ static int idx_body(idx_file *x, int64_t n, uint8_t **out, int64_t header_bytes)
         got += want;
     }
     char extra;
-    int k = gzread(x->f, &extra, 1);
+    int64_t k = idx_read_some(x, &extra, 1);
     if (k != 0) {
         free(buf);
         return k > 0 ? sr_fail("idx %s: trailing bytes after the %lld data bytes the header "
                                "promises", x->path, (long long)n)
-                     : sr_fail("idx %s: corrupt data: %s", x->path, gz_msg(x));
+                     : -1;
     }
     *out = buf;
     return 0;
@@ -180,18 +257,19 @@ int sr_idx_load_images(const char *path, sr_u8images *out)
     uint8_t *data = NULL;
     if (idx_header(&x, IDX_IMAGES, 3, d))
         goto done;
-    if (d[1] < 1 || d[2] < 1 || d[1] > 16384 || d[2] > 16384 || d[0] > ((int64_t)1 << 40) / (d[1] * d[2])) {
+    int64_t bytes;
+    if (d[1] < 1 || d[2] < 1 || d[1] > 16384 || d[2] > 16384 || SR_COUNT(&bytes, "idx", d[0], d[1], d[2])) {
         sr_fail("idx %s: implausible dims %lld x %lld x %lld", path, (long long)d[0],
                 (long long)d[1], (long long)d[2]);
         goto done;
     }
-    if (idx_body(&x, d[0] * d[1] * d[2], &data, 16))
+    if (idx_body(&x, bytes, &data, 16))
         goto done;
     sr_u8images_free(out);
     *out = (sr_u8images){d[0], 1, d[1], d[2], data};
     rc = 0;
 done:
-    gzclose(x.f);
+    idx_close(&x);
     return rc;
 }
 
@@ -218,6 +296,6 @@ int sr_idx_load_labels(const char *path, int64_t **labels, int64_t *n)
     rc = 0;
 done:
     free(data);
-    gzclose(x.f);
+    idx_close(&x);
     return rc;
 }

@@ -165,20 +165,59 @@ static VipsImage *open_file(const char *path, void **buf, size_t *len)
 /* ---- geometry: torchvision's Resize(int) and CenterCrop --------------- */
 
 /* torchvision: the shorter side becomes `size`, the longer one
- * int(size * long / short). */
-static void resized_dims(int w, int h, int size, int *tw, int *th)
+ * int(size * long / short).  In 64 bits: 65536 x 100000 / 1 once wrapped
+ * an int, clamped to 1 and gave a mostly black crop without an error; a
+ * side beyond libvips' int range is an error here. */
+static int resized_dims(const char *path, int w, int h, int size, int *tw, int *th)
 {
-    if (w <= h) {
-        *tw = size;
-        *th = (int)((int64_t)size * h / w);
-    } else {
-        *th = size;
-        *tw = (int)((int64_t)size * w / h);
-    }
-    if (*tw < 1)
-        *tw = 1;
-    if (*th < 1)
-        *th = 1;
+    int64_t a = size, b;
+    if (w <= h)
+        b = (int64_t)size * h / w;
+    else
+        b = (int64_t)size * w / h;
+    if (b > INT32_MAX / 2)
+        return sr_fail("image %s: resize=%d makes the %dx%d image %lld pixels long (too large)", path, size, w, h,
+                       (long long)b);
+    if (b < 1)
+        b = 1;
+    *tw = (int)(w <= h ? a : b);
+    *th = (int)(w <= h ? b : a);
+    return 0;
+}
+
+/* The pixel bound (image.h): what the decoder produces, the resized image
+ * and the crop.  shrink: the factor libvips decodes at (1 but for JPEG). */
+static int check_pixels(const char *path, const sr_image_opts *o, int w, int h, int shrink, int tw, int th)
+{
+    int64_t max = o && o->max_pixels > 0 ? o->max_pixels : SR_IMAGE_MAX_PIXELS;
+    int64_t dw = (w + shrink - 1) / shrink, dh = (h + shrink - 1) / shrink;
+    int64_t cw = o && o->crop_w > 0 ? o->crop_w : tw, ch = o && o->crop_h > 0 ? o->crop_h : th;
+    const char *what = NULL;
+    int64_t n = 0;
+    if (dw * dh > max)
+        what = "to decode", n = dw * dh;
+    else if ((int64_t)tw * th > max)
+        what = "after the resize", n = (int64_t)tw * th;
+    else if (cw * ch > max)
+        what = "in the crop", n = cw * ch;
+    if (what)
+        return sr_fail("image %s: %dx%d image, %lld pixels %s: more than max_pixels = %lld (raise max_pixels to "
+                       "load it)", path, w, h, (long long)n, what, (long long)max);
+    return 0;
+}
+
+/* The factor libvips' thumbnail decodes a JPEG at: the largest of 1, 2, 4,
+ * 8 that leaves at least the target on both sides (other formats decode
+ * at full size). */
+static int load_shrink(VipsImage *hdr, const void *buf, size_t len, int w, int h, int tw, int th)
+{
+    const char *loader = vips_foreign_find_load_buffer(buf, len);
+    if (!loader || !strstr(loader, "Jpeg") || vips_image_hasalpha(hdr))
+        return 1;
+    int s = 1;
+    while (s < 8 && (int64_t)w >= (int64_t)tw * 2 * s && (int64_t)h >= (int64_t)th * 2 * s)
+        s *= 2;
+    return s;
 }
 
 /* Left/top offset of a crop of `crop` from `side`: int(round(d / 2)) with
@@ -232,8 +271,12 @@ static int load_raw(const char *path, const sr_image_opts *o, raw_image *out)
     int swap = vips_image_get_orientation_swap(hdr);
     int w = swap ? hdr->Ysize : hdr->Xsize, h = swap ? hdr->Xsize : hdr->Ysize;
     int tw = w, th = h;
-    if (o->resize > 0)
-        resized_dims(w, h, o->resize, &tw, &th);
+    if ((o->resize > 0 && resized_dims(path, w, h, o->resize, &tw, &th)) ||
+        check_pixels(path, o, w, h, load_shrink(hdr, buf, len, w, h, tw, th), tw, th)) {
+        drop_all(&st);
+        g_free(buf);
+        return -1;
+    }
 
     VipsImage *im = NULL;
     if (!vips_image_hasalpha(hdr)) {
@@ -378,7 +421,7 @@ int sr_image_load(sr_tensor *out, const char *path, const sr_image_opts *o)
     if (!o)
         o = &def;
     if (check_opts(o))
-        return -1;
+        return sr_fail_context("image %s", path);
     raw_image r;
     if (load_raw(path, o, &r))
         return -1;
@@ -503,7 +546,13 @@ int sr_image_check(const char *path)
     VipsImage *im = open_file(path, &buf, &len), *small = NULL;
     if (!im)
         return -1;
-    int rc = 0;
+    int w = im->Xsize, h = im->Ysize;
+    int rc = check_pixels(path, NULL, w, h, load_shrink(im, buf, len, w, h, 32, 32), 32, 32);
+    if (rc) {
+        g_object_unref(im);
+        g_free(buf);
+        return rc;
+    }
     double avg;
     /* A thumbnail pulls the whole file through the decoder (a truncated or
      * corrupt body fails), but lets JPEG decode at 1/8 scale: several
@@ -593,15 +642,20 @@ int sr_image_save(const char *path, const sr_tensor *t, const sr_image_save_opts
         goto done;
     }
     sr_atomic_file af;
-    if (sr_atomic_open(&af, path))
-        goto done;
-    if (fwrite(obuf, 1, olen, af.fp) != olen) {
-        sr_atomic_abort(&af);
-        sr_fail("image save %s: %s", path, strerror(errno));
+    if (sr_atomic_open(&af, path)) {
+        sr_fail_context("image save");
         goto done;
     }
-    if (sr_atomic_commit(&af))
+    if (fwrite(obuf, 1, olen, af.fp) != olen) {
+        int e = errno;
+        sr_atomic_abort(&af);
+        sr_fail("image save %s: %s", path, strerror(e));
         goto done;
+    }
+    if (sr_atomic_commit(&af)) {
+        sr_fail_context("image save");
+        goto done;
+    }
     rc = 0;
 done:
     g_free(obuf);

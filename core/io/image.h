@@ -45,10 +45,20 @@ typedef struct sr_image_opts {
     int crop_h, crop_w; /* centre crop; 0 = no crop */
     int resize;         /* shorter side after resizing; 0 = keep the native size */
     int channels;       /* 1, 3, or 0 = as stored (1 for grey files, else 3) */
+    int64_t max_pixels; /* decode bound (0: SR_IMAGE_MAX_PIXELS), see below */
 } sr_image_opts;
 
 /* The default: Resize(256) + CenterCrop(224), RGB (torchvision's ImageNet eval). */
-#define SR_IMAGE_OPTS_INIT {224, 224, 256, 3}
+#define SR_IMAGE_OPTS_INIT {224, 224, 256, 3, 0}
+
+/* Decode bombs.  A 69-byte PNG may declare 100000 x 100000 pixels; decoding
+ * it took minutes and 9.6 GB.  So before anything is decoded, the header's
+ * size is checked: the pixels the decoder will produce (the header's, or
+ * fewer where libvips shrinks on load: JPEG at 1/2, 1/4, 1/8 of each side
+ * when the resize target allows), the resized image and the crop must each
+ * be at most max_pixels, else the load fails naming the sizes and the
+ * option.  100 MP (a 10000 x 10000 photo) by default. */
+#define SR_IMAGE_MAX_PIXELS ((int64_t)100000000)
 
 /* Initialise libvips (idempotent, thread-safe).  Called by every function
  * here; exposed for tests and benchmarks that call libvips directly. */
@@ -76,7 +86,8 @@ typedef struct sr_image_info {
 int sr_image_info_read(const char *path, sr_image_info *info);
 
 /* Decode fully and discard (a truncated or corrupt body fails here, where a
- * header read would pass). */
+ * header read would pass); images beyond SR_IMAGE_MAX_PIXELS are refused
+ * undecoded, as a load would refuse them. */
 int sr_image_check(const char *path);
 
 typedef struct sr_image_save_opts {

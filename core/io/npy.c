@@ -5,7 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "base/checked.h"
 #include "base/fsutil.h"
 
 /* Find 'key': value in the header dict; returns pointer after the colon. */
@@ -25,17 +27,34 @@ static const char *dict_value(const char *h, const char *key)
     return p;
 }
 
+/* The quoted string at p ('<f4' or "<f4") into buf, or "?" when it is not one. */
+static const char *quoted(const char *p, char *buf, size_t n)
+{
+    char q = *p;
+    const char *end = (q == '\'' || q == '"') ? strchr(p + 1, q) : NULL;
+    if (!end || (size_t)(end - p - 1) >= n) {
+        snprintf(buf, n, "?");
+        return buf;
+    }
+    memcpy(buf, p + 1, (size_t)(end - p - 1));
+    buf[end - p - 1] = 0;
+    return buf;
+}
+
 static int parse_header(const char *path, const char *h, sr_dtype *dt, int *ndim, int64_t *shape)
 {
     const char *d = dict_value(h, "descr"), *f = dict_value(h, "fortran_order"), *s = dict_value(h, "shape");
     if (!d || !f || !s)
         return sr_fail("npy %s: header lacks descr, fortran_order or shape", path);
-    if (strncmp(d, "'<f4'", 5) == 0)
+    char descr[16];
+    quoted(d, descr, sizeof descr);
+    if (strcmp(descr, "<f4") == 0)
         *dt = SR_F32;
-    else if (strncmp(d, "'<f8'", 5) == 0)
+    else if (strcmp(descr, "<f8") == 0)
         *dt = SR_F64;
     else
-        return sr_fail("npy %s: dtype %.8s is not supported (float32 <f4 or float64 <f8)", path, d);
+        return sr_fail("npy %s: dtype '%s' is not supported (float32 <f4 or float64 <f8, little-endian)", path,
+                       descr);
     if (strncmp(f, "False", 5) != 0)
         return sr_fail("npy %s: Fortran-order arrays are not supported (save with C order)", path);
     if (*s != '(')
@@ -69,11 +88,16 @@ int sr_npy_load(sr_tensor *out, const char *path)
     unsigned char pre[12];
     char *header = NULL;
     sr_tensor t = SR_TENSOR_INIT;
+    struct stat st;
+    if (fstat(fileno(fp), &st) != 0 || S_ISDIR(st.st_mode)) {
+        sr_fail("npy %s: %s", path, S_ISDIR(st.st_mode) ? "is a directory" : strerror(errno));
+        goto done;
+    }
     if (fread(pre, 1, 10, fp) != 10 || memcmp(pre, "\x93NUMPY", 6) != 0) {
         sr_fail("npy %s: not a .npy file (bad magic)", path);
         goto done;
     }
-    size_t hlen;
+    size_t hlen, pre_len = 10;
     if (pre[6] == 1) {
         hlen = pre[8] | (size_t)pre[9] << 8;
     } else if (pre[6] == 2 || pre[6] == 3) {
@@ -82,6 +106,7 @@ int sr_npy_load(sr_tensor *out, const char *path)
             goto done;
         }
         hlen = pre[8] | (size_t)pre[9] << 8 | (size_t)pre[10] << 16 | (size_t)pre[11] << 24;
+        pre_len = 12;
     } else {
         sr_fail("npy %s: unknown format version %d", path, pre[6]);
         goto done;
@@ -98,12 +123,33 @@ int sr_npy_load(sr_tensor *out, const char *path)
     header[hlen] = 0;
     sr_dtype dt = SR_F32;
     int ndim = 0;
-    int64_t shape[SR_MAXDIM];
-    if (parse_header(path, header, &dt, &ndim, shape) || sr_tensor_alloc(&t, dt, ndim, shape))
+    int64_t shape[SR_MAXDIM], n;
+    char op[80];
+    snprintf(op, sizeof op, "npy %.60s: shape", path);
+    size_t need;
+    if (parse_header(path, header, &dt, &ndim, shape) || sr_shape_count(op, ndim, shape, &n) ||
+        sr_count_bytes(&need, op, n, sr_dtype_size(dt)))
         goto done;
-    size_t n = (size_t)sr_numel(&t);
-    if (fread(sr_data(&t), sr_dtype_size(dt), n, fp) != n) {
-        sr_fail("npy %s: truncated data (expected %zu values of %s)", path, n, sr_dtype_name(dt));
+    /* The data must be exactly what the header promises, checked against
+     * the file's size before anything is allocated: a 72-byte file claiming
+     * 10^9 elements fails here, not after a 4 GB allocation. */
+    if (S_ISREG(st.st_mode)) {
+        uint64_t at = pre_len + hlen, have = (uint64_t)st.st_size > at ? (uint64_t)st.st_size - at : 0;
+        if (have != need) {
+            sr_fail("npy %s: %s: the file holds %llu data bytes, the header's shape (%lld values of %s) needs %zu",
+                    path, have < need ? "truncated data" : "trailing bytes after the data",
+                    (unsigned long long)have, (long long)n, sr_dtype_name(dt), need);
+            goto done;
+        }
+    }
+    if (sr_tensor_alloc(&t, dt, ndim, shape))
+        goto done;
+    if (fread(sr_data(&t), 1, need, fp) != need) {
+        sr_fail("npy %s: truncated data (expected %lld values of %s)", path, (long long)n, sr_dtype_name(dt));
+        goto done;
+    }
+    if (fgetc(fp) != EOF) { /* a pipe or device: no size to check first */
+        sr_fail("npy %s: trailing bytes after the data", path);
         goto done;
     }
     sr_tensor_free(out);
@@ -141,8 +187,8 @@ int sr_npy_save(const char *path, const sr_tensor *t)
     header[10 + n + pad] = '\n';
     sr_atomic_file f;
     if (sr_atomic_open(&f, path))
-        return -1;
+        return sr_fail_context("npy save");
     fwrite(header, 1, (size_t)(10 + hl), f.fp);
     fwrite(sr_data(t), sr_dtype_size(t->dtype), (size_t)sr_numel(t), f.fp);
-    return sr_atomic_commit(&f);
+    return sr_atomic_commit(&f) ? sr_fail_context("npy save") : 0;
 }

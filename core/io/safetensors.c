@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/checked.h"
 #include "base/fsutil.h"
 
 static const struct {
@@ -29,6 +30,7 @@ void sr_st_close(sr_st_file *f)
     for (int i = 0; i < f->n; i++)
         free(f->entries[i].name);
     free(f->entries);
+    free(f->by_name);
     for (int i = 0; i < f->nmeta; i++) {
         free(f->meta_keys[i]);
         free(f->meta_vals[i]);
@@ -41,11 +43,20 @@ void sr_st_close(sr_st_file *f)
     memset(f, 0, sizeof *f);
 }
 
+#define META_KEY "__metadata__"
+
 static int cmp_begin(const void *a, const void *b)
 {
     const sr_st_entry *x = a, *y = b;
     return x->begin < y->begin ? -1 : x->begin > y->begin ? 1 : 0;
 }
+
+static int cmp_entry_name(const void *a, const void *b)
+{
+    return strcmp((*(sr_st_entry *const *)a)->name, (*(sr_st_entry *const *)b)->name);
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
 
 static int parse_entry(sr_st_file *f, const cJSON *item, sr_st_entry *e)
 {
@@ -67,17 +78,18 @@ static int parse_entry(sr_st_file *f, const cJSON *item, sr_st_entry *e)
     if (nd > SR_MAXDIM)
         return sr_fail("safetensors %s: tensor '%s' has %d dimensions (at most %d)", f->path, nm, nd, SR_MAXDIM);
     e->ndim = nd;
-    uint64_t count = 1;
-    for (int i = 0; i < nd; i++) {
-        const cJSON *v = cJSON_GetArrayItem(sh, i);
+    int i = 0;
+    const cJSON *v;
+    cJSON_ArrayForEach(v, sh)
+    {
         if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble != floor(v->valuedouble) ||
             v->valuedouble > 9.0e15)
             return sr_fail("safetensors %s: tensor '%s' has a bad dimension", f->path, nm);
-        e->shape[i] = (int64_t)v->valuedouble;
-        if (e->shape[i] && count > UINT64_MAX / 16 / (uint64_t)e->shape[i])
-            return sr_fail("safetensors %s: tensor '%s' shape overflows", f->path, nm);
-        count *= (uint64_t)e->shape[i];
+        e->shape[i++] = (int64_t)v->valuedouble;
     }
+    int64_t count;
+    if (sr_shape_count("shape", nd, e->shape, &count))
+        return sr_fail_context("safetensors %s: tensor '%s'", f->path, nm);
     if (cJSON_GetArraySize(off) != 2)
         return sr_fail("safetensors %s: tensor '%s' data_offsets must be [begin, end]", f->path, nm);
     double b = cJSON_GetArrayItem(off, 0)->valuedouble, en = cJSON_GetArrayItem(off, 1)->valuedouble;
@@ -89,10 +101,10 @@ static int parse_entry(sr_st_file *f, const cJSON *item, sr_st_entry *e)
     if (e->end > f->data_size)
         return sr_fail("safetensors %s: tensor '%s' data [%llu, %llu) lies outside the data area (%zu bytes)",
                        f->path, nm, (unsigned long long)e->begin, (unsigned long long)e->end, f->data_size);
-    if (e->end - e->begin != count * dtypes[e->dtype].size)
+    if (e->end - e->begin != (uint64_t)count * dtypes[e->dtype].size)
         return sr_fail("safetensors %s: tensor '%s' has %llu bytes but shape × %s needs %llu", f->path, nm,
                        (unsigned long long)(e->end - e->begin), dtypes[e->dtype].name,
-                       (unsigned long long)(count * dtypes[e->dtype].size));
+                       (unsigned long long)count * dtypes[e->dtype].size);
     if (!(e->name = strdup(nm)))
         return sr_fail("safetensors %s: out of memory", f->path);
     return 0;
@@ -100,6 +112,8 @@ static int parse_entry(sr_st_file *f, const cJSON *item, sr_st_entry *e)
 
 static int parse_meta(sr_st_file *f, const cJSON *meta)
 {
+    if (f->meta_keys) /* (a second one would leak the first's arrays) */
+        return sr_fail("safetensors %s: __metadata__ appears twice", f->path);
     if (!cJSON_IsObject(meta))
         return sr_fail("safetensors %s: __metadata__ must be an object of strings", f->path);
     int n = cJSON_GetArraySize(meta);
@@ -153,21 +167,31 @@ static int parse(sr_st_file *f)
     const cJSON *it;
     cJSON_ArrayForEach(it, root)
     {
-        if (strcmp(it->string, "__metadata__") == 0) {
-            if (f->nmeta || parse_meta(f, it))
+        if (strcmp(it->string, META_KEY) == 0) {
+            if (parse_meta(f, it))
                 goto done;
             continue;
         }
-        for (int i = 0; i < f->n; i++)
-            if (strcmp(f->entries[i].name, it->string) == 0) {
-                sr_fail("safetensors %s: tensor '%s' appears twice", f->path, it->string);
-                goto done;
-            }
         if (parse_entry(f, it, &f->entries[f->n]))
             goto done;
         f->n++;
     }
     qsort(f->entries, (size_t)f->n, sizeof *f->entries, cmp_begin);
+    /* Names in sorted order: duplicates are neighbours, and sr_st_find
+     * searches this index. */
+    f->by_name = malloc(sizeof *f->by_name * (size_t)(f->n + 1));
+    if (!f->by_name) {
+        sr_fail("safetensors %s: out of memory", f->path);
+        goto done;
+    }
+    for (int i = 0; i < f->n; i++)
+        f->by_name[i] = &f->entries[i];
+    qsort(f->by_name, (size_t)f->n, sizeof *f->by_name, cmp_entry_name);
+    for (int i = 1; i < f->n; i++)
+        if (strcmp(f->by_name[i]->name, f->by_name[i - 1]->name) == 0) {
+            sr_fail("safetensors %s: tensor '%s' appears twice", f->path, f->by_name[i]->name);
+            goto done;
+        }
     for (int i = 1; i < f->n; i++)
         if (f->entries[i].begin < f->entries[i - 1].end && f->entries[i].end > f->entries[i].begin) {
             sr_fail("safetensors %s: tensors '%s' and '%s' overlap", f->path, f->entries[i - 1].name,
@@ -227,9 +251,16 @@ int sr_st_open(sr_st_file *f, const char *path)
 
 const sr_st_entry *sr_st_find(const sr_st_file *f, const char *name)
 {
-    for (int i = 0; i < f->n; i++)
-        if (strcmp(f->entries[i].name, name) == 0)
-            return &f->entries[i];
+    int lo = 0, hi = f->n; /* binary search over the names in order */
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2, c = strcmp(f->by_name[mid]->name, name);
+        if (c == 0)
+            return f->by_name[mid];
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
     return NULL;
 }
 
@@ -325,6 +356,7 @@ int sr_st_write(const char *path, int n, const char *const *names, const sr_tens
         return sr_fail("safetensors %s: out of memory", path);
     int rc = -1;
     char *hdr = NULL;
+    const char **sorted = NULL;
     uint64_t off = 0;
     if (nmeta > 0) {
         cJSON *m = cJSON_AddObjectToObject(root, "__metadata__");
@@ -336,14 +368,29 @@ int sr_st_write(const char *path, int n, const char *const *names, const sr_tens
             goto done;
         }
     }
+    /* Names: none reserved, none twice (sorted copy: O(n log n)). */
+    sorted = malloc(sizeof *sorted * (size_t)(n > 0 ? n : 1));
+    if (!sorted) {
+        sr_fail("safetensors %s: out of memory", path);
+        goto done;
+    }
+    memcpy(sorted, names, sizeof *sorted * (size_t)n);
+    qsort(sorted, (size_t)n, sizeof *sorted, cmp_str);
     for (int i = 0; i < n; i++) {
-        const sr_tensor *t = tensors[i];
-        if (!t->storage) {
-            sr_fail("safetensors %s: tensor '%s' is empty", path, names[i]);
+        if (strcmp(sorted[i], META_KEY) == 0) {
+            sr_fail("safetensors %s: '" META_KEY "' is the format's reserved key for the metadata, not a tensor name",
+                    path);
             goto done;
         }
-        if (cJSON_GetObjectItemCaseSensitive(root, names[i])) {
-            sr_fail("safetensors %s: tensor name '%s' given twice", path, names[i]);
+        if (i && strcmp(sorted[i], sorted[i - 1]) == 0) {
+            sr_fail("safetensors %s: tensor name '%s' given twice", path, sorted[i]);
+            goto done;
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        const sr_tensor *t = tensors[i];
+        if (!t || !t->storage) {
+            sr_fail("safetensors %s: tensor '%s' is empty", path, names[i]);
             goto done;
         }
         uint64_t bytes = (uint64_t)sr_numel(t) * sr_dtype_size(t->dtype);
@@ -376,17 +423,20 @@ int sr_st_write(const char *path, int n, const char *const *names, const sr_tens
     for (int i = 0; i < 8; i++)
         len[i] = (unsigned char)((uint64_t)padded >> (8 * i));
     sr_atomic_file af;
-    if (sr_atomic_open(&af, path))
+    if (sr_atomic_open(&af, path)) {
+        sr_fail_context("safetensors save");
         goto done;
+    }
     fwrite(len, 1, 8, af.fp);
     fwrite(hdr, 1, hl, af.fp);
     for (size_t i = hl; i < padded; i++)
         fputc(' ', af.fp);
     for (int i = 0; i < n; i++)
         fwrite(sr_data(tensors[i]), sr_dtype_size(tensors[i]->dtype), (size_t)sr_numel(tensors[i]), af.fp);
-    rc = sr_atomic_commit(&af);
+    rc = sr_atomic_commit(&af) ? sr_fail_context("safetensors save") : 0;
 done:
     free(hdr);
+    free(sorted);
     cJSON_Delete(root);
     return rc;
 }

@@ -6,7 +6,11 @@
  *  "__metadata__": {"key": "value"}}, then the data area.  Everything in
  * the header is validated before any tensor is read: header length bounded,
  * JSON well formed, offsets inside the data area, no overlaps, byte length =
- * product(shape) × dtype size, no overflow; a violation names the tensor. */
+ * product(shape) × dtype size, no overflow; a violation names the tensor.
+ * Opening is O(n log n) in the number of entries (names are checked for
+ * duplicates by sorting), so a hostile header of a million entries costs a
+ * sort, not 10^12 comparisons.  "__metadata__" is the format's reserved key:
+ * no tensor may have that name (the writer refuses it). */
 #ifndef SR_SAFETENSORS_H
 #define SR_SAFETENSORS_H
 
@@ -39,6 +43,7 @@ typedef struct sr_st_file {
     size_t data_size;
     int n;
     sr_st_entry *entries;     /* in file order of data offsets */
+    sr_st_entry **by_name;    /* the entries in name order (sr_st_find's binary search) */
     int nmeta;
     char **meta_keys, **meta_vals;
 } sr_st_file;
@@ -61,7 +66,8 @@ int sr_st_read_into(const sr_st_file *f, const sr_st_entry *e, sr_tensor *dst);
 const char *sr_st_meta(const sr_st_file *f, const char *key);
 
 /* Write tensors (stored as their own dtype, F32 or F64) and metadata,
- * atomically.  names/tensors have n entries; meta has 2*nmeta strings. */
+ * atomically.  names/tensors have n entries; meta has 2*nmeta strings.
+ * A name given twice, or "__metadata__", is an error. */
 int sr_st_write(const char *path, int n, const char *const *names, const sr_tensor *const *tensors,
                 int nmeta, const char *const *meta);
 

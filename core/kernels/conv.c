@@ -500,6 +500,7 @@ static void SR_FN(conv_ref_bwd)(double *gx, double *gw, double *gb, const real *
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/checked.h"
 #include "base/threads.h"
 #include "kernels/conv.h"
 #include "kernels/depthwise.h"
@@ -570,7 +571,16 @@ static int conv_geometry(const sr_conv_cfg *c, const sr_tensor *x, conv_geom *g)
     g->o = c->cout;
     g->kh = c->kh, g->kw = c->kw, g->sh = c->sh, g->sw = c->sw, g->ph = c->ph, g->pw = c->pw;
     g->dh = c->dh, g->dw = c->dw, g->groups = c->groups;
-    int64_t ekh = c->dh * (c->kh - 1) + 1, ekw = c->dw * (c->kw - 1) + 1;
+    /* Options reach here unbounded (any integer a layer option holds), so
+     * every extent is a checked count before anything is compared or
+     * multiplied: padded plane, kernel span, output grid, K. */
+    int64_t ekh, ekw, hp, wp, plane;
+    if (SR_COUNT(&ekh, "conv2d: kernel span", c->dh, c->kh) || SR_COUNT(&ekw, "conv2d: kernel span", c->dw, c->kw) ||
+        SR_COUNT(&hp, "conv2d: padding", 2, c->ph) || SR_COUNT(&wp, "conv2d: padding", 2, c->pw) ||
+        SR_COUNT(&plane, "conv2d: padded input plane", g->h + hp, g->w + wp) ||
+        SR_COUNT(&g->K, "conv2d: K = in_channels/groups x kernel", c->cin / c->groups, c->kh, c->kw))
+        return -1;
+    ekh = ekh - c->dh + 1, ekw = ekw - c->dw + 1; /* dh·(kh−1) + 1 */
     if (g->h + 2 * c->ph < ekh || g->w + 2 * c->pw < ekw)
         return sr_fail("conv2d: kernel %lldx%lld (dilation %lldx%lld) spans %lldx%lld, larger than "
                        "the padded input %lldx%lld of %s (padding %lldx%lld)",
@@ -579,12 +589,12 @@ static int conv_geometry(const sr_conv_cfg *c, const sr_tensor *x, conv_geom *g)
                        (long long)(g->w + 2 * c->pw), SR_SHAPE(x), (long long)c->ph, (long long)c->pw);
     g->ho = (g->h + 2 * c->ph - ekh) / c->sh + 1;
     g->wo = (g->w + 2 * c->pw - ekw) / c->sw + 1;
-    g->P = g->ho * g->wo;
     g->cg = c->cin / c->groups;
     g->og = c->cout / c->groups;
-    g->K = g->cg * c->kh * c->kw;
+    if (SR_COUNT(&g->P, "conv2d: output plane", g->ho, g->wo))
+        return -1;
     /* BLAS takes int dimensions. */
-    if (g->K > INT32_MAX || g->P > INT32_MAX / 64 || (g->h + 2 * g->ph) * (g->w + 2 * g->pw) > INT32_MAX / 2)
+    if (g->K > INT32_MAX || g->P > INT32_MAX / 64 || plane > INT32_MAX / 2)
         return sr_fail("conv2d: input %s is too large for one GEMM", SR_SHAPE(x));
     return 0;
 }
@@ -629,8 +639,13 @@ static void conv_plan_make(const sr_conv_cfg *c, const sr_conv_taps *tp, const c
     }
     /* K chunk: a cache-sized column buffer, but at least CONV_MIN_K rows
      * so each GEMM still has a deep K; then the hard max_workspace bound,
-     * cutting columns when even one channel's rows do not fit. */
-    size_t chan = (size_t)(kk * pl->nimg * pl->np) * esize, cache = CONV_COL_CACHE;
+     * cutting columns when even one channel's rows do not fit.  (A hostile
+     * geometry makes the channel's rows overflow: then they are simply
+     * "too big", and the column chunking takes over.) */
+    int64_t chan_elems;
+    size_t chan = SR_COUNT(&chan_elems, "conv2d", kk, pl->nimg, pl->np) ? SIZE_MAX / 2
+                                                                          : (size_t)chan_elems * esize,
+           cache = CONV_COL_CACHE;
     if ((size_t)c->max_workspace < cache)
         cache = (size_t)c->max_workspace;
     int64_t kc = (int64_t)(cache / chan), kmin = (CONV_MIN_K + kk - 1) / kk;
@@ -638,7 +653,7 @@ static void conv_plan_make(const sr_conv_cfg *c, const sr_conv_taps *tp, const c
         kc = kmin;
     if (kc > g->cg)
         kc = g->cg;
-    if ((size_t)kc * chan > (size_t)c->max_workspace)
+    if ((size_t)kc > (size_t)c->max_workspace / chan)
         kc = (int64_t)((size_t)c->max_workspace / chan);
     pl->kc = kc < 1 ? 1 : kc;
     if (chan > (size_t)c->max_workspace && !pl->in_place) {
@@ -657,23 +672,31 @@ static void conv_plan_make(const sr_conv_cfg *c, const sr_conv_taps *tp, const c
 }
 
 
-/* Workspace sizes of one kernel call (elements; 0: not needed). */
-static void conv_ws_sizes(const conv_geom *g, const conv_plan *pl, int64_t sz[WS_N])
+/* Workspace sizes of one kernel call (elements; 0: not needed); counted
+ * with checks, since a hostile geometry (a huge padding or kernel with a
+ * tiny input) makes products the tensors themselves never hold. */
+static int conv_ws_sizes(const conv_geom *g, const conv_plan *pl, int64_t sz[WS_N])
 {
     for (int i = 0; i < WS_N; i++)
         sz[i] = 0;
     if (pl->taps) {
-        sz[WS_COL] = g->sh * g->sw * g->c * pl->h2 * pl->w2 + pl->slack; /* phase planes */
-        sz[WS_TMP] = g->o * g->ho * pl->w2;
-        sz[WS_WT] = g->o * g->cg * g->kh * g->kw;
-        return;
+        int64_t planes; /* phase planes */
+        if (SR_COUNT(&planes, "conv2d: tap-wise phase planes", g->sh, g->sw, g->c, pl->h2, pl->w2) ||
+            SR_COUNT(&sz[WS_TMP], "conv2d: tap-wise output", g->o, g->ho, pl->w2) ||
+            SR_COUNT(&sz[WS_WT], "conv2d: tap-wise weights", g->o, g->cg, g->kh, g->kw))
+            return -1;
+        sz[WS_COL] = planes + pl->slack;
+        return 0;
     }
     if (!(pl->in_place && pl->nimg == 1)) {
-        sz[WS_COL] = pl->kc * g->kh * g->kw * pl->nimg * pl->np;
-        sz[WS_PAD] = (g->h + 2 * g->ph) * (g->w + 2 * g->pw) + 8;
+        if (SR_COUNT(&sz[WS_COL], "conv2d: column workspace", pl->kc, g->kh, g->kw, pl->nimg, pl->np) ||
+            SR_COUNT(&sz[WS_PAD], "conv2d: padded plane", g->h + 2 * g->ph, g->w + 2 * g->pw))
+            return -1;
+        sz[WS_PAD] += 8;
     }
-    if (pl->nimg > 1)
-        sz[WS_TMP] = g->og * pl->nimg * g->P;
+    if (pl->nimg > 1 && SR_COUNT(&sz[WS_TMP], "conv2d: GEMM output workspace", g->og, pl->nimg, g->P))
+        return -1;
+    return 0;
 }
 
 /* nparts copies of each workspace (one of those in the mask `shared`),
@@ -683,8 +706,9 @@ static int conv_workspace(sr_conv *im, sr_pool *pool, sr_dtype dt, int nparts, c
                           unsigned shared)
 {
     for (int i = 0; i < WS_N; i++) {
-        int64_t n = sz[i] * (shared >> i & 1 ? 1 : nparts);
-        if (n && sr_pool_ensure(pool, &im->ws[i], dt, 1, &n))
+        int64_t n;
+        if (SR_COUNT(&n, "conv2d: workspace", sz[i], shared >> i & 1 ? 1 : nparts) ||
+            (n && sr_pool_ensure(pool, &im->ws[i], dt, 1, &n)))
             return -1;
     }
     return 0;
@@ -734,7 +758,8 @@ typedef struct {
 } conv_part;
 
 /* How many parts to run (1: one call, BLAS-threaded), filled into parts;
- * sz gets the largest workspace sizes of any part. */
+ * sz gets the largest workspace sizes of any part.  -1 (error set) when a
+ * workspace size is out of range. */
 static int conv_split(const sr_conv *im, const conv_geom *g, size_t es, int fwd, conv_part *parts,
                       int64_t sz[WS_N])
 {
@@ -765,7 +790,8 @@ static int conv_split(const sr_conv *im, const conv_geom *g, size_t es, int fwd,
         else
             conv_plan_make(&im->cfg, &im->tp, &p->g, es, fwd, &p->pl);
         int64_t s[WS_N];
-        conv_ws_sizes(&p->g, &p->pl, s);
+        if (conv_ws_sizes(&p->g, &p->pl, s))
+            return -1;
         if (fwd && sr_gemm_serial(T, sr_threads_get())) {
             s[WS_WP] = g->groups * sr_gemm_packed_size(g->og, g->K);
             s[WS_GEMM] = sr_gemm_scratch_size();
@@ -934,6 +960,8 @@ int sr_conv_forward(sr_conv *im, sr_tensor *y, const sr_tensor *x, const sr_tens
     int64_t sz[WS_N];
     const size_t es = sr_dtype_size(x->dtype);
     int T = conv_split(im, &g, es, 1, parts, sz);
+    if (T < 0)
+        return -1;
     int shared_wp = sz[WS_WP] && !parts[0].pl.taps; /* else each tap-wise part packs its own */
     if (conv_workspace(im, pool, x->dtype, T, sz, shared_wp ? 1u << WS_WP : 0))
         return -1;
@@ -976,6 +1004,8 @@ int sr_conv_backward(sr_conv *im, sr_tensor *gx, void *gw, void *gb, const sr_te
         int64_t sz[WS_N];
         const size_t es = sr_dtype_size(x->dtype);
         int T = conv_split(im, &g, es, 0, parts, sz), rc;
+        if (T < 0)
+            return -1;
         /* Parts after the first accumulate parameter gradients into zeroed
          * scratch of their own, summed into gw and gb afterwards. */
         const int64_t nw = sr_numel(w), stride = nw + g.o;
@@ -1099,6 +1129,20 @@ int sr_conv_init(sr_conv *c, const sr_conv_cfg *cfg)
     if (cfg->cin % cfg->groups || cfg->cout % cfg->groups)
         return sr_fail("conv2d: groups=%lld must divide in_channels=%lld and out_channels=%lld",
                        (long long)cfg->groups, (long long)cfg->cin, (long long)cfg->cout);
+    /* The tap layout indexes taps and stride phases with ints and forms
+     * (span / stride) x span products: a dilated kernel spanning more than
+     * 2^31 pixels fits no input the GEMMs can take (conv_geometry), so it
+     * is refused here, before any of those products. */
+    int64_t taps, phases, span_h, span_w;
+    if (SR_COUNT(&taps, "conv2d: kernel taps", cfg->kh, cfg->kw) ||
+        SR_COUNT(&phases, "conv2d: stride phases", cfg->sh, cfg->sw) ||
+        SR_COUNT(&span_h, "conv2d: kernel span", cfg->kh, cfg->dh) ||
+        SR_COUNT(&span_w, "conv2d: kernel span", cfg->kw, cfg->dw))
+        return -1;
+    if (taps > INT32_MAX / 4 || phases > INT32_MAX / 4 || span_h > INT32_MAX || span_w > INT32_MAX)
+        return sr_fail("conv2d: kernel %lldx%lld, stride %lldx%lld, dilation %lldx%lld: too large for any input",
+                       (long long)cfg->kh, (long long)cfg->kw, (long long)cfg->sh, (long long)cfg->sw,
+                       (long long)cfg->dh, (long long)cfg->dw);
     c->cfg = *cfg;
     for (int i = 0; i < WS_N; i++)
         c->ws[i] = (sr_tensor)SR_TENSOR_INIT;

@@ -457,6 +457,7 @@ static int SR_FN(wino_bwd_part)(const wino_ctx *cx, int t)
 #include <cblas.h>
 #include <string.h>
 
+#include "base/checked.h"
 #include "base/error.h"
 #include "base/threads.h"
 #include "kernels/gemm.h"
@@ -598,10 +599,14 @@ static void wino_cut(wino_ctx *cx, const sr_wino_plan *pl, int bwd, size_t es)
  * each part's ∂U. */
 static int wino_alloc(wino_ctx *cx, sr_tensor *ws, sr_dtype dt, int with_du, sr_pool *pool)
 {
-    const int64_t nu = 16 * cx->g->o * cx->g->c;
     const int64_t nup = cx->own_gemm ? 16 * sr_gemm_packed_size(cx->g->o, cx->g->c) : 0;
-    int64_t n = nu + nup + cx->nparts * cx->ws_part + (with_du ? cx->nparts * nu : 0);
-    if (sr_pool_ensure(pool, ws, dt, 1, &n))
+    int64_t nu, parts, du, n;
+    /* (the tensors' own bounds keep these in range; counted anyway, as
+     * every workspace size is) */
+    if (SR_COUNT(&nu, "winograd: transformed weights", 16, cx->g->o, cx->g->c) ||
+        SR_COUNT(&parts, "winograd: tile buffers", cx->nparts, cx->ws_part) ||
+        SR_COUNT(&du, "winograd: weight gradients", with_du ? cx->nparts : 0, nu) ||
+        SR_COUNT(&n, "winograd: workspace", nu + nup + parts + du) || sr_pool_ensure(pool, ws, dt, 1, &n))
         return -1;
     size_t es = sr_dtype_size(dt);
     cx->U = sr_data(ws);

@@ -116,7 +116,7 @@ static int l_uniform(lua_State *L)
 
 static int l_listdir(lua_State *L)
 {
-    const char *dir = luaL_checkstring(L, 1);
+    const char *dir = sr_lua_check_cstring(L, 1, "augment.listdir");
     if (sr_lua_push_dir_names(L, dir) >= 0)
         return 1;
     lua_pushnil(L);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/fsutil.h"
 #include "lua/aux.h"
 
 int sr_lua_fail(lua_State *L) { return luaL_error(L, "%s", sr_errmsg()); }
@@ -19,6 +20,38 @@ sr_dtype sr_lua_opt_dtype(lua_State *L, int idx, sr_dtype def)
     return (i == 1 || i == 3) ? SR_F64 : SR_F32;
 }
 
+/* Position (1-based) of the first NUL byte of s[0..len), or 0. */
+static size_t nul_at(const char *s, size_t len)
+{
+    const char *z = memchr(s, 0, len);
+    return z ? (size_t)(z - s) + 1 : 0;
+}
+
+const char *sr_lua_check_cstring(lua_State *L, int idx, const char *op)
+{
+    luaL_checkstring(L, idx); /* (a number becomes its string form, in place) */
+    char what[32];
+    snprintf(what, sizeof what, "argument #%d", idx);
+    return sr_lua_to_cstring(L, idx, op, what);
+}
+
+const char *sr_lua_opt_cstring(lua_State *L, int idx, const char *op, const char *def)
+{
+    return lua_isnoneornil(L, idx) ? def : sr_lua_check_cstring(L, idx, op);
+}
+
+const char *sr_lua_to_cstring(lua_State *L, int idx, const char *op, const char *what)
+{
+    if (lua_type(L, idx) != LUA_TSTRING)
+        return NULL;
+    size_t len;
+    const char *s = lua_tolstring(L, idx, &len);
+    size_t k = nul_at(s, len);
+    if (k)
+        luaL_error(L, "%s: %s contains a NUL byte at position %d", op, what, (int)k);
+    return s;
+}
+
 int sr_lua_check_shape(lua_State *L, int idx, int64_t *shape)
 {
     int n = 0;
@@ -30,7 +63,8 @@ int sr_lua_check_shape(lua_State *L, int idx, int64_t *shape)
             int ok;
             lua_Integer v = lua_tointegerx(L, -1, &ok);
             if (!ok || v < 0)
-                luaL_error(L, "shape: entry %d must be a non-negative integer", i + 1);
+                luaL_argerror(L, idx, lua_pushfstring(L, "shape: entry %d must be a non-negative integer, got %s",
+                                                      i + 1, luaL_tolstring(L, -1, NULL)));
             shape[i] = v;
             lua_pop(L, 1);
         }
@@ -43,6 +77,10 @@ int sr_lua_check_shape(lua_State *L, int idx, int64_t *shape)
         shape[n] = v;
         n++;
     }
+    /* a fraction (zeros(1.5)) is a bad size, not the start of the options */
+    if (lua_type(L, idx + n) == LUA_TNUMBER)
+        luaL_argerror(L, idx + n, lua_pushfstring(L, "shape: dimension %d must be a non-negative integer, got %s",
+                                                  n + 1, luaL_tolstring(L, idx + n, NULL)));
     return n;
 }
 
@@ -82,11 +120,18 @@ static int table_value(const sr_opts *o, const char *key, sr_optv *v)
         snprintf(v->shown, sizeof v->shown, "%s", luaL_tolstring(L, -1, NULL)); /* as Lua prints it */
         lua_pop(L, 1);
         break;
-    case LUA_TSTRING:
+    case LUA_TSTRING: {
+        size_t len;
         v->kind = SR_OPTV_STRING;
-        v->str = lua_tostring(L, -1); /* stays alive: the table holds it */
+        v->str = lua_tolstring(L, -1, &len); /* stays alive: the table holds it */
         snprintf(v->shown, sizeof v->shown, "'%s'", v->str);
+        if (nul_at(v->str, len)) {
+            lua_pop(L, 1);
+            return sr_fail("%s: option %s contains a NUL byte at position %d", o->op, key,
+                           (int)nul_at(v->str, len));
+        }
         break;
+    }
     default:
         v->kind = SR_OPTV_OTHER;
         snprintf(v->shown, sizeof v->shown, "%s", luaL_typename(L, -1));
@@ -100,7 +145,8 @@ static int table_value(const sr_opts *o, const char *key, sr_optv *v)
 static int table_num(const sr_opts *o, const char *key, double *v)
 {
     sr_optv x;
-    table_value(o, key, &x);
+    if (table_value(o, key, &x))
+        return -1;
     if (x.kind == SR_OPTV_ABSENT)
         return 0;
     if (x.kind != SR_OPTV_NUMBER && x.kind != SR_OPTV_BOOL)
@@ -112,7 +158,8 @@ static int table_num(const sr_opts *o, const char *key, double *v)
 static int table_str(const sr_opts *o, const char *key, const char **v)
 {
     sr_optv x;
-    table_value(o, key, &x);
+    if (table_value(o, key, &x))
+        return -1;
     if (x.kind == SR_OPTV_ABSENT)
         return 0;
     if (x.kind != SR_OPTV_STRING)
@@ -169,7 +216,14 @@ static int table_each_key(const sr_opts *o, int (*fn)(const char *key, void *ctx
             lua_pop(L, 1);
             return sr_fail("%s: options must be named (got a positional value)", o->op);
         }
-        int r = fn(lua_tostring(L, -1), ctx);
+        size_t len;
+        const char *key = lua_tolstring(L, -1, &len);
+        if (nul_at(key, len)) {
+            lua_pop(L, 1);
+            return sr_fail("%s: option name '%s' contains a NUL byte at position %d", o->op, key,
+                           (int)nul_at(key, len));
+        }
+        int r = fn(key, ctx);
         if (r) {
             lua_pop(L, 1);
             return r;
@@ -243,6 +297,27 @@ void sr_lua_read_opts(lua_State *L, int t, const char *op, const sr_opt_spec *sp
         sr_lua_fail(L);
 }
 
+void sr_lua_push_specs(lua_State *L, const sr_opt_spec *specs)
+{
+    static const char *const types[] = {"integer", "number", "boolean", "string", "choice", "other"};
+    char buf[256];
+    lua_newtable(L);
+    for (const sr_opt_spec *s = specs; s->name; s++) {
+        lua_createtable(L, 0, 5);
+        lua_pushstring(L, s->name);
+        lua_setfield(L, -2, "name");
+        lua_pushstring(L, types[s->type]);
+        lua_setfield(L, -2, "type");
+        lua_pushstring(L, sr_opt_spec_what(s, buf, sizeof buf));
+        lua_setfield(L, -2, "what");
+        lua_pushstring(L, sr_opt_spec_default(s, buf, sizeof buf));
+        lua_setfield(L, -2, "default");
+        lua_pushstring(L, s->help ? s->help : "");
+        lua_setfield(L, -2, "help");
+        lua_rawseti(L, -2, (lua_Integer)(s - specs) + 1);
+    }
+}
+
 /* One option as a one-entry declaration reads it. */
 static void opt_one(lua_State *L, int t, const char *op, const sr_opt_spec *s, void *field)
 {
@@ -268,8 +343,7 @@ static lua_Integer opt_int(lua_State *L, int t, const char *op, const sr_opt_spe
     sr_lua_opts_init(&lo, L, t, op);
     sr_optv x;
     int64_t v = def;
-    table_value(&lo.o, s->name, &x);
-    if (x.kind != SR_OPTV_ABSENT && sr_opt_get(&lo.o, s, &v))
+    if (table_value(&lo.o, s->name, &x) || (x.kind != SR_OPTV_ABSENT && sr_opt_get(&lo.o, s, &v)))
         sr_lua_fail(L);
     return (lua_Integer)v;
 }
@@ -302,6 +376,36 @@ int sr_lua_opt_choice(lua_State *L, int t, const char *op, const char *k, int de
     int v;
     opt_one(L, t, op, &s, &v);
     return v;
+}
+
+/* --- files ------------------------------------------------------------------ */
+
+static const char cleaned_key = 'c'; /* its address keys the registry's table of folders done */
+
+void sr_lua_clean_tmp(lua_State *L, const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    if (slash == path)
+        lua_pushliteral(L, "/");
+    else if (slash)
+        lua_pushlstring(L, path, (size_t)(slash - path));
+    else
+        lua_pushliteral(L, ".");
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &cleaned_key) != LUA_TTABLE) {
+        lua_pop(L, 1);
+        lua_newtable(L);
+        lua_pushvalue(L, -1);
+        lua_rawsetp(L, LUA_REGISTRYINDEX, &cleaned_key);
+    }
+    lua_pushvalue(L, -2);
+    if (lua_rawget(L, -2) == LUA_TNIL) {
+        int removed = 0;
+        sr_tmp_clean(lua_tostring(L, -3), &removed); /* a folder it cannot read: the write will say */
+        lua_pushvalue(L, -3);
+        lua_pushinteger(L, removed);
+        lua_rawset(L, -4);
+    }
+    lua_pop(L, 3);
 }
 
 /* --- lists, directories, classes ----------------------------------------- */

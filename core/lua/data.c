@@ -143,7 +143,7 @@ static int store_tostring(lua_State *L)
 
 static int l_idx_images(lua_State *L)
 {
-    const char *path = luaL_checkstring(L, 1);
+    const char *path = sr_lua_check_cstring(L, 1, "data.idx_images");
     sr_u8images *s = new_store(L);
     if (sr_idx_load_images(path, s))
         return sr_lua_fail(L);
@@ -152,7 +152,7 @@ static int l_idx_images(lua_State *L)
 
 static int l_idx_labels(lua_State *L)
 {
-    const char *path = luaL_checkstring(L, 1);
+    const char *path = sr_lua_check_cstring(L, 1, "data.idx_labels");
     int64_t *lab = NULL, n = 0;
     if (sr_idx_load_labels(path, &lab, &n))
         return sr_lua_fail(L);
@@ -181,7 +181,7 @@ static int l_cifar(lua_State *L)
         lua_geti(L, 1, i + 1);
         if (lua_type(L, -1) != LUA_TSTRING)
             luaL_error(L, "cifar: paths[%d] is not a string", i + 1);
-        paths[i] = lua_tostring(L, -1);
+        paths[i] = sr_lua_to_cstring(L, -1, "cifar", "a path");
         lua_pop(L, 1);
     }
     sr_u8images *s = new_store(L);
@@ -199,7 +199,7 @@ static int l_cifar(lua_State *L)
 static int l_synth(lua_State *L)
 {
     lua_settop(L, 6);
-    const char *kind = luaL_checkstring(L, 1);
+    const char *kind = sr_lua_check_cstring(L, 1, "data.synth");
     uint64_t seed = (uint64_t)luaL_checkinteger(L, 2);
     int64_t b;
     int64_t *idx = check_indices(L, 3, -1, &b);
@@ -261,7 +261,7 @@ static int cmp_names(const void *a, const void *b)
  * on the names torchvision's ImageFolder sees; `dir` follows symlinks. */
 static int l_listdir(lua_State *L)
 {
-    const char *path = luaL_checkstring(L, 1);
+    const char *path = sr_lua_check_cstring(L, 1, "data.listdir");
     /* names collected in a Lua table first (no C allocation to leak) */
     int n = sr_lua_push_dir_names(L, path);
     if (n < 0)

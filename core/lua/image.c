@@ -1,6 +1,6 @@
 /* lua/image.c - srgeo.image: load / load_batch / save / blur / info / check.
  *
- *   x = srgeo.image.load(path [, {size=224, resize=256, channels=3}])
+ *   x = srgeo.image.load(path [, {size=224, resize=256, channels=3, max_pixels=1e8}])
  *   X, bad, msg = srgeo.image.load_batch(paths [, {..., on_error="fail"|"skip"}])
  *   srgeo.image.save(path, t [, {rescale=false, quality=nil}])
  *   y = srgeo.image.blur(t, sigma [, {ksize=2*ceil(3*sigma)+1}])
@@ -11,7 +11,8 @@
  * {h, w}, or false/0 (no crop).  resize: the shorter side before the crop;
  * by default round(size * 256/224), i.e. 256 for 224 (torchvision's ImageNet
  * evaluation ratio), and no resize when size is false.  channels: 3 (the
- * default), 1, or false/0 = as stored.
+ * default), 1, or false/0 = as stored.  max_pixels: the decode bound
+ * (core/io/image.h: an image with more pixels is refused undecoded).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -21,7 +22,7 @@
 #include "lua/aux.h"
 #include "lua/open.h"
 
-static const char *const load_keys[] = {"size", "resize", "channels", "on_error", NULL};
+static const char *const load_keys[] = {"size", "resize", "channels", "max_pixels", "on_error", NULL};
 
 static void read_load_opts(lua_State *L, int t, sr_image_opts *o, const char *fn)
 {
@@ -53,13 +54,14 @@ static void read_load_opts(lua_State *L, int t, sr_image_opts *o, const char *fn
     lua_pop(L, 1);
     o->resize = (int)sr_lua_opt_integer_in(L, t, fn, "resize", lround(side * 256.0 / 224.0), 0, 65536);
     o->channels = (int)sr_lua_opt_integer_in(L, t, fn, "channels", 3, 0, 3);
+    o->max_pixels = sr_lua_opt_integer_in(L, t, fn, "max_pixels", SR_IMAGE_MAX_PIXELS, 1, (lua_Integer)1 << 40);
     if (o->channels == 2)
         luaL_error(L, "%s: channels must be 1, 3 or false (as stored)", fn);
 }
 
 static int l_load(lua_State *L)
 {
-    const char *path = luaL_checkstring(L, 1);
+    const char *path = sr_lua_check_cstring(L, 1, "image.load");
     sr_image_opts o;
     read_load_opts(L, 2, &o, "image.load");
     sr_tensor *t = sr_lua_new_tensor(L);
@@ -79,7 +81,7 @@ static const char **check_paths(lua_State *L, int idx, int64_t *n)
         lua_geti(L, idx, i + 1);
         if (lua_type(L, -1) != LUA_TSTRING)
             luaL_error(L, "image.load_batch: paths[%d] is not a string", (int)(i + 1));
-        p[i] = lua_tostring(L, -1);
+        p[i] = sr_lua_to_cstring(L, -1, "image.load_batch", "a path");
         lua_pop(L, 1); /* the table keeps the string alive */
     }
     return p;
@@ -114,13 +116,14 @@ static int l_load_batch(lua_State *L)
 
 static int l_save(lua_State *L)
 {
-    const char *path = luaL_checkstring(L, 1);
+    const char *path = sr_lua_check_cstring(L, 1, "image.save");
     sr_tensor *t = sr_lua_check_tensor(L, 2);
     sr_image_save_opts o = SR_IMAGE_SAVE_OPTS_INIT;
     static const char *const keys[] = {"rescale", "quality", NULL};
     sr_lua_check_keys(L, 3, "image.save", keys);
     o.rescale = sr_lua_opt_boolean(L, 3, "image.save", "rescale", 0);
     o.quality = (int)sr_lua_opt_integer_in(L, 3, "image.save", "quality", 0, 1, 100);
+    sr_lua_clean_tmp(L, path);
     if (sr_image_save(path, t, &o))
         return sr_lua_fail(L);
     return 0;
@@ -141,7 +144,7 @@ static int l_blur(lua_State *L)
 
 static int l_info(lua_State *L)
 {
-    const char *path = luaL_checkstring(L, 1);
+    const char *path = sr_lua_check_cstring(L, 1, "image.info");
     sr_image_info in;
     if (sr_image_info_read(path, &in))
         return sr_lua_fail(L);
@@ -163,7 +166,7 @@ static int l_info(lua_State *L)
 
 static int l_check(lua_State *L)
 {
-    if (sr_image_check(luaL_checkstring(L, 1)) == 0) {
+    if (sr_image_check(sr_lua_check_cstring(L, 1, "image.check")) == 0) {
         lua_pushboolean(L, 1);
         return 1;
     }

@@ -83,7 +83,7 @@ static void add_children(lua_State *L, int tidx, sr_module *c, int first)
         } else if (lua_istable(L, -1)) {
             lua_geti(L, -1, 1);
             lua_geti(L, -2, 2);
-            name = lua_tostring(L, -2);
+            name = sr_lua_to_cstring(L, -2, c->ops->kind, "a child's name");
             child = test_module(L, -1);
             if (!name || !child)
                 luaL_error(L, "%s: entry %d must be a module or {name, module}", c->ops->kind, (int)i);
@@ -150,7 +150,7 @@ static void parse_taps(lua_State *L, sr_module *m, int oidx, taps_t *t, sr_run *
     }
     luaL_checktype(L, oidx, LUA_TTABLE);
     if (lua_getfield(L, oidx, "tap") == LUA_TSTRING) {
-        t->names[t->n++] = lua_tostring(L, -1);
+        t->names[t->n++] = sr_lua_to_cstring(L, -1, "forward", "opts.tap");
     } else if (!lua_isnil(L, -1)) {
         luaL_error(L, "forward: opts.tap must be a module path string");
     }
@@ -162,7 +162,8 @@ static void parse_taps(lua_State *L, sr_module *m, int oidx, taps_t *t, sr_run *
             lua_geti(L, -1, i);
             if (!lua_isstring(L, -1) || t->n >= MAX_TAPS)
                 luaL_error(L, "forward: opts.taps must be a list of at most %d module paths", MAX_TAPS);
-            t->names[t->n++] = lua_tostring(L, -1);
+            t->names[t->n++] = lua_type(L, -1) == LUA_TSTRING ? sr_lua_to_cstring(L, -1, "forward", "opts.taps entry")
+                                                               : lua_tostring(L, -1);
             lua_pop(L, 1);
         }
     }
@@ -182,6 +183,31 @@ resolve:
     run->stop_after_taps = 1;
 }
 
+/* dst = rows [r0, r0 + len) of a module's buffer src, as a Lua result:
+ * a view (charged to the GC budget: the module's next pass must take
+ * another buffer while Lua pins this one), or, when src sits in a pooled
+ * block far larger than the rows (the pool lends up to twice the size
+ * asked for plus 1 MB), a compact copy, so that a 1 KB result does not pin
+ * a 1 MB block until the collector runs and the module keeps its buffer. */
+static int result_rows(lua_State *L, sr_tensor *dst, const sr_tensor *src, int64_t r0, int64_t len)
+{
+    sr_tensor v = SR_TENSOR_INIT;
+    if (src->ndim == 0 ? (sr_tensor_share(&v, src), 0) : sr_tensor_narrow(&v, src, r0, len))
+        return -1;
+    size_t need = (size_t)sr_numel(&v) * sr_dtype_size(v.dtype);
+    int rc = 0;
+    if (v.storage && v.storage->nbytes > 2 * need + ((size_t)64 << 10)) {
+        rc = sr_tensor_copy(dst, &v);
+        sr_tensor_free(&v);
+        sr_lua_track_tensor(L, -1);
+    } else {
+        sr_tensor_free(dst);
+        *dst = v;
+        sr_lua_track_result(L, -1);
+    }
+    return rc;
+}
+
 /* Move the run's tap results (or the module output) into Lua tensors.  For
  * jvp, each result is split into primal and tangent parts. */
 static int push_results(lua_State *L, sr_module *m, taps_t *t, sr_run *run, int split_jvp)
@@ -197,16 +223,18 @@ static int push_results(lua_State *L, sr_module *m, taps_t *t, sr_run *run, int 
         const sr_tensor *src = t->n ? &t->out[i] : &m->out;
         sr_tensor *a = sr_lua_new_tensor(L);
         if (split_jvp) {
+            if (result_rows(L, a, src, 0, run->n))
+                return sr_lua_fail(L);
             sr_tensor *b = sr_lua_new_tensor(L);
-            if (sr_tensor_narrow(a, src, 0, run->n) ||
-                sr_tensor_narrow(b, src, run->n, run->n * run->k))
+            if (result_rows(L, b, src, run->n, run->n * run->k))
                 return sr_lua_fail(L);
             if (t->multi) { /* stack: primal table, tangent table, a, b */
                 lua_setfield(L, -3, t->names[i]);
                 lua_setfield(L, -3, t->names[i]);
             }
         } else {
-            sr_tensor_share(a, src);
+            if (result_rows(L, a, src, 0, src->ndim ? src->shape[0] : 0))
+                return sr_lua_fail(L);
             if (t->multi)
                 lua_setfield(L, -2, t->names[i]);
         }
@@ -303,7 +331,8 @@ static int m_vjp(lua_State *L)
     if (rc || sr_module_backward(m, w, &run))
         return sr_lua_fail(L);
     sr_tensor *g = sr_lua_new_tensor(L);
-    sr_tensor_share(g, &m->gin);
+    if (result_rows(L, g, &m->gin, 0, m->gin.ndim ? m->gin.shape[0] : 0))
+        return sr_lua_fail(L);
     return 1;
 }
 
@@ -355,7 +384,7 @@ static int m_param_names(lua_State *L) { return walk_params_lua(L, 0, 1); }
 static int m_set(lua_State *L)
 {
     sr_module *m = sr_lua_check_module(L, 1);
-    const char *path = luaL_checkstring(L, 2);
+    const char *path = sr_lua_check_cstring(L, 2, "m:set");
     sr_tensor *src = sr_lua_check_tensor(L, 3);
     sr_param *p = sr_module_find_param(m, path);
     if (!p)
@@ -370,7 +399,7 @@ static int m_set(lua_State *L)
 static int m_get(lua_State *L)
 {
     sr_module *m = sr_lua_check_module(L, 1);
-    sr_param *p = sr_module_find_param(m, luaL_checkstring(L, 2));
+    sr_param *p = sr_module_find_param(m, sr_lua_check_cstring(L, 2, "m:get"));
     if (!p)
         return sr_lua_fail(L);
     sr_tensor_share(sr_lua_new_tensor(L), &p->value);
@@ -380,7 +409,7 @@ static int m_get(lua_State *L)
 static int m_find(lua_State *L)
 {
     sr_module *m = sr_lua_check_module(L, 1);
-    sr_module *c = sr_module_find(m, luaL_checkstring(L, 2));
+    sr_module *c = sr_module_find(m, sr_lua_check_cstring(L, 2, "m:find"));
     if (!c)
         return sr_lua_fail(L);
     sr_module_retain(c);
@@ -447,11 +476,31 @@ static int m_clear(lua_State *L)
     return 0;
 }
 
+/* m:buffer_stats() -> {blocks=, bytes=, fresh=, freed=, passes=}: the spare
+ * buffers of the model's pool (tensor/tensor.h): blocks and bytes held now,
+ * blocks its lending had to allocate and its bounds freed, passes run. */
+static int m_buffer_stats(lua_State *L)
+{
+    const sr_pool *p = &sr_lua_check_module(L, 1)->pool;
+    lua_createtable(L, 0, 5);
+    lua_pushinteger(L, p->n);
+    lua_setfield(L, -2, "blocks");
+    lua_pushinteger(L, (lua_Integer)p->bytes);
+    lua_setfield(L, -2, "bytes");
+    lua_pushinteger(L, p->fresh);
+    lua_setfield(L, -2, "fresh");
+    lua_pushinteger(L, p->freed);
+    lua_setfield(L, -2, "freed");
+    lua_pushinteger(L, p->passes);
+    lua_setfield(L, -2, "passes");
+    return 1;
+}
+
 /* m:alias(name, path): a tap name for this model ("features" -> "flatten"). */
 static int m_alias(lua_State *L)
 {
     sr_module *m = sr_lua_check_module(L, 1);
-    if (sr_module_set_alias(m, luaL_checkstring(L, 2), luaL_checkstring(L, 3)))
+    if (sr_module_set_alias(m, sr_lua_check_cstring(L, 2, "m:alias"), sr_lua_check_cstring(L, 3, "m:alias")))
         return sr_lua_fail(L);
     lua_settop(L, 1);
     return 1;
@@ -462,7 +511,7 @@ static int m_default_tap(lua_State *L)
 {
     sr_module *m = sr_lua_check_module(L, 1);
     if (lua_gettop(L) >= 2) {
-        if (sr_module_set_default_tap(m, luaL_optstring(L, 2, NULL)))
+        if (sr_module_set_default_tap(m, sr_lua_opt_cstring(L, 2, "m:default_tap", NULL)))
             return sr_lua_fail(L);
     }
     if (m->default_tap)
@@ -534,6 +583,7 @@ static const luaL_Reg module_methods[] = {
     {"train", m_train},         {"eval", m_eval},     {"training", m_training},
     {"double", m_double},       {"float", m_float},   {"dtype", m_dtype},
     {"init", m_init},           {"zero_grad", m_zero_grad}, {"clear_buffers", m_clear},
+    {"buffer_stats", m_buffer_stats},
     {"kind", m_kind},           {"children", m_children},
     {"alias", m_alias},         {"default_tap", m_default_tap}, {"aliases", m_aliases},
     {"output_shape", m_output_shape}, {"describe", m_describe},

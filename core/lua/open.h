@@ -14,6 +14,8 @@ void sr_lua_open_profile(lua_State *L);
 void sr_lua_open_safetensors(lua_State *L);
 void sr_lua_open_train(lua_State *L);
 void sr_lua_open_augment(lua_State *L);
+void sr_lua_open_opts(lua_State *L);
+void sr_lua_open_fs(lua_State *L);
 void sr_lua_open_json(lua_State *L);
 void sr_lua_open_markdown(lua_State *L);
 void sr_lua_open_mpi(lua_State *L);

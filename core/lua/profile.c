@@ -136,7 +136,7 @@ static int l_jacobian_top(lua_State *L)
     const sr_module *tap = NULL;
     const char *tname = NULL;
     if (t && lua_getfield(L, t, "tap") == LUA_TSTRING)
-        tname = lua_tostring(L, -1);
+        tname = sr_lua_to_cstring(L, -1, "jacobian_top", "opts.tap");
     if (t)
         lua_pop(L, 1);
     if (!tname)
@@ -197,23 +197,7 @@ static int l_relu_flips(lua_State *L)
  * the declared options of srgeo.profile (sr_profile_specs), for help text. */
 static int l_profile_options(lua_State *L)
 {
-    static const char *const types[] = {"integer", "number", "boolean", "string", "choice", "other"};
-    char buf[256];
-    lua_newtable(L);
-    for (const sr_opt_spec *s = sr_profile_specs; s->name; s++) {
-        lua_createtable(L, 0, 5);
-        lua_pushstring(L, s->name);
-        lua_setfield(L, -2, "name");
-        lua_pushstring(L, types[s->type]);
-        lua_setfield(L, -2, "type");
-        lua_pushstring(L, sr_opt_spec_what(s, buf, sizeof buf));
-        lua_setfield(L, -2, "what");
-        lua_pushstring(L, sr_opt_spec_default(s, buf, sizeof buf));
-        lua_setfield(L, -2, "default");
-        lua_pushstring(L, s->help ? s->help : "");
-        lua_setfield(L, -2, "help");
-        lua_rawseti(L, -2, (lua_Integer)(s - sr_profile_specs) + 1);
-    }
+    sr_lua_push_specs(L, sr_profile_specs);
     return 1;
 }
 

@@ -32,7 +32,7 @@ static int st_gc(lua_State *L)
 
 static int l_open(lua_State *L)
 {
-    const char *path = luaL_checkstring(L, 1);
+    const char *path = sr_lua_check_cstring(L, 1, "safetensors.open");
     sr_st_file *f = lua_newuserdatauv(L, sizeof *f, 0);
     memset(f, 0, sizeof *f);
     luaL_setmetatable(L, ST_MT);
@@ -69,7 +69,7 @@ static void push_info(lua_State *L, const sr_st_entry *e)
 
 static const sr_st_entry *check_entry(lua_State *L, sr_st_file *f, int idx)
 {
-    const char *name = luaL_checkstring(L, idx);
+    const char *name = sr_lua_check_cstring(L, idx, "safetensors");
     const sr_st_entry *e = sr_st_find(f, name);
     if (!e)
         luaL_error(L, "safetensors %s: no tensor named '%s'", f->path, name);
@@ -138,7 +138,7 @@ static int cmp_str(const void *a, const void *b) { return strcmp(*(const char *c
 
 static int l_save(lua_State *L)
 {
-    const char *path = luaL_checkstring(L, 1);
+    const char *path = sr_lua_check_cstring(L, 1, "safetensors.save");
     luaL_checktype(L, 2, LUA_TTABLE);
     int nmeta = 0, n = 0;
     /* Collect names (keeps strings alive: they stay in the tables). */
@@ -161,11 +161,12 @@ static int l_save(lua_State *L)
             if (!lua_istable(L, -1))
                 return luaL_error(L, "safetensors.save: entry %d must be {name, tensor}", (int)i);
             lua_geti(L, -1, 1);
-            names[n] = lua_tostring(L, -1);
+            names[n] = sr_lua_to_cstring(L, -1, "safetensors.save", "a tensor name");
             lua_geti(L, -2, 2);
             ts[n] = sr_lua_test_tensor(L, -1);
             if (!names[n] || !ts[n])
-                return luaL_error(L, "safetensors.save: entry %d must be {name, tensor}", (int)i);
+                return luaL_error(L, "safetensors.save: entry %d must be {name, tensor} with a string name",
+                                  (int)i);
             n++;
             lua_settop(L, top); /* the strings/tensors stay referenced by table 2 */
         }
@@ -174,7 +175,7 @@ static int l_save(lua_State *L)
         while (lua_next(L, 2)) {
             if (lua_type(L, -2) != LUA_TSTRING || !sr_lua_test_tensor(L, -1))
                 return luaL_error(L, "safetensors.save: tensors must map names to tensors");
-            names[n++] = lua_tostring(L, -2);
+            names[n++] = sr_lua_to_cstring(L, -2, "safetensors.save", "a tensor name");
             lua_pop(L, 1);
         }
         qsort(names, (size_t)n, sizeof *names, cmp_str);
@@ -208,12 +209,13 @@ static int l_save(lua_State *L)
         }
         lua_pushnil(L);
         while (lua_next(L, 3)) {
-            meta[2 * nmeta] = lua_tostring(L, -2);
-            meta[2 * nmeta + 1] = lua_tostring(L, -1);
+            meta[2 * nmeta] = sr_lua_to_cstring(L, -2, "safetensors.save", "a metadata key");
+            meta[2 * nmeta + 1] = sr_lua_to_cstring(L, -1, "safetensors.save", "a metadata value");
             nmeta++;
             lua_pop(L, 1);
         }
     }
+    sr_lua_clean_tmp(L, path);
     if (sr_st_write(path, n, names, ts, nmeta, meta))
         return sr_lua_fail(L);
     return 0;

@@ -75,7 +75,7 @@ static int l_clock(lua_State *L)
  * without a shell. */
 static int l_stat(lua_State *L)
 {
-    const char *path = luaL_checkstring(L, 1);
+    const char *path = sr_lua_check_cstring(L, 1, "_stat");
     struct stat st;
     if (stat(path, &st) != 0) {
         lua_pushnil(L);
@@ -177,6 +177,8 @@ int luaopen_srgeo(lua_State *L)
     sr_lua_open_safetensors(L);
     sr_lua_open_train(L);
     sr_lua_open_augment(L);
+    sr_lua_open_opts(L);
+    sr_lua_open_fs(L);
     sr_lua_open_json(L);
     sr_lua_open_markdown(L);
     sr_lua_open_mpi(L);

@@ -60,7 +60,7 @@ typedef struct {
  * the registry): bytes of tensor storage created since the last full
  * collection; beyond max(SR_GC_MIN, what was live after that collection) it
  * runs a full collection -- Lua's own "pause" rule, applied to the memory
- * Lua cannot see.  Peak memory stays near twice the live tensors plus
+ * Lua cannot see (SRGEO_GC_MIN_MB sets another SR_GC_MIN).  Peak memory stays near twice the live tensors plus
  * SR_GC_MIN, and a full collection costs far less than first-touching that
  * many fresh pages. */
 #define SR_GC_MIN ((size_t)64 << 20)
@@ -69,6 +69,7 @@ typedef struct {
     size_t since; /* bytes charged since the last full collection */
     size_t live;  /* bytes charged and not yet released */
     size_t base;  /* `live` right after the last full collection */
+    size_t min;   /* SR_GC_MIN, or SRGEO_GC_MIN_MB from the environment */
 } gc_budget;
 
 static const char budget_key = 'b'; /* its address keys the registry entry */
@@ -81,13 +82,13 @@ static gc_budget *budget(lua_State *L)
     return b;
 }
 
-/* Charge the tensor at idx (if it owns fresh storage) and collect when the
- * budget is spent.  Exported so other bindings that return big new tensors
- * can call it too. */
-void sr_lua_track_tensor(lua_State *L, int idx)
+/* Charge the tensor at idx (if it owns fresh storage, or, shared, if it is a
+ * module's result) and collect when the budget is spent.  Exported (aux.h)
+ * so other bindings that return big new tensors can call it too. */
+static void charge(lua_State *L, int idx, int shared)
 {
     tensor_ud *u = luaL_testudata(L, idx, SR_TENSOR_MT);
-    if (!u || u->charged || !u->t.storage || u->t.storage->refcount != 1)
+    if (!u || u->charged || !u->t.storage || (!shared && u->t.storage->refcount != 1))
         return;
     gc_budget *b = budget(L);
     if (!b)
@@ -95,12 +96,15 @@ void sr_lua_track_tensor(lua_State *L, int idx)
     u->charged = u->t.storage->nbytes;
     b->live += u->charged;
     b->since += u->charged;
-    if (b->since > (b->base > SR_GC_MIN ? b->base : SR_GC_MIN) && lua_gc(L, LUA_GCISRUNNING)) {
+    if (b->since > (b->base > b->min ? b->base : b->min) && lua_gc(L, LUA_GCISRUNNING)) {
         lua_gc(L, LUA_GCCOLLECT);
         b->since = 0;
         b->base = b->live;
     }
 }
+
+void sr_lua_track_tensor(lua_State *L, int idx) { charge(L, idx, 0); }
+void sr_lua_track_result(lua_State *L, int idx) { charge(L, idx, 1); }
 
 /* Return the tensor on top of the stack, charged to the budget. */
 static int tracked(lua_State *L)
@@ -864,7 +868,7 @@ static int t_isfinite(lua_State *L)
 static int l_check_finite(lua_State *L)
 {
     sr_tensor *t = sr_lua_check_tensor(L, 1);
-    const char *name = luaL_optstring(L, 2, "tensor");
+    const char *name = sr_lua_opt_cstring(L, 2, "check_finite", "tensor");
     int64_t i = sr_find_nonfinite(t);
     if (i >= 0) {
         char ib[SR_MAXDIM * 24];
@@ -1065,7 +1069,7 @@ static int t_tostring(lua_State *L)
 
 static int l_npy_load(lua_State *L)
 {
-    const char *path = luaL_checkstring(L, 1);
+    const char *path = sr_lua_check_cstring(L, 1, "npy.load");
     sr_tensor *t = sr_lua_new_tensor(L);
     if (sr_npy_load(t, path))
         return sr_lua_fail(L);
@@ -1074,8 +1078,9 @@ static int l_npy_load(lua_State *L)
 
 static int l_npy_save(lua_State *L)
 {
-    const char *path = luaL_checkstring(L, 1);
+    const char *path = sr_lua_check_cstring(L, 1, "npy.save");
     sr_tensor *t = sr_lua_check_tensor(L, 2);
+    sr_lua_clean_tmp(L, path);
     if (sr_npy_save(path, t))
         return sr_lua_fail(L);
     return 0;
@@ -1174,6 +1179,11 @@ void sr_lua_open_tensor(lua_State *L)
 {
     gc_budget *b = lua_newuserdatauv(L, sizeof *b, 0);
     memset(b, 0, sizeof *b);
+    /* SRGEO_GC_MIN_MB: a smaller slack trades collections for memory (the
+     * memory-growth test uses it to see a plateau within a few MB) */
+    const char *env = getenv("SRGEO_GC_MIN_MB");
+    long mb = env ? strtol(env, NULL, 10) : 0;
+    b->min = mb > 0 && mb < (1L << 20) ? (size_t)mb << 20 : SR_GC_MIN;
     lua_rawsetp(L, LUA_REGISTRYINDEX, &budget_key);
     luaL_newmetatable(L, SR_TENSOR_MT);
     luaL_setfuncs(L, tensor_meta, 0);

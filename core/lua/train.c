@@ -86,30 +86,19 @@ static int opt_gc(lua_State *L)
     return 0;
 }
 
+/* The optimiser's options are declared in core/train (sr_sgd_specs,
+ * sr_adamw_specs): types, ranges, unknown keys, one message format. */
 static int new_opt(lua_State *L, sr_opt_kind kind)
 {
-    static const char *const sgd_keys[] = {"lr", "momentum", "nesterov", "weight_decay", NULL};
-    static const char *const adam_keys[] = {"lr", "beta1", "beta2", "eps", "weight_decay", NULL};
-    const char *op = kind == SR_OPT_SGD ? "optim.sgd" : "optim.adamw";
     lua_settop(L, 1);
-    sr_lua_check_keys(L, 1, op, kind == SR_OPT_SGD ? sgd_keys : adam_keys);
+    sr_lua_opts lo;
+    sr_lua_opts_init(&lo, L, 1, kind == SR_OPT_SGD ? "optim.sgd" : "optim.adamw");
     sr_optim *o = lua_newuserdatauv(L, sizeof *o, 0);
-    sr_optim_init(o, kind);
-    luaL_setmetatable(L, OPT_MT);
-    o->lr = sr_lua_opt_number(L, 1, op, "lr", o->lr);
-    o->weight_decay = sr_lua_opt_number(L, 1, op, "weight_decay", o->weight_decay);
-    if (kind == SR_OPT_SGD) {
-        o->momentum = sr_lua_opt_number(L, 1, op, "momentum", o->momentum);
-        o->nesterov = sr_lua_opt_boolean(L, 1, op, "nesterov", 0);
-        if (o->nesterov && o->momentum <= 0)
-            return luaL_error(L, "optim.sgd: nesterov needs momentum > 0");
-    } else {
-        o->beta1 = sr_lua_opt_number(L, 1, op, "beta1", o->beta1);
-        o->beta2 = sr_lua_opt_number(L, 1, op, "beta2", o->beta2);
-        o->eps = sr_lua_opt_number(L, 1, op, "eps", o->eps);
+    if (sr_optim_read(o, kind, &lo.o)) {
+        sr_optim_free(o);
+        return sr_lua_fail(L);
     }
-    if (!(o->lr >= 0) || o->weight_decay < 0 || o->momentum < 0)
-        return luaL_error(L, "optim: lr, momentum and weight_decay must be non-negative");
+    luaL_setmetatable(L, OPT_MT);
     return 1;
 }
 
@@ -136,7 +125,7 @@ static int opt_set_lr(lua_State *L)
 static int opt_index(lua_State *L)
 {
     sr_optim *o = check_opt(L, 1);
-    const char *k = luaL_checkstring(L, 2);
+    const char *k = sr_lua_check_cstring(L, 2, "optim");
     if (strcmp(k, "steps") == 0) {
         lua_pushinteger(L, o->step);
         return 1;
@@ -218,6 +207,7 @@ static int l_train_step(lua_State *L)
     lua_pushinteger(L, correct);
     if (input_grad) {
         sr_tensor_share(sr_lua_new_tensor(L), &m->gin);
+        sr_lua_track_result(L, -1);
         return 3;
     }
     return 2;
@@ -282,6 +272,7 @@ static int l_grad_pass(lua_State *L)
         lua_pushnil(L);
     if (ig) {
         sr_tensor_share(sr_lua_new_tensor(L), &m->gin);
+        sr_lua_track_result(L, -1);
         return 4;
     }
     return 3;
@@ -312,30 +303,6 @@ static int l_eval_batch(lua_State *L)
     return 2;
 }
 
-/* Shared by PGD and LLR (op names which): norm, eps, steps, step_size,
- * random_start, clip, eval_mode, seed. */
-static void attack_fields(lua_State *L, int t, const char *op, sr_norm *norm, double *eps, int *steps,
-                          double *step, int *random_start, double *lo, double *hi, int *eval_mode,
-                          uint64_t *seed)
-{
-    static const char *const norms[] = {"l2", "L2", "2", "linf", "Linf", "inf", NULL};
-    *norm = sr_lua_opt_choice(L, t, op, "norm", *norm == SR_NORM_L2 ? 0 : 3, norms) < 3 ? SR_NORM_L2
-                                                                                        : SR_NORM_LINF;
-    double e = sr_lua_opt_number(L, t, op, "eps", *eps);
-    int st = (int)sr_lua_opt_integer_in(L, t, op, "steps", *steps, 0, 100000); /* core/train/train.c's range */
-    /* The default step follows Madry et al.: 2.5 ε / steps. */
-    *step = sr_lua_opt_number(L, t, op, "step_size", st > 0 ? 2.5 * e / st : 0);
-    *eps = e;
-    *steps = st;
-    *random_start = sr_lua_opt_boolean(L, t, op, "random_start", *random_start);
-    *eval_mode = sr_lua_opt_boolean(L, t, op, "eval_mode", *eval_mode);
-    if (!sr_lua_opt_boolean(L, t, op, "clip", 1)) {
-        *lo = 1;
-        *hi = 0;
-    }
-    *seed = (uint64_t)sr_lua_opt_integer(L, t, op, "seed", (lua_Integer)*seed);
-}
-
 /* xadv, loss, correct = srgeo._pgd(model, X, labels, {norm="l2"|"linf",
  *     eps=0.5, steps=7, step_size=2.5*eps/steps, random_start=true,
  *     use_best=false, clip=true, eval_mode=true, seed=0, row_offset=0})
@@ -343,19 +310,15 @@ static void attack_fields(lua_State *L, int t, const char *op, sr_norm *norm, do
  * each row's random start is the one the whole batch would draw. */
 static int l_pgd(lua_State *L)
 {
-    static const char *const keys[] = {"norm", "eps", "steps", "step_size", "random_start", "use_best",
-                                       "clip", "eval_mode", "seed", "row_offset", NULL};
     lua_settop(L, 4);
     sr_module *m = sr_lua_check_module(L, 1);
     int64_t *lab;
     sr_tensor *x = check_batch(L, 2, "pgd", &lab);
-    sr_lua_check_keys(L, 4, "pgd", keys);
     sr_pgd_opts o;
-    sr_pgd_defaults(&o);
-    attack_fields(L, 4, "pgd", &o.norm, &o.eps, &o.steps, &o.step_size, &o.random_start, &o.lo, &o.hi, &o.eval_mode,
-                  &o.seed);
-    o.use_best = sr_lua_opt_boolean(L, 4, "pgd", "use_best", 0);
-    o.first_row = sr_lua_opt_integer_in(L, 4, "pgd", "row_offset", 0, 0, INT64_MAX);
+    sr_lua_opts lo;
+    sr_lua_opts_init(&lo, L, 4, "pgd");
+    if (sr_pgd_opts_read(&lo.o, &o)) /* declared in core/train: sr_pgd_specs */
+        return sr_lua_fail(L);
     sr_tensor *xa = sr_lua_new_tensor(L);
     double loss;
     int64_t correct;
@@ -373,21 +336,16 @@ static int l_pgd(lua_State *L)
  * maximisation (γ and |δᵀ∇ℓ| of the model as it is). */
 static int l_llr_step(lua_State *L)
 {
-    static const char *const keys[] = {"norm", "eps", "steps", "step_size", "random_start", "lambda", "mu",
-                                       "fd", "clip", "eval_mode", "seed", NULL};
     lua_settop(L, 5);
     sr_module *m = sr_lua_check_module(L, 1);
     sr_optim *opt = lua_isnil(L, 2) ? NULL : check_opt(L, 2);
     int64_t *lab;
     sr_tensor *x = check_batch(L, 3, "llr", &lab);
-    sr_lua_check_keys(L, 5, "llr", keys);
     sr_llr_opts o;
-    sr_llr_defaults(&o);
-    attack_fields(L, 5, "llr", &o.norm, &o.eps, &o.steps, &o.step_size, &o.random_start, &o.lo, &o.hi, &o.eval_mode,
-                  &o.seed);
-    o.lambda = sr_lua_opt_number(L, 5, "llr", "lambda", o.lambda);
-    o.mu = sr_lua_opt_number(L, 5, "llr", "mu", o.mu);
-    o.fd = sr_lua_opt_number(L, 5, "llr", "fd", o.fd);
+    sr_lua_opts lo;
+    sr_lua_opts_init(&lo, L, 5, "llr");
+    if (sr_llr_opts_read(&lo.o, &o)) /* declared in core/train: sr_llr_specs */
+        return sr_lua_fail(L);
     sr_llr_result r;
     if (sr_llr_step(m, opt, x, lab, &o, &r))
         return sr_lua_fail(L);

@@ -78,6 +78,7 @@ sr_param *sr_module_add_param(sr_module *m, const char *name, int ndim, const in
     }
     if (sr_tensor_zeros(&p->value, m->dtype, ndim, shape)) {
         free(p->name);
+        sr_fail_context("%s: parameter %s", m->ops->kind, name);
         return NULL;
     }
     p->trainable = trainable;
@@ -178,8 +179,10 @@ int sr_run_begin(sr_module *m, sr_run *run)
 
 void sr_run_end(sr_run *run, int root)
 {
-    if (root)
+    if (root) {
+        sr_pool_pass_end(run->pool); /* the pool's bounds (tensor/tensor.h) */
         run->pool = NULL;
+    }
 }
 
 void sr_run_tap(sr_run *run, const sr_module *const *taps, sr_tensor *out)

@@ -250,6 +250,7 @@ static void SR_FN(permute_copy)(real *y, const real *x, int nd, const int64_t *o
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/checked.h"
 #include "nn/layers.h"
 
 /* Below this many inner-loop steps a parallel region costs more than it saves. */
@@ -321,6 +322,11 @@ static int pool_geometry(const pool_impl *c, const sr_tensor *x, pool_geom *g)
     if (c->kind == POOL_ADAPTIVE) {
         g->oh = c->k[0];
         g->ow = c->k[1];
+        /* bin edges are o·n / on: keep o·n in range for any output size */
+        int64_t eh, ew;
+        if (SR_COUNT(&eh, "adaptive_avgpool2d: output x input height", g->oh, g->h) ||
+            SR_COUNT(&ew, "adaptive_avgpool2d: output x input width", g->ow, g->w))
+            return -1;
     } else {
         int64_t eh = g->h + 2 * g->ph - g->kh, ew = g->w + 2 * g->pw - g->kw;
         if (eh < 0 || ew < 0)

@@ -1,6 +1,8 @@
 /* tensor.c - storage, shapes, views, copies. */
 #include "tensor/tensor.h"
 
+#include "base/checked.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,23 +40,23 @@ const char *sr_shape_str(const sr_tensor *t, char *buf, size_t n)
     return buf;
 }
 
+int sr_shape_count(const char *op, int ndim, const int64_t *shape, int64_t *numel)
+{
+    if (ndim < 0 || ndim > SR_MAXDIM)
+        return sr_fail("%s: %d dimensions (at most %d)", op, ndim, SR_MAXDIM);
+    for (int i = 0; i < ndim; i++)
+        if (shape[i] < 0)
+            return sr_fail("%s: negative dimension %lld", op, (long long)shape[i]);
+    return sr_count_n(numel, op, ndim, shape);
+}
+
 /* Validate dims and compute the byte size without overflow. */
 static int shape_bytes(sr_dtype dtype, int ndim, const int64_t *shape, size_t *nbytes)
 {
-    if (ndim < 0 || ndim > SR_MAXDIM)
-        return sr_fail("tensor: %d dimensions (at most %d)", ndim, SR_MAXDIM);
-    uint64_t n = 1;
-    for (int i = 0; i < ndim; i++) {
-        if (shape[i] < 0)
-            return sr_fail("tensor: negative dimension %lld", (long long)shape[i]);
-        if (shape[i] && n > (UINT64_MAX / 16) / (uint64_t)shape[i])
-            return sr_fail("tensor: shape too large (element count overflows)");
-        n *= (uint64_t)shape[i];
-    }
-    if (n > (uint64_t)1 << 40)
-        return sr_fail("tensor: %llu elements is too large", (unsigned long long)n);
-    *nbytes = (size_t)n * sr_dtype_size(dtype);
-    return 0;
+    int64_t n;
+    if (sr_shape_count("tensor", ndim, shape, &n))
+        return -1;
+    return sr_count_bytes(nbytes, "tensor", n, sr_dtype_size(dtype));
 }
 
 /* Buffers from STORAGE_HUGE bytes on are huge-page aligned (see
@@ -90,6 +92,7 @@ static sr_storage *storage_new(size_t nbytes)
         madvise(s->data, sz, MADV_HUGEPAGE); /* advice: failure changes nothing */
     s->refcount = 1;
     s->nbytes = sz;
+    s->idle = 0;
     return s;
 }
 
@@ -152,6 +155,21 @@ int sr_tensor_ensure_like(sr_tensor *out, const sr_tensor *like)
     return sr_tensor_ensure(out, like->dtype, like->ndim, like->shape);
 }
 
+/* A block lent (from the pool or freshly allocated for it) or given back. */
+static void pool_lent(sr_pool *p, size_t nbytes)
+{
+    p->out += (int64_t)nbytes;
+    if (p->out > p->peak)
+        p->peak = p->out;
+}
+
+static void pool_drop(sr_pool *p, int i)
+{
+    p->bytes -= p->blocks[i]->nbytes;
+    storage_release(p->blocks[i]);
+    p->blocks[i] = p->blocks[--p->n];
+}
+
 void sr_pool_put(sr_pool *p, sr_tensor *t)
 {
     sr_storage *s = t->storage;
@@ -169,7 +187,12 @@ void sr_pool_put(sr_pool *p, sr_tensor *t)
         p->blocks = b;
         p->cap = cap;
     }
+    s->idle = 0;
     p->blocks[p->n++] = s;
+    p->bytes += s->nbytes;
+    /* (a block lent in an earlier pass, returned in this one, is not this
+     * pass's: the floor keeps it from hiding this pass's own loans) */
+    p->out = p->out > (int64_t)s->nbytes ? p->out - (int64_t)s->nbytes : 0;
     t->storage = NULL;
     t->ndim = 0;
     t->offset = 0;
@@ -203,24 +226,32 @@ int sr_pool_ensure(sr_pool *p, sr_tensor *t, sr_dtype dtype, int ndim, const int
          * took a 100 MB block per forward once Winograd's workspaces had
          * used the small ones, and peak RSS doubled. */
         if (best >= 0 && p->blocks[best]->nbytes > 2 * nbytes + ((size_t)1 << 20)) {
+            if (sr_tensor_alloc(t, dtype, ndim, shp))
+                return -1;
             p->fresh++;
-            return sr_tensor_alloc(t, dtype, ndim, shp);
+            pool_lent(p, t->storage->nbytes);
+            return 0;
         }
-        int take = best >= 0 ? best : big;
-        sr_storage *s = p->blocks[take];
-        p->blocks[take] = p->blocks[--p->n];
         if (best < 0) {
-            storage_release(s);
+            pool_drop(p, big);
         } else {
+            sr_storage *s = p->blocks[best];
+            p->blocks[best] = p->blocks[--p->n];
+            p->bytes -= s->nbytes;
+            pool_lent(p, s->nbytes);
             sr_tensor_free(t);
             t->storage = s;
             own = 1;
         }
     }
     if (!own) {
-        if (p)
+        if (sr_tensor_alloc(t, dtype, ndim, shp))
+            return -1;
+        if (p) {
             p->fresh++;
-        return sr_tensor_alloc(t, dtype, ndim, shp);
+            pool_lent(p, t->storage->nbytes);
+        }
+        return 0;
     }
     t->offset = 0;
     set_shape(t, dtype, ndim, shp);
@@ -230,6 +261,34 @@ int sr_pool_ensure(sr_pool *p, sr_tensor *t, sr_dtype dtype, int ndim, const int
 int sr_pool_ensure_like(sr_pool *p, sr_tensor *t, const sr_tensor *like)
 {
     return sr_pool_ensure(p, t, like->dtype, like->ndim, like->shape);
+}
+
+void sr_pool_pass_end(sr_pool *p)
+{
+    if (!p)
+        return;
+    p->peaks[p->passes % SR_POOL_WINDOW] = p->peak;
+    p->passes++;
+    p->out = p->peak = 0;
+    int64_t most = 0;
+    for (int i = 0; i < SR_POOL_WINDOW; i++)
+        most = p->peaks[i] > most ? p->peaks[i] : most;
+    size_t budget = (size_t)most * SR_POOL_PEAKS_MULT + SR_POOL_SLACK;
+    for (int i = p->n - 1; i >= 0; i--)
+        if (++p->blocks[i]->idle > SR_POOL_IDLE_PASSES) {
+            pool_drop(p, i);
+            p->freed++;
+        }
+    while (p->bytes > budget && p->n) {
+        int worst = 0; /* idle longest, then largest */
+        for (int i = 1; i < p->n; i++) {
+            const sr_storage *a = p->blocks[i], *b = p->blocks[worst];
+            if (a->idle > b->idle || (a->idle == b->idle && a->nbytes > b->nbytes))
+                worst = i;
+        }
+        pool_drop(p, worst);
+        p->freed++;
+    }
 }
 
 void sr_pool_clear(sr_pool *p)
@@ -294,7 +353,7 @@ int sr_tensor_assign(sr_tensor *dst, const sr_tensor *src)
 
 int sr_tensor_reshape(sr_tensor *dst, const sr_tensor *src, int ndim, const int64_t *shape)
 {
-    int64_t shp[SR_MAXDIM], known = 1;
+    int64_t shp[SR_MAXDIM] = {0}, known = 1;
     int infer = -1;
     if (ndim < 0 || ndim > SR_MAXDIM)
         return sr_fail("reshape: %d dimensions (at most %d)", ndim, SR_MAXDIM);
@@ -304,12 +363,14 @@ int sr_tensor_reshape(sr_tensor *dst, const sr_tensor *src, int ndim, const int6
             if (infer >= 0)
                 return sr_fail("reshape: only one dimension may be -1");
             infer = i;
-        } else if (shp[i] < 0) {
-            return sr_fail("reshape: negative dimension %lld", (long long)shp[i]);
-        } else {
-            known *= shp[i];
+            shp[i] = 1; /* counted as 1 below, then inferred */
         }
     }
+    /* The new shape must be a valid one on its own (no dimension product
+     * beyond the element bound): a product that wraps to the source's
+     * element count would make a view reaching outside the storage. */
+    if (sr_shape_count("reshape", ndim, shp, &known))
+        return -1;
     int64_t n = sr_numel(src);
     if (infer >= 0) {
         if (known == 0 || n % known)
@@ -337,9 +398,9 @@ int sr_tensor_narrow(sr_tensor *dst, const sr_tensor *src, int64_t start, int64_
 {
     if (src->ndim < 1)
         return sr_fail("narrow: 0-d tensor");
-    if (start < 0 || len < 0 || start + len > src->shape[0])
+    if (start < 0 || len < 0 || start > src->shape[0] || len > src->shape[0] - start)
         return sr_fail("narrow: rows [%lld, %lld) out of range for %s", (long long)start,
-                       (long long)(start + len), SR_SHAPE(src));
+                       (long long)sr_sat_add(start, len), SR_SHAPE(src));
     sr_tensor v = *src;
     v.offset = src->offset + (size_t)(start * sr_rowsize(src));
     v.shape[0] = len;

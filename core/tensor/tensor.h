@@ -26,6 +26,7 @@ typedef struct sr_storage {
     long refcount;
     size_t nbytes;
     void *data;
+    unsigned idle; /* in a pool: passes ended since it was given back (sr_pool_pass_end) */
 } sr_storage;
 
 typedef struct sr_tensor {
@@ -41,6 +42,12 @@ typedef struct sr_tensor {
 static inline size_t sr_dtype_size(sr_dtype d) { return d == SR_F64 ? 8 : 4; }
 const char *sr_dtype_name(sr_dtype d);
 
+/* Check a shape (0..SR_MAXDIM dims, each >= 0, the product of its nonzero
+ * dims at most SR_MAX_ELEMS: base/checked.h) and count its elements: 0, or
+ * -1 with a message naming op.  Every tensor's shape passes this check
+ * (allocation, views), so the products the kernels form from a tensor's
+ * dims (row sizes, outer x inner, flat indices) cannot overflow. */
+int sr_shape_count(const char *op, int ndim, const int64_t *shape, int64_t *numel);
 /* Number of elements (1 for a 0-d tensor with storage, 0 when empty). */
 int64_t sr_numel(const sr_tensor *t);
 /* Elements per row of dim 0 (product of shape[1:]). */
@@ -78,13 +85,30 @@ void sr_tensor_free(sr_tensor *t);
  * gradients and saved inputs, and the next buffer is lent from the pool, so
  * peak memory is the live buffers instead of all of them, and a warm pool
  * never touches fresh pages (first touch is slow on these VMs).  Not shared
- * between threads. */
+ * between threads.
+ *
+ * Bounded: whoever runs the passes calls sr_pool_pass_end after each one.
+ * A block not lent for SR_POOL_IDLE_PASSES passes is freed, and the pooled
+ * bytes are kept within SR_POOL_PEAKS_MULT times the largest peak of the
+ * last SR_POOL_WINDOW passes (bytes lent at once, as lends and returns
+ * during the pass count them) plus SR_POOL_SLACK, freeing the blocks idle
+ * longest first.  A pass that repeats keeps every block it uses. */
+#define SR_POOL_IDLE_PASSES 16
+#define SR_POOL_WINDOW 16
+#define SR_POOL_PEAKS_MULT 2
+#define SR_POOL_SLACK ((size_t)4 << 20)
 typedef struct sr_pool {
     int n, cap;
     sr_storage **blocks;
-    long fresh; /* storages its lending had to allocate (a warm pool adds none) */
+    long fresh;      /* storages its lending had to allocate (a warm pool adds none) */
+    size_t bytes;    /* pooled now */
+    int64_t out;     /* this pass: bytes lent less bytes given back (at least 0) */
+    int64_t peak;    /* this pass: the largest `out` */
+    int64_t peaks[SR_POOL_WINDOW]; /* the last passes' peaks */
+    long passes;     /* passes ended */
+    long freed;      /* blocks the bounds freed */
 } sr_pool;
-#define SR_POOL_INIT {0, 0, NULL, 0}
+#define SR_POOL_INIT {0}
 /* Release t.  When t held the last reference to its storage, the storage
  * goes to the pool (p may be NULL: then it is freed). */
 void sr_pool_put(sr_pool *p, sr_tensor *t);
@@ -92,6 +116,8 @@ void sr_pool_put(sr_pool *p, sr_tensor *t);
  * smallest pooled storage that can (p may be NULL). */
 int sr_pool_ensure(sr_pool *p, sr_tensor *t, sr_dtype dtype, int ndim, const int64_t *shape);
 int sr_pool_ensure_like(sr_pool *p, sr_tensor *t, const sr_tensor *like);
+/* The end of a pass: apply the bounds above (p may be NULL). */
+void sr_pool_pass_end(sr_pool *p);
 /* Free every pooled storage. */
 void sr_pool_clear(sr_pool *p);
 /* dst becomes a view of src (shares storage, one more reference). */

@@ -366,6 +366,8 @@ static int64_t SR_FN(find_nonfinite)(const real *x, int64_t n)
 
 #include "tensor/tensor_ops.h"
 
+#include "base/checked.h"
+
 #define SR_GENERIC_FILE "tensor/tensor_ops.c"
 #include "base/generic.h"
 
@@ -829,9 +831,9 @@ int sr_narrow_copy(sr_tensor *out, const sr_tensor *a, int dim, int64_t start, i
     if (resolve_dim("narrow", a, dim, a->ndim, &d))
         return -1;
     int64_t n = a->shape[d];
-    if (start < 0 || len < 0 || start + len > n)
+    if (start < 0 || len < 0 || start > n || len > n - start) /* (start + len could overflow) */
         return sr_fail("narrow: [%lld, %lld) out of range for dim %d of %s", (long long)start,
-                       (long long)(start + len), d, SR_SHAPE(a));
+                       (long long)sr_sat_add(start, len), d, SR_SHAPE(a));
     int64_t shape[SR_MAXDIM], outer = 1, inner = 1;
     memcpy(shape, a->shape, sizeof shape);
     shape[d] = len;
@@ -911,6 +913,8 @@ int sr_cat(sr_tensor *out, const sr_tensor *const *ts, int n, int dim)
         if (!ok)
             return sr_fail("cat: tensor %d %s does not match tensor 0 %s outside dim %d", j, SR_SHAPE(t),
                            SR_SHAPE(t0), d);
+        if (t->shape[d] > SR_MAX_ELEMS - shape[d]) /* the allocation checks the rest of the shape */
+            return sr_fail("cat: the sizes along dim %d add up to more than 2^40", d);
         shape[d] += t->shape[d];
     }
     int64_t *dimlen = malloc((size_t)n * sizeof *dimlen);

@@ -137,6 +137,7 @@ static void SR_FN(signed_diff)(real *h, const real *a, const real *b, const doub
 #include "train/train.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -266,16 +267,46 @@ static int ce_forward(sr_module *m, const sr_tensor *x, const int64_t *labels, d
 
 /* --- optimisers ---------------------------------------------------------- */
 
+#define OPTIM(f) offsetof(sr_optim, f)
+#define FINITE_NONNEG .lo = 0, .hi = INFINITY, .flags = SR_OPT_OPEN_HI
+const sr_opt_spec sr_sgd_specs[] = {
+    {.name = "lr", .type = SR_OPT_NUM, FINITE_NONNEG, .def = 0.1, .offset = OPTIM(lr), .help = "learning rate"},
+    {.name = "momentum", .type = SR_OPT_NUM, .lo = 0, .hi = 1, .def = 0.9, .offset = OPTIM(momentum),
+     .help = "momentum (torch.optim.SGD's)"},
+    {.name = "nesterov", .type = SR_OPT_BOOL, .def = 0, .offset = OPTIM(nesterov), .help = "Nesterov momentum"},
+    {.name = "weight_decay", .type = SR_OPT_NUM, FINITE_NONNEG, .def = 5e-4, .offset = OPTIM(weight_decay),
+     .help = "L2 penalty, coupled (added to the gradient)"},
+    {.name = NULL},
+};
+const sr_opt_spec sr_adamw_specs[] = {
+    {.name = "lr", .type = SR_OPT_NUM, FINITE_NONNEG, .def = 1e-3, .offset = OPTIM(lr), .help = "learning rate"},
+    {.name = "beta1", .type = SR_OPT_NUM, .lo = 0, .hi = 1, .flags = SR_OPT_OPEN_HI, .def = 0.9, .offset = OPTIM(beta1),
+     .help = "decay of the first moment"},
+    {.name = "beta2", .type = SR_OPT_NUM, .lo = 0, .hi = 1, .flags = SR_OPT_OPEN_HI, .def = 0.999,
+     .offset = OPTIM(beta2), .help = "decay of the second moment"},
+    {.name = "eps", .type = SR_OPT_NUM, .lo = 0, .hi = INFINITY, .flags = SR_OPT_OPEN_LO | SR_OPT_OPEN_HI, .def = 1e-8,
+     .offset = OPTIM(eps), .help = "added to the second moment's root"},
+    {.name = "weight_decay", .type = SR_OPT_NUM, FINITE_NONNEG, .def = 0.05, .offset = OPTIM(weight_decay),
+     .help = "decoupled weight decay (torch.optim.AdamW's)"},
+    {.name = NULL},
+};
+#undef OPTIM
+
 int sr_optim_init(sr_optim *o, sr_opt_kind kind)
 {
     memset(o, 0, sizeof *o);
     o->kind = kind;
-    o->lr = kind == SR_OPT_SGD ? 0.1 : 1e-3;
-    o->momentum = 0.9;
-    o->weight_decay = kind == SR_OPT_SGD ? 5e-4 : 0.05;
-    o->beta1 = 0.9;
-    o->beta2 = 0.999;
-    o->eps = 1e-8;
+    sr_opts_defaults(kind == SR_OPT_SGD ? sr_sgd_specs : sr_adamw_specs, o);
+    return 0;
+}
+
+int sr_optim_read(sr_optim *o, sr_opt_kind kind, const sr_opts *src)
+{
+    sr_optim_init(o, kind);
+    if (sr_opts_read(src, kind == SR_OPT_SGD ? sr_sgd_specs : sr_adamw_specs, o))
+        return -1;
+    if (o->nesterov && !(o->momentum > 0))
+        return sr_fail("%s: nesterov needs momentum > 0", src->op);
     return 0;
 }
 
@@ -613,17 +644,71 @@ void sr_buffers_free(sr_buffers *b)
 
 /* --- PGD ----------------------------------------------------------------- */
 
+/* The attacks' options.  norm and clip are read by the attack's reader
+ * (CALLER: the struct holds a norm enum and a clip range); step_size's
+ * default is "auto", 2.5 eps / steps (Madry et al.). */
+static const char *const norm_names[] = {"l2", "L2", "2", "linf", "Linf", "inf", NULL};
+#define ATTACK_SPECS(S, norm_def, eps_def, eps_text, steps_def)                                                   \
+    {.name = "norm", .type = SR_OPT_CHOICE, .flags = SR_OPT_CALLER, .def = (norm_def), .choices = norm_names,     \
+     .help = "threat model: L2 or L-infinity ball"},                                                             \
+        {.name = "eps", .type = SR_OPT_NUM, FINITE_NONNEG, .def = (eps_def), .def_text = (eps_text),           \
+         .offset = offsetof(S, eps), .help = "radius of the ball, raw pixel units"},                             \
+        {.name = "steps", .type = SR_OPT_INT, .lo = 0, .hi = 100000, .def = (steps_def),                         \
+         .offset = offsetof(S, steps), .help = "ascent steps"},                                                  \
+        {.name = "step_size", .type = SR_OPT_NUM, FINITE_NONNEG, .def = -1, .def_text = "2.5 eps / steps",       \
+         .offset = offsetof(S, step_size), .help = "size of each ascent step"},                                  \
+        {.name = "random_start", .type = SR_OPT_BOOL, .def = 1, .offset = offsetof(S, random_start),            \
+         .help = "start at a random point of the ball"},                                                         \
+        {.name = "clip", .type = SR_OPT_BOOL, .flags = SR_OPT_CALLER, .def = 1,                                 \
+         .help = "clip the iterates to the pixel range [0, 1]"},                                                 \
+        {.name = "eval_mode", .type = SR_OPT_BOOL, .def = 1, .offset = offsetof(S, eval_mode),                  \
+         .help = "attack with the model in eval mode (BatchNorm running statistics)"},                          \
+        {.name = "seed", .type = SR_OPT_INT, .lo = -INFINITY, .hi = INFINITY, .def = 0, .offset = offsetof(S, seed), \
+         .help = "seed of the random start"}
+
+const sr_opt_spec sr_pgd_specs[] = {
+    ATTACK_SPECS(sr_pgd_opts, 0, 0.5, NULL, 7),
+    {.name = "use_best", .type = SR_OPT_BOOL, .def = 0, .offset = offsetof(sr_pgd_opts, use_best),
+     .help = "return each row's highest-loss iterate, not the last"},
+    {.name = "row_offset", .type = SR_OPT_INT, .lo = 0, .hi = 1e15, .def = 0, .offset = offsetof(sr_pgd_opts, first_row),
+     .help = "the first row's place in the whole batch (a data-parallel shard draws that batch's random starts)"},
+    {.name = NULL},
+};
+
+/* An attack's struct from its declaration: the declared fields (defaults
+ * when src is NULL), then norm and clip (CALLER entries, read here into
+ * the struct's own terms) and the auto step. */
+static int attack_read(const sr_opts *src, const sr_opt_spec *specs, void *o, sr_norm *norm, const double *eps,
+                       const int64_t *steps, double *step_size, double *lo, double *hi)
+{
+    sr_opt_spec n = *sr_opt_spec_find(specs, "norm"), c = *sr_opt_spec_find(specs, "clip");
+    int ni = (int)n.def, clip = (int)c.def;
+    if (src) {
+        n.flags &= ~SR_OPT_CALLER;
+        c.flags &= ~SR_OPT_CALLER;
+        if (sr_opts_read(src, specs, o) || sr_opt_get(src, &n, &ni) || sr_opt_get(src, &c, &clip))
+            return -1;
+    } else {
+        sr_opts_defaults(specs, o);
+    }
+    *norm = ni < 3 ? SR_NORM_L2 : SR_NORM_LINF;
+    if (*step_size < 0) /* auto */
+        *step_size = *steps > 0 ? 2.5 * *eps / (double)*steps : 0;
+    *lo = clip ? 0 : 1;
+    *hi = clip ? 1 : 0; /* lo > hi: no clip */
+    return 0;
+}
+
 void sr_pgd_defaults(sr_pgd_opts *o)
 {
     memset(o, 0, sizeof *o);
-    o->norm = SR_NORM_L2;
-    o->eps = 0.5;
-    o->steps = 7;
-    o->step_size = 2.5 * o->eps / o->steps;
-    o->random_start = 1;
-    o->lo = 0;
-    o->hi = 1;
-    o->eval_mode = 1;
+    attack_read(NULL, sr_pgd_specs, o, &o->norm, &o->eps, &o->steps, &o->step_size, &o->lo, &o->hi);
+}
+
+int sr_pgd_opts_read(const sr_opts *src, sr_pgd_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    return attack_read(src, sr_pgd_specs, o, &o->norm, &o->eps, &o->steps, &o->step_size, &o->lo, &o->hi);
 }
 
 /* What PGD and the LLR inner maximisation share: a projected ascent on the
@@ -789,20 +874,27 @@ done:
 
 /* --- LLR ----------------------------------------------------------------- */
 
+const sr_opt_spec sr_llr_specs[] = {
+    ATTACK_SPECS(sr_llr_opts, 3, 8.0 / 255, "8/255", 3),
+    {.name = "lambda", .type = SR_OPT_NUM, FINITE_NONNEG, .def = 4, .offset = offsetof(sr_llr_opts, lambda),
+     .help = "weight of the local-linearity gap"},
+    {.name = "mu", .type = SR_OPT_NUM, FINITE_NONNEG, .def = 3, .offset = offsetof(sr_llr_opts, mu),
+     .help = "weight of the gradient-alignment term"},
+    {.name = "fd", .type = SR_OPT_NUM, .lo = 0, .hi = INFINITY, .flags = SR_OPT_OPEN_LO | SR_OPT_OPEN_HI, .def = 0.1,
+     .offset = offsetof(sr_llr_opts, fd), .help = "finite-difference step of the alignment term's gradient"},
+    {.name = NULL},
+};
+
 void sr_llr_defaults(sr_llr_opts *o)
 {
     memset(o, 0, sizeof *o);
-    o->norm = SR_NORM_LINF;
-    o->eps = 8.0 / 255;
-    o->steps = 3;
-    o->step_size = 2.5 * o->eps / o->steps;
-    o->random_start = 1;
-    o->lambda = 4;
-    o->mu = 3;
-    o->fd = 0.1;
-    o->lo = 0;
-    o->hi = 1;
-    o->eval_mode = 1;
+    attack_read(NULL, sr_llr_specs, o, &o->norm, &o->eps, &o->steps, &o->step_size, &o->lo, &o->hi);
+}
+
+int sr_llr_opts_read(const sr_opts *src, sr_llr_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    return attack_read(src, sr_llr_specs, o, &o->norm, &o->eps, &o->steps, &o->step_size, &o->lo, &o->hi);
 }
 
 static double sgn(double v) { return (v > 0) - (v < 0); }
@@ -973,5 +1065,102 @@ done:
     free(dir);
     return rc;
 }
+
+/* --- the training loop's options ---------------------------------------- */
+
+const sr_opt_spec sr_gaussian_specs[] = {
+    {.name = "sigma", .type = SR_OPT_NUM, FINITE_NONNEG, .def = 0.25, .offset = offsetof(sr_gaussian_opts, sigma),
+     .help = "noise standard deviation, raw pixel units"},
+    {.name = "clip", .type = SR_OPT_BOOL, .def = 0, .offset = offsetof(sr_gaussian_opts, clip),
+     .help = "clip the noisy images to [0, 1]"},
+    {.name = NULL},
+};
+
+static const char *const optimizers[] = {"sgd", "adamw", NULL}, *const schedules[] = {"cosine", "step", "constant", NULL},
+                         *const label_kinds[] = {"true", "random", NULL}, *const data_kinds[] = {"real", "noise", NULL},
+                         *const objectives[] = {"ce", "pgd", "gaussian", "llr", NULL},
+                         *const keep_optims[] = {"latest", "all", NULL};
+#define TRAIN(f) offsetof(sr_train_opts, f)
+/* What only the loop (lua/srgeo/train.lua) can read: declared for the
+ * unknown-key check and the help. */
+#define TRAIN_OTHER(n, w, h) {.name = (n), .type = SR_OPT_OTHER, .flags = SR_OPT_CALLER, .what = (w), .help = (h)}
+const sr_opt_spec sr_train_specs[] = {
+    TRAIN_OTHER("model", "a module", "the model to train (required)"),
+    TRAIN_OTHER("data", "a dataset", "training data (required)"),
+    TRAIN_OTHER("test_data", "a dataset", "test data, evaluated at each checkpoint"),
+    {.name = "epochs", .type = SR_OPT_INT, .lo = 1, .hi = 1e6, .def = 0, .def_text = "none",
+     .offset = TRAIN(epochs), .help = "epochs (give this or steps)"},
+    {.name = "steps", .type = SR_OPT_INT, .lo = 1, .hi = 1e12, .def = 0, .def_text = "none", .offset = TRAIN(steps),
+     .help = "optimiser steps (give this or epochs)"},
+    {.name = "batch", .type = SR_OPT_INT, .lo = 1, .hi = 1e7, .def = 128, .offset = TRAIN(batch),
+     .help = "batch size (at most the training set)"},
+    {.name = "optimizer", .type = SR_OPT_CHOICE, .choices = optimizers, .offset = TRAIN(optimizer),
+     .help = "the optimiser"},
+    TRAIN_OTHER("lr", "a number >= 0", "learning rate (SGD 0.1, AdamW 1e-3: optim.sgd / optim.adamw)"),
+    TRAIN_OTHER("momentum", "a number in [0, 1]", "SGD momentum (0.9)"),
+    TRAIN_OTHER("nesterov", "true or false", "SGD Nesterov momentum (false)"),
+    TRAIN_OTHER("weight_decay", "a number >= 0", "weight decay (SGD 5e-4 coupled, AdamW 0.05 decoupled)"),
+    TRAIN_OTHER("beta1", "a number in [0, 1)", "AdamW beta1 (0.9)"),
+    TRAIN_OTHER("beta2", "a number in [0, 1)", "AdamW beta2 (0.999)"),
+    TRAIN_OTHER("adam_eps", "a number > 0", "AdamW eps (1e-8)"),
+    {.name = "schedule", .type = SR_OPT_CHOICE, .choices = schedules, .offset = TRAIN(schedule),
+     .help = "learning-rate schedule (cosine: per step to 0)"},
+    TRAIN_OTHER("milestones", "a list of fractions of the run or step counts", "step schedule: when lr drops"),
+    {.name = "gamma", .type = SR_OPT_NUM, .lo = 0, .hi = 1, .def = 0.1, .offset = TRAIN(gamma),
+     .help = "step schedule: lr factor at each milestone"},
+    {.name = "warmup", .type = SR_OPT_INT, .lo = 0, .hi = 1e12, .def = 0, .offset = TRAIN(warmup),
+     .help = "linear warm-up steps"},
+    TRAIN_OTHER("augment", "true, false or {crop =, flip =}", "random crop + flip (off for the controls)"),
+    {.name = "labels", .type = SR_OPT_CHOICE, .choices = label_kinds, .offset = TRAIN(labels),
+     .help = "random: labels permuted across the training set"},
+    {.name = "data_kind", .type = SR_OPT_CHOICE, .choices = data_kinds, .offset = TRAIN(data_kind),
+     .help = "noise: seeded uniform-noise images replace the inputs"},
+    {.name = "objective", .type = SR_OPT_CHOICE, .choices = objectives, .offset = TRAIN(objective),
+     .help = "training objective"},
+    TRAIN_OTHER("pgd", "a table of pgd options", "objective pgd's options (srgeo.train.attack's)"),
+    TRAIN_OTHER("gaussian", "a table of gaussian options", "objective gaussian's options (sigma, clip)"),
+    TRAIN_OTHER("llr", "a table of llr options", "objective llr's options"),
+    {.name = "blur", .type = SR_OPT_NUM, .lo = 0, .hi = 1e4, .def = 0, .def_text = "none", .offset = TRAIN(blur),
+     .help = "Gaussian-blur the training images with this sigma (pixels)"},
+    {.name = "blur_test", .type = SR_OPT_BOOL, .def = 0, .offset = TRAIN(blur_test), .help = "blur the test set too"},
+    TRAIN_OTHER("checkpoints", "\"log\", \"none\" or a list of steps", "when to checkpoint"),
+    {.name = "per_decade", .type = SR_OPT_INT, .lo = 1, .hi = 1000, .def = 4, .offset = TRAIN(per_decade),
+     .help = "log-spaced checkpoints per decade of steps"},
+    {.name = "epoch_checkpoints", .type = SR_OPT_BOOL, .def = 1, .offset = TRAIN(epoch_checkpoints),
+     .help = "also checkpoint at epoch ends"},
+    TRAIN_OTHER("out", "a folder", "run folder (checkpoints, log.csv); none: no files"),
+    {.name = "seed", .type = SR_OPT_INT, .lo = -INFINITY, .hi = INFINITY, .def = 0, .offset = TRAIN(seed),
+     .help = "seed of shuffles, augmentation, attacks, label permutation, noise data"},
+    {.name = "resume", .type = SR_OPT_BOOL, .def = 1, .offset = TRAIN(resume),
+     .help = "continue from the latest checkpoint in out"},
+    {.name = "eval_train", .type = SR_OPT_INT, .lo = 1, .hi = 1e12, .flags = SR_OPT_FALSE_NONE, .def = 5000,
+     .offset = TRAIN(eval_train), .help = "train-accuracy subset at each checkpoint (false: none)"},
+    {.name = "eval_test", .type = SR_OPT_INT, .lo = 1, .hi = 1e12, .def = 0, .def_text = "all",
+     .offset = TRAIN(eval_test), .help = "test-accuracy subset"},
+    {.name = "eval_batch", .type = SR_OPT_INT, .lo = 1, .hi = 1e7, .def = 256, .offset = TRAIN(eval_batch),
+     .help = "evaluation batch size"},
+    {.name = "eval_every", .type = SR_OPT_INT, .lo = 1, .hi = 1e12, .def = 0, .def_text = "none",
+     .offset = TRAIN(eval_every), .help = "extra evaluations every N steps"},
+    {.name = "log_every", .type = SR_OPT_INT, .lo = 1, .hi = 1e12, .def = 50, .offset = TRAIN(log_every),
+     .help = "log interval in steps"},
+    TRAIN_OTHER("progress", "true, false or \"lines\"", "progress display (default: a line on a terminal)"),
+    {.name = "keep_optim", .type = SR_OPT_CHOICE, .choices = keep_optims, .offset = TRAIN(keep_optim),
+     .help = "optimiser files kept (latest: only the newest)"},
+    {.name = "stop_at", .type = SR_OPT_INT, .lo = 0, .hi = 1e12, .def = -1, .def_text = "the end",
+     .offset = TRAIN(stop_at), .help = "stop after this many steps of the planned run (resume later)"},
+    {.name = "drop_last", .type = SR_OPT_BOOL, .def = 0, .offset = TRAIN(drop_last),
+     .help = "drop the last partial batch of each epoch"},
+    {.name = "threads", .type = SR_OPT_INT, .lo = 1, .hi = 4096, .def = 0, .def_text = "as set",
+     .offset = TRAIN(threads), .help = "threads for the run"},
+    {.name = "sync_bn", .type = SR_OPT_BOOL, .def = 0, .offset = TRAIN(sync_bn),
+     .help = "under mpirun: BatchNorm's batch statistics over the whole batch, not each rank's shard"},
+    TRAIN_OTHER("name", "a string", "model name (recorded in the metadata)"),
+    TRAIN_OTHER("command", "a string", "the command line (recorded in the metadata)"),
+    TRAIN_OTHER("on_checkpoint", "a function", "called with (entry, model) after each checkpoint"),
+    TRAIN_OTHER("on_log", "a function", "called with each log row"),
+    {.name = NULL},
+};
+#undef TRAIN
+#undef TRAIN_OTHER
 
 #endif

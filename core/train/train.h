@@ -4,6 +4,7 @@
 #ifndef SR_TRAIN_H
 #define SR_TRAIN_H
 
+#include "base/opts.h"
 #include "nn/module.h"
 
 /* Mean softmax cross-entropy of logits (N, K) against integer labels in
@@ -43,8 +44,14 @@ typedef struct sr_optim {
 
 /* opts: momentum=0.9, nesterov=false, weight_decay=5e-4 (SGD, coupled as in
  * torch.optim.SGD), or AdamW (beta1=0.9, beta2=0.999, eps=1e-8, decoupled
- * weight_decay as torch.optim.AdamW). */
+ * weight_decay as torch.optim.AdamW).  The options and their ranges are
+ * declared once, in sr_sgd_specs / sr_adamw_specs (base/opts.h), which
+ * give the defaults here and the checks of sr_optim_read. */
+extern const sr_opt_spec sr_sgd_specs[], sr_adamw_specs[];
 int sr_optim_init(sr_optim *o, sr_opt_kind kind);
+/* sr_optim_init, then the options from src (unknown keys, types, ranges:
+ * "OP: lr must be a number >= 0, got -1"; nesterov needs momentum > 0). */
+int sr_optim_read(sr_optim *o, sr_opt_kind kind, const sr_opts *src);
 void sr_optim_free(sr_optim *o);
 /* One update of every trainable parameter of m with its grad (params
  * without a grad are skipped), with learning rate o->lr. */
@@ -102,7 +109,7 @@ typedef enum { SR_NORM_LINF = 0, SR_NORM_L2 = 2 } sr_norm;
 typedef struct sr_pgd_opts {
     sr_norm norm;
     double eps, step_size;   /* radius and step, in raw pixel units */
-    int steps;
+    int64_t steps;
     int random_start;        /* L∞: uniform in the cube; L2: on the sphere */
     int use_best;            /* return each row's highest-loss iterate */
     double lo, hi;           /* clip x_adv to [lo, hi]; lo > hi: no clip */
@@ -113,8 +120,12 @@ typedef struct sr_pgd_opts {
 } sr_pgd_opts;
 
 /* Defaults: L2, eps 0.5, 7 steps, step 2.5 eps / steps, random start, final
- * iterate, clip [0, 1], eval mode, seed 0. */
+ * iterate, clip [0, 1], eval mode, seed 0: sr_pgd_specs, the declaration
+ * of every option (norm, eps, steps, step_size, random_start, use_best,
+ * clip, eval_mode, seed, row_offset), read by sr_pgd_opts_read. */
+extern const sr_opt_spec sr_pgd_specs[];
 void sr_pgd_defaults(sr_pgd_opts *o);
+int sr_pgd_opts_read(const sr_opts *src, sr_pgd_opts *o);
 
 /* x_adv = PGD ascent on the cross-entropy around x (N, ...): per row,
  * step along sign(g) (L∞) or g/‖g‖ (L2), project back to the ε-ball
@@ -144,7 +155,7 @@ int sr_pgd_attack(sr_module *m, const sr_tensor *x, const int64_t *labels, const
 typedef struct sr_llr_opts {
     sr_norm norm;
     double eps, step_size;
-    int steps;
+    int64_t steps;
     int random_start;
     double lambda, mu, fd;
     double lo, hi;
@@ -153,8 +164,11 @@ typedef struct sr_llr_opts {
 } sr_llr_opts;
 
 /* Defaults: L∞, eps 8/255, 3 steps, step 2.5 eps / steps, random start,
- * λ 4, μ 3 (Qin et al.'s CIFAR-10 setting), fd 0.1, clip [0, 1], eval. */
+ * λ 4, μ 3 (Qin et al.'s CIFAR-10 setting), fd 0.1, clip [0, 1], eval:
+ * declared in sr_llr_specs, read by sr_llr_opts_read. */
+extern const sr_opt_spec sr_llr_specs[];
 void sr_llr_defaults(sr_llr_opts *o);
+int sr_llr_opts_read(const sr_opts *src, sr_llr_opts *o);
 
 typedef struct sr_llr_result {
     double loss;     /* ce + λ γ + μ align (batch means) */
@@ -177,5 +191,29 @@ int sr_llr_outer(sr_module *m, const sr_tensor *x, const int64_t *labels, const 
  * only the inner maximisation runs (measuring γ: res->gamma, res->align). */
 int sr_llr_step(sr_module *m, sr_optim *opt, const sr_tensor *x, const int64_t *labels, const sr_llr_opts *o,
                 sr_llr_result *res);
+
+/* --- the training loop's options ---------------------------------------- */
+/*
+ * The loop itself is Lua (lua/srgeo/train.lua); its options are declared
+ * here with the rest of the trainer's, so srgeo.train, scripts/train.lua
+ * and the help all read one table: sr_train_specs over sr_train_opts (the
+ * optimiser's own options are those of sr_sgd_specs / sr_adamw_specs, the
+ * objectives' those of sr_pgd_specs, sr_gaussian_specs, sr_llr_specs).
+ */
+typedef struct sr_train_opts {
+    int64_t epochs, steps, batch, warmup, seed, per_decade, eval_train, eval_test, eval_batch, eval_every,
+        log_every, stop_at, threads;
+    double gamma, blur;
+    int optimizer, schedule, labels, data_kind, objective, keep_optim;
+    int blur_test, resume, drop_last, epoch_checkpoints, sync_bn;
+} sr_train_opts;
+extern const sr_opt_spec sr_train_specs[];
+
+/* The Gaussian-noise objective's options: x + sigma N(0, 1), clipped. */
+typedef struct sr_gaussian_opts {
+    double sigma;
+    int clip;
+} sr_gaussian_opts;
+extern const sr_opt_spec sr_gaussian_specs[];
 
 #endif

@@ -1,17 +1,37 @@
--- srgeo.cache: the unit cache of experiments (resume).
+-- srgeo.cache: the unit cache of experiments (resume, sharing between runs).
 --
--- Each unit (model × evaluation set × estimator options × tap) is written to
--- DIR/KEY.json (the profile) + DIR/KEY.csv + DIR/KEY.unit.json (what was
--- computed: the unit's description).  A rerun with the same description
--- reuses the unit; anything else recomputes it.  A description names the
--- model by where its weights come from, and a file by its size and
--- modification time, so a retrained checkpoint at the same path is not
--- mistaken for the old one.
+-- A unit is one profile: model × evaluation set × estimator options × tap.
+-- Its identity is its description (cache.unit: the model by where its
+-- weights come from, a file by size and modification time; the evaluation
+-- set's key; the resolved options; srgeo's version), and its files live in
+-- one folder DIR (a script's OUT/units) under one name KEY (cache.key: model
+-- label, config, evaluation set, tap, made safe for a file system):
+--
+--   DIR/KEY.json          the profile          } written once the unit is
+--   DIR/KEY.csv           its per-rung table   } complete, the description
+--   DIR/KEY.unit.json     the description      } last (the commit)
+--   DIR/KEY.partial/      an unfinished unit: unit.json (its description), then
+--                         000001.json, 000002.json ... one per finished image
+--                         (srgeo.profile's per-image results), so a run killed
+--                         inside a unit loses at most the image it was on;
+--                         removed when the unit is stored
+--   DIR/KEY.lock          the unit's advisory lock (flock): one process
+--                         computes a unit at a time; left in place (removing
+--                         a lock file others may be waiting on would race)
+--
+-- A rerun with the same description reuses a complete unit and resumes an
+-- unfinished one (byte-identical results: images are seeded by index);
+-- anything else recomputes it.  Several processes may share DIR (two runs
+-- of a script, or the shards of a distributed run): each unit is computed by
+-- whoever takes its lock first, the others use its result.
 --
 --   local files = cache.files(dir, key)
 --   local unit = cache.unit(ms, es, popts, seed)
 --   local p, changed = cache.lookup(files, unit)   -- p: the cached profile, or nil
---   cache.store(files, unit, label, p, seconds)
+--   local lock = cache.lock(files [, wait])        -- nil, message when another process holds it
+--   local resume = cache.resume(files, unit)       -- the finished images of an unfinished unit
+--   cache.save_image(files, unit, p, i)            -- image i of p finished
+--   cache.store(files, unit, label, p, seconds)    -- the unit is complete
 local srgeo = require "srgeo"
 local util = require "srgeo.util"
 local json = require "srgeo.json"
@@ -63,7 +83,8 @@ end
 --- partial (an interrupted profile).
 function C.files(dir, key)
   local base = dir .. "/" .. key
-  return { json = base .. ".json", csv = base .. ".csv", unit = base .. ".unit.json", partial = base .. ".partial.json" }
+  return { json = base .. ".json", csv = base .. ".csv", unit = base .. ".unit.json", partial = base .. ".partial",
+           lock = base .. ".lock" }
 end
 
 -- JSON canonical form of a unit's description (for cache comparison).
@@ -82,16 +103,98 @@ function C.lookup(files, unit)
 end
 
 --- Keep what an interrupted unit computed (the next run starts it afresh).
-function C.save_partial(files, p) p:save_json(files.partial) end
+--- cache.lock(files [, wait]) -> the unit's lock, or nil and a message when
+--- another process holds it (wait: block until it is free).  Release with
+--- lock:unlock() (or let it close: local l <close> = ...).
+function C.lock(files, wait)
+  util.mkdir((files.lock:match("^(.*)/[^/]*$")) or ".")
+  return srgeo._lock(files.lock, wait)
+end
+
+-- The per-image fields of a profile (srgeo.profile's hooks.resume reads
+-- them back), and the running totals after each image.
+local image_fields = { "per_image", "jac_energy", "noise", "ci", "directions_used", "rung_directions",
+                       "jacobian_fro", "per_direction" }
+local total_fields = { "forwards", "exact_pairs", "shared_layers" }
+
+-- JSON has no NaN or infinities (json.lua writes null, read back as NaN):
+-- a checkpoint must give back the very values, so they go as strings.
+local NONFINITE = { ["nan"] = 0 / 0, ["inf"] = math.huge, ["-inf"] = -math.huge }
+local function pack(v)
+  if type(v) == "number" and (v ~= v or v == math.huge or v == -math.huge) then
+    return v ~= v and "nan" or v > 0 and "inf" or "-inf"
+  elseif type(v) == "table" then
+    local t = {}
+    for k, x in pairs(v) do t[k] = pack(x) end
+    return t
+  end
+  return v
+end
+local function unpack_values(v)
+  if type(v) == "string" and NONFINITE[v] then return NONFINITE[v] end
+  if type(v) == "table" then
+    for k, x in pairs(v) do v[k] = unpack_values(x) end
+  end
+  return v
+end
+
+local function image_file(files, i) return string.format("%s/%06d.json", files.partial, i) end
+
+--- Image i of the unfinished profile p finished: keep its results (and the
+--- unit's description with the first).
+function C.save_image(files, unit, p, i)
+  if i == 1 or not util.exists(files.partial .. "/unit.json") then
+    util.mkdir(files.partial)
+    util.write_atomic(files.partial .. "/unit.json", json.encode({ unit = unit }) .. "\n")
+  end
+  local rec = { image = i }
+  for _, k in ipairs(image_fields) do if p[k] then rec[k] = pack(p[k][i]) end end
+  for _, k in ipairs(total_fields) do rec[k] = p[k] end
+  util.write_atomic(image_file(files, i), json.encode(rec) .. "\n")
+end
+
+--- cache.resume(files, unit) -> the finished images of an unfinished unit
+--- with this description (srgeo.profile's hooks.resume: per-image fields
+--- for images 1..n_images, the totals after image n_images), or nil.  A
+--- description that differs discards them.
+function C.resume(files, unit)
+  local ok, have = pcall(function() return canon(json.decode(util.read_file(files.partial .. "/unit.json")).unit) end)
+  if not ok then return nil end
+  if have ~= canon(unit) then
+    C.discard(files)
+    return nil
+  end
+  local r = { n_images = 0 }
+  for _, k in ipairs(image_fields) do r[k] = {} end
+  while true do
+    local i = r.n_images + 1
+    local text = util.try_read(image_file(files, i))
+    local dok, rec = pcall(json.decode, text or "")
+    if not text or not dok or type(rec) ~= "table" or rec.image ~= i then break end
+    for _, k in ipairs(image_fields) do r[k][i] = unpack_values(rec[k]) end
+    for _, k in ipairs(total_fields) do r[k] = rec[k] end
+    r.n_images = i
+  end
+  if r.n_images == 0 then return nil end
+  if next(r.per_direction) == nil then r.per_direction = nil end
+  return r
+end
+
+--- Forget an unfinished unit's images.
+function C.discard(files)
+  for _, f in ipairs(srgeo._listdir(files.partial) or {}) do os.remove(files.partial .. "/" .. f) end
+  os.remove(files.partial)
+end
 
 --- Write a computed unit: its profile (JSON and CSV), then its description
---- (so a unit is cached only once its profile is complete).
+--- (so a unit is cached only once its profile is complete); its per-image
+--- checkpoints go.
 function C.store(files, unit, label, p, seconds)
   p:save_json(files.json)
   p:save_csv(files.csv)
   util.write_atomic(files.unit, json.encode({ unit = unit, label = label, seconds = seconds,
     written = os.date("!%Y-%m-%dT%H:%M:%SZ") }, { indent = true }) .. "\n")
-  os.remove(files.partial)
+  C.discard(files)
 end
 
 return C

@@ -25,6 +25,9 @@
 -- `--twin=false`) or a list (`a,b,c`; a list default of numbers makes a
 -- list of numbers).  `type =` overrides ("string", "number", "integer",
 -- "boolean", "list", "numbers"), for an option whose default is nil.
+-- `min =` / `max =` bound a number (numbers are finite in any case); the
+-- check and its message are the core's declared-option ones (base/opts.h
+-- through srgeo._check_option: "--images must be an integer >= 1, got 0").
 -- Spelling: `--key value` or `--key=value`; dashes and underscores are the
 -- same (`--jvp-directions` sets o.jvp_directions).  Positionals fill
 -- spec.positional in order (the rest land in o._).
@@ -44,7 +47,7 @@ local copy = util.copy
 local function norm_option(e)
   local o = {
     name = e.name or e[1], default = e.default, help = e.help or e[3] or "",
-    choices = e.choices, type = e.type, metavar = e.metavar,
+    choices = e.choices, type = e.type, metavar = e.metavar, min = e.min, max = e.max,
   }
   if o.default == nil and e.default == nil and e[2] ~= nil then o.default = e[2] end
   if type(o.name) ~= "string" or o.name == "" then error("cli: every option needs a name", 3) end
@@ -107,6 +110,10 @@ local function convert(spec, o, s)
       if v ~= math.floor(v) then fail(spec, "%s expects an integer (got '%s')", flag(o.name), s) end
       v = math.tointeger(v)
     end
+    local ok, err = pcall(require("srgeo")._check_option, spec.name or "script",
+      { name = flag(o.name), type = t, lo = o.min or -math.huge, hi = o.max or math.huge,
+        open_lo = o.min == nil, open_hi = o.max == nil }, v)
+    if not ok then util.raise { msg = tostring(err) } end
     return v
   elseif t == "boolean" then
     local l = s:lower()

@@ -400,7 +400,7 @@ local function walk(dir, deep, exts, out)
   return out
 end
 
-local LOAD_KEYS = { size = true, resize = true, channels = true }
+local LOAD_KEYS = { size = true, resize = true, channels = true, max_pixels = true }
 
 -- Validate files, keep the good ones, report the bad ones.
 local function screen(fn, paths, labels, opts)
@@ -460,14 +460,14 @@ local function files_dataset(fn, paths, labels, classes, opts, name)
   }
 end
 
-local FOLDER_KEYS = { size = true, resize = true, channels = true, recursive = true, on_error = true,
+local FOLDER_KEYS = { size = true, resize = true, channels = true, max_pixels = true, recursive = true, on_error = true,
   check = true, extensions = true, classes = true, quiet = true }
 
 --- srgeo.data.folder(dir, opts): an ImageFolder tree (one sub-folder per
 --- class, class ids in sorted folder order, files found recursively inside a
 --- class folder) when dir has sub-folders, else a flat folder of one class.
---- opts: size/resize/channels (srgeo.image.load; default 224 crops of 256
---- resizes, RGB); recursive (flat folders: also walk sub-folders);
+--- opts: size/resize/channels/max_pixels (srgeo.image.load; default 224
+--- crops of 256 resizes, RGB); recursive (flat folders: also walk sub-folders);
 --- classes = false (treat a tree as flat); check = "full" (decode each file
 --- once at 1/8 scale: truncated files are caught now) | "header" | "none";
 --- on_error = "skip" (default: bad files are reported on stderr, counted in

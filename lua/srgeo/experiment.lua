@@ -49,12 +49,12 @@ function E.common_options(defaults)
   return {
     { "out", defaults.out or "out/experiment", "output folder (results, figures, cached units)" },
     { "preset", defaults.preset or "quick", "estimator preset", choices = E.PRESETS },
-    { "images", defaults.images or 32, "images per evaluation set when a spec gives no :N" },
+    { "images", defaults.images or 32, "images per evaluation set when a spec gives no :N", min = 1 },
     { "seed", defaults.seed or 0, "seed of evaluation draws, directions and random inits" },
-    { "threads", 0, "threads (0: SRGEO_THREADS or the machine's default)" },
+    { "threads", 0, "threads (0: SRGEO_THREADS or the machine's default)", min = 0, max = 4096 },
     { "directions", type = "integer", help = "directions per image (overrides the preset)" },
     { "jvp_directions", type = "string", help = "directions with exact JVPs: a number or 'all' (overrides the preset)" },
-    { "nscales", defaults.nscales, "rungs of the scale ladder (overrides the preset)", type = "integer" },
+    { "nscales", defaults.nscales, "rungs of the scale ladder (overrides the preset)", type = "integer", min = 1, max = 4096 },
     { "log10_lo", defaults.log10_lo, "lowest rung, log10 η at 224² (shifted by log10 √(d224/d) for other sizes; preset: -2)",
       type = "number" },
     { "log10_hi", defaults.log10_hi, "highest rung, likewise (preset: 2)", type = "number" },
@@ -131,6 +131,18 @@ function E.new(o, name)
     end
   end
   for k, v in pairs(o.profile or {}) do ex.popts[k] = v end
+  -- The estimator's options, checked now by srgeo.profile's own checks (the
+  -- declarations of core/stats/profile.c), not after the first model loads;
+  -- on a command line, named as the flag.
+  local ok, err = pcall(srgeo.profile.check_options, ex.popts)
+  if not ok then
+    local msg = tostring(err):gsub("^.-profile: ", "")
+    if o._argv then
+      msg = msg:gsub("^([%w_]+) must", function(k) return "--" .. k:gsub("_", "-") .. " must" end)
+      util.raise { msg = (name or "script") .. ": " .. msg }
+    end
+    fail("%s", msg)
+  end
   util.mkdir(ex.out .. "/units")
   return ex
 end
@@ -162,7 +174,7 @@ function Ex:eval_set(spec, model, model_label)
 end
 
 -- What a unit is: its specs, estimator options, label, cache key and files,
--- and the record ex:finish reports.
+-- its description (the cache's identity) and the record ex:finish reports.
 function Ex:unit(mspec, espec, extra)
   extra = extra or {}
   local ms = E.parse_model(mspec)
@@ -180,6 +192,95 @@ function Ex:unit(mspec, espec, extra)
            desc = cache.unit(ms, es, popts, self.seed) }
 end
 
+-- The unit's profile from the cache (nil when it must be computed).
+function Ex:from_cache(u)
+  if self.force then return nil end
+  local p, changed = cache.lookup(u.files, u.desc)
+  if p then
+    p.label = u.label
+    u.rec.cached, u.rec.profile, u.profile = true, p, p
+    return p
+  elseif changed and not self.quiet and not u.said_changed then
+    u.said_changed = true
+    self:log("  %s: options or model changed since it was cached; recomputing", u.rec.key)
+  end
+end
+
+-- The unit's lock (srgeo.cache: one process computes a unit): taken at
+-- once, or (wait) after waiting for the process that holds it, or nil.
+function Ex:lock(u, wait)
+  local lock, held = cache.lock(u.files)
+  if lock or not wait then return lock end
+  self:log("  %s: another process is computing this unit (%s); waiting for it", u.rec.key, tostring(held))
+  return assert(cache.lock(u.files, true))
+end
+
+--- ex:profile(model_spec, eval_spec [, extra [, nowait [, slot]]]) -> profile, record.
+--- extra: label, tap, key (file name) and any srgeo.profile options for this
+--- unit.  Reuses OUT/units/KEY.json when its description matches, resumes an
+--- unfinished unit from its finished images, and computes a unit under its
+--- lock (srgeo.cache): when another process holds it, waits for it (and then
+--- uses what that process stored), or with nowait returns nil, record.
+--- slot: the unit's place in ex.units (and so in the result files; ex:run
+--- keeps its list's order whatever order the units finish in).  Under
+--- mpirun the unit's images are spread over the ranks (ex:compute).
+function Ex:profile(mspec, espec, extra, nowait, slot)
+  local u = self:unit(mspec, espec, extra)
+  if srgeo.mpi.size() > 1 then
+    local p = self:compute({ u })[1]
+    return p, u.rec
+  end
+  local rec = u.rec
+  local p = self:from_cache(u)
+  if p then
+    self.cached = self.cached + 1
+    self.units[slot or #self.units + 1] = rec
+    return p, rec
+  end
+  local lock = self:lock(u, not nowait)
+  if not lock then return nil, rec end
+  p = self:from_cache(u) -- stored by the process we waited for
+  if p then
+    lock:unlock()
+    rec.by_other = true
+    self:log("  %s: computed by the other process; using its result", rec.key)
+    self.cached = self.cached + 1
+    self.units[slot or #self.units + 1] = rec
+    return p, rec
+  end
+  local ok, a = pcall(self.compute_unit, self, u)
+  lock:unlock()
+  if not ok then error(a, 0) end
+  self.units[slot or #self.units + 1] = rec
+  return a, rec
+end
+
+-- Compute a unit under its lock in this process: resume its finished
+-- images, checkpoint each new one, store it.
+function Ex:compute_unit(u)
+  local files, rec = u.files, u.rec
+  if self.force then cache.discard(files) end
+  local resume = cache.resume(files, u.desc)
+  local m = self:model(u.ms)
+  local X = self:eval_set(u.es, m, u.ms.label)
+  local po = copy(u.popts)
+  po.label, po.model_name, po.eval = u.label, u.ms.spec, u.es.key
+  if resume then
+    self:log("  %s: resuming after image %d of %d (checkpoints in %s)", rec.key, resume.n_images, #X, files.partial)
+  end
+  local t0 = srgeo._clock()
+  local p = srgeo.profile(m, X, po, { resume = resume,
+    on_image = function(pp, i) cache.save_image(files, u.desc, pp, i) end })
+  if p.interrupted then
+    fail("interrupted during %s after %d images; the %d completed units and this unit's finished images are "
+      .. "cached in %s/units — rerun the same command to resume", rec.key, p.n_images, self.computed + self.cached, self.out)
+  end
+  cache.store(files, u.desc, u.label, p, srgeo._clock() - t0)
+  rec.cached, rec.profile, rec.seconds = false, p, srgeo._clock() - t0
+  self.computed = self.computed + 1
+  return p
+end
+
 -- The profile run of unit u on this rank (srgeo.profile.prepare), made on
 -- first use: the model and the evaluation set load once per rank.
 function Ex:prepared(u)
@@ -187,36 +288,53 @@ function Ex:prepared(u)
     local m = self:model(u.ms)
     local X = self:eval_set(u.es, m, u.ms.label)
     local po = copy(u.popts)
-    po.label, po.model_name, po.eval, po.progress = u.label, u.ms.spec, u.es.key, false
+    po.label, po.model_name, po.eval = u.label, u.ms.spec, u.es.key
     u.run = srgeo.profile.prepare(m, X, po)
   end
   return u.run
 end
 
---- ex:compute(units [, log]) -> profiles: the units (ex:unit) from the
---- cache or computed, with a "[k/N]" line per unit when log.  Under mpirun
---- the images of every unit to compute are spread over the ranks at once
+--- ex:compute(units [, log]) -> profiles: under mpirun, the units (ex:unit)
+--- from the cache or computed, with a "[k/N]" line per unit when log.  The
+--- images of every unit to compute are spread over the ranks at once
 --- (srgeo.mpi.map: a rank that finishes early takes images of the next
---- unit); rank 0 decides from its unit cache what is computed, and caches
---- each unit as soon as its last image arrives, so a rerun with any number
---- of ranks resumes from the finished units.  Every rank returns the
---- profiles.
+--- unit).  Rank 0 alone touches the unit cache: it decides what is
+--- computed, holds the units' locks (another job on the same folder waits),
+--- resumes unfinished units from their finished images, checkpoints each
+--- image as the images before it have arrived, and stores each unit as
+--- soon as its last image arrives, so a rerun with any number of ranks
+--- resumes from what was finished.  Every rank returns the profiles.
 function Ex:compute(us, log)
   local mpi = srgeo.mpi
   local n = #us
-  local plan = {}
+  local plan, locks = {}, {}
+  local function unlock_all()
+    for k, l in pairs(locks) do l:unlock(); locks[k] = nil end
+  end
   if mpi.root() then
-    for k, u in ipairs(us) do
-      local p, changed
-      if not self.force then p, changed = cache.lookup(u.files, u.desc) end
-      if p then
-        p.label = u.label
-        u.profile, plan[k] = p, { cached = true }
-      else
-        if changed then self:log("  %s: options or model changed since it was cached; recomputing", u.rec.key) end
-        plan[k] = { images = u.es.noise and u.es.n or #self:eval_set(u.es) }
+    local ok, err = pcall(function()
+      for k, u in ipairs(us) do
+        local p = self:from_cache(u)
+        if not p then
+          locks[k] = self:lock(u, true)
+          p = self:from_cache(u) -- stored by the process we waited for
+          if p then locks[k]:unlock(); locks[k] = nil end
+        end
+        if p then
+          plan[k] = { cached = true }
+        else
+          if self.force then cache.discard(u.files) end
+          u.resume = cache.resume(u.files, u.desc)
+          local total = u.es.noise and u.es.n or #self:eval_set(u.es)
+          plan[k] = { images = total, start = u.resume and u.resume.n_images + 1 or 1 }
+          if u.resume then
+            self:log("  %s: resuming after image %d of %d (checkpoints in %s)", u.rec.key, u.resume.n_images, total,
+              u.files.partial)
+          end
+        end
       end
-    end
+    end)
+    if not ok then unlock_all(); error(err, 0) end
   end
   plan = mpi.bcast(plan)
   local items, left, records, seconds, done = {}, {}, {}, {}, 0
@@ -236,21 +354,28 @@ function Ex:compute(us, log)
       self.cached = self.cached + 1
       line(k)
     else
-      left[k], records[k], seconds[k] = pl.images, {}, 0
-      for i = 1, pl.images do items[#items + 1] = { k, i } end
+      left[k], records[k], seconds[k] = pl.images - pl.start + 1, {}, 0
+      for i = pl.start, pl.images do items[#items + 1] = { k, i } end
     end
   end
-  local function finish(k, partial)
+  -- Rank 0: unit k's run, resumed from its finished images.
+  local function run_of(k)
     local u = us[k]
-    local p = srgeo.profile.finish(self:prepared(u), records[k], seconds[k])
-    if partial then
-      if p.n_images > 0 then cache.save_partial(u.files, p) end
-      return
-    end
+    local run = self:prepared(u)
+    if u.resume then srgeo.profile.resume(run, u.resume); u.resume = nil end
+    return run
+  end
+  local function finish(k)
+    local u = us[k]
+    local p = srgeo.profile.finish(run_of(k), records[k], seconds[k])
     cache.store(u.files, u.desc, u.label, p, seconds[k])
+    if locks[k] then locks[k]:unlock(); locks[k] = nil end
     u.profile, u.rec.seconds, u.run = p, seconds[k], nil
     self.computed = self.computed + 1
     line(k)
+  end
+  if mpi.root() then -- units whose every image was checkpointed
+    for k, l in pairs(left) do if l == 0 then finish(k) end end
   end
   local arrived = 0
   bar = #items > 0 and not self.quiet and util.progress("profile", #items) or nil
@@ -263,19 +388,20 @@ function Ex:compute(us, log)
     records[k][i], seconds[k], left[k] = v.r, seconds[k] + v.seconds, left[k] - 1
     arrived = arrived + 1
     if bar then bar.update(arrived) end
+    local u = us[k]
+    srgeo.profile.place(run_of(k), records[k], function(p, ii) cache.save_image(u.files, u.desc, p, ii) end)
     if left[k] == 0 then finish(k) end
   end })
   if bar then bar.done() end
+  unlock_all()
   if not ok then
-    -- Ctrl-C (one process): the finished units are cached; keep what an
-    -- unfinished one computed (the next run starts it afresh).
+    -- Ctrl-C (one process): the finished units are cached, and the
+    -- finished images of the others.
     local at
-    for k in pairs(left) do
-      if left[k] > 0 then at = at or k; finish(k, true) end
-    end
+    for k in pairs(left) do if left[k] > 0 then at = at or k end end
     if tostring(err):find("interrupted", 1, true) and at then
-      fail("interrupted during %s; the %d completed units are cached in %s/units — rerun the same command to resume",
-        us[at].rec.key, self.computed + self.cached, self.out)
+      fail("interrupted during %s; the %d completed units and the finished images of the others are cached in %s/units"
+        .. " — rerun the same command to resume", us[at].rec.key, self.computed + self.cached, self.out)
     end
     error(err, 0)
   end
@@ -292,25 +418,44 @@ function Ex:compute(us, log)
   return ps
 end
 
---- ex:profile(model_spec, eval_spec [, extra]) -> profile, record.  extra:
---- label, tap, key (file name) and any srgeo.profile options for this unit.
---- Reuses OUT/units/KEY.json when its description matches (srgeo.cache).
-function Ex:profile(mspec, espec, extra)
-  local u = self:unit(mspec, espec, extra)
-  local p = self:compute({ u })[1]
-  return p, u.rec
-end
-
 --- ex:run(list) -> profiles: each entry {model =, eval =, label =, tap =, ...};
---- eval defaults to opts.default_eval.  Prints one line per unit.
+--- eval defaults to opts.default_eval.  Prints one line per unit.  A unit
+--- another process is computing is left for last (this process computes
+--- the others meanwhile), then waited for.  Under mpirun the units' images
+--- are spread over the ranks (ex:compute).
 function Ex:run(list, default_eval)
-  local us = {}
-  for i, e in ipairs(list) do
+  local function extra_of(e)
     local extra = {}
     for k, v in pairs(e) do if k ~= "model" and k ~= "eval" then extra[k] = v end end
-    us[i] = self:unit(e.model, e.eval or default_eval, extra)
+    return extra
   end
-  return self:compute(us, true)
+  if srgeo.mpi.size() > 1 then
+    local us = {}
+    for i, e in ipairs(list) do us[i] = self:unit(e.model, e.eval or default_eval, extra_of(e)) end
+    return self:compute(us, true)
+  end
+  local out, later = {}, {}
+  local n, base = #list, #self.units
+  local function one(i, u, nowait)
+    local t0 = srgeo._clock()
+    local p, rec = self:profile(u.model, u.eval or default_eval, extra_of(u), nowait, base + i)
+    if not p then
+      self:log("[%d/%d] %s on %s: another process is computing it; leaving it for last", i, n, rec.label, rec.eval)
+      later[#later + 1] = i
+      return
+    end
+    if rec.cached then
+      self:log("[%d/%d] %s on %s%s: %s", i, n, rec.label, rec.eval, rec.tap and " (" .. rec.tap .. ")" or "",
+        rec.by_other and "computed by another process" or "cached")
+    else
+      self:log("[%d/%d] %s on %s%s: %d images, %.1f s", i, n, rec.label, rec.eval,
+        rec.tap and " (" .. rec.tap .. ")" or "", p.n_images, srgeo._clock() - t0)
+    end
+    out[i] = p
+  end
+  for i, u in ipairs(list) do one(i, u, n > 1) end
+  for _, i in ipairs(later) do one(i, list[i], false) end
+  return out
 end
 
 --- ex:figure(name, plotfn, data, opts): draw with srgeo.plot.FN into

@@ -426,6 +426,17 @@ function Figure:log_tics(axis, lo, hi)
   self:cmd("set %stics (%s)", axis, table.concat(parts, ", "))
 end
 
+--- srgeo.plot.figure_complete(terminal, bytes): whether a figure file ends
+--- as its format ends (PNG: the IEND chunk; SVG: </svg>; PDF: %%EOF); text
+--- (dumb) always does.
+function M.figure_complete(term, s)
+  if type(s) ~= "string" or #s == 0 then return false end
+  if term == "png" then return s:sub(1, 8) == "\137PNG\r\n\26\n" and s:sub(-12) == "\0\0\0\0IEND\174B`\130" end
+  if term == "svg" then return s:find("</svg>%s*$") ~= nil end
+  if term == "pdf" then return s:sub(1, 5) == "%PDF-" and s:find("%%%%EOF%s*$") ~= nil end
+  return true
+end
+
 -- Write data and script beside OUT, run gnuplot, rename the figure into
 -- place.  Returns OUT (or nil) and, for dumb, the text.
 function Figure:render()
@@ -458,28 +469,58 @@ function Figure:render()
     head[#head + 1] = string.format("if (!exists(\"OUT\")) OUT = %s", gpstr(base))
     head[#head + 1] = "set output OUT"
   end
-  head[#head + 1] = "DATA = " .. gpstr(datname)
+  head[#head + 1] = string.format("if (!exists(\"DATA\")) DATA = %s", gpstr(datname))
   local script = table.concat(head, "\n") .. "\n" .. table.concat(self.lines, "\n") .. "\n"
     .. (keep and "unset output\n" or "")
   local data = string.format("# %s: data of %s, written by srgeo.plot.%s (NaN: missing value)\n",
     datname, keep and base or "a text figure", fn) .. table.concat(self.blocks, "\n\n\n") .. "\n"
 
-  local function cleanup_tmp()
-    if not keep then os.remove(tmpbase); os.remove(datpath); os.remove(gppath) end
+  -- With an output file, the data, the script and the figure are written
+  -- under temporary names (PATH.tmp.PID, util.tmp_name) and renamed into
+  -- place only once gnuplot has drawn a complete figure: a failure (a full
+  -- disk, a gnuplot error) leaves the previous files as they were and no
+  -- temporary behind.  gnuplot reads the temporaries through the -e
+  -- variables DATA and OUT, which the saved script defaults to the final
+  -- names.
+  local function write_file(path, content)
+    local f, err = io.open(path, "wb")
+    if not f then return nil, tostring(err) end
+    local ok, werr = f:write(content)
+    local cok, cerr = f:close()
+    if not (ok and cok) then
+      os.remove(path)
+      return nil, tostring(werr or cerr)
+    end
+    return true
   end
-  util.write_atomic(datpath, data)
-  util.write_atomic(gppath, script)
+  local dattmp = keep and util.tmp_name(datpath) or datpath
+  local gptmp = keep and util.tmp_name(gppath) or gppath
+  local tmpname = keep and select(2, split_path(util.tmp_name(out))) or nil
+  local tmppath = tmpname and dir .. "/" .. tmpname
+  local function cleanup_tmp()
+    if keep then
+      os.remove(dattmp); os.remove(gptmp); os.remove(tmppath)
+    else
+      os.remove(tmpbase); os.remove(datpath); os.remove(gppath)
+    end
+  end
+  local wok, werr = write_file(dattmp, data)
+  if wok then wok, werr = write_file(gptmp, script) end
+  if not wok then
+    cleanup_tmp()
+    fail(fn, "cannot write %s: %s", keep and out or "a text figure", werr)
+  end
 
   local bin, wanted = gnuplot_binary(fn, opts)
   if not bin then
+    -- the data and script still go in place: with gnuplot installed, they draw the figure
+    local kept = keep and os.rename(dattmp, datpath) and os.rename(gptmp, gppath)
     cleanup_tmp()
     fail(fn, "gnuplot not found%s; install gnuplot-nox (make deps)%s",
       wanted ~= "gnuplot" and " ('" .. wanted .. "')" or "",
-      keep and string.format(" — the data and script are in %s and %s", datpath, gppath) or "")
+      kept and string.format(" — the data and script are in %s and %s", datpath, gppath) or "")
   end
 
-  -- gnuplot draws into a hidden temporary in OUT's folder; rename on success.
-  local tmpname = keep and string.format(".srgeo-plot-%d-%d.tmp", os.time(), math.random(1 << 30)) or nil
   local errfile = os.tmpname()
   local q = util.shell_quote
   -- The scripts say `set encoding utf8`; under a locale that is not UTF-8
@@ -489,28 +530,49 @@ function Figure:render()
   if loc == "" then loc = os.getenv("LC_CTYPE") or "" end
   if loc == "" then loc = os.getenv("LANG") or "" end
   local utf8_env = loc:lower():gsub("-", ""):find("utf8", 1, true) and "" or "LC_ALL=C.UTF-8 "
-  local cmd = string.format("cd %s && %s%s%s %s 2>%s", q(dir), utf8_env, q(bin),
-    tmpname and " -e " .. q("OUT='" .. tmpname .. "'") or "", q(gpname), q(errfile))
+  local vars = keep and " -e " .. q(string.format("OUT='%s'; DATA='%s'", tmpname, select(2, split_path(dattmp)))) or ""
+  local cmd = string.format("cd %s && %s%s%s %s 2>%s", q(dir), utf8_env, q(bin), vars, q(select(2, split_path(gptmp))),
+    q(errfile))
   local p = io.popen(cmd, "r")
   local stdout = p:read("a")
   local ok, how, code = p:close()
   local stderr = (util.try_read(errfile) or ""):gsub("%s+$", "")
   os.remove(errfile)
-  local tmppath = tmpname and dir .. "/" .. tmpname
   if not ok then
-    if tmppath then os.remove(tmppath) end
     cleanup_tmp()
     fail(fn, "gnuplot failed (%s %s) running %s:\n%s", how, tostring(code), gppath,
       stderr ~= "" and stderr or "(no message)")
   end
+  -- gnuplot exits 0 after a failed write (a full disk left a 4 KB PNG that
+  -- was renamed into place): its complaints about the output, and a figure
+  -- that does not end as its format ends, are failures.
+  if stderr:find("No space left", 1, true) or stderr:find("[Ii]/[Oo] error") or stderr:find("cannot %a+ output")
+    or stderr:find("[Ww]rite error") then
+    cleanup_tmp()
+    fail(fn, "gnuplot could not write %s: %s", out or "the figure", stderr)
+  end
   if stderr ~= "" then io.stderr:write("srgeo.plot." .. fn .. ": gnuplot: " .. stderr .. "\n") end
   local text
   if keep then
-    local f = io.open(tmppath, "rb")
-    if not f then fail(fn, "gnuplot wrote no figure (running %s)", gppath) end
-    f:close()
-    local rok, rerr = os.rename(tmppath, out)
-    if not rok then os.remove(tmppath); fail(fn, "cannot move the figure to %s: %s", out, tostring(rerr)) end
+    local fig = util.try_read(tmppath)
+    if not fig then
+      cleanup_tmp()
+      fail(fn, "gnuplot wrote no figure (running %s)", gppath)
+    end
+    if not M.figure_complete(self.term, fig) then
+      cleanup_tmp()
+      local ok_free, free = pcall(function() return require("srgeo")._disk_free(dir) end)
+      fail(fn, "gnuplot wrote an incomplete %s figure (%d bytes) for %s%s", self.term, #fig, out,
+        ok_free and free and free < 1 << 20 and string.format(": No space left on device (%d bytes free)", free)
+        or " (a full disk, or gnuplot stopped)")
+    end
+    for _, mv in ipairs { { dattmp, datpath }, { gptmp, gppath }, { tmppath, out } } do
+      local rok, rerr = os.rename(mv[1], mv[2])
+      if not rok then
+        cleanup_tmp()
+        fail(fn, "cannot move %s into place: %s", mv[2], tostring(rerr))
+      end
+    end
     if self.dumb then text = util.try_read(out) end
   else
     text = stdout

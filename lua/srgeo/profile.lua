@@ -72,6 +72,14 @@ local function resolve(opts, d, level)
   local o = {}
   for k, v in pairs(pre) do o[k] = v end
   for k, v in pairs(opts) do o[k] = v end
+  -- The ladder's options, checked by the core's declared-option reader (one
+  -- message format: "profile: nscales must be an integer in 1..4096, got 0").
+  for _, decl in ipairs { { name = "nscales", type = "integer", lo = 1, hi = 4096 },
+                          { name = "log10_lo", type = "number", lo = -math.huge, hi = math.huge, open_lo = true, open_hi = true },
+                          { name = "log10_hi", type = "number", lo = -math.huge, hi = math.huge, open_lo = true, open_hi = true } } do
+    local ok, err = pcall(srgeo._check_option, "profile", decl, o[decl.name])
+    if not ok then error(err, level) end
+  end
   if opts.scales then
     o.scales = opts.scales
   elseif opts.rms_scales then
@@ -86,7 +94,7 @@ local function resolve(opts, d, level)
   end
   o.precision = o.precision or "float32"
   if o.precision ~= "float32" and o.precision ~= "float64" then
-    error("profile: precision must be \"float32\" or \"float64\"", level)
+    error("profile: precision must be \"float32\" or \"float64\", got " .. tostring(o.precision), level)
   end
   o.seed = o.seed or 0
   -- Types and ranges of the options the C engine declares (ci and bootstrap
@@ -135,6 +143,10 @@ local function family_options(model, x, i, o, copts)
   elseif fam == "user" then
     local u = o.user_directions
     dirs = type(u) == "function" and u(i, x) or u
+    if type(dirs) ~= "userdata" then
+      error("profile: family 'user' needs user_directions, a tensor (n, C, H, W) or function(i, x) -> tensor; got "
+        .. type(dirs), 3)
+    end
   end
   if fam ~= "gaussian" then
     local n = #dirs
@@ -318,17 +330,24 @@ local function aggregate(p)
   return p
 end
 
--- The run of a profile in three parts, so that its images can be spread
--- over the ranks of an mpirun job (srgeo.mpi.map; srgeo.experiment spreads
--- the images of several units at once): prepare checks the options and
--- makes the empty profile, image(run, i) computes image i alone (its
--- directions depend only on the seed and i, so any rank gives the same
--- bits), finish places the images' records in order and aggregates.
+--- srgeo.profile.check_options(opts): the options checked as srgeo.profile
+--- checks them before the first image (scripts call it on their command line).
+function P.check_options(opts) resolve(opts, D224) end
+
+-- The run of a profile in parts, so that its images can be spread over
+-- the ranks of an mpirun job (srgeo.mpi.map; srgeo.experiment spreads the
+-- images of several units at once): prepare checks the options and makes
+-- the empty profile, image(run, i) computes image i alone (its directions
+-- depend only on the seed and i, so any rank gives the same bits), place
+-- puts the images' records into the profile in order, finish aggregates.
 
 --- P.prepare(model, images, opts [, level]) -> run.  Bad options raise at
 --- `level` (error's, counted from prepare; default 2, its caller).
 function P.prepare(model, X, opts, level)
   level = (level or 2) + 1
+  if type(model) ~= "userdata" or not model.forward then
+    error("profile: model must be an srgeo module, got " .. (model == nil and "nil" or type(model)), level - 1)
+  end
   local n, get = image_source(X, level)
   if n == 0 then error("profile: no images", level - 1) end
   local first = get(1)
@@ -373,39 +392,81 @@ function P.image(run, i)
   return r
 end
 
---- P.finish(run, records [, seconds]) -> profile: records[1..k] (the first
---- k images when an interruption left the rest) placed and aggregated.
-function P.finish(run, records, seconds)
-  local p, d = run.p, run.d
-  for i = 1, run.n do
+-- The per-image fields of a profile, which P.resume gives back.
+local resumed_fields = { "per_image", "jac_energy", "noise", "ci", "directions_used", "rung_directions",
+                         "jacobian_fro", "per_direction" }
+
+--- P.resume(run, resume): the per-image fields of images 1..resume.n_images
+--- computed before (and the totals forwards, exact_pairs, shared_layers
+--- after them), taken as they are: images are seeded by index, so the
+--- result is the one an uninterrupted run gives.  Returns the next image.
+function P.resume(run, resume, level)
+  local p, k = run.p, resume.n_images
+  if type(k) ~= "number" or k < 1 or k > run.n then
+    error(string.format("profile: hooks.resume holds %s images of %d", tostring(k), run.n), level or 2)
+  end
+  for _, f in ipairs(resumed_fields) do
+    if p[f] or f ~= "per_direction" then
+      if type(resume[f]) ~= "table" then error("profile: hooks.resume lacks " .. f, level or 2) end
+      for i = 1, k do p[f][i] = resume[f][i] end
+    end
+  end
+  p.forwards, p.exact_pairs, p.shared_layers, p.n_images = resume.forwards or 0, resume.exact_pairs, resume.shared_layers, k
+  return k + 1
+end
+
+--- P.place(run, records [, on_image]) -> the images placed: the records of
+--- the images after the profile's n_images, in order while they are there
+--- (records arrive from the ranks in any order); on_image(p, i) after each.
+function P.place(run, records, on_image)
+  local p, placed = run.p, 0
+  while p.n_images < run.n and records[p.n_images + 1] do
+    local i = p.n_images + 1
     local r = records[i]
-    if not r then break end
     p.per_image[i], p.jac_energy[i], p.noise[i], p.ci[i] = r.r, r.jac_energy, r.noise, r.ci
     p.directions_used[i], p.rung_directions[i] = r.directions, r.rung_directions
     p.exact_pairs = (p.exact_pairs or 0) + (r.exact_pairs or 0)
     p.shared_layers = r.shared_layers
-    p.jacobian_fro[i] = hutchinson(r.jvp_sq, d)
+    p.jacobian_fro[i] = hutchinson(r.jvp_sq, run.d)
     if p.per_direction then p.per_direction[i] = r.per_direction end
     p.forwards = p.forwards + r.forwards
     p.n_images = i
+    placed = placed + 1
+    if on_image then on_image(p, i) end
   end
-  p.seconds = seconds or 0
-  return aggregate(p)
+  return placed
 end
 
---- srgeo.profile(model, images, opts) -> profile.  Under mpirun the images
---- are spread over the ranks and every rank gets the whole profile.
-local function profile(model, X, opts)
+--- P.finish(run, records [, seconds]) -> profile: the records not placed
+--- yet placed (the first images in a row, when an interruption left the
+--- rest out) and the profile aggregated.
+function P.finish(run, records, seconds)
+  P.place(run, records or {})
+  run.p.seconds = seconds or 0
+  return aggregate(run.p)
+end
+
+--- srgeo.profile(model, images, opts [, hooks]) -> profile.  Under mpirun
+--- the images are spread over the ranks and every rank gets the whole
+--- profile.  hooks (not options: they change no result): on_image =
+--- function(p, i), called as image i finishes, in order (srgeo.cache
+--- checkpoints it; under mpirun on rank 0 alone); resume = what P.resume
+--- takes (images computed before).
+local function profile(model, X, opts, hooks)
   local run = P.prepare(model, X, opts, 3)
   local n, mpi = run.n, require "srgeo.mpi"
+  local start = hooks and hooks.resume and P.resume(run, hooks.resume, 3) or 1
+  local on_image = hooks and hooks.on_image
   local bar = (run.o.progress ~= false) and util.progress("profile", n) or nil
   local t0 = srgeo._clock()
-  local records, done = {}, 0
+  local records = {}
   local ok, err = pcall(function()
-    records = mpi.map(n, function(i) return P.image(run, i) end, { on_result = function(i, r)
-      records[i], done = r, done + 1
-      if bar then bar.update(done) end
+    local got = mpi.map(n - start + 1, function(j) return P.image(run, start + j - 1) end, { on_result = function(j, r)
+      records[start + j - 1] = r
+      P.place(run, records, on_image)
+      if bar then bar.update(run.p.n_images) end
     end })
+    for j, r in ipairs(got) do records[start + j - 1] = r end -- the other ranks' copy
   end)
   if bar then bar.done() end
   local p = P.finish(run, records, srgeo._clock() - t0)

@@ -85,26 +85,25 @@ local STREAM = { shuffle = 101, augment = 102, objective = 103, labels = 104, no
 
 local function mix(seed, stream, b) return srgeo.augment.seed_mix(seed, stream, b or 0) end
 
-local option_names = {
-  model = true, data = true, test_data = true, epochs = true, steps = true, batch = true, optimizer = true,
-  lr = true, momentum = true, nesterov = true, weight_decay = true, beta1 = true, beta2 = true, adam_eps = true,
-  schedule = true, milestones = true, gamma = true, warmup = true, augment = true, labels = true,
-  data_kind = true, objective = true, pgd = true, gaussian = true, llr = true, blur = true, blur_test = true,
-  checkpoints = true, per_decade = true, epoch_checkpoints = true, out = true, seed = true, resume = true,
-  eval_every = true, eval_train = true, eval_test = true, eval_batch = true, log_every = true,
-  progress = true, keep_optim = true, threads = true, name = true, drop_last = true, stop_at = true,
-  command = true, on_checkpoint = true, on_log = true, sync_bn = true,
+-- The options are declared in the core with the rest of the trainer's
+-- (sr_train_specs, sr_sgd_specs / sr_adamw_specs, sr_pgd_specs,
+-- sr_gaussian_specs, sr_llr_specs in core/train/train.c): types, ranges,
+-- defaults and help, read through srgeo._options.  Of each objective's
+-- options, these belong to the run (its seed is drawn per step, its clip
+-- is [0, 1]).
+local objective_keys = {
+  pgd = { "norm", "eps", "steps", "step_size", "random_start", "use_best", "eval_mode" },
+  gaussian = { "sigma", "clip" },
+  llr = { "norm", "eps", "steps", "step_size", "random_start", "lambda", "mu", "fd", "eval_mode" },
+}
+local optimizer_keys = {
+  sgd = { lr = "lr", momentum = "momentum", nesterov = "nesterov", weight_decay = "weight_decay" },
+  adamw = { lr = "lr", beta1 = "beta1", beta2 = "beta2", adam_eps = "eps", weight_decay = "weight_decay" },
 }
 
-local objective_defaults = {
-  pgd = { norm = "l2", eps = 0.5, steps = 7, step_size = nil, random_start = true, use_best = false,
-          eval_mode = true },
-  gaussian = { sigma = 0.25, clip = false },
-  llr = { norm = "linf", eps = 8 / 255, steps = 3, step_size = nil, random_start = true, lambda = 4, mu = 3,
-          fd = 0.1, eval_mode = true },
-}
-
-local function fail(fmt, ...) error("srgeo.train: " .. string.format(fmt, ...), 3) end
+-- User errors (a bad option, a run that cannot resume) print without a
+-- traceback in the shell.
+local fail = util.failer("srgeo.train: ")
 
 local copy = util.copy
 
@@ -295,16 +294,12 @@ local function optim_name(step) return string.format("optim_%08d.safetensors", s
 local function scan(out)
   local names = srgeo._listdir(out)
   if not names then return {}, {} end
-  local ck, op, stale = {}, {}, {}
+  local ck, op = {}, {}
   for _, f in ipairs(names) do
     local s = f:match("^ckpt_(%d+)%.safetensors$")
     if s then ck[tonumber(s)] = true end
     s = f:match("^optim_(%d+)%.safetensors$")
     if s then op[tonumber(s)] = true end
-    if f:match("^ckpt_%d+%.safetensors%.tmp%.") or f:match("^optim_%d+%.safetensors%.tmp%.")
-      or f:match("^log%.csv%.tmp%.") then
-      stale[#stale + 1] = f
-    end
   end
   local both = {}
   for s in pairs(ck) do if op[s] then both[#both + 1] = s end end
@@ -312,7 +307,7 @@ local function scan(out)
   local all = {}
   for s in pairs(ck) do all[#all + 1] = s end
   table.sort(all)
-  return both, all, stale, op
+  return both, all, op
 end
 
 --- The checkpoint a resume would start from: path, step (or nil).
@@ -356,41 +351,57 @@ end
 -- ---------------------------------------------------------------------------
 -- Configuration
 
-local function resolve(opts)
+-- srgeo._options(set, t, op), its message raised as it is ("srgeo.train:
+-- batch must be an integer in 1..10000000, got 0"); rename: {declared name =
+-- the name the user wrote} (adam_eps is AdamW's eps).
+local function declared(set, t, op, rename)
+  local ok, v = pcall(srgeo._options, set, t, op)
+  if ok then return v end
+  local msg = tostring(v)
+  for from, to in pairs(rename or {}) do msg = msg:gsub("^(" .. op:gsub("%p", "%%%0") .. ": )" .. from .. " ", "%1" .. to .. " ") end
+  util.raise { msg = msg }
+end
+
+local function resolve(opts, check_only)
   if type(opts) ~= "table" then fail("options must be a table") end
-  for k in pairs(opts) do
-    if not option_names[k] then fail("unknown option '%s'", tostring(k)) end
-  end
-  if not opts.model then fail("model= is required") end
-  if not opts.data then fail("data= is required") end
+  local v = declared("train", opts, "srgeo.train")
+  if not opts.model and not check_only then fail("model= is required") end
+  if not opts.data and not check_only then fail("data= is required") end
   if opts.epochs and opts.steps then fail("give epochs= or steps=, not both") end
   if not opts.epochs and not opts.steps then fail("give epochs= or steps=") end
   local c = {}
-  c.batch = opts.batch or 128
-  c.optimizer = opts.optimizer or "sgd"
-  if c.optimizer ~= "sgd" and c.optimizer ~= "adamw" then fail("optimizer must be \"sgd\" or \"adamw\"") end
+  c.batch = v.batch
+  c.optimizer = v.optimizer
   local sgd = c.optimizer == "sgd"
-  c.lr = opts.lr or (sgd and 0.1 or 1e-3)
-  c.weight_decay = opts.weight_decay or (sgd and 5e-4 or 0.05)
+  -- The optimiser's own options, by its declaration; the other's are errors.
+  local oo, rename = {}, {}
+  for key, o in pairs(optimizer_keys[c.optimizer]) do oo[o] = opts[key]; rename[o] = key end
+  for key in pairs(optimizer_keys[sgd and "adamw" or "sgd"]) do
+    if opts[key] ~= nil and not optimizer_keys[c.optimizer][key] then
+      fail("%s is an option of optimizer \"%s\" (optimizer is \"%s\")", key, sgd and "adamw" or "sgd", c.optimizer)
+    end
+  end
+  local ov = declared(c.optimizer, oo, "srgeo.train", rename)
+  c.lr, c.weight_decay = ov.lr, ov.weight_decay
   if sgd then
-    c.momentum = opts.momentum or 0.9
-    c.nesterov = opts.nesterov or false
+    c.momentum, c.nesterov = ov.momentum, ov.nesterov
   else
-    c.beta1, c.beta2, c.adam_eps = opts.beta1 or 0.9, opts.beta2 or 0.999, opts.adam_eps or 1e-8
+    c.beta1, c.beta2, c.adam_eps = ov.beta1, ov.beta2, ov.eps
   end
-  c.schedule = opts.schedule or "cosine"
-  if c.schedule ~= "cosine" and c.schedule ~= "step" and c.schedule ~= "constant" then
-    fail("schedule must be \"cosine\", \"step\" or \"constant\"")
-  end
+  c.schedule = v.schedule
   if c.schedule == "step" then
     c.milestones = opts.milestones or { 0.5, 0.75 }
-    c.gamma = opts.gamma or 0.1
+    if type(c.milestones) ~= "table" then fail("milestones must be a list of numbers") end
+    for i, m in ipairs(c.milestones) do
+      if type(m) ~= "number" or not (m >= 0) or m == math.huge then
+        fail("milestones[%d] must be a number >= 0 (a fraction of the run, or a step count), got %s", i, tostring(m))
+      end
+    end
+    c.gamma = v.gamma
   end
-  c.warmup = opts.warmup or 0
-  c.labels = opts.labels or "true"
-  if c.labels ~= "true" and c.labels ~= "random" then fail("labels must be \"true\" or \"random\"") end
-  c.data_kind = opts.data_kind or "real"
-  if c.data_kind ~= "real" and c.data_kind ~= "noise" then fail("data_kind must be \"real\" or \"noise\"") end
+  c.warmup = v.warmup
+  c.labels = v.labels
+  c.data_kind = v.data_kind
   -- Controls (random labels / noise images) train without augmentation
   -- unless asked, as in Zhang et al. 2017 and the published protocol.
   local control = c.labels == "random" or c.data_kind == "noise"
@@ -398,44 +409,59 @@ local function resolve(opts)
   if aug == nil then aug = not control end
   if aug == true then aug = { crop = 4, flip = true } end
   if aug then
+    if type(aug) ~= "table" then fail("augment must be true, false or {crop =, flip =}, got %s", tostring(aug)) end
     for k in pairs(aug) do if k ~= "crop" and k ~= "flip" then fail("augment: unknown option '%s'", tostring(k)) end end
+    if aug.crop ~= nil and (math.type(aug.crop) ~= "integer" or aug.crop < 0 or aug.crop > 4096) then
+      fail("augment: crop must be an integer in 0..4096, got %s", tostring(aug.crop))
+    end
     c.augment = { crop = aug.crop or 0, flip = aug.flip and true or false }
   else
     c.augment = false
   end
-  c.objective = opts.objective or "ce"
-  if c.objective ~= "ce" and not objective_defaults[c.objective] then
-    fail("objective must be \"ce\", \"pgd\", \"gaussian\" or \"llr\"")
-  end
-  for name, def in pairs(objective_defaults) do
+  c.objective = v.objective
+  for name, keys in pairs(objective_keys) do
     if opts[name] and c.objective ~= name then fail("%s= given but objective is \"%s\"", name, c.objective) end
     if c.objective == name then
-      local o = copy(def)
-      for k, v in pairs(opts[name] or {}) do
-        if def[k] == nil and not (k == "step_size") then fail("%s: unknown option '%s'", name, tostring(k)) end
-        o[k] = v
+      local given = opts[name] or {}
+      if type(given) ~= "table" then fail("%s= must be a table of options", name) end
+      local known = {}
+      for _, k in ipairs(keys) do known[k] = true end
+      for k in pairs(given) do
+        if not known[k] then fail("%s: unknown option '%s' (options: %s)", name, tostring(k), table.concat(keys, ", ")) end
       end
+      local r = declared(name, given, "srgeo.train: " .. name)
+      local o = {}
+      for _, k in ipairs(keys) do o[k] = r[k] end
       if (name == "pgd" or name == "llr") and not o.step_size then o.step_size = 2.5 * o.eps / math.max(1, o.steps) end
       c[name] = o
     end
   end
-  c.blur = opts.blur
+  c.blur = v.blur
   if c.blur == 0 then c.blur = nil end
-  c.blur_test = opts.blur_test or false
-  c.seed = opts.seed or 0
-  c.drop_last = opts.drop_last or false
+  c.blur_test = v.blur_test
+  c.seed = v.seed
+  c.drop_last = v.drop_last
   c.checkpoints = opts.checkpoints == nil and "log" or opts.checkpoints
-  c.per_decade = opts.per_decade or 4
-  c.epoch_checkpoints = opts.epoch_checkpoints ~= false
-  c.eval_train = opts.eval_train == nil and 5000 or opts.eval_train
-  c.eval_test = opts.eval_test
-  c.eval_batch = opts.eval_batch or 256
-  c.eval_every = opts.eval_every
-  c.log_every = opts.log_every or 50
-  c.keep_optim = opts.keep_optim or "latest"
-  c.sync_bn = opts.sync_bn or nil -- only when set: older runs' trajectories lack it
+  c.per_decade = v.per_decade
+  c.epoch_checkpoints = v.epoch_checkpoints
+  c.eval_train = v.eval_train
+  c.eval_test = v.eval_test
+  c.eval_batch = v.eval_batch
+  c.eval_every = v.eval_every
+  c.log_every = v.log_every
+  c.keep_optim = v.keep_optim
+  c.sync_bn = v.sync_bn or nil -- only when set: older runs' trajectories lack it
   return c
 end
+
+--- srgeo.train.check(opts): the options checked as srgeo.train checks them
+--- (model= and data= aside), raising the same error; scripts call it on
+--- their command line before loading anything.
+function T.check(opts) resolve(opts, true) end
+
+--- srgeo.train.options() -> the declared options of srgeo.train, for help:
+--- {{name=, what=, default=, help=}, ...}.
+function T.options() return srgeo._option_specs("train") end
 
 -- The options that determine the trajectory: a resumed run must agree.
 local trajectory_keys = { "batch", "optimizer", "lr", "weight_decay", "momentum", "nesterov", "beta1", "beta2",
@@ -572,8 +598,8 @@ function T.train(opts)
   -- Rank 0 resumes from its files and hands the state to the others below.
   if out and rank == 0 then
     util.mkdir(out)
-    local both, all, stale = scan(out)
-    for _, f in ipairs(stale or {}) do os.remove(out .. "/" .. f) end
+    srgeo._clean_tmp(out .. "/log.csv") -- what killed writers left (dead PIDs only: core/base/fsutil.h)
+    local both, all = scan(out)
     if #all > 0 and opts.resume == false then
       fail("%s already holds checkpoints (%s ...); resume=true continues that run, or remove them", out, ckpt_name(all[1]))
     end
@@ -696,7 +722,7 @@ function T.train(opts)
     end
     write_csv(out, rows)
     if c.keep_optim ~= "all" and rank == 0 then
-      local _, _, _, op = scan(out)
+      local _, _, op = scan(out)
       for s in pairs(op or {}) do
         if s ~= step then os.remove(out .. "/" .. optim_name(s)) end
       end

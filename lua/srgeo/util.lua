@@ -20,7 +20,7 @@ function M.write_atomic(path, content)
   -- Under mpirun every rank holds the same results (srgeo.mpi) and rank 0
   -- writes them: N ranks never race on one file.
   if require("srgeo")._mpi.rank() ~= 0 then return path end
-  local tmp = path .. ".tmp." .. tostring(os.time()) .. tostring(math.random(1 << 30))
+  local tmp = M.tmp_name(path)
   local f, err = io.open(tmp, "wb")
   if not f then error("write " .. path .. ": " .. tostring(err), 2) end
   local ok, werr = f:write(content)
@@ -35,6 +35,20 @@ function M.write_atomic(path, content)
     error("write " .. path .. ": " .. tostring(rerr), 2)
   end
   return path
+end
+
+--- The temporary a writer of path uses: PATH.tmp.PID, as the C writers'
+--- (core/base/fsutil.h), so that the temporaries a killed writer leaves can
+--- be told from a live one's and removed: the first write into a folder
+--- removes the dead writers' ones (srgeo._clean_tmp).  From stock Lua
+--- without the srgeo module: PATH.tmp.TIME+RANDOM, not cleaned.
+function M.tmp_name(path)
+  local ok, srgeo = pcall(require, "srgeo")
+  if ok and type(srgeo) == "table" and srgeo._pid then
+    srgeo._clean_tmp(path)
+    return path .. ".tmp." .. srgeo._pid()
+  end
+  return path .. ".tmp." .. tostring(os.time()) .. tostring(math.random(1 << 30))
 end
 
 --- A file's contents, or nil and the reason when it cannot be opened.

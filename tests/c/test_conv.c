@@ -416,3 +416,34 @@ TEST(conv_empty_batch)
         sr_module_release(m);
     }
 }
+
+/* Geometry options reach the kernels unbounded (any integer an option
+ * holds): paddings, kernels and strides whose extents overflow are errors
+ * naming the layer, checked before any product is formed. */
+TEST(conv_hostile_geometry_fails_cleanly)
+{
+    sr_tensor x = SR_TENSOR_INIT;
+    CHECK_OK(sr_tensor_zeros(&x, SR_F32, 4, (int64_t[]){1, 1, 4, 4}));
+    static const char *const cases[][3] = {
+        {"padding", "4000000000000000", "conv2d: padding"},
+        {"dilation", "4000000000000000", "conv2d: kernel span"},
+        {"padding", "3000000000", "conv2d: padded input plane: 6000000004 x 6000000004 is too large"},
+    };
+    for (int i = 0; i < 3; i++) {
+        sr_module *m = MAKE_CONV("in_channels", "1", "out_channels", "1", "kernel_size", "3", cases[i][0],
+                                 cases[i][1]);
+        if (!m) { /* refused when built (a dilated span no input can fit) */
+            CHECK(strstr(sr_errmsg(), cases[i][2]), "%s=%s: '%s'", cases[i][0], cases[i][1], sr_errmsg());
+            continue;
+        }
+        sr_run run = SR_RUN_INIT;
+        int rc = sr_module_forward(m, &x, &run);
+        CHECK(rc != 0 && strstr(sr_errmsg(), cases[i][2]), "%s=%s: rc %d, '%s'", cases[i][0], cases[i][1], rc,
+              sr_errmsg());
+        sr_module_release(m);
+    }
+    /* a kernel far larger than any weight the machine holds */
+    sr_module *m = MAKE_CONV("in_channels", "1", "out_channels", "1", "kernel_size", "4000000000000");
+    CHECK(!m && strstr(sr_errmsg(), "too large"), "kernel 4e12: '%s'", sr_errmsg());
+    sr_tensor_free(&x);
+}

@@ -164,6 +164,25 @@ TEST(idx_malformed_files_are_clear_errors)
     CHECK_ERR(sr_idx_load_images(p, &s), "trailing bytes");
     CHECK(write_bytes(p, big, n + 3, 1) == 0, "write");
     CHECK_ERR(sr_idx_load_images(p, &s), "trailing bytes");
+    /* junk after the gzip stream (zlib's gzread skipped it): rejected as
+     * junk after a plain file is; a second gzip member is not junk */
+    CHECK(write_bytes(p, buf, n, 1) == 0, "write");
+    FILE *fj = fopen(p, "ab");
+    fputs("junk", fj);
+    fclose(fj);
+    CHECK_ERR(sr_idx_load_images(p, &s), "trailing bytes after the gzip stream");
+    CHECK(write_bytes(p, buf, 20, 1) == 0 && write_bytes("build/idx_part2.gz", buf + 20, n - 20, 1) == 0, "write");
+    fj = fopen(p, "ab");
+    FILE *f2 = fopen("build/idx_part2.gz", "rb");
+    int ch;
+    while ((ch = fgetc(f2)) != EOF)
+        fputc(ch, fj);
+    fclose(f2);
+    fclose(fj);
+    remove("build/idx_part2.gz");
+    CHECK_OK(sr_idx_load_images(p, &s));
+    CHECK(s.n == 2 && s.h == 3 && s.w == 3 && memcmp(s.data, px, 18) == 0, "two-member gzip file");
+    sr_u8images_free(&s);
     /* implausible dims (no huge allocation attempted) */
     n = idx_bytes(buf, 0x803, (uint32_t[]){5, 0, 28}, 3, px, 0);
     CHECK(write_bytes(p, buf, n, 0) == 0, "write");

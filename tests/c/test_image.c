@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "base/rng.h"
 #include "data/augment.h"
@@ -61,7 +62,7 @@ TEST(image_png_roundtrip_is_exact)
         sr_f32(&t)[i] = (float)((i * 7919) % 256) / 255.0f;
     const char *p = check_scratch("rt.png");
     CHECK_OK(sr_image_save(p, &t, NULL));
-    sr_image_opts o = {0, 0, 0, 0};
+    sr_image_opts o = {0, 0, 0, 0, 0};
     CHECK_OK(sr_image_load(&u, p, &o));
     CHECK(u.ndim == 4 && u.shape[1] == 3 && u.shape[2] == 37 && u.shape[3] == 53, "shape %s",
           SR_SHAPE(&u));
@@ -114,9 +115,9 @@ static void cli_case(int h, int w, int c, const char *ext, int resize, int crop,
              "vips thumbnail '%s' '%s' %d --height %d --size force && vips crop '%s' '%s' %d %d %d %d",
              src, mid, tw, th, mid, ref, left, top, crop, crop);
     CHECK(run(cmd) == 0, "vips CLI failed: %s", cmd);
-    sr_image_opts o = {crop, crop, resize, 0};
+    sr_image_opts o = {crop, crop, resize, 0, 0};
     CHECK_OK(sr_image_load(&a, src, &o));
-    sr_image_opts native = {0, 0, 0, 0};
+    sr_image_opts native = {0, 0, 0, 0, 0};
     CHECK_OK(sr_image_load(&b, ref, &native));
     CHECK(sr_same_shape(&a, &b), "%s: shape %s vs vips %s", ext, SR_SHAPE(&a), SR_SHAPE(&b));
     double d = maxdiff(&a, &b);
@@ -153,25 +154,25 @@ TEST(image_crop_geometry_is_torchvision)
     const char *p = check_scratch("geom.png");
     CHECK_OK(sr_image_save(p, &t, NULL));
     /* crop 3 high x 4 wide: left = round(3/2) = 2 (half to even), top = 1 */
-    sr_image_opts o = {3, 4, 0, 3};
+    sr_image_opts o = {3, 4, 0, 3, 0};
     CHECK_OK(sr_image_load(&u, p, &o));
     CHECK(u.shape[2] == 3 && u.shape[3] == 4, "shape %s", SR_SHAPE(&u));
     CHECK(lrint(sr_f32(&u)[0] * 255) == 30 && lrint(sr_f32(&u)[12] * 255) == 20,
           "crop origin x %g y %g (want x=2 -> 30, y=1 -> 20)", sr_f32(&u)[0] * 255,
           sr_f32(&u)[12] * 255);
     /* crop 5 wide from 7: d = 2 -> left 1 */
-    o = (sr_image_opts){5, 5, 0, 3};
+    o = (sr_image_opts){5, 5, 0, 3, 0};
     CHECK_OK(sr_image_load(&u, p, &o));
     CHECK(lrint(sr_f32(&u)[0] * 255) == 20, "left of 5-crop: %g", sr_f32(&u)[0] * 255);
     /* crop 9 x 8 from 7 x 5: pad (9-7)//2 = 1 left, (8-5)//2 = 1 top, zeros */
-    o = (sr_image_opts){8, 9, 0, 3};
+    o = (sr_image_opts){8, 9, 0, 3, 0};
     CHECK_OK(sr_image_load(&u, p, &o));
     CHECK(u.shape[2] == 8 && u.shape[3] == 9, "padded shape %s", SR_SHAPE(&u));
     CHECK(sr_f32(&u)[0] == 0 && sr_f32(&u)[9 + 0] == 0 && sr_f32(&u)[9 + 1] * 255 > 9.5 &&
               sr_f32(&u)[9 + 1] * 255 < 10.5 && sr_f32(&u)[9 + 8] == 0,
           "padding layout wrong");
     /* resize only: shorter side 10 -> 14x10 (int(10*7/5)) */
-    o = (sr_image_opts){0, 0, 10, 3};
+    o = (sr_image_opts){0, 0, 10, 3, 0};
     CHECK_OK(sr_image_load(&u, p, &o));
     CHECK(u.shape[2] == 10 && u.shape[3] == 14, "resize-only shape %s", SR_SHAPE(&u));
     sr_tensor_free(&t), sr_tensor_free(&u);
@@ -194,7 +195,7 @@ TEST(image_alpha_is_dropped_not_composited)
     CHECK_OK(sr_image_info_read(p, &info));
     CHECK(info.bands == 4 && info.has_alpha && info.width == 8 && info.height == 6,
           "info bands %d alpha %d %dx%d", info.bands, info.has_alpha, info.width, info.height);
-    sr_image_opts o = {0, 0, 0, 0};
+    sr_image_opts o = {0, 0, 0, 0, 0};
     CHECK_OK(sr_image_load(&u, p, &o));
     CHECK(u.shape[1] == 3, "alpha kept: %s", SR_SHAPE(&u));
     for (int i = 0; i < 48; i++)
@@ -257,7 +258,7 @@ TEST(image_bad_files_are_clear_errors)
     fclose(f);
     CHECK_ERR(sr_image_info_read(p, &info), "bad.png");
     /* bad options */
-    sr_image_opts o = {224, 224, 256, 2};
+    sr_image_opts o = {224, 224, 256, 2, 0};
     CHECK_ERR(sr_image_load(&t, j, &o), "channels must be 1 or 3");
     CHECK(t.storage == NULL, "failed loads leave out empty");
     sr_tensor_free(&pic);
@@ -280,7 +281,7 @@ TEST(image_batch_parallel_and_bad_files)
         }
         paths[i] = names[i];
     }
-    sr_image_opts o = {32, 32, 0, 3};
+    sr_image_opts o = {32, 32, 0, 3, 0};
     CHECK_ERR(sr_image_load_batch(&X, paths, 4, &o, NULL), "b2.txt");
     unsigned char bad[4];
     CHECK_OK(sr_image_load_batch(&X, paths, 4, &o, bad));
@@ -301,7 +302,7 @@ TEST(image_batch_parallel_and_bad_files)
         CHECK(worst == 0, "row %d differs by %g", i, worst);
     }
     /* different native sizes cannot batch without a crop */
-    sr_image_opts native = {0, 0, 0, 3};
+    sr_image_opts native = {0, 0, 0, 3, 0};
     const char *two[2] = {paths[0], paths[1]};
     CHECK_ERR(sr_image_load_batch(&X, two, 2, &native, NULL), "give a crop size");
     sr_tensor_free(&pic), sr_tensor_free(&X), sr_tensor_free(&one);
@@ -315,7 +316,7 @@ TEST(image_save_clamps_rescales_and_rejects)
         sr_f64(&t)[i] = -1 + 4.0 * i / 19; /* -1 .. 3 */
     const char *p = check_scratch("clamp.png");
     CHECK_OK(sr_image_save(p, &t, NULL));
-    sr_image_opts o = {0, 0, 0, 0};
+    sr_image_opts o = {0, 0, 0, 0, 0};
     CHECK_OK(sr_image_load(&u, p, &o));
     CHECK(sr_f32(&u)[0] == 0 && sr_f32(&u)[19] == 1 && sr_f32(&u)[8] > 0, "clamping");
     sr_image_save_opts so = {1, 0};
@@ -556,4 +557,80 @@ TEST(synth_seeded_draws_without_replacement)
     CHECK(a[0] == 420 && a[1] == 702 && a[2] == 272, "seed-0 draw changed: %lld %lld %lld",
           (long long)a[0], (long long)a[1], (long long)a[2]);
     CHECK_ERR(sr_sample_indices(a, 5, 6, 0), "cannot draw 6 of 5");
+}
+
+/* A PNG of the given header size around a tiny IDAT (what a decode bomb is:
+ * 69 bytes may declare 100000 x 100000 pixels). */
+static int bomb_png(const char *path, uint32_t w, uint32_t h, const unsigned char *row, size_t rowlen)
+{
+    unsigned char idat[256];
+    uLongf zl = sizeof idat;
+    if (compress(idat, &zl, row, rowlen) != Z_OK)
+        return -1;
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return -1;
+    fwrite("\x89PNG\r\n\x1a\n", 1, 8, f);
+    struct { const char *type; unsigned char d[16]; size_t n; } ch[3] = {{"IHDR", {0}, 13}, {"IDAT", {0}, 0}, {"IEND", {0}, 0}};
+    unsigned char *ih = ch[0].d;
+    for (int i = 0; i < 4; i++)
+        ih[i] = (unsigned char)(w >> (24 - 8 * i)), ih[4 + i] = (unsigned char)(h >> (24 - 8 * i));
+    ih[8] = 8; /* 8-bit grey, deflate, no filter type, no interlace */
+    for (int c = 0; c < 3; c++) {
+        const unsigned char *d = c == 1 ? idat : ch[c].d;
+        size_t n = c == 1 ? zl : ch[c].n;
+        unsigned char len[4] = {(unsigned char)(n >> 24), (unsigned char)(n >> 16), (unsigned char)(n >> 8), (unsigned char)n};
+        fwrite(len, 1, 4, f);
+        fwrite(ch[c].type, 1, 4, f);
+        fwrite(d, 1, n, f);
+        uLong crc = crc32(crc32(0, (const Bytef *)ch[c].type, 4), d, (uInt)n);
+        unsigned char cb[4] = {(unsigned char)(crc >> 24), (unsigned char)(crc >> 16), (unsigned char)(crc >> 8), (unsigned char)crc};
+        fwrite(cb, 1, 4, f);
+    }
+    return fclose(f) == 0 ? 0 : -1;
+}
+
+/* Decode bombs and sizes past libvips' range: refused from the header,
+ * before anything is decoded (the 69-byte PNG took 180 s and 9.6 GB), with
+ * a message naming the sizes; max_pixels moves the bound both ways; a JPEG
+ * over the bound still loads when shrink-on-load brings it under. */
+TEST(image_bombs_are_refused_before_decoding)
+{
+    sr_tensor t = SR_TENSOR_INIT;
+    unsigned char row[64] = {0};
+    const char *p = "build/test_bomb.png";
+    CHECK(bomb_png(p, 100000, 100000, row, sizeof row) == 0, "write");
+    sr_image_opts big = {0, 0, 65536, 0, 0};
+    CHECK_ERR(sr_image_load(&t, p, &big), "100000x100000 image, 10000000000 pixels to decode: more than max_pixels = 100000000");
+    CHECK_ERR(sr_image_load(&t, p, NULL), "pixels to decode");
+    CHECK_ERR(sr_image_check(p), "pixels to decode");
+    sr_image_info info;
+    CHECK_OK(sr_image_info_read(p, &info)); /* the header alone is fine */
+    CHECK(info.width == 100000 && info.height == 100000, "info %dx%d", info.width, info.height);
+    /* resize=65536 of a 100000x1 image: 6.5e9 pixels long, past libvips' int
+     * (this wrapped, clamped to 1 and gave a black crop without an error) */
+    CHECK(bomb_png(p, 100000, 1, row, sizeof row) == 0, "write");
+    CHECK_ERR(sr_image_load(&t, p, &big), "resize=65536 makes the 100000x1 image 6553600000 pixels long");
+    sr_image_opts wide = {0, 0, 1000, 0, 0};
+    CHECK_ERR(sr_image_load(&t, p, &wide), "pixels after the resize");
+    /* the bound is an option: a 100x100 image over 5000, under 10000 */
+    CHECK(bomb_png(p, 100, 100, row, sizeof row) == 0, "write");
+    sr_image_opts small = {0, 0, 0, 0, 5000};
+    CHECK_ERR(sr_image_load(&t, p, &small), "10000 pixels to decode: more than max_pixels = 5000");
+    small.max_pixels = 10000;
+    CHECK(sr_image_load(&t, p, &small) != 0 && !strstr(sr_errmsg(), "max_pixels"), "the bound let it through");
+    sr_image_opts crop = {20000, 20000, 0, 0, 0};
+    CHECK_ERR(sr_image_load(&t, p, &crop), "400000000 pixels in the crop");
+    /* JPEG shrink-on-load: 10240x10240 (105 MP) decodes at 1/8 for a 256 resize */
+    const char *j = "build/test_bomb.jpg";
+    CHECK(run("vips black build/test_bomb.v 10240 10240 && vips jpegsave build/test_bomb.v build/test_bomb.jpg "
+              "&& rm -f build/test_bomb.v") == 0, "vips black/jpegsave");
+    sr_image_opts thumb = SR_IMAGE_OPTS_INIT;
+    CHECK_OK(sr_image_load(&t, j, &thumb));
+    CHECK(t.shape[2] == 224 && t.shape[3] == 224, "shape %s", SR_SHAPE(&t));
+    sr_image_opts native = {0, 0, 0, 3, 0};
+    CHECK_ERR(sr_image_load(&t, j, &native), "104857600 pixels to decode");
+    remove(p);
+    remove(j);
+    sr_tensor_free(&t);
 }

@@ -569,3 +569,51 @@ TEST(module_fusion_keeps_the_channel_mismatch_error)
     sr_tensor_free(&xv);
     sr_module_release(m);
 }
+
+/* The pool is bounded (tensor/tensor.h): after a large batch, a run of small
+ * passes frees the large blocks (idle, and beyond twice the recent peak),
+ * while the small passes themselves keep every block they use (a warm pass
+ * allocates nothing).  The pool once kept every block it ever held. */
+TEST(module_pool_is_bounded_by_recent_peaks)
+{
+    sr_module *block = NULL, *m = make_net(&block);
+    CHECK(m, "net: %s", sr_errmsg());
+    sr_tensor big = SR_TENSOR_INIT, small = SR_TENSOR_INIT;
+    CHECK_OK(check_randn(&big, 4, (int64_t[]){256, 3, 32, 32}, 1));
+    CHECK_OK(check_randn(&small, 4, (int64_t[]){2, 3, 32, 32}, 2));
+    for (int i = 0; i < 2; i++) {
+        sr_run run = SR_RUN_INIT;
+        CHECK_OK(sr_module_forward(m, &big, &run));
+    }
+    size_t after_big = m->pool.bytes;
+    CHECK(after_big > ((size_t)32 << 20), "the large passes pooled only %zu bytes", after_big);
+    long fresh_at = 0;
+    for (int pass = 1; pass <= 2 * SR_POOL_WINDOW + 2; pass++) {
+        sr_run run = SR_RUN_INIT;
+        CHECK_OK(sr_module_forward(m, &small, &run));
+        if (pass == SR_POOL_WINDOW + 2)
+            fresh_at = m->pool.fresh;
+    }
+    int64_t most = 0;
+    for (int i = 0; i < SR_POOL_WINDOW; i++)
+        most = m->pool.peaks[i] > most ? m->pool.peaks[i] : most;
+    CHECK(most > 0 && m->pool.bytes <= (size_t)most * SR_POOL_PEAKS_MULT + SR_POOL_SLACK,
+          "pool %zu bytes after the small passes (was %zu), recent peak %lld", m->pool.bytes, after_big,
+          (long long)most);
+    /* what the small passes hold in a model that never saw the large batch */
+    sr_module *block2 = NULL, *m2 = make_net(&block2);
+    CHECK(m2, "net: %s", sr_errmsg());
+    for (int pass = 1; pass <= 4; pass++) {
+        sr_run run = SR_RUN_INIT;
+        CHECK_OK(sr_module_forward(m2, &small, &run));
+    }
+    size_t alone = m2->pool.bytes;
+    sr_module_release(m2);
+    CHECK(m->pool.bytes <= 2 * alone + ((size_t)1 << 20), "pool %zu bytes (%zu after the large batch), %zu without it",
+          m->pool.bytes, after_big, alone);
+    CHECK(m->pool.fresh == fresh_at, "warm small passes allocated %ld blocks", m->pool.fresh - fresh_at);
+    CHECK(m->pool.freed > 0, "nothing freed");
+    sr_tensor_free(&big);
+    sr_tensor_free(&small);
+    sr_module_release(m);
+}

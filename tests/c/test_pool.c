@@ -502,3 +502,18 @@ TEST(pool_threads_agree_bitwise)
     sr_tensor_free(&x);
     sr_tensor_free(&stack);
 }
+
+/* Adaptive bins have edges o·n / on: an output size times input size past
+ * the element bound is refused before any edge is computed (both tensors
+ * here are small enough to allocate, so nothing else would stop it). */
+TEST(pool_adaptive_huge_output_fails_cleanly)
+{
+    sr_module *m = MAKE(sr_adaptive_avgpool2d_create, "adaptive_avgpool2d", "output_size", "2097152,1");
+    CHECK(m, "create: %s", sr_errmsg());
+    sr_tensor x = SR_TENSOR_INIT;
+    CHECK_OK(sr_tensor_zeros(&x, SR_F32, 4, (int64_t[]){1, 1, 1048576, 1}));
+    sr_run run = SR_RUN_INIT;
+    CHECK_ERR(sr_module_forward(m, &x, &run), "adaptive_avgpool2d: output x input height");
+    sr_tensor_free(&x);
+    sr_module_release(m);
+}

@@ -121,7 +121,16 @@ TEST(safetensors_rejects_malformed_headers)
     EXPECT_REJECT("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
                   "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}", 12, "overlap");
     EXPECT_REJECT("{\"w\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,4294967296],"
-                  "\"data_offsets\":[0,8]}}", 8, "overflows");
+                  "\"data_offsets\":[0,8]}}", 8, "too large");
+    /* no elements, but a dimension product beyond any tensor's: rejected */
+    EXPECT_REJECT("{\"w\":{\"dtype\":\"F32\",\"shape\":[0,4294967296,4294967296],"
+                  "\"data_offsets\":[0,0]}}", 0, "too large");
+    EXPECT_REJECT("{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+                  "\"v\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]},"
+                  "\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}", 12, "'w' appears twice");
+    /* a second __metadata__ is an error (and LeakSanitizer watches the first's arrays) */
+    EXPECT_REJECT("{\"__metadata__\":{},\"__metadata__\":{\"a\":\"b\"}}", 0, "__metadata__ appears twice");
+    EXPECT_REJECT("{\"__metadata__\":{\"a\":\"b\"},\"__metadata__\":{}}", 0, "__metadata__ appears twice");
     EXPECT_REJECT("{\"__metadata__\":{\"step\":3}}", 0, "not a string");
     EXPECT_REJECT("{\"w\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,4]}}", 4, "dimensions");
 }
@@ -141,4 +150,53 @@ TEST(safetensors_rejects_truncated_and_huge_headers)
         big[i] = (unsigned char)(hl >> (8 * i));
     CHECK_ERR(sr_st_open_memory(&f, big, 16, "b"), "truncated");
     CHECK_ERR(sr_st_open(&f, "build/no-such-file.safetensors"), "No such file");
+}
+
+TEST(safetensors_writer_refuses_reserved_and_repeated_names)
+{
+    sr_tensor a = SR_TENSOR_INIT;
+    CHECK_OK(sr_tensor_zeros(&a, SR_F32, 1, (int64_t[]){2}));
+    const sr_tensor *ts[] = {&a, &a, &a};
+    remove("build/t_names.safetensors");
+    CHECK_ERR(sr_st_write("build/t_names.safetensors", 1, (const char *[]){"__metadata__"}, ts, 0, NULL),
+              "'__metadata__' is the format's reserved key");
+    CHECK_ERR(sr_st_write("build/t_names.safetensors", 3, (const char *[]){"b", "a", "b"}, ts, 0, NULL),
+              "tensor name 'b' given twice");
+    FILE *f = fopen("build/t_names.safetensors", "rb");
+    CHECK(!f, "a refused write left a file behind");
+    /* names sorted by the check, entries still written in the given order */
+    CHECK_OK(sr_st_write("build/t_names.safetensors", 2, (const char *[]){"z", "a"}, ts, 0, NULL));
+    sr_st_file st;
+    CHECK_OK(sr_st_open(&st, "build/t_names.safetensors"));
+    CHECK(st.n == 2 && strcmp(st.entries[0].name, "z") == 0 && sr_st_find(&st, "a") && sr_st_find(&st, "z") &&
+              !sr_st_find(&st, "m"), "entries");
+    sr_st_close(&st);
+    remove("build/t_names.safetensors");
+    sr_tensor_free(&a);
+}
+
+TEST(safetensors_find_searches_every_name)
+{
+    /* 300 entries in a scrambled name order: each found, absent names not */
+    enum { N = 300 };
+    char hdr[N * 80 + 8], *p = hdr;
+    p += sprintf(p, "{");
+    for (int i = 0; i < N; i++) {
+        int k = (i * 37) % N;
+        p += sprintf(p, "%s\"t%d\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[%d,%d]}", i ? "," : "", k, i,
+                     i + 1);
+    }
+    sprintf(p, "}");
+    sr_st_file f;
+    unsigned char *buf;
+    CHECK_OK(open_hdr(&f, hdr, N, &buf));
+    char name[16];
+    for (int k = 0; k < N; k++) {
+        snprintf(name, sizeof name, "t%d", k);
+        const sr_st_entry *e = sr_st_find(&f, name);
+        CHECK(e && strcmp(e->name, name) == 0, "%s not found", name);
+    }
+    CHECK(!sr_st_find(&f, "t300") && !sr_st_find(&f, "") && !sr_st_find(&f, "t"), "absent names");
+    sr_st_close(&f);
+    free(buf);
 }

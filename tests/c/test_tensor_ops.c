@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/checked.h"
 #include "base/rng.h"
 #include "base/threads.h"
 #include "tensor/tensor_ops.h"
@@ -693,4 +694,48 @@ TEST(tensor_ops_stack_jvp_layout_and_errors)
     sr_tensor_free(&v);
     sr_tensor_free(&out);
     sr_tensor_free(&bad);
+}
+
+/* Shapes whose products wrap: every one an error naming the op, never a
+ * view that reaches outside its storage (the view of a 0-element tensor as
+ * (2^62, 4) once passed, its product wrapping to 0, and read the heap). */
+TEST(tensor_views_reject_wrapping_shapes)
+{
+    sr_tensor e = SR_TENSOR_INIT, v = SR_TENSOR_INIT, t = SR_TENSOR_INIT;
+    CHECK_OK(sr_tensor_zeros(&e, SR_F32, 1, (int64_t[]){0}));
+    CHECK_ERR(sr_tensor_reshape(&v, &e, 2, (int64_t[]){(int64_t)1 << 62, 4}), "reshape: 4611686018427387904 x 4 is too large");
+    CHECK_ERR(sr_tensor_reshape(&v, &e, 2, (int64_t[]){(int64_t)1 << 40, 1 << 24}), "too large");
+    CHECK_ERR(sr_tensor_reshape(&v, &e, 3, (int64_t[]){0, (int64_t)1 << 32, (int64_t)1 << 32}), "too large");
+    CHECK_ERR(sr_tensor_reshape(&v, &e, 2, (int64_t[]){-1, (int64_t)1 << 62}), "too large");
+    CHECK_ERR(sr_tensor_reshape(&v, &e, 2, (int64_t[]){-2, 0}), "negative dimension -2");
+    CHECK(v.storage == NULL, "no view after a failure");
+    /* at the bound itself: a valid (empty) view whose reductions run */
+    CHECK_OK(sr_tensor_reshape(&v, &e, 2, (int64_t[]){0, (int64_t)1 << 40}));
+    double s = -1;
+    CHECK_OK(sr_reduce_all(&v, SR_RED_SUM, &s, NULL));
+    CHECK(s == 0, "sum %g", s);
+    CHECK_OK(sr_reduce_dim(&t, NULL, &v, SR_RED_SUM, 1, 0));
+    CHECK(t.ndim == 1 && t.shape[0] == 0, "reduced %s", SR_SHAPE(&t));
+    /* narrow with lengths whose end would wrap */
+    sr_tensor a = SR_TENSOR_INIT;
+    CHECK_OK(sr_tensor_zeros(&a, SR_F32, 2, (int64_t[]){4, 3}));
+    CHECK_ERR(sr_tensor_narrow(&v, &a, 1, INT64_MAX), "out of range");
+    CHECK_ERR(sr_tensor_narrow(&v, &a, INT64_MAX, 1), "out of range");
+    CHECK_ERR(sr_narrow_copy(&t, &a, 1, 2, INT64_MAX - 1), "out of range");
+    /* the helper itself */
+    int64_t n = -1;
+    CHECK_OK(SR_COUNT(&n, "t", 0, (int64_t)1 << 40, 1));
+    CHECK_ERR(SR_COUNT(&n, "t", 0, (int64_t)1 << 40, 2), "too large"); /* nonzero factors bounded */
+    CHECK(n == 0, "count %lld", (long long)n);
+    CHECK_OK(SR_COUNT(&n, "t", (int64_t)1 << 20, (int64_t)1 << 20));
+    CHECK(n == (int64_t)1 << 40, "count %lld", (long long)n);
+    CHECK_ERR(SR_COUNT(&n, "conv2d: workspace", (int64_t)1 << 20, ((int64_t)1 << 20) + 1), "conv2d: workspace: ");
+    CHECK_ERR(SR_COUNT(&n, "t", 3, -1), "negative size");
+    CHECK_ERR(SR_COUNT(&n, "t", INT64_MAX, INT64_MAX), "too large");
+    size_t b = 0;
+    CHECK_ERR(sr_count_bytes(&b, "t", SR_MAX_ELEMS + 1, 4), "out of range");
+    sr_tensor_free(&e);
+    sr_tensor_free(&a);
+    sr_tensor_free(&v);
+    sr_tensor_free(&t);
 }

@@ -1,21 +1,17 @@
 /* fuzz_cifar.c - libFuzzer target: the CIFAR-10 batch reader rejects any
  * malformed file (wrong size, bad labels) cleanly. */
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "fuzz_file.h"
 #include "io/cifar.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    char path[64];
-    snprintf(path, sizeof path, "/dev/shm/srgeo-fuzz-cifar-%d", (int)getpid());
-    FILE *f = fopen(path, "wb");
-    if (!f)
+    const char *path = fuzz_file("cifar", data, size);
+    if (!path)
         return 0;
-    fwrite(data, 1, size, f);
-    fclose(f);
     const char *paths[1] = {path};
     sr_u8images im = SR_U8IMAGES_INIT;
     int64_t *labels = NULL, n = 0;

@@ -3,27 +3,15 @@
  * crash or read past the data.  The readers take paths, so each input goes
  * through a file in /dev/shm (tmpfs: no disk traffic). */
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "fuzz_file.h"
 #include "io/idx.h"
-
-static const char *write_input(const uint8_t *data, size_t size)
-{
-    static char path[64];
-    snprintf(path, sizeof path, "/dev/shm/srgeo-fuzz-idx-%d", (int)getpid());
-    FILE *f = fopen(path, "wb");
-    if (!f)
-        return NULL;
-    fwrite(data, 1, size, f);
-    fclose(f);
-    return path;
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    const char *path = write_input(data, size);
+    const char *path = fuzz_file("idx", data, size);
     if (!path)
         return 0;
     sr_u8images im = SR_U8IMAGES_INIT;

@@ -273,7 +273,8 @@ T.test("cache: a stored unit is found again only under the same description", fu
   T.eq(key, "mlp@init_hidden_4_input_1_4_4___noise_2@1", "a file-system-safe name")
   T.eq(cache.key(ms, es, "fc1"), key .. "__fc1")
   local files = cache.files(dir, key)
-  for _, k in ipairs { "json", "csv", "unit", "partial" } do os.remove(files[k]) end
+  for _, k in ipairs { "json", "csv", "unit" } do os.remove(files[k]) end
+  cache.discard(files)
   local unit = cache.unit(ms, es, { preset = "quick", seed = 0, directions = 4 }, 0)
   T.eq(unit.model, cache.model_key(ms, 0)); T.eq(unit.eval, "noise:2@1")
   local p0, changed = cache.lookup(files, unit)
@@ -281,10 +282,15 @@ T.test("cache: a stored unit is found again only under the same description", fu
   local m = spec.load_model(ms)
   local p = srgeo.profile(m, spec.load_eval(es, { model = m }), { preset = "quick", directions = 4, nscales = 5,
     bootstrap = 10, progress = false })
-  cache.save_partial(files, p)
-  T.truthy(exists(files.partial))
+  for i = 1, p.n_images do cache.save_image(files, unit, p, i) end
+  T.truthy(exists(files.partial .. "/000002.json"), "per-image checkpoints")
+  local r = cache.resume(files, unit)
+  T.eq(r.n_images, 2, "both images resume")
+  T.eq(cache.resume(files, cache.unit(ms, es, { preset = "quick", seed = 1 }, 0)), nil, "another unit's images are not resumed")
+  T.eq(srgeo._listdir(files.partial), nil, "and are discarded")
+  for i = 1, p.n_images do cache.save_image(files, unit, p, i) end
   cache.store(files, unit, "lbl", p, 0.25)
-  T.truthy(exists(files.json) and exists(files.csv) and not exists(files.partial), "profile written, partial removed")
+  T.truthy(exists(files.json) and exists(files.csv) and not exists(files.partial), "profile written, checkpoints removed")
   T.eq(json.decode(read(files.unit)).label, "lbl")
   local q = cache.lookup(files, unit)
   T.truthy(q, "found again")

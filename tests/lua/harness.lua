@@ -70,6 +70,17 @@ function T.sh(cmd)
   return out, ok and 0 or code
 end
 
+-- Whether this process runs under AddressSanitizer (make sanitize): RSS
+-- then measures its quarantine, and huge requests abort unless it was told
+-- to return NULL.
+function T.under_asan()
+  local f = io.open("/proc/self/maps")
+  if not f then return false end
+  local maps = f:read("a")
+  f:close()
+  return maps:find("libasan", 1, true) ~= nil
+end
+
 -- The srgeo shell running these specs (`build/X/srgeo tests/run.lua`): the
 -- interpreter, at the lowest index of arg, when its name ends in srgeo;
 -- nil otherwise (the specs then fall back or skip).

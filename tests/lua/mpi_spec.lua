@@ -220,7 +220,7 @@ local function rank_pid(pattern, r)
   return pid
 end
 
-T.test("mpi: a killed rank fails the job; a rerun with another number of ranks resumes from the cached units", function()
+T.test("mpi: a killed rank fails the job; a rerun with another number of ranks resumes from the cached units and images", function()
   local ref = fresh("sweep0")
   local args = " tests/lua/mpi/sweep.lua --images 24 --directions 8 --nscales 5 --bootstrap 50 --out "
   local out, code = run(exe() .. args .. ref)
@@ -228,11 +228,13 @@ T.test("mpi: a killed rank fails the job; a rerun with another number of ranks r
   local d = fresh("sweep")
   local log = d .. ".log"
   os.execute(string.format("(%s %s -np 2 %s%s%s > %s 2>&1; echo \"status $?\" >> %s) &", ENV, MPIRUN, exe(), args, d, log, log))
-  -- wait for the small first unit, then kill rank 1
+  -- wait for the small first unit and the second's first image, then kill rank 1
   local first = d .. "/units/small_resnet__fmnist-test_2@0.unit.json"
+  local image = d .. "/units/small_resnet@init__fmnist-test_48@0.partial/000001.json"
   local t0 = srgeo._clock()
-  while not T.read(first) and srgeo._clock() - t0 < 60 do os.execute("sleep 0.05") end
+  while not (T.read(first) and T.read(image)) and srgeo._clock() - t0 < 60 do os.execute("sleep 0.05") end
   T.truthy(T.read(first), "the first unit was never cached")
+  T.truthy(T.read(image), "the second unit's first image was never checkpointed")
   local pid = rank_pid(args .. d, 1)
   T.truthy(pid, "rank 1 not found")
   os.execute("kill -9 " .. pid)
@@ -247,6 +249,8 @@ T.test("mpi: a killed rank fails the job; a rerun with another number of ranks r
   out, code = mpirun(3, exe() .. args .. d)
   T.eq(code, 0, out)
   T.truthy(out:find("[1/3] small_resnet on fmnist-test:2@0: cached", 1, true), out)
+  -- and the unfinished unit from its checkpointed images (srgeo.cache)
+  T.truthy(out:find("small_resnet@init__fmnist-test_48@0: resuming after image", 1, true), out)
   same_outputs(ref, d, "resumed")
 end)
 

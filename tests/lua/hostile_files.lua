@@ -1,0 +1,185 @@
+-- hostile_files.lua: writes a corpus of hostile files for every file format
+-- srgeo reads, and returns the list of cases (what a loader must do with
+-- each: read it, or refuse it with an error naming the file, within bounded
+-- time and memory).  Used by tests/lua/hardening_spec.lua; also runnable:
+--   build/srgeo tests/lua/hostile_files.lua OUT_DIR     -- writes the corpus, lists it
+-- Each case: { name, loader = "npy"|"safetensors"|"idx_images"|"idx_labels"|
+-- "cifar"|"image", path, ok = true (must load) | nil (must fail), needle =
+-- text the error must hold }.
+local M = {}
+
+local function write(path, s)
+  local f = assert(io.open(path, "wb"))
+  f:write(s)
+  f:close()
+end
+
+-- .npy with the given header dict text and payload.
+local function npy(dict, payload, version)
+  version = version or 1
+  local h = dict
+  local pre = version == 1 and 10 or 12
+  local pad = (64 - (pre + #h + 1) % 64) % 64
+  h = h .. string.rep(" ", pad) .. "\n"
+  local len = version == 1 and string.pack("<I2", #h) or string.pack("<I4", #h)
+  return "\147NUMPY" .. string.char(version, 0) .. len .. h .. (payload or "")
+end
+
+local function descr(d, shape) return string.format("{'descr': '%s', 'fortran_order': False, 'shape': %s, }", d, shape) end
+
+-- safetensors from a header string and data bytes.
+local function st(header, data) return string.pack("<I8", #header) .. header .. (data or "") end
+
+local function be32(...)
+  local t = {}
+  for i, v in ipairs { ... } do t[i] = string.pack(">I4", v) end
+  return table.concat(t)
+end
+
+local function png_chunk(typ, data)
+  -- CRC-32 (the table-less bitwise form: these files are tiny)
+  local crc = 0xffffffff
+  local s = typ .. data
+  for i = 1, #s do
+    crc = crc ~ s:byte(i)
+    for _ = 1, 8 do crc = (crc >> 1) ~ (0xedb88320 & -(crc & 1)) end
+  end
+  return string.pack(">I4", #data) .. s .. string.pack(">I4", crc ~ 0xffffffff)
+end
+
+-- A PNG whose header declares w x h but whose data is one short row.
+local function png_bomb(w, h)
+  local ihdr = string.pack(">I4I4BBBBB", w, h, 8, 0, 0, 0, 0)
+  -- a stored (uncompressed) zlib block holding 9 zero bytes
+  local raw = string.rep("\0", 9)
+  local adler = string.pack(">I4", 9 * 65536 + 1)
+  local idat = "\120\1" .. "\1" .. string.pack("<I2I2", #raw, (~#raw) & 0xffff) .. raw .. adler
+  return "\137PNG\r\n\26\n" .. png_chunk("IHDR", ihdr) .. png_chunk("IDAT", idat) .. png_chunk("IEND", "")
+end
+
+function M.write(dir)
+  os.execute("mkdir -p '" .. dir .. "'")
+  local cases = {}
+  local function add(name, loader, bytes, needle, ok)
+    local path = dir .. "/" .. name
+    write(path, bytes)
+    cases[#cases + 1] = { name = name, loader = loader, path = path, needle = needle, ok = ok }
+  end
+
+  -- npy ----------------------------------------------------------------------
+  local f32x2 = string.pack("<ff", 1, 2)
+  add("ok.npy", "npy", npy(descr("<f4", "(2,)"), f32x2), nil, true)
+  add("ok_v3.npy", "npy", npy(descr("<f8", "(1,)"), string.pack("<d", 1), 3), nil, true)
+  add("scalar.npy", "npy", npy(descr("<f4", "()"), string.pack("<f", 7)), nil, true)
+  add("billion.npy", "npy", npy(descr("<f4", "(1000000000,)"), ""), "truncated data")
+  add("junk.npy", "npy", npy(descr("<f4", "(2,)"), f32x2 .. "junk"), "trailing bytes")
+  add("bigendian.npy", "npy", npy(descr(">f4", "(2,)"), f32x2), "dtype '>f4' is not supported")
+  add("int.npy", "npy", npy(descr("<i4", "(2,)"), f32x2), "dtype '<i4'")
+  add("fortran.npy", "npy", npy("{'descr': '<f4', 'fortran_order': True, 'shape': (2,), }", f32x2), "Fortran")
+  add("wrap.npy", "npy", npy(descr("<f4", "(4611686018427387904, 4)"), ""), "too large")
+  add("wrap0.npy", "npy", npy(descr("<f4", "(0, 4294967296, 4294967296)"), ""), "too large")
+  add("negdim.npy", "npy", npy(descr("<f4", "(-2,)"), ""), "malformed shape")
+  add("overflowdim.npy", "npy", npy(descr("<f4", "(99999999999999999999999,)"), ""), "malformed shape")
+  add("ninedims.npy", "npy", npy(descr("<f4", "(1,1,1,1,1,1,1,1,1)"), ""), "more than 8 dimensions")
+  add("noshape.npy", "npy", npy("{'descr': '<f4', 'fortran_order': False}", ""), "lacks")
+  add("shortheader.npy", "npy", "\147NUMPY\1\0\255\255{'descr'", "truncated header")
+  add("hugeheader.npy", "npy", "\147NUMPY\2\0" .. string.pack("<I4", 0x7fffffff), "implausible")
+  add("version9.npy", "npy", "\147NUMPY\9\0\0\0", "unknown format version")
+  add("empty.npy", "npy", "", "bad magic")
+  add("nul.npy", "npy", npy("{'descr': '<f4'\0, 'fortran_order': False, 'shape': (2,), }", f32x2), "lacks")
+
+  -- safetensors -----------------------------------------------------------------
+  local w8 = string.pack("<ff", 1, 2)
+  add("ok.safetensors", "safetensors", st('{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}', w8), nil, true)
+  add("dupmeta.safetensors", "safetensors", st('{"__metadata__":{},"__metadata__":{"a":"b"}}'), "__metadata__ appears twice")
+  add("metanotobj.safetensors", "safetensors", st('{"__metadata__":[1]}'), "__metadata__ must be an object")
+  add("dupname.safetensors", "safetensors",
+    st('{"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"w":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}', w8),
+    "'w' appears twice")
+  add("overlap.safetensors", "safetensors",
+    st('{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}', w8),
+    "overlap")
+  add("outside.safetensors", "safetensors", st('{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}', "\0"),
+    "outside the data area")
+  add("wrapshape.safetensors", "safetensors",
+    st('{"w":{"dtype":"F32","shape":[4294967296,4294967296,4294967296],"data_offsets":[0,8]}}', w8), "too large")
+  add("bigoffset.safetensors", "safetensors",
+    st('{"w":{"dtype":"F32","shape":[2],"data_offsets":[18446744073709551608,18446744073709551616]}}', w8), "data_offsets")
+  add("hugeheader.safetensors", "safetensors", string.pack("<I8", 1 << 62) .. "{}", "exceeds the 100 MB limit")
+  add("truncated.safetensors", "safetensors", string.pack("<I8", 1000) .. "{}", "truncated")
+  add("notjson.safetensors", "safetensors", st("{\"w\": nope"), "not valid JSON")
+  add("nested.safetensors", "safetensors", st(string.rep("[", 100000) .. string.rep("]", 100000)), "not valid JSON")
+  add("nulname.safetensors", "safetensors",
+    st('{"a\\u0000x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"a\\u0000y":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}', w8),
+    "appears twice")
+  -- the quadratic case: 100,000 entries (6 MB) open in well under a second
+  local parts = {}
+  for i = 1, 100000 do
+    parts[i] = string.format('"t%d":{"dtype":"U8","shape":[1],"data_offsets":[%d,%d]}', i, i - 1, i)
+  end
+  add("many.safetensors", "safetensors", st("{" .. table.concat(parts, ",") .. "}", string.rep("\1", 100000)), nil, true)
+  parts[100000] = '"t1":{"dtype":"U8","shape":[1],"data_offsets":[99999,100000]}'
+  add("many_dup.safetensors", "safetensors", st("{" .. table.concat(parts, ",") .. "}", string.rep("\1", 100000)),
+    "'t1' appears twice")
+  parts = nil
+
+  -- IDX ------------------------------------------------------------------------
+  local px = string.rep("\7", 2 * 3 * 3)
+  local idx = be32(0x803, 2, 3, 3) .. px
+  add("ok.idx", "idx_images", idx, nil, true)
+  add("junk.idx", "idx_images", idx .. "junk", "trailing bytes")
+  add("short.idx", "idx_images", idx:sub(1, -4), "truncated")
+  add("zerodims.idx", "idx_images", be32(0x803, 5, 0, 28), "implausible dims")
+  add("hugecount.idx", "idx_images", be32(0x803, 0xffffffff, 16384, 16384), "implausible dims")
+  add("labels_as_images.idx", "idx_images", be32(0x801, 2) .. "\1\2", "bad magic")
+  add("ok_labels.idx", "idx_labels", be32(0x801, 2) .. "\1\2", nil, true)
+  add("junk_labels.idx", "idx_labels", be32(0x801, 2) .. "\1\2\3", "trailing bytes")
+  add("notidx.idx", "idx_images", "hello", "not an IDX file")
+
+  -- CIFAR ------------------------------------------------------------------------
+  add("ok.bin", "cifar", "\3" .. string.rep("\0", 3072), nil, true)
+  add("label10.bin", "cifar", "\10" .. string.rep("\0", 3072), "label 10")
+  add("short.bin", "cifar", string.rep("\0", 3072), "not a positive multiple of 3073")
+  add("cifar100.bin", "cifar", string.rep("\0", 3074 * 2), "CIFAR-100")
+  add("empty.bin", "cifar", "", "size 0 bytes")
+
+  -- images ------------------------------------------------------------------------
+  add("bomb.png", "image", png_bomb(100000, 100000), "pixels to decode: more than max_pixels")
+  add("bomb_resize.png", "image", png_bomb(100000, 1), "resize=65536 makes", nil)
+  cases[#cases].opts = { resize = 65536, size = false }
+  add("bomb_crop.png", "image", png_bomb(8, 8), "400000000 pixels in the crop")
+  cases[#cases].opts = { size = { 20000, 20000 }, resize = false }
+  add("bigcrop.png", "image", png_bomb(8, 8), "out of range")
+  cases[#cases].opts = { size = { 60000, 60000 } }
+  add("tiny.png", "image", png_bomb(1, 1), nil, true)
+  cases[#cases].opts = { size = false, resize = false }
+  local ok_png = png_bomb(3, 1)
+  add("truncated.png", "image", ok_png:sub(1, 40), "image")
+  add("badcrc.png", "image", ok_png:sub(1, 30) .. "\0" .. ok_png:sub(32), "image")
+  add("zero.png", "image", png_bomb(0, 5), "image")
+  add("garbage.jpg", "image", "\255\216\255\224" .. string.rep("\0", 64), "image")
+  add("empty.png", "image", "", "empty file")
+  add("text.png", "image", "not an image at all", "not an image")
+  -- (libvips 8.14 has no PPM buffer loader: ImageMagick reads the header, and
+  -- refuses the missing data before anything is allocated)
+  add("ppm_bomb.ppm", "image", "P6\n100000 100000\n255\n" .. string.rep("\0", 30), "image")
+  add("svg_bomb.svg", "image",
+    '<svg xmlns="http://www.w3.org/2000/svg" width="200000" height="200000"><rect width="10" height="10"/></svg>',
+    "image")
+  local laughs = { '<?xml version="1.0"?><!DOCTYPE svg [<!ENTITY a "aaaaaaaaaa">' }
+  for i = 2, 10 do
+    local prev = string.char(96 + i - 1)
+    laughs[#laughs + 1] = string.format('<!ENTITY %s "%s">', string.char(96 + i), string.rep("&" .. prev .. ";", 10))
+  end
+  laughs[#laughs + 1] = ']><svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><text>&j;</text></svg>'
+  add("laughs.svg", "image", table.concat(laughs), "image", "either")
+  return cases
+end
+
+-- Standalone: write the corpus and list it.
+if arg and arg[0] and arg[0]:match("hostile_files%.lua$") then
+  local cases = M.write(arg[1] or "build/hostile")
+  for _, c in ipairs(cases) do print(string.format("%-14s %-28s %s", c.loader, c.name, c.ok and "must load" or "must fail: " .. tostring(c.needle))) end
+end
+
+return M
