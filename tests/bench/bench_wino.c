@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "base/threads.h"
+#include "conv3x3.h"
 #include "nn/layers.h"
 #include "tensor/tensor_ops.h"
 
@@ -38,20 +39,7 @@ static double now(void)
 
 static sr_module *make(const shape *s, const char *algo)
 {
-    char c[24];
-    snprintf(c, sizeof c, "%lld", (long long)s->c);
-    const char *kv[] = {"in_channels", c, "out_channels", c, "kernel_size", "3", "padding", "1", "bias", "false",
-                        "algo", algo, NULL};
-    sr_opts o;
-    sr_opts_kv_data d;
-    sr_opts_kv(&o, &d, "conv2d", kv);
-    sr_module *m = sr_conv2d_create(&o);
-    if (m) {
-        sr_rng r;
-        sr_rng_seed(&r, 1);
-        sr_module_reset(m, &r);
-    }
-    return m;
+    return bench_conv3x3(s->c, s->c, 1, (const char *[]){"algo", algo, NULL});
 }
 
 static void die(const char *what)
