@@ -14,6 +14,13 @@ local mpi = require "srgeo.mpi"
 local ROOT = "build/test-mpi"
 local function exe() return T.shell() or "build/srgeo" end
 local MPIRUN = "mpirun --allow-run-as-root --oversubscribe"
+-- Under make sanitize, the ranks' leak check is off: Open MPI 4.1.4 leaves
+-- allocations of its plugins at exit, reported from frames LeakSanitizer
+-- cannot name (tests/lsan.supp cannot suppress them).  ASan's and UBSan's
+-- other checks stay on, and srgeo's own code is leak-checked in one process.
+if T.under_asan() then
+  MPIRUN = "ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=0 " .. MPIRUN
+end
 local ENV = "SRGEO_THREADS=1"
 
 local function run(cmd) return T.sh(ENV .. " " .. cmd) end
@@ -118,8 +125,10 @@ T.test("mpi: collectives and the hand-out on 2 and 3 ranks (uneven splits)", fun
   end
   -- stock lua5.4 with srgeo.so: the same, and a clean exit
   local so = (exe():gsub("srgeo$", ""))
-  local out, code = mpirun(2, string.format("lua5.4 -e 'package.cpath=%q..package.cpath' tests/lua/mpi/collectives.lua",
-    so .. "?.so;"))
+  -- (under make sanitize srgeo.so wants the ASan runtime loaded first, which lua5.4 does not link)
+  local preload = T.under_asan() and "-x LD_PRELOAD=" .. io.popen("cc -print-file-name=libasan.so"):read("l") .. " " or ""
+  local out, code = mpirun(2, string.format("%slua5.4 -e 'package.cpath=%q..package.cpath' tests/lua/mpi/collectives.lua",
+    preload, so .. "?.so;"))
   T.eq(code, 0, out)
   T.truthy(out:find("collectives ok 1/2", 1, true), out)
 end)
