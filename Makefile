@@ -18,7 +18,7 @@
 
 CC      ?= cc
 BUILD   ?= build
-PKGS    := lua5.4 openblas vips libcjson zlib libcmark-gfm
+PKGS    := lua5.4 openblas vips libcjson zlib libcmark-gfm libprotobuf-c
 # The packages' flags are asked of pkg-config the first time a recipe needs
 # them, never when make reads this file: on a fresh machine `make demo` runs
 # `make deps` first, and before that there is no pkg-config nor any .pc file.
@@ -34,12 +34,18 @@ CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Werror=im
            -MMD -MP -Icore $(PKG_CFLAGS)
 LDLIBS   = $(PKG_LIBS) -lreadline -lm -fopenmp
 
+# ONNX models are read with protobuf-c through the C code protoc-c makes
+# from Debian's onnx.proto (libonnx-dev), generated here, never committed.
+ONNX_PROTO ?= /usr/include/onnx/onnx.proto
+GEN      := $(BUILD)/gen
+CFLAGS   += -I$(GEN)
+
 # core/FLOOR/*.c: every floor but the Lua bindings, the shell and MPI goes
 # into the Lua-free static library (core/README.md has the map).
 CORE_SRC := $(filter-out core/lua/% core/shell/% core/mpi/%,$(wildcard core/*/*.c))
 LUA_SRC  := $(wildcard core/lua/*.c)
 TEST_SRC := $(wildcard tests/c/*.c)
-CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/%.o)
+CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/%.o) $(GEN)/onnx.pb-c.o
 LUA_OBJ  := $(LUA_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 
@@ -49,6 +55,17 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	@echo '  CC     $<'
 	@$(CC) $(CFLAGS) -c $< -o $@
+
+$(GEN)/onnx.pb-c.c $(GEN)/onnx.pb-c.h: $(ONNX_PROTO)
+	@mkdir -p $(GEN)
+	@echo '  PROTOC $<'
+	@protoc-c --c_out=$(GEN) --proto_path=$(dir $<) $<
+$(GEN)/onnx.pb-c.o: $(GEN)/onnx.pb-c.c
+	@echo '  CC     $<'
+	@$(CC) $(CFLAGS) -c $< -o $@
+# The ONNX reader includes the generated header (its own .d lists it after
+# the first build).
+$(BUILD)/core/io/onnx.o: $(GEN)/onnx.pb-c.h
 
 # The depthwise and GEMM kernels' vector blocks want a·b + c fused (see
 # depthwise.c, gemm.c); -std=c11 alone turns contraction off.
@@ -104,12 +121,13 @@ $(BUILD)/bench_%: tests/bench/bench_%.c $(BUILD)/libsrgeo_core.a
 FUZZ_SECONDS ?= 60
 FUZZ_RSS_MB ?= 2048
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
-FUZZ_CC := clang -g -O1 -Wno-pass-failed -fopenmp -D_GNU_SOURCE -std=c11 -Icore $(PKG_CFLAGS)
-FUZZ_OBJ := $(CORE_SRC:%.c=build/fuzz/obj/%.o)
+FUZZ_CC := clang -g -O1 -Wno-pass-failed -fopenmp -D_GNU_SOURCE -std=c11 -Icore -I$(GEN) $(PKG_CFLAGS)
+FUZZ_OBJ := $(CORE_SRC:%.c=build/fuzz/obj/%.o) build/fuzz/obj/$(GEN)/onnx.pb-c.o
 build/fuzz/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	@echo '  CC     $@'
 	@$(FUZZ_CC) -fsanitize=fuzzer-no-link,address,undefined -c $< -o $@
+build/fuzz/obj/core/io/onnx.o: $(GEN)/onnx.pb-c.h
 build/fuzz/libcore.a: $(FUZZ_OBJ)
 	@rm -f $@ && ar rcs $@ $^
 build/fuzz/%: tests/fuzz/%.c build/fuzz/libcore.a

@@ -39,7 +39,7 @@ function C.init(m, cfg, kind)
   if cfg.init == false then return m end
   local seed = cfg.seed or srgeo.seed()
   m:init(seed) -- PyTorch layer defaults first (BN ones/zeros, linear uniform)
-  local params = m:parameters({ trainable = true })
+  local params = m:parameters()
   local names = m:param_names()
   for i, name in ipairs(names) do
     local t = params[name]

@@ -1,11 +1,22 @@
 #!/usr/bin/env python3
-"""convert_torch.py - PyTorch checkpoints -> srgeo safetensors (no pickle at run time).
+"""convert_torch.py - PyTorch checkpoints -> srgeo safetensors (no pickle at run time), or
+any torchvision / timm model -> ONNX for srgeo's importer.
 
 Run it once, where PyTorch is installed (Debian: python3-torch), on weights you bring:
 
     /usr/bin/python3 scripts/convert_torch.py resnet50.pth resnet50.safetensors
     /usr/bin/python3 scripts/convert_torch.py robust_l2_eps3.ckpt r50_eps3.safetensors   # robustness library
     /usr/bin/python3 scripts/convert_torch.py --torchvision resnet18 --seed 0 r18_init.safetensors
+
+    # any architecture srgeo's zoo lacks: export it to ONNX (opset 13, the batch a dynamic axis)
+    /usr/bin/python3 scripts/convert_torch.py --onnx --torchvision efficientnet_b0 weights.pth effnet.onnx
+    /usr/bin/python3 scripts/convert_torch.py --onnx --timm convnext_small --size 224 convnext_s.onnx
+
+With --onnx the model is built by torchvision (or timm, when installed), loaded with the
+checkpoint's weights if one is given (random ones from --seed otherwise), and exported at
+--size; its input normalisation (ImageNet's, or timm's default_cfg, or a robustness-library
+normaliser in the checkpoint) goes into the file's metadata as srgeo.mean / srgeo.std, so
+srgeo.models.load("effnet.onnx") takes raw [0, 1] pixels like every zoo model.
 
 It reads torchvision, timm and robustness-library (MadryLab / Salman et al.) checkpoints: a
 state_dict, or a dict holding one under 'state_dict' / 'model' / 'model_state_dict'. The
@@ -321,6 +332,75 @@ def convert_state_dict(sd, arch=None, prefix=None, source="", extra_meta=None, c
     return tensors, meta
 
 
+IMAGENET = ([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])
+
+
+def _varint(n):
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def onnx_metadata(props):
+    """ModelProto.metadata_props entries (field 14, each a key/value
+    StringStringEntryProto) as protobuf bytes: appended to a serialised
+    model they merge into it, as protobuf concatenation does, so no onnx
+    package is needed."""
+    out = bytearray()
+    for k, v in props.items():
+        kb, vb = k.encode(), v.encode()
+        entry = b"\x0a" + _varint(len(kb)) + kb + b"\x12" + _varint(len(vb)) + vb
+        out += b"\x72" + _varint(len(entry)) + entry
+    return bytes(out)
+
+
+def export_onnx(args, ap):
+    """--onnx: build the architecture, load the weights, export, add metadata."""
+    import torch
+    torch.manual_seed(args.seed)
+    mean, std = IMAGENET
+    if args.timm:
+        import timm
+        model = timm.create_model(args.timm, pretrained=False, num_classes=args.num_classes)
+        cfg = getattr(model, "default_cfg", {}) or {}
+        mean, std = list(cfg.get("mean", mean)), list(cfg.get("std", std))
+        name = "timm." + args.timm
+    elif args.torchvision:
+        import torchvision
+        model = getattr(torchvision.models, args.torchvision)(num_classes=args.num_classes)
+        name = "torchvision.models." + args.torchvision
+    else:
+        ap.error("--onnx needs --torchvision NAME or --timm NAME (the architecture to export)")
+    if args.input:
+        sd, extra = split_normalizer(unwrap(torch.load(args.input, map_location="cpu")))
+        sd, _ = strip_prefix(sd, args.prefix)
+        missing, unexpected = model.load_state_dict(sd, strict=False)
+        if missing or unexpected:
+            raise SystemExit(f"convert_torch: {args.input} does not fit {name}: missing {list(missing)[:5]}, "
+                             f"unexpected {list(unexpected)[:5]}")
+        mean, std = extra.get("mean", mean), extra.get("std", std)
+    model.eval()
+    x = torch.rand(1, 3, args.size, args.size)
+    tmp = f"{args.output}.tmp.{os.getpid()}"
+    torch.onnx.export(model, x, tmp, opset_version=args.opset, input_names=["input"], output_names=["output"],
+                      dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})
+    props = {"srgeo.mean": ",".join("%.9g" % v for v in mean), "srgeo.std": ",".join("%.9g" % v for v in std),
+             "srgeo.source": os.path.basename(args.input) if args.input else f"{name}(seed={args.seed})",
+             "srgeo.input": f"3,{args.size},{args.size}"}
+    with open(tmp, "ab") as f:
+        f.write(onnx_metadata(props))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, args.output)
+    print(f"{name} at {args.size}x{args.size} -> {args.output} (opset {args.opset}, "
+          f"{os.path.getsize(args.output)} bytes); normalisation mean {mean} std {std}")
+    print(f"in srgeo:  m = srgeo.models.load({args.output!r})")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("input", nargs="?", help="checkpoint (.pth/.pt/.ckpt/.bin)")
@@ -334,7 +414,13 @@ def main():
                     help="srgeo config entries to set, e.g. '{\"image_size\": 384}' (override what is inferred)")
     ap.add_argument("--dtype", default="keep", choices=["keep", "F32", "F16", "BF16"],
                     help="store floating tensors as this dtype (default: as in the checkpoint)")
+    ap.add_argument("--onnx", action="store_true", help="export the model (--torchvision or --timm) to ONNX")
+    ap.add_argument("--timm", metavar="NAME", help="with --onnx: a timm architecture (when timm is installed)")
+    ap.add_argument("--size", type=int, default=224, help="with --onnx: the input size the export is made at")
+    ap.add_argument("--opset", type=int, default=13, help="with --onnx: the ONNX opset (11 to 17)")
     args = ap.parse_args()
+    if args.onnx:
+        return export_onnx(args, ap)
     import torch
     if args.torchvision:
         import torchvision

@@ -12,7 +12,8 @@ local root = arg[1] or "."
 -- The floors, lowest first, with the floors each may include (besides
 -- itself).  kernels never sees nn (a convolution runs without a module
 -- tree); stats never sees io (images are data, not statistics); nn and io
--- never see stats or train.
+-- never see stats or train; import builds module graphs from files, so it
+-- is the one floor that sees both io and nn.
 local floors = {
   base = {},
   tensor = { "base" },
@@ -21,9 +22,10 @@ local floors = {
   data = { "base", "tensor" },
   nn = { "base", "tensor", "kernels" },
   stats = { "base", "tensor", "kernels", "nn" },
+  import = { "base", "tensor", "kernels", "io", "nn" },
   train = { "base", "tensor", "kernels", "nn", "data" },
   mpi = {},
-  lua = { "base", "tensor", "kernels", "io", "data", "nn", "stats", "train", "mpi" },
+  lua = { "base", "tensor", "kernels", "io", "data", "nn", "stats", "train", "import", "mpi" },
   shell = { "base", "lua" },
 }
 local lua_headers = { ["lua.h"] = true, ["lauxlib.h"] = true, ["lualib.h"] = true }

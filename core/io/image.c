@@ -380,34 +380,53 @@ static int out_channels(const sr_image_opts *o, const raw_image *r)
     return o->channels > 0 ? o->channels : (r->grey ? 1 : 3);
 }
 
-/* HWC integers -> CHW floats in [0,1], converting grey <-> RGB. */
-static void raw_to_chw(float *dst, const raw_image *r, int C)
-{
-    size_t hw = (size_t)r->w * r->h;
-    /* divide, not multiply by a reciprocal: v/255.0f is the correctly
-     * rounded float, the same value the IDX/CIFAR readers produce */
-    float scale = r->is16 ? 65535.0f : 255.0f;
-    const unsigned char *p8 = r->px;
-    const unsigned short *p16 = r->px;
-#define PX(i) (r->is16 ? (float)p16[i] : (float)p8[i])
-    if (r->bands == C) {
-        for (size_t i = 0; i < hw; i++)
-            for (int c = 0; c < C; c++)
-                dst[c * hw + i] = PX(i * C + c) / scale;
-    } else if (r->bands == 1) { /* grey -> RGB: replicate */
-        for (size_t i = 0; i < hw; i++)
-            dst[i] = dst[hw + i] = dst[2 * hw + i] = PX(i) / scale;
-    } else { /* RGB -> luma, ITU-R 601 (PIL convert("L"), unrounded) */
-        for (size_t i = 0; i < hw; i++)
-            dst[i] = (0.299f * PX(3 * i) + 0.587f * PX(3 * i + 1) + 0.114f * PX(3 * i + 2)) / scale;
+/* HWC integers -> CHW reals in [0,1], converting grey <-> RGB: one body for
+ * float (PX and the luma weights in float, as always) and double (every
+ * step in double: the pixels a float64 profile starts from are v/255
+ * exactly rounded, not float32's). */
+#define RAW_TO_CHW(real)                                                                                 \
+    {                                                                                                    \
+        size_t hw = (size_t)r->w * r->h;                                                                 \
+        /* divide, not multiply by a reciprocal: v/255 is the correctly                                  \
+         * rounded value, the same one the IDX/CIFAR readers produce */                                  \
+        real scale = r->is16 ? 65535 : 255;                                                              \
+        const unsigned char *p8 = r->px;                                                                 \
+        const unsigned short *p16 = r->px;                                                               \
+        if (r->bands == C) {                                                                             \
+            for (size_t i = 0; i < hw; i++)                                                              \
+                for (int c = 0; c < C; c++)                                                              \
+                    dst[c * hw + i] = PX(real, i * C + c) / scale;                                       \
+        } else if (r->bands == 1) { /* grey -> RGB: replicate */                                         \
+            for (size_t i = 0; i < hw; i++)                                                              \
+                dst[i] = dst[hw + i] = dst[2 * hw + i] = PX(real, i) / scale;                            \
+        } else { /* RGB -> luma, ITU-R 601 (PIL convert("L"), unrounded) */                               \
+            for (size_t i = 0; i < hw; i++)                                                              \
+                dst[i] = ((real)0.299 * PX(real, 3 * i) + (real)0.587 * PX(real, 3 * i + 1) +            \
+                          (real)0.114 * PX(real, 3 * i + 2)) / scale;                                    \
+        }                                                                                                \
     }
+#define PX(real, i) (r->is16 ? (real)p16[i] : (real)p8[i])
+static void raw_to_chw_f32(float *dst, const raw_image *r, int C) RAW_TO_CHW(float)
+static void raw_to_chw_f64(double *dst, const raw_image *r, int C) RAW_TO_CHW(double)
 #undef PX
+#undef RAW_TO_CHW
+
+/* Image i of a batch tensor t (float32 or float64). */
+static void raw_to_tensor(sr_tensor *t, int64_t i, const raw_image *r, int C)
+{
+    size_t per = (size_t)C * r->h * r->w;
+    if (t->dtype == SR_F64)
+        raw_to_chw_f64(sr_f64(t) + i * per, r, C);
+    else
+        raw_to_chw_f32(sr_f32(t) + i * per, r, C);
 }
 
 static int check_opts(const sr_image_opts *o)
 {
     if (o->channels != 0 && o->channels != 1 && o->channels != 3)
         return sr_fail("image: channels must be 1 or 3 (or 0 = as stored), got %d", o->channels);
+    if (o->dtype != SR_F32 && o->dtype != SR_F64)
+        return sr_fail("image: dtype must be float32 or float64");
     if (o->crop_w < 0 || o->crop_h < 0 || o->resize < 0 || o->crop_w > 65536 ||
         o->crop_h > 65536 || o->resize > 65536)
         return sr_fail("image: size %dx%d / resize %d out of range (0..65536)", o->crop_w, o->crop_h,
@@ -427,11 +446,11 @@ int sr_image_load(sr_tensor *out, const char *path, const sr_image_opts *o)
         return -1;
     int C = out_channels(o, &r);
     sr_tensor t = SR_TENSOR_INIT;
-    if (sr_tensor_alloc(&t, SR_F32, 4, (int64_t[]){1, C, r.h, r.w})) {
+    if (sr_tensor_alloc(&t, o->dtype, 4, (int64_t[]){1, C, r.h, r.w})) {
         g_free(r.px);
         return sr_fail_context("image %s", path);
     }
-    raw_to_chw(sr_f32(&t), &r, C);
+    raw_to_tensor(&t, 0, &r, C);
     g_free(r.px);
     sr_tensor_free(out);
     *out = t;
@@ -494,16 +513,15 @@ int sr_image_load_batch(sr_tensor *out, const char *const *paths, int64_t n, con
         }
     }
     sr_tensor t = SR_TENSOR_INIT;
-    if (sr_tensor_zeros(&t, SR_F32, 4, (int64_t[]){n, C, ref->h, ref->w})) {
+    if (sr_tensor_zeros(&t, o->dtype, 4, (int64_t[]){n, C, ref->h, ref->w})) {
         sr_fail_context("image batch");
         goto done;
     }
-    size_t per = (size_t)C * ref->h * ref->w;
     for (int64_t i = 0; i < n; i++) {
         if (bad)
             bad[i] = raw[i].px == NULL;
         if (raw[i].px)
-            raw_to_chw(sr_f32(&t) + i * per, &raw[i], C);
+            raw_to_tensor(&t, i, &raw[i], C);
     }
     sr_tensor_free(out);
     *out = t;

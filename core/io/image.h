@@ -46,10 +46,11 @@ typedef struct sr_image_opts {
     int resize;         /* shorter side after resizing; 0 = keep the native size */
     int channels;       /* 1, 3, or 0 = as stored (1 for grey files, else 3) */
     int64_t max_pixels; /* decode bound (0: SR_IMAGE_MAX_PIXELS), see below */
+    sr_dtype dtype;     /* of the result: float32, or float64 (each pixel v/255 rounded once, in double) */
 } sr_image_opts;
 
-/* The default: Resize(256) + CenterCrop(224), RGB (torchvision's ImageNet eval). */
-#define SR_IMAGE_OPTS_INIT {224, 224, 256, 3, 0}
+/* The default: Resize(256) + CenterCrop(224), RGB (torchvision's ImageNet eval), float32. */
+#define SR_IMAGE_OPTS_INIT {224, 224, 256, 3, 0, SR_F32}
 
 /* Decode bombs.  A 69-byte PNG may declare 100000 x 100000 pixels; decoding
  * it took minutes and 9.6 GB.  So before anything is decoded, the header's
@@ -64,10 +65,10 @@ typedef struct sr_image_opts {
  * here; exposed for tests and benchmarks that call libvips directly. */
 int sr_vips_init(void);
 
-/* Load one image into out: (1, C, H, W) float32 in [0, 1]. */
+/* Load one image into out: (1, C, H, W) in [0, 1], of o->dtype. */
 int sr_image_load(sr_tensor *out, const char *path, const sr_image_opts *o);
 
-/* Load n images into one (n, C, H, W) float32 batch, in parallel over
+/* Load n images into one (n, C, H, W) batch of o->dtype, in parallel over
  * images (sr_threads_get() threads).  Every image must come out the same
  * size (give a crop, or use files of one size); the first failure, in path
  * order, is the error.  If bad != NULL, failures do not stop the batch:

@@ -1,6 +1,6 @@
 /* conv.c - the convolution kernel of conv.h, over NCHW batches:
  *   y = W ⋆ x + b,  x (N,C,H,W) -> y (N,O,Ho,Wo);  W (O, C/groups, kh, kw), b (O)
- *   Ho = (H + 2·ph − dh·(kh−1) − 1) / sh + 1   (likewise Wo)
+ *   Ho = (H + ph + pb − dh·(kh−1) − 1) / sh + 1   (likewise Wo)
  *
  * Three forward kernels, chosen per call (conv_plan_make):
  *
@@ -61,20 +61,22 @@ static inline void SR_FN(valid_cols)(int64_t off, int64_t sw, int64_t w, int64_t
         *hi = *lo;
 }
 
-/* One input plane zero-padded into pad (h + 2·ph rows of w + 2·pw), so the
- * im2col copies below need no bounds checks: for small planes (7x7) the
- * checks and short zero runs cost more than the copying. */
+/* One input plane zero-padded into pad (ph + h + pb rows of pw + w + pr),
+ * so the im2col copies below need no bounds checks: for small planes (7x7)
+ * the checks and short zero runs cost more than the copying. */
 static void SR_FN(pad_plane)(real *pad, const real *xp, const conv_geom *g)
 {
-    const int64_t wp = g->w + 2 * g->pw, pw = g->pw;
+    const int64_t wp = g->w + g->pw + g->pr, pw = g->pw;
     memset(pad, 0, (size_t)(g->ph * wp) * sizeof(real));
     for (int64_t h = 0; h < g->h; h++) {
         real *r = pad + (h + g->ph) * wp;
         for (int64_t k = 0; k < pw; k++)
-            r[k] = r[pw + g->w + k] = 0;
+            r[k] = 0;
+        for (int64_t k = 0; k < g->pr; k++)
+            r[pw + g->w + k] = 0;
         memcpy(r + pw, xp + h * g->w, (size_t)g->w * sizeof(real));
     }
-    memset(pad + (g->h + g->ph) * wp, 0, (size_t)(g->ph * wp) * sizeof(real));
+    memset(pad + (g->h + g->ph) * wp, 0, (size_t)(g->pb * wp) * sizeof(real));
 }
 
 /* The kh·kw im2col rows of one padded plane (row (i, j) at dst + (i·kw + j)·ld)
@@ -82,7 +84,7 @@ static void SR_FN(pad_plane)(real *pad, const real *xp, const conv_geom *g)
 static void SR_FN(im2col_plane)(real *dst, int64_t ld, const real *pad, const conv_geom *g, int64_t p0,
                                 int64_t np)
 {
-    const int64_t wo = g->wo, sw = g->sw, wp = g->w + 2 * g->pw, end = p0 + np;
+    const int64_t wo = g->wo, sw = g->sw, wp = g->w + g->pw + g->pr, end = p0 + np;
     for (int64_t i = 0; i < g->kh; i++)
         for (int64_t j = 0; j < g->kw; j++) {
             real *d = dst + (i * g->kw + j) * ld;
@@ -134,10 +136,10 @@ static void SR_FN(im2col)(real *col, const real *x, const conv_geom *g, int64_t 
 static void SR_FN(col2im)(real *gx, const real *col, const conv_geom *g, int64_t grp, int64_t c0, int64_t nc,
                           int64_t img0, int64_t nimg, int64_t p0, int64_t np, real *pad)
 {
-    const int64_t ld = nimg * np, wo = g->wo, sw = g->sw, end = p0 + np, wp = g->w + 2 * g->pw;
+    const int64_t ld = nimg * np, wo = g->wo, sw = g->sw, end = p0 + np, wp = g->w + g->pw + g->pr;
     for (int64_t b = 0; b < nimg; b++)
         for (int64_t c = 0; c < nc; c++) {
-            memset(pad, 0, (size_t)((g->h + 2 * g->ph) * wp) * sizeof(real));
+            memset(pad, 0, (size_t)((g->h + g->ph + g->pb) * wp) * sizeof(real));
             for (int64_t i = 0; i < g->kh; i++)
                 for (int64_t j = 0; j < g->kw; j++) {
                     const real *src = col + ((c * g->kh + i) * g->kw + j) * ld + b * np;
@@ -533,6 +535,7 @@ typedef struct {
     int64_t n, c, h, w;       /* input */
     int64_t o, ho, wo, P;     /* output channels, size, pixels per image */
     int64_t kh, kw, sh, sw, ph, pw, dh, dw, groups;
+    int64_t pb, pr;           /* padding after the image (ph, pw: before) */
     int64_t cg, og, K;        /* per group: input, output channels; K = cg·kh·kw */
 } conv_geom;
 
@@ -570,25 +573,28 @@ static int conv_geometry(const sr_conv_cfg *c, const sr_tensor *x, conv_geom *g)
     g->w = x->shape[3];
     g->o = c->cout;
     g->kh = c->kh, g->kw = c->kw, g->sh = c->sh, g->sw = c->sw, g->ph = c->ph, g->pw = c->pw;
+    g->pb = c->pb, g->pr = c->pr;
     g->dh = c->dh, g->dw = c->dw, g->groups = c->groups;
     /* Options reach here unbounded (any integer a layer option holds), so
      * every extent is a checked count before anything is compared or
      * multiplied: padded plane, kernel span, output grid, K. */
-    int64_t ekh, ekw, hp, wp, plane;
-    if (SR_COUNT(&ekh, "conv2d: kernel span", c->dh, c->kh) || SR_COUNT(&ekw, "conv2d: kernel span", c->dw, c->kw) ||
-        SR_COUNT(&hp, "conv2d: padding", 2, c->ph) || SR_COUNT(&wp, "conv2d: padding", 2, c->pw) ||
-        SR_COUNT(&plane, "conv2d: padded input plane", g->h + hp, g->w + wp) ||
+    int64_t ekh, ekw, hp, wp, plane, pad;
+    if (SR_COUNT(&pad, "conv2d: padding", c->ph) || SR_COUNT(&pad, "conv2d: padding", c->pw) ||
+        SR_COUNT(&pad, "conv2d: padding", c->pb) || SR_COUNT(&pad, "conv2d: padding", c->pr) ||
+        SR_COUNT(&ekh, "conv2d: kernel span", c->dh, c->kh) || SR_COUNT(&ekw, "conv2d: kernel span", c->dw, c->kw) ||
+        SR_COUNT(&plane, "conv2d: padded input plane", g->h + c->ph + c->pb, g->w + c->pw + c->pr) ||
         SR_COUNT(&g->K, "conv2d: K = in_channels/groups x kernel", c->cin / c->groups, c->kh, c->kw))
         return -1;
+    hp = c->ph + c->pb, wp = c->pw + c->pr; /* each pad <= 2^40: no overflow */
     ekh = ekh - c->dh + 1, ekw = ekw - c->dw + 1; /* dh·(kh−1) + 1 */
-    if (g->h + 2 * c->ph < ekh || g->w + 2 * c->pw < ekw)
+    if (g->h + hp < ekh || g->w + wp < ekw)
         return sr_fail("conv2d: kernel %lldx%lld (dilation %lldx%lld) spans %lldx%lld, larger than "
-                       "the padded input %lldx%lld of %s (padding %lldx%lld)",
+                       "the padded input %lldx%lld of %s (padding %lld,%lld before, %lld,%lld after)",
                        (long long)c->kh, (long long)c->kw, (long long)c->dh, (long long)c->dw,
-                       (long long)ekh, (long long)ekw, (long long)(g->h + 2 * c->ph),
-                       (long long)(g->w + 2 * c->pw), SR_SHAPE(x), (long long)c->ph, (long long)c->pw);
-    g->ho = (g->h + 2 * c->ph - ekh) / c->sh + 1;
-    g->wo = (g->w + 2 * c->pw - ekw) / c->sw + 1;
+                       (long long)ekh, (long long)ekw, (long long)(g->h + hp), (long long)(g->w + wp), SR_SHAPE(x),
+                       (long long)c->ph, (long long)c->pw, (long long)c->pb, (long long)c->pr);
+    g->ho = (g->h + hp - ekh) / c->sh + 1;
+    g->wo = (g->w + wp - ekw) / c->sw + 1;
     g->cg = c->cin / c->groups;
     g->og = c->cout / c->groups;
     if (SR_COUNT(&g->P, "conv2d: output plane", g->ho, g->wo))
@@ -599,7 +605,12 @@ static int conv_geometry(const sr_conv_cfg *c, const sr_tensor *x, conv_geom *g)
     return 0;
 }
 
-static int is_depthwise(const conv_geom *g) { return g->groups > 1 && g->groups == g->c; }
+/* The depthwise kernels (depthwise.c) pad both sides alike: an asymmetric
+ * one takes the im2col path. */
+static int is_depthwise(const conv_geom *g)
+{
+    return g->groups > 1 && g->groups == g->c && g->ph == g->pb && g->pw == g->pr;
+}
 
 static sr_dw_geom dw_geom(const conv_geom *g)
 {
@@ -612,9 +623,10 @@ static sr_dw_geom dw_geom(const conv_geom *g)
 static void conv_plan_make(const sr_conv_cfg *c, const sr_conv_taps *tp, const conv_geom *g, size_t esize, int fwd,
                            conv_plan *pl)
 {
-    pl->in_place = g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0;
-    pl->h2 = (g->h + 2 * g->ph + g->sh - 1) / g->sh;
-    pl->w2 = (g->w + 2 * g->pw + g->sw - 1) / g->sw;
+    pl->in_place = g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0 && g->pb == 0 &&
+                   g->pr == 0;
+    pl->h2 = (g->h + g->ph + g->pb + g->sh - 1) / g->sh;
+    pl->w2 = (g->w + g->pw + g->pr + g->sw - 1) / g->sw;
     pl->slack = (g->kw - 1) * g->dw / g->sw;
     /* Tap-wise pays for w2 − wo junk columns per row and one GEMM per tap
      * group and image; worth it when rows are long and one image makes a
@@ -690,7 +702,7 @@ static int conv_ws_sizes(const conv_geom *g, const conv_plan *pl, int64_t sz[WS_
     }
     if (!(pl->in_place && pl->nimg == 1)) {
         if (SR_COUNT(&sz[WS_COL], "conv2d: column workspace", pl->kc, g->kh, g->kw, pl->nimg, pl->np) ||
-            SR_COUNT(&sz[WS_PAD], "conv2d: padded plane", g->h + 2 * g->ph, g->w + 2 * g->pw))
+            SR_COUNT(&sz[WS_PAD], "conv2d: padded plane", g->h + g->ph + g->pb, g->w + g->pw + g->pr))
             return -1;
         sz[WS_PAD] += 8;
     }
@@ -890,7 +902,7 @@ static int conv_bwd_cb(void *ctx, int t)
 static int conv_winograd(const sr_conv_cfg *c, const conv_geom *g, sr_wino_geom *wg, sr_wino_plan *wp)
 {
     if (c->kh != 3 || c->kw != 3 || c->sh != 1 || c->sw != 1 || c->dh != 1 || c->dw != 1 || c->groups != 1 ||
-        c->ph > 2 || c->pw > 2)
+        c->ph > 2 || c->pw > 2 || c->pb != c->ph || c->pr != c->pw)
         return 0;
     int64_t th = (g->ho + 1) / 2, tw = (g->wo + 1) / 2, tiles = g->n * th * tw, used = 100 * g->P;
     int worth = tiles >= CONV_WINO_TILES && used >= 85 * 4 * th * tw;
@@ -930,7 +942,7 @@ int sr_conv_forward(sr_conv *im, sr_tensor *y, const sr_tensor *x, const sr_tens
     void *b = bias ? sr_data(bias) : NULL;
     if (sr_numel(y) == 0)
         return 0;
-    if (ep && ep->C != g.o)
+    if (ep && ep->C && ep->C != g.o)
         return sr_fail("conv2d: fused output map is for %lld channels, output %s has %lld", (long long)ep->C,
                        SR_SHAPE(y), (long long)g.o);
     sr_epilogue with_base;
@@ -1119,13 +1131,14 @@ int sr_conv_init(sr_conv *c, const sr_conv_cfg *cfg)
 {
     memset(c, 0, sizeof *c);
     if (cfg->cin < 1 || cfg->cout < 1 || cfg->groups < 1 || cfg->kh < 1 || cfg->kw < 1 || cfg->sh < 1 ||
-        cfg->sw < 1 || cfg->dh < 1 || cfg->dw < 1 || cfg->ph < 0 || cfg->pw < 0 || cfg->gemm_cols < 1 ||
-        cfg->max_workspace < 1)
+        cfg->sw < 1 || cfg->dh < 1 || cfg->dw < 1 || cfg->ph < 0 || cfg->pw < 0 || cfg->pb < 0 || cfg->pr < 0 ||
+        cfg->gemm_cols < 1 || cfg->max_workspace < 1)
         return sr_fail("conv2d: bad configuration (channels %lld -> %lld, kernel %lldx%lld, stride %lldx%lld, "
-                       "padding %lldx%lld, dilation %lldx%lld, groups %lld)",
+                       "padding %lld,%lld before and %lld,%lld after, dilation %lldx%lld, groups %lld)",
                        (long long)cfg->cin, (long long)cfg->cout, (long long)cfg->kh, (long long)cfg->kw,
                        (long long)cfg->sh, (long long)cfg->sw, (long long)cfg->ph, (long long)cfg->pw,
-                       (long long)cfg->dh, (long long)cfg->dw, (long long)cfg->groups);
+                       (long long)cfg->pb, (long long)cfg->pr, (long long)cfg->dh, (long long)cfg->dw,
+                       (long long)cfg->groups);
     if (cfg->cin % cfg->groups || cfg->cout % cfg->groups)
         return sr_fail("conv2d: groups=%lld must divide in_channels=%lld and out_channels=%lld",
                        (long long)cfg->groups, (long long)cfg->cin, (long long)cfg->cout);
@@ -1178,9 +1191,9 @@ static int ref_geometry(const sr_tensor *x, const sr_tensor *w, const sr_conv2d_
     if (w->ndim != 4 || x->ndim != 4 || x->dtype != w->dtype)
         return sr_fail("conv2d ref: input %s and weight %s must be 4D of one dtype", SR_SHAPE(x), SR_SHAPE(w));
     sr_conv_cfg c = {x->shape[1], w->shape[0], w->shape[2], w->shape[3], p->stride[0], p->stride[1],
-                  p->padding[0], p->padding[1], p->dilation[0], p->dilation[1], p->groups, 0,
-                  SR_CONV_COLS, SR_CONV_COL_BYTES, SR_CONV_AUTO, SR_CONV_AUTO};
-    if (c.sh < 1 || c.sw < 1 || c.dh < 1 || c.dw < 1 || c.ph < 0 || c.pw < 0)
+                  p->padding[0], p->padding[1], p->dilation[0], p->dilation[1], p->groups,
+                  p->padding_end[0], p->padding_end[1], 0, SR_CONV_COLS, SR_CONV_COL_BYTES, SR_CONV_AUTO, SR_CONV_AUTO};
+    if (c.sh < 1 || c.sw < 1 || c.dh < 1 || c.dw < 1 || c.ph < 0 || c.pw < 0 || c.pb < 0 || c.pr < 0)
         return sr_fail("conv2d ref: bad stride, dilation or padding");
     if (c.groups < 1 || c.cin % c.groups || c.cout % c.groups || w->shape[1] * c.groups != c.cin)
         return sr_fail("conv2d ref: weight %s does not fit input %s with groups=%lld", SR_SHAPE(w),

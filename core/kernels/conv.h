@@ -5,7 +5,10 @@
  * pointers, shapes and workspaces lent by a buffer pool; no module tree.
  *
  *   y = W ⋆ x + b,  x (N,C,H,W) -> y (N,O,Ho,Wo);  W (O, C/groups, kh, kw), b (O)
- *   Ho = (H + 2·ph − dh·(kh−1) − 1) / sh + 1   (likewise Wo)
+ *   Ho = (H + ph + pb − dh·(kh−1) − 1) / sh + 1   (likewise Wo with pw + pr)
+ * with ph, pw zero rows / columns before the image and pb, pr after it
+ * (TensorFlow's "same" padding of an even input at stride 2 is 0 before,
+ * 1 after).
  */
 #ifndef SR_CONV_H
 #define SR_CONV_H
@@ -27,6 +30,7 @@ enum { SR_CONV_SPLIT_IMAGES = 1, SR_CONV_SPLIT_GEMM };
 
 typedef struct sr_conv_cfg {
     int64_t cin, cout, kh, kw, sh, sw, ph, pw, dh, dw, groups;
+    int64_t pb, pr; /* padding after the image (bottom, right); ph, pw before it */
     int bias;
     int64_t gemm_cols, max_workspace; /* tests set tiny ones to drive every branch */
     int algo;  /* SR_CONV_AUTO, SR_CONV_IM2COL, SR_CONV_TAPS, SR_CONV_WINOGRAD */
@@ -75,6 +79,7 @@ int sr_conv_backward(sr_conv *c, sr_tensor *gx, void *gw, void *gb, const sr_ten
  * from the weight (O, C/groups, kh, kw)). */
 typedef struct sr_conv2d_params {
     int64_t stride[2], padding[2], dilation[2], groups;
+    int64_t padding_end[2]; /* bottom, right */
 } sr_conv2d_params;
 /* Naive direct loops summing in double: y = W ⋆ x + b (b may be NULL); y
  * is allocated.  The backward writes (does not accumulate) gx, gw and gb

@@ -17,6 +17,25 @@ void SR_FN(sr_epilogue_rows)(real *dst, const real *src, int64_t rows, int64_t n
     for (int64_t r = 0; r < rows; r++) {
         real *d = dst + r * ld_dst;
         const real *s = src + r * ld_src;
+        if (!e->C) {
+            /* No affine part: the value itself, as the layers after see it
+             * (no arithmetic: -0 stays -0). */
+            if (e->add && !tangent) {
+                const real *q = (const real *)sr_data(e->add) + (d - (const real *)e->base);
+                #pragma omp simd
+                for (int64_t p = 0; p < n; p++) {
+                    real v = s[p] + q[p];
+                    d[p] = e->relu ? SR_FN(relu1)(v) : v;
+                }
+            } else if (e->relu && !tangent) {
+                #pragma omp simd
+                for (int64_t p = 0; p < n; p++)
+                    d[p] = SR_FN(relu1)(s[p]);
+            } else if (d != s) {
+                memcpy(d, s, (size_t)n * sizeof(real));
+            }
+            continue;
+        }
         double m = e->mu[c0 + r], a = e->scale[c0 + r], t = e->shift ? e->shift[c0 + r] : 0;
         if (e->add && !tangent) {
             /* add_into's sum and clip, on the map's rounded value */
@@ -92,6 +111,8 @@ static void SR_FN(add_relu)(real *o, const real *p, const real *q, int64_t n, in
 }
 
 #else
+#include <string.h>
+
 #include "kernels/epilogue.h"
 
 /* Below this many elements a pass is not worth waking the threads. */

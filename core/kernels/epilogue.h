@@ -19,7 +19,7 @@
 
 typedef struct sr_epilogue {
     const double *mu, *scale, *shift; /* C each; shift may be NULL (zero) */
-    int64_t C;                        /* channels the map is for */
+    int64_t C;                        /* channels the map is for; 0: no affine map (add, relu only) */
     int relu;
     /* Primal rows only: add's element at the same place after the map,
      * before the ReLU (a residual's sum fused into its body's last map).

@@ -41,6 +41,8 @@ void sr_lua_track_tensor(lua_State *L, int idx);
 void sr_lua_track_result(lua_State *L, int idx);
 /* Check argument idx is a module (srgeo.nn ...). */
 struct sr_module *sr_lua_check_module(lua_State *L, int idx);
+/* Push a module userdata owning one reference to m (takes the reference). */
+void sr_lua_push_module(lua_State *L, struct sr_module *m);
 /* Raise the core error message as a Lua error (never returns). */
 int sr_lua_fail(lua_State *L);
 

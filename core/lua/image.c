@@ -1,6 +1,6 @@
 /* lua/image.c - srgeo.image: load / load_batch / save / blur / info / check.
  *
- *   x = srgeo.image.load(path [, {size=224, resize=256, channels=3, max_pixels=1e8}])
+ *   x = srgeo.image.load(path [, {size=224, resize=256, channels=3, max_pixels=1e8, dtype="float32"}])
  *   X, bad, msg = srgeo.image.load_batch(paths [, {..., on_error="fail"|"skip"}])
  *   srgeo.image.save(path, t [, {rescale=false, quality=nil}])
  *   y = srgeo.image.blur(t, sigma [, {ksize=2*ceil(3*sigma)+1}])
@@ -22,7 +22,7 @@
 #include "lua/aux.h"
 #include "lua/open.h"
 
-static const char *const load_keys[] = {"size", "resize", "channels", "max_pixels", "on_error", NULL};
+static const char *const load_keys[] = {"size", "resize", "channels", "max_pixels", "dtype", "on_error", NULL};
 
 static void read_load_opts(lua_State *L, int t, sr_image_opts *o, const char *fn)
 {
@@ -57,6 +57,9 @@ static void read_load_opts(lua_State *L, int t, sr_image_opts *o, const char *fn
     o->max_pixels = sr_lua_opt_integer_in(L, t, fn, "max_pixels", SR_IMAGE_MAX_PIXELS, 1, (lua_Integer)1 << 40);
     if (o->channels == 2)
         luaL_error(L, "%s: channels must be 1, 3 or false (as stored)", fn);
+    lua_getfield(L, t, "dtype");
+    o->dtype = sr_lua_opt_dtype(L, -1, SR_F32);
+    lua_pop(L, 1);
 }
 
 static int l_load(lua_State *L)

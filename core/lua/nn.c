@@ -29,8 +29,7 @@ static sr_module *test_module(lua_State *L, int idx)
     return u ? u->m : NULL;
 }
 
-/* Push a new userdata owning one reference to m (takes the reference). */
-static void push_module(lua_State *L, sr_module *m)
+void sr_lua_push_module(lua_State *L, sr_module *m)
 {
     lua_module *u = lua_newuserdatauv(L, sizeof *u, 0);
     u->m = m;
@@ -54,7 +53,7 @@ static int l_layer(lua_State *L)
     sr_module *m = def->create(&lo.o);
     if (!m)
         return luaL_error(L, "%s (options: %s)", sr_errmsg(), def->help);
-    push_module(L, m); /* owned by Lua from here: errors below cannot leak it */
+    sr_lua_push_module(L, m); /* owned by Lua from here: errors below cannot leak it */
     sr_lua_opts_check_used(&lo, def->help, also);
     uint64_t seed = sr_default_seed();
     if (lo.idx && lua_getfield(L, 1, "seed") != LUA_TNIL)
@@ -104,7 +103,7 @@ static int l_sequential(lua_State *L)
     sr_module *m = sr_sequential_new();
     if (!m)
         return sr_lua_fail(L);
-    push_module(L, m);
+    sr_lua_push_module(L, m);
     add_children(L, 1, m, 1);
     lua_settop(L, 2);
     return 1;
@@ -119,8 +118,67 @@ static int l_residual(lua_State *L)
     sr_module *m = sr_residual_new();
     if (!m)
         return sr_lua_fail(L);
-    push_module(L, m);
+    sr_lua_push_module(L, m);
     add_children(L, 1, m, 1);
+    lua_settop(L, 2);
+    return 1;
+}
+
+/* graph{ {name, module [, inputs]}, ..., output = name }: inputs is a node
+ * name or a list of them ("input" is the graph's input); without one a node
+ * reads the node before it (the first one the input). */
+static int graph_input(lua_State *L, sr_module *g, int idx, int entry)
+{
+    const char *name = lua_tostring(L, idx);
+    if (!name || lua_type(L, idx) != LUA_TSTRING)
+        return luaL_error(L, "graph: entry %d: inputs must be node names (got %s)", entry, luaL_typename(L, idx));
+    int v = sr_graph_value(g, name);
+    if (v < 0)
+        return luaL_error(L, "graph: entry %d reads '%s', which is not an earlier node nor \"input\"", entry, name);
+    return v;
+}
+
+static int l_graph(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    sr_module *g = sr_graph_new();
+    if (!g)
+        return sr_lua_fail(L);
+    sr_lua_push_module(L, g); /* index 2 */
+    lua_Integer n = luaL_len(L, 1);
+    for (lua_Integer i = 1; i <= n; i++) {
+        lua_settop(L, 2);
+        if (lua_geti(L, 1, i) != LUA_TTABLE)
+            return luaL_error(L, "graph: entry %d must be {name, module [, inputs]} (got %s)", (int)i,
+                              luaL_typename(L, 3));
+        lua_geti(L, 3, 1);
+        lua_geti(L, 3, 2);
+        lua_geti(L, 3, 3); /* 4 name, 5 module, 6 inputs */
+        const char *name = lua_tostring(L, 4);
+        sr_module *child = test_module(L, 5);
+        if (lua_type(L, 4) != LUA_TSTRING || !child)
+            return luaL_error(L, "graph: entry %d must be {name, module [, inputs]}", (int)i);
+        int in[64], nin = 0;
+        if (lua_isnil(L, 6)) {
+            in[nin++] = g->nchildren;
+        } else if (lua_istable(L, 6)) {
+            lua_Integer k = luaL_len(L, 6);
+            if (k < 1 || k > 64)
+                return luaL_error(L, "graph: entry %d: between 1 and 64 inputs, got %d", (int)i, (int)k);
+            for (lua_Integer j = 1; j <= k; j++) {
+                lua_geti(L, 6, j);
+                in[nin++] = graph_input(L, g, -1, (int)i);
+                lua_pop(L, 1);
+            }
+        } else {
+            in[nin++] = graph_input(L, g, 6, (int)i);
+        }
+        if (sr_graph_add(g, name, child, nin, in) < 0)
+            return sr_lua_fail(L);
+    }
+    lua_settop(L, 2);
+    if (lua_getfield(L, 1, "output") != LUA_TNIL && sr_graph_set_output(g, graph_input(L, g, 3, 0)))
+        return sr_lua_fail(L);
     lua_settop(L, 2);
     return 1;
 }
@@ -336,9 +394,13 @@ static int m_vjp(lua_State *L)
     return 1;
 }
 
+/* Which parameters a walk lists: the trainable ones, the buffers (running
+ * statistics, constants), or both (the state dict files hold). */
+enum { WALK_TRAINABLE = 1, WALK_BUFFERS = 2, WALK_ALL = 3 };
+
 typedef struct {
     lua_State *L;
-    int only_trainable, grads, list;
+    int which, grads, list;
     lua_Integer i;
 } params_state;
 
@@ -346,7 +408,7 @@ static int params_cb(const char *path, sr_param *p, sr_module *owner, void *ud)
 {
     (void)owner;
     params_state *s = ud;
-    if (s->only_trainable && !p->trainable)
+    if (!(s->which & (p->trainable ? WALK_TRAINABLE : WALK_BUFFERS)))
         return 0;
     if (s->list) {
         lua_pushstring(s->L, path);
@@ -362,23 +424,23 @@ static int params_cb(const char *path, sr_param *p, sr_module *owner, void *ud)
     return 0;
 }
 
-/* m:parameters([{trainable=true}]) -> {path = tensor (shared storage)} */
-static int walk_params_lua(lua_State *L, int grads, int list)
+/* {path = tensor (shared storage)}, or the list of paths. */
+static int walk_params_lua(lua_State *L, int which, int grads, int list)
 {
     sr_module *m = sr_lua_check_module(L, 1);
-    params_state s = {L, 0, grads, list, 0};
-    if (lua_istable(L, 2)) {
-        lua_getfield(L, 2, "trainable");
-        s.only_trainable = lua_toboolean(L, -1);
-        lua_pop(L, 1);
-    }
+    params_state s = {L, which, grads, list, 0};
     lua_newtable(L);
     sr_module_walk_params(m, params_cb, &s);
     return 1;
 }
-static int m_parameters(lua_State *L) { return walk_params_lua(L, 0, 0); }
-static int m_grads(lua_State *L) { return walk_params_lua(L, 1, 0); }
-static int m_param_names(lua_State *L) { return walk_params_lua(L, 0, 1); }
+/* m:parameters(): the trainable ones; m:buffers(): the others (BatchNorm
+ * running statistics, a graph's constants); m:state_dict(): both, which is
+ * what m:save writes and m:load reads; m:param_names(): its keys in order. */
+static int m_parameters(lua_State *L) { return walk_params_lua(L, WALK_TRAINABLE, 0, 0); }
+static int m_buffers(lua_State *L) { return walk_params_lua(L, WALK_BUFFERS, 0, 0); }
+static int m_state_dict(lua_State *L) { return walk_params_lua(L, WALK_ALL, 0, 0); }
+static int m_grads(lua_State *L) { return walk_params_lua(L, WALK_TRAINABLE, 1, 0); }
+static int m_param_names(lua_State *L) { return walk_params_lua(L, WALK_ALL, 0, 1); }
 
 /* m:set(path, tensor): copy values in (shapes must agree; dtype converted). */
 static int m_set(lua_State *L)
@@ -413,7 +475,7 @@ static int m_find(lua_State *L)
     if (!c)
         return sr_lua_fail(L);
     sr_module_retain(c);
-    push_module(L, c);
+    sr_lua_push_module(L, c);
     return 1;
 }
 
@@ -569,7 +631,7 @@ static int m_children(lua_State *L)
         lua_pushstring(L, m->children[i].name);
         lua_rawseti(L, -2, 1);
         sr_module_retain(m->children[i].m);
-        push_module(L, m->children[i].m);
+        sr_lua_push_module(L, m->children[i].m);
         lua_rawseti(L, -2, 2);
         lua_rawseti(L, -2, i + 1);
     }
@@ -578,7 +640,8 @@ static int m_children(lua_State *L)
 
 static const luaL_Reg module_methods[] = {
     {"forward", m_forward},     {"jvp", m_jvp},       {"vjp", m_vjp},
-    {"parameters", m_parameters}, {"grads", m_grads}, {"param_names", m_param_names},
+    {"parameters", m_parameters}, {"buffers", m_buffers}, {"state_dict", m_state_dict},
+    {"grads", m_grads}, {"param_names", m_param_names},
     {"set", m_set},             {"get", m_get},       {"find", m_find},
     {"train", m_train},         {"eval", m_eval},     {"training", m_training},
     {"double", m_double},       {"float", m_float},   {"dtype", m_dtype},
@@ -614,6 +677,8 @@ void sr_lua_open_nn(lua_State *L)
     lua_setfield(L, -2, "sequential");
     lua_pushcfunction(L, l_residual);
     lua_setfield(L, -2, "residual");
+    lua_pushcfunction(L, l_graph);
+    lua_setfield(L, -2, "graph");
     /* srgeo.nn.help: layer name -> option summary */
     lua_newtable(L);
     for (const sr_layer_def *d = sr_layers; d->name; d++) {

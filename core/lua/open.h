@@ -17,6 +17,7 @@ void sr_lua_open_augment(lua_State *L);
 void sr_lua_open_opts(lua_State *L);
 void sr_lua_open_fs(lua_State *L);
 void sr_lua_open_json(lua_State *L);
+void sr_lua_open_onnx(lua_State *L);
 void sr_lua_open_markdown(lua_State *L);
 void sr_lua_open_mpi(lua_State *L);
 

@@ -180,6 +180,7 @@ int luaopen_srgeo(lua_State *L)
     sr_lua_open_opts(L);
     sr_lua_open_fs(L);
     sr_lua_open_json(L);
+    sr_lua_open_onnx(L);
     sr_lua_open_markdown(L);
     sr_lua_open_mpi(L);
 

@@ -2,7 +2,14 @@
  *   relu     y = max(x, 0)
  *   gelu     y = x·Φ(x) (approximate="none", the erf form) or the tanh form
  *            0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))   (approximate="tanh")
- *   softmax  over the last dim, max-subtracted
+ *   softmax  over one dim (the last by default), max-subtracted
+ *   pointwise maps y = f(x) with f' for the JVP and backward: sigmoid, tanh,
+ *            hardsigmoid (max(0, min(1, αx + β))), hardswish (x·relu6(x + 3)/6),
+ *            leaky_relu, clip (ReLU6 = clip 0..6), elu, softplus, erf, sqrt, pow
+ *            (a constant exponent), exp, log, abs, neg, reciprocal.  At a kink
+ *            the derivative is the one of the side the kink's point belongs to
+ *            in torch (leaky_relu, clip and hardsigmoid: 0 or the slope
+ *            of the open interval; abs: 0 at 0).
  *
  * Elementwise layers have a diagonal Jacobian: tangent rows are the tangent
  * times f'(x) of their primal row.  ReLU's mask and GELU's derivative come
@@ -140,6 +147,108 @@ static void SR_FN(softmax_tangents)(real *out, const real *u, const real *s, int
         for (int64_t l = 0; l < L; l++)
             yr[l] = (real)(sr[l] * (ur[l] - dot));
     }
+}
+
+/* y = f(x) and, when d is not NULL, d = f'(x), for the pointwise op; the
+ * op is switched outside the loops.  float32 uses libm here: these layers
+ * come from imported graphs, where exactness counts more than speed. */
+static void SR_FN(pointwise_fwd)(real *y, real *d, const real *x, int64_t n, int op, double pa, double pb)
+{
+    const real a = (real)pa, b = (real)pb;
+#define PW_LOOP(Y, D)                                                                                     \
+    _Pragma("omp parallel for schedule(static) if (n > ACT_OMP_MIN / 8)")                              \
+    for (int64_t i = 0; i < n; i++) {                                                                     \
+        real v = x[i], r;                                                                                 \
+        r = (Y);                                                                                          \
+        y[i] = r;                                                                                         \
+        if (d)                                                                                            \
+            d[i] = (D);                                                                                   \
+    }
+    switch (op) {
+    case PW_SIGMOID:
+        PW_LOOP(v >= 0 ? 1 / (1 + SR_EXP(-v)) : SR_EXP(v) / (1 + SR_EXP(v)), r * (1 - r))
+        break;
+    case PW_TANH: PW_LOOP(SR_TANH(v), 1 - r * r) break;
+    case PW_HARDSIGMOID:
+        PW_LOOP(a * v + b <= 0 ? 0 : a * v + b >= 1 ? 1 : a * v + b, a * v + b > 0 && a * v + b < 1 ? a : 0)
+        break;
+    case PW_HARDSWISH:
+        PW_LOOP(v <= -3 ? 0 : v >= 3 ? v : v * (v + 3) / 6, v < -3 ? 0 : v > 3 ? 1 : (2 * v + 3) / 6)
+        break;
+    case PW_LEAKY_RELU: PW_LOOP(v > 0 ? v : a * v, v > 0 ? 1 : a) break;
+    case PW_CLIP: PW_LOOP(v < a ? a : v > b ? b : v, v > a && v < b ? 1 : 0) break;
+    case PW_ELU: PW_LOOP(v > 0 ? v : a * (SR_EXP(v) - 1), v > 0 ? 1 : r + a) break;
+    case PW_SOFTPLUS:
+        PW_LOOP(v > 0 ? v + log1p(exp(-(double)v)) : log1p(exp((double)v)),
+                v >= 0 ? 1 / (1 + SR_EXP(-v)) : SR_EXP(v) / (1 + SR_EXP(v)))
+        break;
+    case PW_ERF: PW_LOOP(SR_ERF(v), (real)1.1283791670955126 * SR_EXP(-v * v)) break;
+    case PW_SQRT: PW_LOOP(SR_SQRT(v), (real)0.5 / r) break;
+    case PW_POW:
+        if (pa == 2) {
+            PW_LOOP(v * v, 2 * v)
+        } else {
+            PW_LOOP((real)pow(v, pa), (real)(pa * pow(v, pa - 1)))
+        }
+        break;
+    case PW_EXP: PW_LOOP(SR_EXP(v), r) break;
+    case PW_LOG: PW_LOOP(SR_LOG(v), 1 / v) break;
+    case PW_ABS: PW_LOOP(SR_FABS(v), v > 0 ? 1 : v < 0 ? -1 : 0) break;
+    case PW_NEG: PW_LOOP(-v, -1) break;
+    default: PW_LOOP(1 / v, -r * r) break;
+    }
+#undef PW_LOOP
+}
+
+/* gx = gy ⊙ f'(x) (f' recomputed from the saved input). */
+static void SR_FN(pointwise_bwd)(real *gx, const real *gy, const real *x, real *work, int64_t n, int op, double a,
+                                 double b)
+{
+    SR_FN(pointwise_fwd)(work, gx, x, n, op, a, b);
+    #pragma omp parallel for simd schedule(static) if (n > ACT_OMP_MIN)
+    for (int64_t i = 0; i < n; i++)
+        gx[i] *= gy[i];
+}
+
+/* Softmax along a dim with `inner` elements after it: rows of L at
+ * stride inner (outer · inner of them); the sums in double. */
+static void SR_FN(softmax_fwd_strided)(real *y, const real *x, int64_t outer, int64_t L, int64_t inner)
+{
+    #pragma omp parallel for schedule(static) if (outer * L * inner > ACT_OMP_MIN / 4)
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t i = 0; i < inner; i++) {
+            const real *xr = x + o * L * inner + i;
+            real *yr = y + o * L * inner + i;
+            real mx = xr[0];
+            for (int64_t l = 1; l < L; l++)
+                mx = xr[l * inner] > mx ? xr[l * inner] : mx;
+            double sum = 0;
+            for (int64_t l = 0; l < L; l++) {
+                yr[l * inner] = SR_FN(act_exp)(xr[l * inner] - mx);
+                sum += yr[l * inner];
+            }
+            real inv = (real)(1 / sum);
+            for (int64_t l = 0; l < L; l++)
+                yr[l * inner] *= inv;
+        }
+}
+
+/* softmax_tangents along a strided dim: block o of u (outer blocks of
+ * L · inner) uses the softmax block (o / R / k)·R + o mod R. */
+static void SR_FN(softmax_tangents_strided)(real *out, const real *u, const real *s, int64_t outer, int64_t R,
+                                            int64_t k, int64_t L, int64_t inner)
+{
+    #pragma omp parallel for schedule(static) if (outer * L * inner > ACT_OMP_MIN)
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t i = 0; i < inner; i++) {
+            const real *sr = s + ((o / R) / k * R + o % R) * L * inner + i, *ur = u + o * L * inner + i;
+            real *yr = out + o * L * inner + i;
+            double dot = 0;
+            for (int64_t l = 0; l < L; l++)
+                dot += (double)sr[l * inner] * ur[l * inner];
+            for (int64_t l = 0; l < L; l++)
+                yr[l * inner] = (real)(sr[l * inner] * (ur[l * inner] - dot));
+        }
 }
 
 #else /* generic part */
@@ -321,6 +430,11 @@ ACT_INLINE double gelu_tanh_f64(double x, double *d)
     return x * g;
 }
 
+enum {
+    PW_SIGMOID, PW_TANH, PW_HARDSIGMOID, PW_HARDSWISH, PW_LEAKY_RELU, PW_CLIP, PW_ELU, PW_SOFTPLUS, PW_ERF, PW_SQRT,
+    PW_POW, PW_EXP, PW_LOG, PW_ABS, PW_NEG, PW_RECIPROCAL, PW_N
+};
+
 #define SR_GENERIC_FILE "nn/act.c"
 #include "base/generic.h"
 
@@ -472,22 +586,49 @@ sr_module *sr_gelu_create(const sr_opts *o)
 
 /* ======================= softmax ========================================= */
 
+typedef struct {
+    int64_t dim; /* as given: -1 the last */
+} softmax_impl;
+
+/* The softmax dim of x as (outer rows per sample R, length L, inner). */
+static int softmax_layout(const sr_module *m, const sr_tensor *x, int64_t *R, int64_t *L, int64_t *inner)
+{
+    const softmax_impl *c = m->impl;
+    int64_t d = c->dim < 0 ? c->dim + x->ndim : c->dim;
+    if (x->ndim < 2)
+        return sr_fail("softmax: input %s needs a batch dimension", SR_SHAPE(x));
+    if (d < 1 || d >= x->ndim)
+        return sr_fail("softmax: dim %lld does not fit input %s (dims 1..; dim 0 is the batch)", (long long)c->dim,
+                       SR_SHAPE(x));
+    *L = x->shape[d];
+    if (*L < 1)
+        return sr_fail("softmax: input %s has an empty dim %lld", SR_SHAPE(x), (long long)d);
+    *inner = 1;
+    for (int64_t j = d + 1; j < x->ndim; j++)
+        *inner *= x->shape[j];
+    *R = sr_rowsize(x) / (*L * *inner);
+    return 0;
+}
+
 static int softmax_run(sr_module *m, const sr_tensor *xv, sr_run *run, int jvp)
 {
-    if (xv->ndim < 2)
-        return sr_fail("softmax: input %s needs a batch dimension", SR_SHAPE(xv));
-    int64_t L = xv->shape[xv->ndim - 1];
-    if (L < 1)
-        return sr_fail("softmax: input %s has an empty last dimension", SR_SHAPE(xv));
-    if (sr_module_output_like(m, run, xv))
+    int64_t R, L, inner;
+    if (softmax_layout(m, xv, &R, &L, &inner) || sr_module_output_like(m, run, xv))
         return -1;
-    int64_t n = primal_rows(xv, run, jvp), R = sr_rowsize(xv) / L;
-    SR_DISPATCH(xv->dtype, softmax_fwd, sr_data(&m->out), sr_data(xv), n * R, L);
+    int64_t n = primal_rows(xv, run, jvp);
+    if (inner == 1)
+        SR_DISPATCH(xv->dtype, softmax_fwd, sr_data(&m->out), sr_data(xv), n * R, L);
+    else
+        SR_DISPATCH(xv->dtype, softmax_fwd_strided, sr_data(&m->out), sr_data(xv), n * R, L, inner);
     if (jvp) {
-        size_t off = (size_t)(n * R * L) * sr_dtype_size(xv->dtype);
-        SR_DISPATCH(xv->dtype, softmax_tangents, (void *)((char *)sr_data(&m->out) + off),
-                    (const void *)((const char *)sr_data(xv) + off), sr_data(&m->out), n * run->k * R, R,
-                    run->k, L);
+        size_t off = (size_t)(n * R * L * inner) * sr_dtype_size(xv->dtype);
+        void *yt = (char *)sr_data(&m->out) + off;
+        const void *vt = (const char *)sr_data(xv) + off;
+        if (inner == 1)
+            SR_DISPATCH(xv->dtype, softmax_tangents, yt, vt, sr_data(&m->out), n * run->k * R, R, run->k, L);
+        else
+            SR_DISPATCH(xv->dtype, softmax_tangents_strided, yt, vt, sr_data(&m->out), n * run->k * R, R, run->k,
+                        L, inner);
     } else if (run->save) {
         /* backward needs s = y; sharing it makes the next forward allocate
          * afresh rather than overwrite it */
@@ -502,23 +643,212 @@ static int softmax_jvp(sr_module *m, const sr_tensor *xv, sr_run *run) { return 
 static int softmax_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
 {
     const sr_tensor *s = &m->saved;
+    int64_t R, L, inner;
     if (!s->storage)
         return sr_fail("softmax backward: forward was not run with save");
-    if (sr_module_grad_input_like(m, run, s))
+    if (softmax_layout(m, s, &R, &L, &inner) || sr_module_grad_input_like(m, run, s))
         return -1;
-    int64_t L = s->shape[s->ndim - 1], rows = sr_numel(s) / L;
-    SR_DISPATCH(s->dtype, softmax_tangents, sr_data(&m->gin), sr_data(gy), sr_data(s), rows, 1, 1, L);
+    int64_t rows = sr_numel(s) / (L * inner);
+    if (inner == 1)
+        SR_DISPATCH(s->dtype, softmax_tangents, sr_data(&m->gin), sr_data(gy), sr_data(s), rows, 1, 1, L);
+    else
+        SR_DISPATCH(s->dtype, softmax_tangents_strided, sr_data(&m->gin), sr_data(gy), sr_data(s), rows, 1, 1, L,
+                    inner);
     return 0;
 }
 
+static void softmax_describe(const sr_module *m, char *buf, size_t n)
+{
+    snprintf(buf, n, "dim %lld", (long long)((const softmax_impl *)m->impl)->dim);
+}
+
 static const sr_module_ops softmax_ops = {
-    .kind = "softmax", .forward = softmax_forward, .jvp = softmax_jvp, .backward = softmax_backward
+    .kind = "softmax", .forward = softmax_forward, .jvp = softmax_jvp, .backward = softmax_backward,
+    .describe = softmax_describe,
 };
 
 sr_module *sr_softmax_create(const sr_opts *o)
 {
-    (void)o;
-    return sr_module_new(&softmax_ops, 0);
+    softmax_impl cfg;
+    if (sr_opt_int(o, "dim", -1, &cfg.dim))
+        return NULL;
+    if (cfg.dim == 0) {
+        sr_fail("softmax: dim 0 is the batch (use dim >= 1 or -1)");
+        return NULL;
+    }
+    sr_module *m = sr_module_new(&softmax_ops, sizeof cfg);
+    if (m)
+        *(softmax_impl *)m->impl = cfg;
+    return m;
+}
+
+/* ======================= pointwise ======================================= */
+
+typedef struct {
+    int op;
+    double a, b;        /* the op's constants: slope, alpha, bounds, exponent */
+    sr_tensor deriv;    /* jvp workspace: f'(x) of the primal rows */
+} pw_impl;
+
+static int pw_run(sr_module *m, const sr_tensor *xv, sr_run *run, int jvp)
+{
+    pw_impl *c = m->impl;
+    if (need_batch(m, xv) || sr_module_output_like(m, run, xv))
+        return -1;
+    int64_t n = primal_rows(xv, run, jvp), rs = sr_rowsize(xv);
+    void *deriv = NULL;
+    if (jvp) {
+        if (sr_pool_ensure(run->pool, &c->deriv, xv->dtype, 1, (int64_t[]){n * rs > 0 ? n * rs : 1}))
+            return -1;
+        deriv = sr_data(&c->deriv);
+    }
+    SR_DISPATCH(xv->dtype, pointwise_fwd, sr_data(&m->out), deriv, sr_data(xv), n * rs, c->op, c->a, c->b);
+    if (jvp) {
+        size_t off = (size_t)(n * rs) * sr_dtype_size(xv->dtype);
+        SR_DISPATCH(xv->dtype, diag_tangents, (void *)((char *)sr_data(&m->out) + off),
+                    (const void *)((const char *)sr_data(xv) + off), deriv, n, run->k, rs);
+        sr_pool_put(run->pool, &c->deriv);
+    } else if (run->save) {
+        sr_tensor_share(&m->saved, xv);
+    }
+    return 0;
+}
+
+static int pw_forward(sr_module *m, const sr_tensor *x, sr_run *run) { return pw_run(m, x, run, 0); }
+static int pw_jvp(sr_module *m, const sr_tensor *xv, sr_run *run) { return pw_run(m, xv, run, 1); }
+
+static int pw_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
+{
+    pw_impl *c = m->impl;
+    const sr_tensor *x = &m->saved;
+    if (!x->storage)
+        return sr_fail("%s backward: forward was not run with save", m->ops->kind);
+    sr_tensor work = SR_TENSOR_INIT;
+    if (sr_module_grad_input_like(m, run, x) || sr_pool_ensure_like(run->pool, &work, x))
+        return -1;
+    SR_DISPATCH(x->dtype, pointwise_bwd, sr_data(&m->gin), sr_data(gy), sr_data(x), sr_data(&work), sr_numel(x),
+                c->op, c->a, c->b);
+    sr_pool_put(run->pool, &work);
+    return 0;
+}
+
+static void pw_free(sr_module *m) { sr_tensor_free(&((pw_impl *)m->impl)->deriv); }
+
+static void pw_describe(const sr_module *m, char *buf, size_t n)
+{
+    const pw_impl *c = m->impl;
+    switch (c->op) {
+    case PW_HARDSIGMOID: snprintf(buf, n, "alpha %g, beta %g", c->a, c->b); break;
+    case PW_LEAKY_RELU: snprintf(buf, n, "negative_slope %g", c->a); break;
+    case PW_CLIP: snprintf(buf, n, "%g .. %g", c->a, c->b); break;
+    case PW_ELU: snprintf(buf, n, "alpha %g", c->a); break;
+    case PW_POW: snprintf(buf, n, "exponent %g", c->a); break;
+    default: *buf = 0;
+    }
+}
+
+static int pw_is_affine(const sr_module *m) { return ((const pw_impl *)m->impl)->op == PW_NEG; }
+
+#define PW_OPS(NAME)                                                                                   \
+    static const sr_module_ops NAME##_ops = {                                                          \
+        .kind = #NAME, .forward = pw_forward, .jvp = pw_jvp, .backward = pw_backward, .free_impl = pw_free, \
+        .describe = pw_describe, .is_affine = pw_is_affine,                                            \
+    };
+PW_OPS(sigmoid)
+PW_OPS(tanh)
+PW_OPS(hardsigmoid)
+PW_OPS(hardswish)
+PW_OPS(leaky_relu)
+PW_OPS(clip)
+PW_OPS(elu)
+PW_OPS(softplus)
+PW_OPS(erf)
+PW_OPS(sqrt)
+PW_OPS(pow)
+PW_OPS(exp)
+PW_OPS(log)
+PW_OPS(abs)
+PW_OPS(neg)
+PW_OPS(reciprocal)
+static const sr_module_ops *const pw_ops[PW_N] = {
+    &sigmoid_ops, &tanh_ops, &hardsigmoid_ops, &hardswish_ops, &leaky_relu_ops, &clip_ops, &elu_ops, &softplus_ops,
+    &erf_ops, &sqrt_ops, &pow_ops, &exp_ops, &log_ops, &abs_ops, &neg_ops, &reciprocal_ops,
+};
+
+static sr_module *pw_create(int op, double a, double b)
+{
+    sr_module *m = sr_module_new(pw_ops[op], sizeof(pw_impl));
+    if (m) {
+        pw_impl *c = m->impl;
+        c->op = op, c->a = a, c->b = b;
+    }
+    return m;
+}
+
+static int finite_opt(const sr_opts *o, const char *key, double def, double *v)
+{
+    if (sr_opt_num(o, key, def, v))
+        return -1;
+    return isnan(*v) ? sr_fail("%s: option %s must be a number, got nan", o->op, key) : 0;
+}
+
+#define PW_PLAIN(NAME, OP) \
+    sr_module *sr_##NAME##_create(const sr_opts *o) { (void)o; return pw_create(OP, 0, 0); }
+PW_PLAIN(sigmoid, PW_SIGMOID)
+PW_PLAIN(tanh, PW_TANH)
+PW_PLAIN(hardswish, PW_HARDSWISH)
+PW_PLAIN(softplus, PW_SOFTPLUS)
+PW_PLAIN(erf, PW_ERF)
+PW_PLAIN(sqrt, PW_SQRT)
+PW_PLAIN(exp, PW_EXP)
+PW_PLAIN(log, PW_LOG)
+PW_PLAIN(abs, PW_ABS)
+PW_PLAIN(neg, PW_NEG)
+PW_PLAIN(reciprocal, PW_RECIPROCAL)
+
+sr_module *sr_hardsigmoid_create(const sr_opts *o)
+{
+    double a, b; /* ONNX's defaults; torch's hardsigmoid is alpha 1/6 */
+    if (finite_opt(o, "alpha", 0.2, &a) || finite_opt(o, "beta", 0.5, &b))
+        return NULL;
+    return pw_create(PW_HARDSIGMOID, a, b);
+}
+
+sr_module *sr_leaky_relu_create(const sr_opts *o)
+{
+    double a;
+    return finite_opt(o, "negative_slope", 0.01, &a) ? NULL : pw_create(PW_LEAKY_RELU, a, 0);
+}
+
+sr_module *sr_elu_create(const sr_opts *o)
+{
+    double a;
+    return finite_opt(o, "alpha", 1, &a) ? NULL : pw_create(PW_ELU, a, 0);
+}
+
+sr_module *sr_clip_create(const sr_opts *o)
+{
+    double lo, hi;
+    if (finite_opt(o, "min", -INFINITY, &lo) || finite_opt(o, "max", INFINITY, &hi))
+        return NULL;
+    if (lo > hi) {
+        sr_fail("clip: min %g is above max %g", lo, hi);
+        return NULL;
+    }
+    return pw_create(PW_CLIP, lo, hi);
+}
+
+sr_module *sr_pow_create(const sr_opts *o)
+{
+    double p;
+    int r = o->get_num(o, "exponent", &p);
+    if (r < 0)
+        return NULL;
+    if (r == 0 || !isfinite(p)) {
+        sr_fail("pow: option exponent must be a finite number%s", r ? "" : " (required)");
+        return NULL;
+    }
+    return pw_create(PW_POW, p, 0);
 }
 
 #endif

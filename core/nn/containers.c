@@ -15,11 +15,11 @@
  * references of their own, which keep those buffers out of the pool: a
  * saving pass thus holds what backward reads and nothing else (a
  * BatchNorm output once the ReLU after it has saved its own output). */
-static void drop_outputs(sr_module *m, sr_run *run)
+void sr_module_drop_outputs(sr_module *m, sr_run *run)
 {
     sr_pool_put(run->pool, &m->out);
     for (int i = 0; i < m->nchildren; i++)
-        drop_outputs(m->children[i].m, run);
+        sr_module_drop_outputs(m->children[i].m, run);
 }
 
 /* Backward's counterpart, once a child's input gradient has been read.
@@ -37,13 +37,6 @@ static void drop_grad(sr_module *m, sr_run *run) { sr_pool_put(run->pool, &m->gi
  * when the body ends with one (res_run).  Results are bit-identical
  * (kernels/epilogue.h).  The intermediate outputs are never materialised,
  * so a tap on any but the last layer of a group ends the group there. */
-static int tapped(const sr_run *run, const sr_module *m)
-{
-    for (int i = 0; i < run->ntaps; i++)
-        if (run->taps[i] == m)
-            return 1;
-    return 0;
-}
 
 /* How many children from i one fused op covers (0: none applies), its map
  * in ep.  addend (a residual's other branch, or NULL) joins the map when
@@ -54,11 +47,11 @@ static int fusable(sr_module *m, int i, const sr_run *run, int jvp, const sr_ten
 {
     sr_module *c = m->children[i].m;
     *addend_used = 0;
-    if (run->save || run->record_relu || run->unfused || !c->ops->run_mapped || tapped(run, c))
+    if (run->save || run->record_relu || run->unfused || !c->ops->run_mapped || sr_run_tapped(run, c))
         return 0;
     *ep = (sr_epilogue){0};
     int j = i + 1;
-    for (; j < m->nchildren && !tapped(run, m->children[j - 1].m); j++) {
+    for (; j < m->nchildren && !sr_run_tapped(run, m->children[j - 1].m); j++) {
         sr_module *f = m->children[j].m;
         if (!f->ops->fold || !f->ops->fold(f, ep))
             break;
@@ -130,7 +123,7 @@ static int seq_run(sr_module *m, int first, const sr_tensor *x, sr_run *run, int
         if (n < 0)
             return sr_fail_context("%s", *m->children[i].name ? m->children[i].name : c->ops->kind);
         if (i > 0)
-            drop_outputs(m->children[i - 1].m, run);
+            sr_module_drop_outputs(m->children[i - 1].m, run);
         cur = &m->children[i + n - 1].m->out;
         if (run->stopped) {
             m->stop_at = i + n - 1;
@@ -242,9 +235,9 @@ static int res_run(sr_module *m, const sr_tensor *x, sr_run *run, int jvp, int r
         sr_tensor_share(&m->out, &body->out);
     else if (add_into(run->pool, &m->out, &body->out, skip, relu, "residual"))
         return -1;
-    /* Backward reads neither branch's output (see drop_outputs). */
+    /* Backward reads neither branch's output (see sr_module_drop_outputs). */
     for (int i = 0; i < m->nchildren; i++)
-        drop_outputs(m->children[i].m, run);
+        sr_module_drop_outputs(m->children[i].m, run);
     return 0;
 }
 

@@ -81,7 +81,11 @@ static void conv_describe(const sr_module *m, char *buf, size_t n)
     char k[48], s[48], p[48], d[48];
     pair_str(k, sizeof k, c->kh, c->kw);
     pair_str(s, sizeof s, c->sh, c->sw);
-    pair_str(p, sizeof p, c->ph, c->pw);
+    if (c->pb != c->ph || c->pr != c->pw)
+        snprintf(p, sizeof p, "%lld,%lld,%lld,%lld", (long long)c->ph, (long long)c->pw, (long long)c->pb,
+                 (long long)c->pr);
+    else
+        pair_str(p, sizeof p, c->ph, c->pw);
     pair_str(d, sizeof d, c->dh, c->dw);
     int len = snprintf(buf, n, "%lld -> %lld, k%s s%s p%s", (long long)c->cin, (long long)c->cout, k, s, p);
     if (len >= 0 && (size_t)len < n && (c->dh != 1 || c->dw != 1))
@@ -93,11 +97,12 @@ static void conv_describe(const sr_module *m, char *buf, size_t n)
 }
 
 /* Fusion: the convolution writes its output through a folded per-channel
- * map for its own channel count (and a residual's sum in a forward). */
+ * map for its own channel count, or just a ReLU (and a residual's sum in a
+ * forward). */
 static int conv_maps(const sr_module *m, const sr_epilogue *e, int jvp)
 {
     const sr_tensor *w = &m->params[0].value;
-    return w->ndim == 4 && w->shape[0] == e->C && !(e->add && jvp);
+    return w->ndim == 4 && (w->shape[0] == e->C || (!e->C && (e->relu || e->add))) && !(e->add && jvp);
 }
 
 static int conv_mapped(sr_module *m, const sr_tensor *x, int jvp, const sr_epilogue *e, sr_run *run)
@@ -119,10 +124,32 @@ static int check_pair(const char *key, const int64_t v[2], int64_t min)
     return 0;
 }
 
+/* padding = p (all sides), {ph, pw} (each axis, both sides) or {top, left,
+ * bottom, right} (ONNX's order): p gets top, left, bottom, right. */
+static int conv_padding(const sr_opts *o, int64_t p[4])
+{
+    double v[4];
+    int n = 0, r = o->get_nums(o, "padding", v, 4, &n);
+    if (r < 0)
+        return -1;
+    if (r == 0)
+        n = 1, v[0] = 0;
+    if (n != 1 && n != 2 && n != 4)
+        return sr_fail("conv2d: option padding takes 1, 2 ({h, w}) or 4 ({top, left, bottom, right}) values, got %d",
+                       n);
+    /* Only what an int64 holds here; the kernel checks the extents. */
+    for (int i = 0; i < n; i++)
+        if (v[i] != floor(v[i]) || v[i] < 0 || v[i] > 0x1p62)
+            return sr_fail("conv2d: option padding must be >= 0 integers (entry %d is %g)", i + 1, v[i]);
+    for (int i = 0; i < 4; i++)
+        p[i] = (int64_t)v[n == 1 ? 0 : n == 2 ? i % 2 : i];
+    return 0;
+}
+
 sr_module *sr_conv2d_create(const sr_opts *o)
 {
     sr_conv_cfg c;
-    int64_t k[2], s[2], p[2], d[2];
+    int64_t k[2], s[2], p[4], d[2];
     if (sr_opt_req_int(o, "in_channels", 1, &c.cin) || sr_opt_req_int(o, "out_channels", 1, &c.cout))
         return NULL;
     double kv[2];
@@ -135,7 +162,7 @@ sr_module *sr_conv2d_create(const sr_opts *o)
     }
     if (sr_opt_pair(o, "kernel_size", 0, k) || check_pair("kernel_size", k, 1) ||
         sr_opt_pair(o, "stride", 1, s) || check_pair("stride", s, 1) ||
-        sr_opt_pair(o, "padding", 0, p) || check_pair("padding", p, 0) ||
+        conv_padding(o, p) ||
         sr_opt_pair(o, "dilation", 1, d) || check_pair("dilation", d, 1) ||
         sr_opt_int_min(o, "groups", 1, 1, &c.groups) || sr_opt_bool(o, "bias", 1, &c.bias) ||
         sr_opt_int_min(o, "gemm_cols", SR_CONV_COLS, 1, &c.gemm_cols) ||
@@ -144,6 +171,7 @@ sr_module *sr_conv2d_create(const sr_opts *o)
         sr_opt_choice(o, "split", (const char *[]){"auto", "images", "gemm", NULL}, &c.split))
         return NULL;
     c.kh = k[0], c.kw = k[1], c.sh = s[0], c.sw = s[1], c.ph = p[0], c.pw = p[1], c.dh = d[0], c.dw = d[1];
+    c.pb = p[2], c.pr = p[3];
     sr_module *m = sr_module_new(&conv_ops, sizeof(sr_conv));
     if (!m)
         return NULL;

@@ -138,6 +138,14 @@ void sr_run_record(sr_run *run, const sr_module *child)
         run->stopped = 1;
 }
 
+int sr_run_tapped(const sr_run *run, const sr_module *m)
+{
+    for (int i = 0; i < run->ntaps; i++)
+        if (run->taps[i] == m)
+            return 1;
+    return 0;
+}
+
 void sr_run_clear(sr_run *run)
 {
     for (int i = 0; i < run->ntaps; i++)
@@ -217,7 +225,7 @@ static int check_input(sr_module *m, const sr_tensor *x, const sr_run *run, int 
 {
     if (sr_interrupted() || sr_module_check_dtype(m, x))
         return -1;
-    if (jvp && !m->ops->jvp)
+    if (jvp && !m->ops->jvp && !m->ops->jvp_n)
         return sr_fail("%s: jvp is not implemented", m->ops->kind);
     return jvp ? sr_run_check_stacked(m, x, run) : 0;
 }
@@ -274,12 +282,11 @@ static int backward_op(sr_module *m, const sr_tensor *gy, sr_run *run)
     return rc;
 }
 
-int sr_module_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
+/* The checks before a backward: a forward was recorded and gy fits it. */
+static int check_grad(const sr_module *m, const sr_tensor *gy)
 {
     if (sr_interrupted())
         return -1;
-    if (!m->ops->backward)
-        return sr_fail("%s: backward is not implemented", m->ops->kind);
     /* The output buffer itself may be back in a pool: check its record. */
     if (!m->out_ndim)
         return sr_fail("%s backward: no forward pass recorded (run forward with save first)",
@@ -292,7 +299,79 @@ int sr_module_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
     if (gy->dtype != out.dtype)
         return sr_fail("%s backward: gradient is %s, output %s", m->ops->kind,
                        sr_dtype_name(gy->dtype), sr_dtype_name(out.dtype));
+    return 0;
+}
+
+int sr_module_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
+{
+    if (!m->ops->backward)
+        return sr_fail("%s: backward is not implemented", m->ops->kind);
+    if (check_grad(m, gy))
+        return -1;
     return run_op(m, gy, run, backward_op);
+}
+
+/* --- several inputs ------------------------------------------------------ */
+int sr_module_arity(const sr_module *m) { return m->ops->arity ? m->ops->arity(m) : 1; }
+
+static int check_arity(const sr_module *m, int nin)
+{
+    int a = sr_module_arity(m);
+    if (nin < 1 || (a >= 0 && nin != a))
+        return sr_fail("%s: takes %d input%s, given %d", m->ops->kind, a, a == 1 ? "" : "s", nin);
+    return 0;
+}
+
+static int run_n(sr_module *m, int nin, const sr_tensor *const *x, sr_run *run, int jvp)
+{
+    if (check_arity(m, nin))
+        return -1;
+    int (*op)(sr_module *, int, const sr_tensor *const *, sr_run *) = jvp ? m->ops->jvp_n : m->ops->forward_n;
+    if (!op) {
+        if (nin == 1)
+            return jvp ? sr_module_jvp(m, x[0], run) : sr_module_forward(m, x[0], run);
+        return sr_fail("%s: cannot take %d inputs", m->ops->kind, nin);
+    }
+    for (int i = 0; i < nin; i++) {
+        if (check_input(m, x[i], run, jvp))
+            return sr_fail_context("input %d", i + 1);
+        if (x[i]->dtype != x[0]->dtype)
+            return sr_fail("%s: input 1 is %s, input %d %s", m->ops->kind, sr_dtype_name(x[0]->dtype), i + 1,
+                           sr_dtype_name(x[i]->dtype));
+    }
+    int root = sr_run_begin(m, run), rc = op(m, nin, x, run);
+    sr_run_end(run, root);
+    if (rc)
+        return -1;
+    sr_module_ran(m, run);
+    return 0;
+}
+
+int sr_module_forward_n(sr_module *m, int nin, const sr_tensor *const *x, sr_run *run)
+{
+    return run_n(m, nin, x, run, 0);
+}
+
+int sr_module_jvp_n(sr_module *m, int nin, const sr_tensor *const *xv, sr_run *run)
+{
+    return run_n(m, nin, xv, run, 1);
+}
+
+int sr_module_backward_n(sr_module *m, const sr_tensor *gy, int nin, sr_tensor *gin, sr_run *run)
+{
+    if (check_arity(m, nin))
+        return -1;
+    if (!m->ops->backward_n) {
+        if (nin != 1 || sr_module_backward(m, gy, run))
+            return nin != 1 ? sr_fail("%s: cannot take %d inputs", m->ops->kind, nin) : -1;
+        sr_tensor_share(&gin[0], &m->gin);
+        return 0;
+    }
+    if (check_grad(m, gy))
+        return -1;
+    int root = sr_run_begin(m, run), rc = m->ops->backward_n(m, gy, nin, gin, run);
+    sr_run_end(run, root);
+    return rc;
 }
 
 /* --- tree utilities ---------------------------------------------------- */

@@ -139,6 +139,20 @@ typedef struct sr_module_ops {
     /* The forward or stacked JVP with e applied to the output as it is
      * written (called through sr_module_run_mapped, which checks the input). */
     int (*run_mapped)(sr_module *m, const sr_tensor *x, int jvp, const sr_epilogue *e, sr_run *run);
+
+    /* --- several inputs (optional; graph nodes, nn/graph.c) ----------------
+     * A module reading nin tensors (a sum, a product, a concatenation) runs
+     * through these instead of forward / jvp / backward, called by
+     * sr_module_forward_n & co. with every input of the same dtype and, in a
+     * JVP, of the stacked layout.  arity: how many inputs this module takes
+     * (NULL: 1; -1: any number from 1).  backward_n writes dL/dx_i into
+     * gin[i] (lent by the pass's pool), for the inputs of the last forward
+     * run with run->save; the module keeps what it needs in its impl and
+     * gives it back to the pool there. */
+    int (*arity)(const sr_module *m);
+    int (*forward_n)(sr_module *m, int nin, const sr_tensor *const *x, sr_run *run);
+    int (*jvp_n)(sr_module *m, int nin, const sr_tensor *const *xv, sr_run *run);
+    int (*backward_n)(sr_module *m, const sr_tensor *gy, int nin, sr_tensor *gin, sr_run *run);
 } sr_module_ops;
 
 /* sr_module_ops.flags */
@@ -150,6 +164,11 @@ enum {
     /* A container whose map is its children's maps composed and summed
      * (sequential, residual): piecewise linear when theirs are. */
     SR_MOD_COMBINES = 1u << 1,
+    /* With two inputs, their sum y = x0 + x1 and nothing else: a graph may
+     * run it inside the output map of the layer that produces one input,
+     * the other as the map's addend (sr_epilogue.add), as a residual's sum
+     * is run in its body's last map. */
+    SR_MOD_SUM = 1u << 2,
 };
 
 typedef struct sr_child {
@@ -213,6 +232,14 @@ int sr_module_jvp(sr_module *m, const sr_tensor *xv, sr_run *run);
  * rows, run->k >= 1. */
 int sr_run_check_stacked(const sr_module *m, const sr_tensor *xv, const sr_run *run);
 int sr_module_backward(sr_module *m, const sr_tensor *gy, sr_run *run);
+/* The inputs m takes (its arity hook; 1 without one; -1: any number). */
+int sr_module_arity(const sr_module *m);
+/* The same for nin inputs: the _n hooks, or with nin = 1 the plain ones
+ * (backward then shares m->gin into gin[0]).  Every input is checked as
+ * sr_module_forward / _jvp check theirs. */
+int sr_module_forward_n(sr_module *m, int nin, const sr_tensor *const *x, sr_run *run);
+int sr_module_jvp_n(sr_module *m, int nin, const sr_tensor *const *xv, sr_run *run);
+int sr_module_backward_n(sr_module *m, const sr_tensor *gy, int nin, sr_tensor *gin, sr_run *run);
 /* m's forward (jvp = 0) or stacked JVP with the output map e, through its
  * run_mapped hook, after sr_module_forward's / sr_module_jvp's checks (the
  * caller asked m->ops->maps first).  Taps are recorded by the caller. */
@@ -237,6 +264,8 @@ int sr_run_begin(sr_module *m, sr_run *run);
 void sr_run_end(sr_run *run, int root);
 /* Called by containers after each child: records taps, sets run->stopped. */
 void sr_run_record(sr_run *run, const sr_module *child);
+/* Whether m is one of the run's taps (a fused group ends there). */
+int sr_run_tapped(const sr_run *run, const sr_module *m);
 /* Release the tap outputs held by run (not the array itself). */
 void sr_run_clear(sr_run *run);
 
@@ -274,6 +303,10 @@ int sr_module_affine_always(const sr_module *m);
 int sr_module_is_affine(const sr_module *m);
 
 /* --- containers (containers.c) ----------------------------------------- */
+/* Give m's output back to the pass's pool once its consumers have read it,
+ * and its subtree's (a container's children's): called by containers on
+ * each child's output.  Buffers someone still references stay with them. */
+void sr_module_drop_outputs(sr_module *m, sr_run *run);
 /* Sequential: children run in order. */
 sr_module *sr_sequential_new(void);
 /* Forward of a sequential's children [first, n) on x, which stands for
@@ -289,6 +322,19 @@ int sr_sequential_affine_prefix(const sr_module *m);
 sr_module *sr_residual_new(void);
 /* Identity (also dropout and stochastic depth at eval). */
 sr_module *sr_identity_new(void);
+
+/* --- graph (graph.c) --------------------------------------------------- */
+/* A DAG of named nodes: value 0 is the graph's input, value i + 1 the
+ * output of node i, and a node reads values that exist when it is added
+ * (so nodes run in the order added).  Returns the new node's value id, or
+ * -1: name must be unique and neither empty nor "input", nin must fit the
+ * child's arity (sr_module_arity). */
+sr_module *sr_graph_new(void);
+int sr_graph_add(sr_module *g, const char *name, sr_module *child, int nin, const int *inputs);
+/* The value the graph returns (default: the last node's). */
+int sr_graph_set_output(sr_module *g, int value);
+/* The value of node name (0 for "input" or ""), or -1 with the error set. */
+int sr_graph_value(const sr_module *g, const char *name);
 
 /* --- layer registry (layers.c) ----------------------------------------- */
 /* Every leaf layer is built from options, e.g. conv2d{in_channels=3, ...};

@@ -4,6 +4,8 @@
  *   layernorm    (N,...,D)  over the last dim (ViT tokens), or (N,C,H,W) over C at each
  *                           pixel (dim="channels", torchvision ConvNeXt's LayerNorm2d)
  *   normalize    (N,C,H,W)  (x - mean)/std per channel: the input normalisation folded into Φ
+ *   affine       (N,C,...)  x·weight + bias per channel (dim 1): a learned scale and offset, which
+ *                           fuses into a convolution's output map as batchnorm in eval does
  *
  * Statistics are accumulated in double for both dtypes, in two passes
  * (mean, then squared deviations).  Every sum belongs to one thread (loops
@@ -866,6 +868,134 @@ sr_module *sr_normalize_create(const sr_opts *o)
     sr_module *m = sr_module_new(&nz_ops, sizeof cfg);
     if (m)
         *(nz_impl *)m->impl = cfg;
+    return m;
+}
+
+/* ======================= affine ========================================== */
+
+typedef struct {
+    int64_t C;
+    double *mu, *scale, *shift; /* the map as the epilogue reads it: 0, weight, bias */
+} af_impl;
+
+/* The epilogue arrays from the parameters (which may have changed). */
+static const sr_epilogue *af_map(sr_module *m, sr_epilogue *e)
+{
+    af_impl *c = m->impl;
+    param_f64(c->scale, &m->params[0]);
+    param_f64(c->shift, &m->params[1]);
+    *e = (sr_epilogue){c->mu, c->scale, c->shift, c->C, 0, NULL, NULL};
+    return e;
+}
+
+static int af_run(sr_module *m, const sr_tensor *xv, int64_t n, sr_run *run, int jvp)
+{
+    af_impl *c = m->impl;
+    sr_epilogue e;
+    if (xv->ndim < 2 || xv->shape[1] != c->C)
+        return sr_fail("affine: input %s must be (N,%lld,...) (num_features=%lld)", SR_SHAPE(xv), (long long)c->C,
+                       (long long)c->C);
+    if (sr_module_output_like(m, run, xv))
+        return -1;
+    sr_epilogue_apply(xv->dtype, sr_data(&m->out), sr_data(xv), xv->shape[0], n, c->C, sr_rowsize(xv) / c->C,
+                      af_map(m, &e));
+    if (!jvp && run->save)
+        sr_tensor_share(&m->saved, xv);
+    return 0;
+}
+
+static int af_forward(sr_module *m, const sr_tensor *x, sr_run *run)
+{
+    return af_run(m, x, x->ndim ? x->shape[0] : 0, run, 0);
+}
+static int af_jvp(sr_module *m, const sr_tensor *xv, sr_run *run) { return af_run(m, xv, run->n, run, 1); }
+
+/* gx = gy·weight; gweight += Σ gy·x, gbias += Σ gy (over the batch and the
+ * positions of each channel). */
+static int af_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
+{
+    af_impl *c = m->impl;
+    const sr_tensor *x = &m->saved;
+    sr_epilogue e;
+    if (!x->storage)
+        return sr_fail("affine backward: forward was not run with save");
+    if (sr_module_grad_input_like(m, run, gy))
+        return -1;
+    int64_t N = gy->shape[0], P = sr_rowsize(gy) / c->C;
+    sr_epilogue_apply(gy->dtype, sr_data(&m->gin), sr_data(gy), N, 0, c->C, P, af_map(m, &e));
+    if (!run->param_grads)
+        return 0;
+    void *gw = sr_param_grad(m, &m->params[0]), *gb = sr_param_grad(m, &m->params[1]);
+    if (!gw || !gb)
+        return -1;
+    for (int64_t ch = 0; ch < c->C; ch++) {
+        double sw = 0, sb = 0;
+        for (int64_t i = 0; i < N; i++)
+            for (int64_t p = 0; p < P; p++) {
+                int64_t at = (i * c->C + ch) * P + p;
+                double g = sr_get_flat(gy, at);
+                sw += g * sr_get_flat(x, at);
+                sb += g;
+            }
+        if (gy->dtype == SR_F64) {
+            ((double *)gw)[ch] += sw;
+            ((double *)gb)[ch] += sb;
+        } else {
+            ((float *)gw)[ch] += (float)sw;
+            ((float *)gb)[ch] += (float)sb;
+        }
+    }
+    return 0;
+}
+
+/* Fusion: the per-channel map folds into the output map of the layer
+ * before it (a convolution) like batchnorm's in eval mode. */
+static int af_fold(sr_module *m, sr_epilogue *e)
+{
+    if (e->C || e->relu || e->add)
+        return 0;
+    af_map(m, e);
+    return 1;
+}
+
+static void af_reset(sr_module *m, sr_rng *rng)
+{
+    (void)rng;
+    sr_tensor_fill(&m->params[0].value, 1);
+    sr_tensor_fill(&m->params[1].value, 0);
+}
+
+static void af_free(sr_module *m) { free(((af_impl *)m->impl)->mu); }
+
+static void af_describe(const sr_module *m, char *buf, size_t n)
+{
+    snprintf(buf, n, "%lld", (long long)((const af_impl *)m->impl)->C);
+}
+
+static const sr_module_ops af_ops = {
+    .kind = "affine", .forward = af_forward, .jvp = af_jvp, .backward = af_backward, .reset = af_reset,
+    .free_impl = af_free, .describe = af_describe, .is_affine = sr_module_affine_always, .fold = af_fold,
+};
+
+sr_module *sr_affine_create(const sr_opts *o)
+{
+    int64_t C;
+    if (sr_opt_req_int(o, "num_features", 1, &C))
+        return NULL;
+    sr_module *m = sr_module_new(&af_ops, sizeof(af_impl));
+    if (!m)
+        return NULL;
+    af_impl *c = m->impl;
+    c->C = C;
+    c->mu = calloc((size_t)(3 * C), sizeof(double));
+    if (!c->mu || !sr_module_add_param(m, "weight", 1, &C, 1) || !sr_module_add_param(m, "bias", 1, &C, 1)) {
+        if (!c->mu)
+            sr_fail("affine: out of memory");
+        sr_module_release(m);
+        return NULL;
+    }
+    c->scale = c->mu + C, c->shift = c->mu + 2 * C;
+    af_reset(m, NULL);
     return m;
 }
 

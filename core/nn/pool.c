@@ -3,10 +3,13 @@
  *   flatten                                     (N,C,H,W) -> (N,C*H*W), a view
  *   permute                                     any order of dims 1.. (dim 0 stays the batch)
  *
- * Semantics follow PyTorch (floor output size, ceil_mode=False, dilation 1):
- * max-pool padding acts as -inf, average-pool padding as zeros that count in
- * the divisor unless count_include_pad=false, and padding may be at most half
- * the kernel, so every window holds at least one real pixel.
+ * Semantics follow PyTorch (dilation 1): max-pool padding acts as -inf,
+ * average-pool padding as zeros that count in the divisor unless
+ * count_include_pad=false, and padding may be at most half the kernel, so
+ * every window holds at least one real pixel.  The output size is floored,
+ * or with ceil_mode rounded up, less a last window that would start in the
+ * padding after the input.  Padding may differ before and after the input
+ * ({top, left, bottom, right}, as ONNX's pads).
  *
  * Average pools and permutes are linear, so their JVP is the same op on the
  * whole stack [x; v].  Max pooling is piecewise linear: the primal rows
@@ -101,7 +104,9 @@ static void SR_FN(maxpool_fwd)(real *y, int32_t *idx, const real *x, int64_t pla
 static int SR_FN(maxpool_values)(real *y, const real *x, int64_t planes, const pool_geom *g)
 {
     const int64_t H = g->h, W = g->w, Ho = g->oh, Wo = g->ow, sw = g->sw, pw = g->pw, kw = g->kw;
-    if (W + 2 * pw > POOL_ROW_MAX)
+    /* the last window may reach past the input by more than pw (ceil_mode) */
+    const int64_t pr = (Wo - 1) * sw + kw - pw - W > 0 ? (Wo - 1) * sw + kw - pw - W : 0;
+    if (W + pw + pr > POOL_ROW_MAX)
         return 0;
     #pragma omp parallel for if (planes * Ho * Wo * g->kh * g->kw > POOL_OMP_MIN)
     for (int64_t p = 0; p < planes; p++) {
@@ -109,7 +114,9 @@ static int SR_FN(maxpool_values)(real *y, const real *x, int64_t planes, const p
         real *col = row + pw;
         const real *xp = x + p * H * W;
         for (int64_t j = 0; j < pw; j++)
-            row[j] = col[W + j] = -(real)INFINITY;
+            row[j] = -(real)INFINITY;
+        for (int64_t j = 0; j < pr; j++)
+            col[W + j] = -(real)INFINITY;
         for (int64_t oh = 0; oh < Ho; oh++) {
             int64_t h0, h1, hc;
             pool_window(g, 0, oh, &h0, &h1, &hc);
@@ -263,6 +270,7 @@ typedef struct {
     int kind, include_pad;
     int64_t h, w, oh, ow;
     int64_t kh, kw, sh, sw, ph, pw;
+    int64_t pb, pr; /* padding after the input (ph, pw: before) */
 } pool_geom;
 
 /* Window of output o along axis 0 (rows) or 1 (cols): input range [lo, hi)
@@ -282,8 +290,9 @@ static inline void pool_window(const pool_geom *g, int axis, int64_t o, int64_t 
         return;
     }
     int64_t k = axis ? g->kw : g->kh, s = axis ? g->sw : g->sh, p = axis ? g->pw : g->ph;
+    int64_t pe = axis ? g->pr : g->pb;
     int64_t a = o * s - p, b = a + k;
-    *cnt = (b < n + p ? b : n + p) - a;
+    *cnt = (b < n + pe ? b : n + pe) - a;
     *lo = a > 0 ? a : 0;
     *hi = b < n ? b : n;
     if (!g->include_pad)
@@ -295,8 +304,8 @@ static inline void pool_window(const pool_geom *g, int axis, int64_t o, int64_t 
 
 /* --- pooling layers ------------------------------------------------------ */
 typedef struct {
-    int kind, include_pad;
-    int64_t k[2], s[2], p[2]; /* adaptive: k is the output size */
+    int kind, include_pad, ceil_mode;
+    int64_t k[2], s[2], p[4]; /* adaptive: k is the output size; p: top, left, bottom, right */
     int64_t in_shape[4];      /* last input, for backward */
     /* maxpool: argmax of the last primal rows (reused across calls), and
      * whether they belong to a forward run with save. */
@@ -316,7 +325,7 @@ static int pool_geometry(const pool_impl *c, const sr_tensor *x, pool_geom *g)
     if (x->ndim != 4)
         return sr_fail("%s: input %s must be 4D (N,C,H,W)", op, SR_SHAPE(x));
     *g = (pool_geom){c->kind, c->include_pad, x->shape[2], x->shape[3], 0, 0,
-                     c->k[0], c->k[1], c->s[0], c->s[1], c->p[0], c->p[1]};
+                     c->k[0], c->k[1], c->s[0], c->s[1], c->p[0], c->p[1], c->p[2], c->p[3]};
     if (g->h < 1 || g->w < 1)
         return sr_fail("%s: input %s has an empty plane", op, SR_SHAPE(x));
     if (c->kind == POOL_ADAPTIVE) {
@@ -328,13 +337,18 @@ static int pool_geometry(const pool_impl *c, const sr_tensor *x, pool_geom *g)
             SR_COUNT(&ew, "adaptive_avgpool2d: output x input width", g->ow, g->w))
             return -1;
     } else {
-        int64_t eh = g->h + 2 * g->ph - g->kh, ew = g->w + 2 * g->pw - g->kw;
+        int64_t eh = g->h + g->ph + g->pb - g->kh, ew = g->w + g->pw + g->pr - g->kw;
         if (eh < 0 || ew < 0)
             return sr_fail("%s: input %s is smaller than the %lldx%lld kernel (padding %lld,%lld)", op,
                            SR_SHAPE(x), (long long)g->kh, (long long)g->kw, (long long)g->ph,
                            (long long)g->pw);
-        g->oh = eh / g->sh + 1;
-        g->ow = ew / g->sw + 1;
+        g->oh = (c->ceil_mode ? eh + g->sh - 1 : eh) / g->sh + 1;
+        g->ow = (c->ceil_mode ? ew + g->sw - 1 : ew) / g->sw + 1;
+        /* as torch: no window starting in the padding after the input */
+        if (c->ceil_mode && (g->oh - 1) * g->sh >= g->h + g->ph)
+            g->oh--;
+        if (c->ceil_mode && (g->ow - 1) * g->sw >= g->w + g->pw)
+            g->ow--;
     }
     if (c->kind == POOL_MAX && g->h * g->w > INT32_MAX)
         return sr_fail("%s: input plane %s is too large", op, SR_SHAPE(x));
@@ -455,6 +469,10 @@ static void pool_describe(const sr_module *m, char *buf, size_t n)
     int len = snprintf(buf, n, "k%lldx%lld s%lld,%lld p%lld,%lld", (long long)c->k[0],
                        (long long)c->k[1], (long long)c->s[0], (long long)c->s[1], (long long)c->p[0],
                        (long long)c->p[1]);
+    if ((c->p[2] != c->p[0] || c->p[3] != c->p[1]) && len > 0 && (size_t)len < n)
+        len += snprintf(buf + len, n - (size_t)len, " after %lld,%lld", (long long)c->p[2], (long long)c->p[3]);
+    if (c->ceil_mode && len > 0 && (size_t)len < n)
+        len += snprintf(buf + len, n - (size_t)len, ", ceil");
     if (c->kind == POOL_AVG && !c->include_pad && len > 0 && (size_t)len < n)
         snprintf(buf + len, n - (size_t)len, ", exclude pad");
 }
@@ -491,10 +509,27 @@ static sr_module *pool_create(const sr_opts *o, int kind)
         }
         cfg.s[0] = cfg.s[1] = 1;
     } else {
-        if (sr_opt_pair(o, "kernel_size", POOL_UNSET, cfg.k) ||
-            sr_opt_pair(o, "stride", POOL_UNSET, cfg.s) || sr_opt_pair(o, "padding", 0, cfg.p) ||
+        double pv[4];
+        int np = 0, rp = o->get_nums(o, "padding", pv, 4, &np);
+        if (rp < 0 || sr_opt_pair(o, "kernel_size", POOL_UNSET, cfg.k) ||
+            sr_opt_pair(o, "stride", POOL_UNSET, cfg.s) || sr_opt_bool(o, "ceil_mode", 0, &cfg.ceil_mode) ||
             (kind == POOL_AVG && sr_opt_bool(o, "count_include_pad", 1, &cfg.include_pad)))
             return NULL;
+        if (rp == 0)
+            np = 1, pv[0] = 0;
+        if (np != 1 && np != 2 && np != 4) {
+            sr_fail("%s: option padding takes 1, 2 ({h, w}) or 4 ({top, left, bottom, right}) values, got %d", op,
+                    np);
+            return NULL;
+        }
+        for (int i = 0; i < 4; i++) {
+            double v = pv[np == 1 ? 0 : np == 2 ? i % 2 : i];
+            if (v != floor(v) || fabs(v) > 1e9) {
+                sr_fail("%s: padding entries must be integers (got %g)", op, v);
+                return NULL;
+            }
+            cfg.p[i] = (int64_t)v;
+        }
         if (cfg.k[0] == POOL_UNSET) {
             sr_fail("%s: option kernel_size is required", op);
             return NULL;
@@ -502,15 +537,17 @@ static sr_module *pool_create(const sr_opts *o, int kind)
         if (cfg.s[0] == POOL_UNSET) /* PyTorch: stride defaults to the kernel */
             memcpy(cfg.s, cfg.k, sizeof cfg.s);
         for (int a = 0; a < 2; a++) {
-            if (cfg.k[a] < 1 || cfg.s[a] < 1 || cfg.p[a] < 0) {
+            int64_t pmin = cfg.p[a] < cfg.p[a + 2] ? cfg.p[a] : cfg.p[a + 2];
+            int64_t pmax = cfg.p[a] > cfg.p[a + 2] ? cfg.p[a] : cfg.p[a + 2];
+            if (cfg.k[a] < 1 || cfg.s[a] < 1 || pmin < 0) {
                 sr_fail("%s: kernel_size and stride must be >= 1 and padding >= 0 (got k%lld s%lld p%lld)",
-                        op, (long long)cfg.k[a], (long long)cfg.s[a], (long long)cfg.p[a]);
+                        op, (long long)cfg.k[a], (long long)cfg.s[a], (long long)pmin);
                 return NULL;
             }
             /* As torch: a wider pad would allow windows of padding only. */
-            if (cfg.p[a] > cfg.k[a] / 2) {
+            if (pmax > cfg.k[a] / 2) {
                 sr_fail("%s: padding %lld must be at most half of kernel_size %lld", op,
-                        (long long)cfg.p[a], (long long)cfg.k[a]);
+                        (long long)pmax, (long long)cfg.k[a]);
                 return NULL;
             }
         }

@@ -41,7 +41,7 @@ Tensors: contiguous, refcounted, float32 (default) or float64, images as (N,C,H,
   t:reshape{...}  t:view{...}  t:transpose(a, b)  t:t()  t:squeeze()  t:unsqueeze(d)  t:clone()  t:copy(src)
   arithmetic: t + u, t - u, t * 2, t / u, -t ; t:add/sub/mul/div  t:matmul(u)  t:dot(u)
   reductions: t:sum()  t:mean()  t:max()  t:min()  t:norm()  t:argmax()   elementwise: abs exp log sqrt pow clamp
-  files: srgeo.npy.load(path) / srgeo.npy.save(path, t) ; srgeo.image.load(path, {size = 224}) -> (1,3,224,224)
+  files: srgeo.npy.load(path) / srgeo.npy.save(path, t) ; srgeo.image.load(path, {size = 224, dtype = "float64"}) -> (1,3,224,224)
 Indices are 1-based like Lua and Torch7 (narrow(dim, start, len) in Torch7's order; PyTorch's is 0-based).
 Kernels serve both float32 and float64.]]
 
@@ -49,10 +49,10 @@ TEXT.nn = [[
 Layers (srgeo.nn): each constructor takes one options table; help(srgeo.nn.NAME) shows its options.
   m = srgeo.nn.sequential{ {"fc1", srgeo.nn.linear{in_features = 12, out_features = 16}}, {"act", srgeo.nn.relu{}} }
   y = m:forward(x [, {tap = "fc1"}])       y, jv = m:jvp(x, v)   (v: k directions per input)   g = m:vjp(x, w)
-  m:parameters()  m:param_names()  m:get(name)  m:set(name, t)  m:init(seed)  m:children()  m:find(path)
+  m:parameters()  m:buffers()  m:state_dict()  m:param_names()  m:get(name)  m:set(name, t)  m:init(seed)  m:children()  m:find(path)
   m:train() / m:eval()   m:double() / m:float()   m:load(path)  m:save(path)  m:summary({C, H, W})
 Leaves: %s.
-Containers: sequential (named children), residual.  Module paths and parameter names follow
+Containers: sequential (named children), residual, graph (a DAG: {name, module, inputs}).  Module paths and parameter names follow
 torchvision's state_dict keys, so converted checkpoints load as they are.]]
 
 TEXT.models = [[

@@ -165,7 +165,7 @@ local function count_params(name)
   if not counts[name] then
     local m = entries[name].build({ init = false })
     local n = 0
-    for _, t in pairs(m:parameters({ trainable = true })) do
+    for _, t in pairs(m:parameters()) do
       local k = 1
       for _, d in ipairs(t:shape()) do k = k * d end
       n = n + k
@@ -190,9 +190,60 @@ function M.list(opts)
   return out
 end
 
---- Build the architecture recorded in a checkpoint's __metadata__ and load it.
+-- An ONNX model as a module graph (srgeo.onnx.load).  Its inputs are raw
+-- [0, 1] pixels: the normalisation comes from opts.mean / opts.std, else
+-- from the file's srgeo.mean / srgeo.std metadata (convert_torch.py --onnx
+-- writes them), else the graph does it itself (it starts by subtracting or
+-- dividing per-channel constants); otherwise the caller must say
+-- normalize = false, since srgeo cannot know.
+local ONNX_OPTS = { tap = true, mean = true, std = true, normalize = true, input_size = true, dtype = true,
+                    input = true, output = true }
+
+local function load_onnx(path, opts, level)
+  opts = opts or {}
+  for k in pairs(opts) do
+    if not ONNX_OPTS[k] then
+      error(string.format("srgeo.models.load %s: unknown option '%s'; options for ONNX models: tap, mean, std, "
+        .. "normalize, input_size, dtype, input, output", path, tostring(k)), level + 1)
+    end
+  end
+  if opts.normalize == false and (opts.mean or opts.std) then
+    error("srgeo.models.load " .. path .. ": normalize=false and mean/std contradict each other", level + 1)
+  end
+  local m, oi = srgeo.onnx.load(path, { dtype = opts.dtype, input = opts.input, output = opts.output,
+    input_size = opts.input_size, mean = opts.mean, std = opts.std, raw = opts.normalize == false })
+  if oi.normalization == "none" and not oi.normalizes and opts.normalize ~= false then
+    error(string.format("srgeo.models.load %s: the model does not say how its inputs are normalised (no srgeo.mean / "
+      .. "srgeo.std metadata, no normalisation in the graph): give mean and std (ImageNet: mean = {0.485, 0.456, "
+      .. "0.406}, std = {0.229, 0.224, 0.225}), or normalize = false if it takes raw [0, 1] pixels", path), level + 1)
+  end
+  if opts.tap ~= nil then m:default_tap(opts.tap) end
+  m:eval()
+  local cfg = { path = path, input = oi.input, tap = opts.tap, mean = opts.mean, std = opts.std,
+                normalize = opts.normalize, input_size = opts.input_size, input_name = opts.input,
+                output = opts.output }
+  info[m] = { arch = "onnx", config = cfg, onnx = oi }
+  return m, oi
+end
+
+--- Build the architecture recorded in a checkpoint's __metadata__ and load
+--- it; a path ending .onnx is an ONNX model (load_onnx above); a checkpoint
+--- saved from one rebuilds it from the ONNX file it names.
 function M.load(path, opts)
+  if type(path) == "string" and path:lower():match("%.onnx$") then return load_onnx(path, opts, 2) end
   local meta = M.metadata(path)
+  if meta.architecture == "onnx" then
+    local ok, cfg = pcall(json.decode, meta.config or "{}")
+    if not ok or type(cfg) ~= "table" or type(cfg.path) ~= "string" then
+      error("srgeo.models.load: " .. path .. ": an ONNX checkpoint whose config names no .onnx file", 2)
+    end
+    local m = load_onnx(cfg.path, { tap = cfg.tap, mean = cfg.mean, std = cfg.std, normalize = cfg.normalize,
+      input_size = cfg.input_size, input = cfg.input_name, output = cfg.output }, 2)
+    info[m].metadata = meta
+    m:load(path, opts)
+    m:eval()
+    return m, meta
+  end
   local arch = meta.architecture
   if not arch then error("srgeo.models.load: " .. path .. " has no 'architecture' in its metadata", 2) end
   local ok, cfg = pcall(json.decode, meta.config or "{}")

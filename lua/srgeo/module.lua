@@ -53,7 +53,7 @@ function methods.load(m, path, opts)
       file_keys[mk] = k
     end
   end
-  local params = m:parameters()
+  local params = m:state_dict()
   local missing, unexpected, mismatched, absent = {}, {}, {}, {}
   for _, name in ipairs(m:param_names()) do
     local fk = file_keys[name]
@@ -98,7 +98,7 @@ function methods.load(m, path, opts)
   return report
 end
 
---- Save every parameter and buffer (torchvision key names) with metadata;
+--- Save every parameter and buffer (m:state_dict(), torchvision key names) with metadata;
 --- a zoo model's architecture and config go in too, so
 --- srgeo.models.load(path) rebuilds it.
 function methods.save(m, path, meta)
@@ -112,7 +112,7 @@ function methods.save(m, path, meta)
     md.config = md.config or json.encode(info.config)
   end
   md.srgeo_version = md.srgeo_version or srgeo.version
-  srgeo.safetensors.save(path, m:parameters(), md)
+  srgeo.safetensors.save(path, m:state_dict(), md)
   return path
 end
 
@@ -144,10 +144,10 @@ end
 
 -- Trainable parameters and buffer entries of a leaf.
 local function leaf_counts(mod)
-  local trainable, all = 0, 0
-  for _, t in pairs(mod:parameters({ trainable = true })) do trainable = trainable + t:numel() end
-  for _, t in pairs(mod:parameters()) do all = all + t:numel() end
-  return trainable, all - trainable
+  local trainable, buffers = 0, 0
+  for _, t in pairs(mod:parameters()) do trainable = trainable + t:numel() end
+  for _, t in pairs(mod:buffers()) do buffers = buffers + t:numel() end
+  return trainable, buffers
 end
 
 -- A module's children as the tree shows them: a child named "" (a residual,

@@ -66,7 +66,7 @@ function S.parse_model(spec)
     if base then ms.init, s = true, base end
   end
   if s:find("@", 1, true) then fail("model '%s': only @init or @init:SEED may follow the name", spec) end
-  if s:match("%.safetensors$") or s:find("/", 1, true) then
+  if s:match("%.safetensors$") or s:lower():match("%.onnx$") or s:find("/", 1, true) then
     ms.path = s:gsub("^~", os.getenv("HOME") or "~")
   else
     local name, cfg = s:match("^([%w_%.%-]+)(%b{})$")

@@ -15,47 +15,59 @@ typedef struct {
     int64_t cin, cout, kh, kw, sh, sw, ph, pw, dh, dw, groups;
     int bias;
     int64_t n, h, w;
+    int asym;        /* padding after the image is pb, pr (else ph, pw) */
+    int64_t pb, pr;
 } conv_case;
 
+static int64_t pad_b(const conv_case *c) { return c->asym ? c->pb : c->ph; }
+static int64_t pad_r(const conv_case *c) { return c->asym ? c->pr : c->pw; }
+
 static const conv_case cases[] = {
-    {"1x1", 4, 6, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 3, 5, 7},
-    {"1x1 stride 2", 4, 5, 1, 1, 2, 2, 0, 0, 1, 1, 1, 1, 1, 7, 6},
-    {"1x1 pad 1 groups 2", 4, 6, 1, 1, 1, 1, 1, 1, 1, 1, 2, 1, 3, 4, 5},
-    {"3x3 pad 1", 3, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3, 6, 5},
-    {"3x3 stride 2", 3, 5, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, 7, 9},
-    {"3x3 stride 2 no pad even", 2, 3, 3, 3, 2, 2, 0, 0, 1, 1, 1, 0, 3, 8, 6},
-    {"dilation 2", 2, 3, 3, 3, 1, 1, 2, 2, 2, 2, 1, 1, 3, 8, 7},
-    {"groups 2", 4, 6, 3, 3, 1, 1, 1, 1, 1, 1, 2, 1, 3, 5, 5},
-    {"depthwise", 4, 4, 3, 3, 1, 1, 1, 1, 1, 1, 4, 1, 3, 6, 7},
-    {"depthwise x2 stride 2", 3, 6, 3, 3, 2, 2, 1, 1, 1, 1, 3, 1, 1, 7, 8},
-    {"depthwise 5x3 dil pad", 2, 2, 5, 3, 1, 2, 2, 1, 1, 2, 2, 0, 3, 6, 9},
+    {"1x1", 4, 6, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 3, 5, 7, 0, 0, 0},
+    {"1x1 stride 2", 4, 5, 1, 1, 2, 2, 0, 0, 1, 1, 1, 1, 1, 7, 6, 0, 0, 0},
+    {"1x1 pad 1 groups 2", 4, 6, 1, 1, 1, 1, 1, 1, 1, 1, 2, 1, 3, 4, 5, 0, 0, 0},
+    {"3x3 pad 1", 3, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3, 6, 5, 0, 0, 0},
+    {"3x3 stride 2", 3, 5, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, 7, 9, 0, 0, 0},
+    {"3x3 stride 2 no pad even", 2, 3, 3, 3, 2, 2, 0, 0, 1, 1, 1, 0, 3, 8, 6, 0, 0, 0},
+    {"dilation 2", 2, 3, 3, 3, 1, 1, 2, 2, 2, 2, 1, 1, 3, 8, 7, 0, 0, 0},
+    {"groups 2", 4, 6, 3, 3, 1, 1, 1, 1, 1, 1, 2, 1, 3, 5, 5, 0, 0, 0},
+    {"depthwise", 4, 4, 3, 3, 1, 1, 1, 1, 1, 1, 4, 1, 3, 6, 7, 0, 0, 0},
+    {"depthwise x2 stride 2", 3, 6, 3, 3, 2, 2, 1, 1, 1, 1, 3, 1, 1, 7, 8, 0, 0, 0},
+    {"depthwise 5x3 dil pad", 2, 2, 5, 3, 1, 2, 2, 1, 1, 2, 2, 0, 3, 6, 9, 0, 0, 0},
     /* stride 1, no dilation: depthwise.c's flat kernel (grids of several
      * register blocks with a partial last one, padding wider than the
      * image, channel multiplier 2, no padding, 1x1) and, with padding >=
      * the kernel, the padded-plane loops */
-    {"depthwise 7x7 pad 3", 3, 3, 7, 7, 1, 1, 3, 3, 1, 1, 3, 1, 3, 9, 11},
-    {"depthwise 7x7 pad 3 wide", 2, 2, 7, 7, 1, 1, 3, 3, 1, 1, 2, 1, 1, 5, 40},
-    {"depthwise 7x7 on 3x2", 2, 2, 7, 7, 1, 1, 3, 3, 1, 1, 2, 1, 2, 3, 2},
-    {"depthwise x2 3x5 pad 2x0", 2, 4, 3, 5, 1, 1, 2, 0, 1, 1, 2, 0, 2, 6, 7},
-    {"depthwise 1x1", 3, 3, 1, 1, 1, 1, 0, 0, 1, 1, 3, 1, 2, 4, 5},
-    {"depthwise 3x3 pad 3", 2, 2, 3, 3, 1, 1, 3, 3, 1, 1, 2, 1, 2, 4, 5},
-    {"non-square kernel", 3, 2, 2, 5, 1, 2, 1, 2, 1, 1, 1, 1, 3, 6, 9},
-    {"3x1 dilation 1x2", 5, 4, 3, 1, 2, 1, 0, 1, 1, 2, 1, 0, 3, 7, 3},
-    {"kernel = padded input", 2, 3, 4, 3, 1, 1, 1, 0, 1, 1, 1, 1, 3, 2, 3},
-    {"cin 1", 1, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3, 5, 4},
-    {"stride 3x2 dilation 2x3", 3, 4, 3, 2, 3, 2, 2, 1, 2, 3, 1, 1, 3, 11, 10},
-    {"4x4 stride 2 (merged taps)", 3, 5, 4, 4, 2, 2, 1, 1, 1, 1, 1, 1, 2, 9, 8},
-    {"patchify 4x4 stride 4", 3, 6, 4, 4, 4, 4, 0, 0, 1, 1, 1, 1, 2, 8, 12},
-    {"5x5 stride 2 pad 3 groups 3", 6, 3, 5, 5, 2, 2, 3, 3, 1, 1, 3, 1, 2, 7, 9},
+    {"depthwise 7x7 pad 3", 3, 3, 7, 7, 1, 1, 3, 3, 1, 1, 3, 1, 3, 9, 11, 0, 0, 0},
+    {"depthwise 7x7 pad 3 wide", 2, 2, 7, 7, 1, 1, 3, 3, 1, 1, 2, 1, 1, 5, 40, 0, 0, 0},
+    {"depthwise 7x7 on 3x2", 2, 2, 7, 7, 1, 1, 3, 3, 1, 1, 2, 1, 2, 3, 2, 0, 0, 0},
+    {"depthwise x2 3x5 pad 2x0", 2, 4, 3, 5, 1, 1, 2, 0, 1, 1, 2, 0, 2, 6, 7, 0, 0, 0},
+    {"depthwise 1x1", 3, 3, 1, 1, 1, 1, 0, 0, 1, 1, 3, 1, 2, 4, 5, 0, 0, 0},
+    {"depthwise 3x3 pad 3", 2, 2, 3, 3, 1, 1, 3, 3, 1, 1, 2, 1, 2, 4, 5, 0, 0, 0},
+    {"non-square kernel", 3, 2, 2, 5, 1, 2, 1, 2, 1, 1, 1, 1, 3, 6, 9, 0, 0, 0},
+    {"3x1 dilation 1x2", 5, 4, 3, 1, 2, 1, 0, 1, 1, 2, 1, 0, 3, 7, 3, 0, 0, 0},
+    {"kernel = padded input", 2, 3, 4, 3, 1, 1, 1, 0, 1, 1, 1, 1, 3, 2, 3, 0, 0, 0},
+    {"cin 1", 1, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3, 5, 4, 0, 0, 0},
+    {"stride 3x2 dilation 2x3", 3, 4, 3, 2, 3, 2, 2, 1, 2, 3, 1, 1, 3, 11, 10, 0, 0, 0},
+    {"4x4 stride 2 (merged taps)", 3, 5, 4, 4, 2, 2, 1, 1, 1, 1, 1, 1, 2, 9, 8, 0, 0, 0},
+    {"patchify 4x4 stride 4", 3, 6, 4, 4, 4, 4, 0, 0, 1, 1, 1, 1, 2, 8, 12, 0, 0, 0},
+    {"5x5 stride 2 pad 3 groups 3", 6, 3, 5, 5, 2, 2, 3, 3, 1, 1, 3, 1, 2, 7, 9, 0, 0, 0},
     /* Winograd tiles: odd and even output sizes, paddings 0..2, a single
      * tile row or column, and 3x3 with stride or padding it cannot take. */
-    {"3x3 pad 0 odd output", 5, 3, 3, 3, 1, 1, 0, 0, 1, 1, 1, 1, 3, 9, 8},
-    {"3x3 pad 2x0", 3, 4, 3, 3, 1, 1, 2, 0, 1, 1, 1, 0, 2, 5, 7},
-    {"3x3 pad 1x2 one tile row", 4, 2, 3, 3, 1, 1, 1, 2, 1, 1, 1, 1, 3, 1, 6},
-    {"3x3 pad 0 one tile", 2, 3, 3, 3, 1, 1, 0, 0, 1, 1, 1, 1, 2, 3, 4},
-    {"3x3 pad 3", 3, 2, 3, 3, 1, 1, 3, 3, 1, 1, 1, 1, 2, 4, 5},
+    {"3x3 pad 0 odd output", 5, 3, 3, 3, 1, 1, 0, 0, 1, 1, 1, 1, 3, 9, 8, 0, 0, 0},
+    {"3x3 pad 2x0", 3, 4, 3, 3, 1, 1, 2, 0, 1, 1, 1, 0, 2, 5, 7, 0, 0, 0},
+    {"3x3 pad 1x2 one tile row", 4, 2, 3, 3, 1, 1, 1, 2, 1, 1, 1, 1, 3, 1, 6, 0, 0, 0},
+    {"3x3 pad 0 one tile", 2, 3, 3, 3, 1, 1, 0, 0, 1, 1, 1, 1, 2, 3, 4, 0, 0, 0},
+    {"3x3 pad 3", 3, 2, 3, 3, 1, 1, 3, 3, 1, 1, 1, 1, 2, 4, 5, 0, 0, 0},
     /* 13 outputs: two full 6-row panels of gemm.c's kernel and a partial one */
-    {"3x3 pad 1 13 outputs", 5, 13, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2, 6, 7},
+    {"3x3 pad 1 13 outputs", 5, 13, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2, 6, 7, 0, 0, 0},
+    /* Asymmetric padding (ONNX pads, TensorFlow "same"): never Winograd nor
+     * the depthwise kernels, which pad both sides alike. */
+    {"3x3 stride 2 pad 0,0,1,1 (TF same)", 3, 4, 3, 3, 2, 2, 0, 0, 1, 1, 1, 1, 2, 8, 8, 1, 1, 1},
+    {"3x3 pad 1,0 before 0,2 after", 2, 3, 3, 3, 1, 1, 1, 0, 1, 1, 1, 0, 2, 5, 6, 1, 0, 2},
+    {"3x3 stride 1 pad 2,1 before 0,1 after", 16, 16, 3, 3, 1, 1, 2, 1, 1, 1, 1, 1, 2, 9, 9, 1, 0, 1},
+    {"depthwise stride 2 pad 0,1 before 1,0 after", 4, 4, 3, 3, 2, 2, 0, 1, 1, 1, 4, 1, 2, 7, 6, 1, 1, 0},
+    {"5x3 dilation 2 pad 3,0 before 1,2 after", 2, 4, 5, 3, 1, 2, 3, 0, 2, 1, 2, 1, 2, 8, 7, 1, 1, 2},
 };
 #define NCASES (int)(sizeof cases / sizeof *cases)
 
@@ -104,22 +116,25 @@ static sr_module *make_conv(const conv_case *c, sr_dtype dt, int plan, uint64_t 
     KV("out_channels", "%lld", (long long)c->cout);
     KV("kernel_size", "%lld,%lld", (long long)c->kh, (long long)c->kw);
     KV("stride", "%lld,%lld", (long long)c->sh, (long long)c->sw);
-    KV("padding", "%lld,%lld", (long long)c->ph, (long long)c->pw);
+    if (c->asym)
+        KV("padding", "%lld,%lld,%lld,%lld", (long long)c->ph, (long long)c->pw, (long long)c->pb, (long long)c->pr);
+    else
+        KV("padding", "%lld,%lld", (long long)c->ph, (long long)c->pw);
     KV("dilation", "%lld,%lld", (long long)c->dh, (long long)c->dw);
     KV("groups", "%lld", (long long)c->groups);
     KV("bias", "%s", c->bias ? "true" : "false");
     if (plans[plan][0]) {
         /* gemm_cols relative to the image: "2" means two images' worth. */
-        int64_t ho = (c->h + 2 * c->ph - c->dh * (c->kh - 1) - 1) / c->sh + 1;
-        int64_t wo = (c->w + 2 * c->pw - c->dw * (c->kw - 1) - 1) / c->sw + 1;
+        int64_t ho = (c->h + c->ph + pad_b(c) - c->dh * (c->kh - 1) - 1) / c->sh + 1;
+        int64_t wo = (c->w + c->pw + pad_r(c) - c->dw * (c->kw - 1) - 1) / c->sw + 1;
         KV("gemm_cols", "%lld", (long long)(plans[plan][0][0] == '2' ? 2 * ho * wo : 1));
     }
     if (plans[plan][1] && strcmp(plans[plan][1], "2ch") == 0) {
-        int64_t ho = (c->h + 2 * c->ph - c->dh * (c->kh - 1) - 1) / c->sh + 1;
-        int64_t wo = (c->w + 2 * c->pw - c->dw * (c->kw - 1) - 1) / c->sw + 1;
+        int64_t ho = (c->h + c->ph + pad_b(c) - c->dh * (c->kh - 1) - 1) / c->sh + 1;
+        int64_t wo = (c->w + c->pw + pad_r(c) - c->dw * (c->kw - 1) - 1) / c->sw + 1;
         KV("max_workspace", "%lld", (long long)(2 * c->kh * c->kw * c->n * ho * wo * 8));
     } else if (plans[plan][1] && strcmp(plans[plan][1], "2tr") == 0) {
-        int64_t wo = c->w + 2 * c->pw - 2; /* a Winograd tile row: 16 (C + O) floats per tile */
+        int64_t wo = c->w + c->pw + pad_r(c) - 2; /* a Winograd tile row: 16 (C + O) floats per tile */
         KV("max_workspace", "%lld", (long long)(2 * 16 * (c->cin + c->cout) * ((wo + 1) / 2) * 8));
     } else if (plans[plan][1]) {
         KV("max_workspace", "%s", plans[plan][1]);
@@ -142,7 +157,7 @@ static sr_module *make_conv(const conv_case *c, sr_dtype dt, int plan, uint64_t 
 
 static sr_conv2d_params params_of(const conv_case *c)
 {
-    return (sr_conv2d_params){{c->sh, c->sw}, {c->ph, c->pw}, {c->dh, c->dw}, c->groups};
+    return (sr_conv2d_params){{c->sh, c->sw}, {c->ph, c->pw}, {c->dh, c->dw}, c->groups, {pad_b(c), pad_r(c)}};
 }
 
 TEST(conv_derivatives_f64)
@@ -264,7 +279,7 @@ TEST(conv_ref_hand_computed)
     memcpy(sr_f64(&w), wv, sizeof wv);
     sr_f64(&b)[0] = 0.5;
     /* stride 2, padding 1: windows at (-1,-1), (-1,1), (1,-1), (1,1). */
-    sr_conv2d_params p = {{2, 2}, {1, 1}, {1, 1}, 1};
+    sr_conv2d_params p = {{2, 2}, {1, 1}, {1, 1}, 1, {1, 1}};
     CHECK_OK(sr_conv2d_ref(&x, &w, &b, &p, &y));
     CHECK(y.shape[2] == 2 && y.shape[3] == 2, "shape %s", SR_SHAPE(&y));
     double want[4] = {1000 * 1 + 0.5, 100 * 2 + 1000 * 3 + 0.5, 10 * 4 + 1000 * 7 + 0.5,
@@ -282,7 +297,7 @@ TEST(conv_ref_hand_computed)
 TEST(conv_buffer_reuse_across_batch_sizes)
 {
     for (int dw = 0; dw < 2; dw++) {
-        conv_case c = {"reuse", 4, 6, 3, 3, 1, 1, 1, 1, 1, 1, dw ? 2 : 1, 1, 0, 9, 11};
+        conv_case c = {"reuse", 4, 6, 3, 3, 1, 1, 1, 1, 1, 1, dw ? 2 : 1, 1, 0, 9, 11, 0, 0, 0};
         if (dw)
             c.cout = 4, c.groups = 4;
         sr_module *m = make_conv(&c, SR_F32, 0, 9);

@@ -27,6 +27,13 @@ static const torch_case cases[] = {
      WB},
     {"k1", CONV, {"in_channels", "8", "out_channels", "5", "kernel_size", "1"}, WB},
     {"k1s2", CONV, {"in_channels", "4", "out_channels", "3", "kernel_size", "1", "stride", "2"}, WB},
+    {"k3s2_same_tf", CONV,
+     {"in_channels", "3", "out_channels", "4", "kernel_size", "3", "stride", "2", "padding", "0,0,1,1"}, WB},
+    {"k3_pad1020", CONV, {"in_channels", "3", "out_channels", "4", "kernel_size", "3", "padding", "1,0,2,0"}, WB},
+    {"depthwise_s2_pad0110", CONV,
+     {"in_channels", "4", "out_channels", "4", "kernel_size", "3", "stride", "2", "padding", "0,1,1,0", "groups",
+      "4"},
+     WB},
 };
 
 #define N (sizeof cases / sizeof *cases)

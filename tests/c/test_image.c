@@ -62,7 +62,7 @@ TEST(image_png_roundtrip_is_exact)
         sr_f32(&t)[i] = (float)((i * 7919) % 256) / 255.0f;
     const char *p = check_scratch("rt.png");
     CHECK_OK(sr_image_save(p, &t, NULL));
-    sr_image_opts o = {0, 0, 0, 0, 0};
+    sr_image_opts o = {0, 0, 0, 0, 0, SR_F32};
     CHECK_OK(sr_image_load(&u, p, &o));
     CHECK(u.ndim == 4 && u.shape[1] == 3 && u.shape[2] == 37 && u.shape[3] == 53, "shape %s",
           SR_SHAPE(&u));
@@ -115,9 +115,9 @@ static void cli_case(int h, int w, int c, const char *ext, int resize, int crop,
              "vips thumbnail '%s' '%s' %d --height %d --size force && vips crop '%s' '%s' %d %d %d %d",
              src, mid, tw, th, mid, ref, left, top, crop, crop);
     CHECK(run(cmd) == 0, "vips CLI failed: %s", cmd);
-    sr_image_opts o = {crop, crop, resize, 0, 0};
+    sr_image_opts o = {crop, crop, resize, 0, 0, SR_F32};
     CHECK_OK(sr_image_load(&a, src, &o));
-    sr_image_opts native = {0, 0, 0, 0, 0};
+    sr_image_opts native = {0, 0, 0, 0, 0, SR_F32};
     CHECK_OK(sr_image_load(&b, ref, &native));
     CHECK(sr_same_shape(&a, &b), "%s: shape %s vs vips %s", ext, SR_SHAPE(&a), SR_SHAPE(&b));
     double d = maxdiff(&a, &b);
@@ -154,25 +154,25 @@ TEST(image_crop_geometry_is_torchvision)
     const char *p = check_scratch("geom.png");
     CHECK_OK(sr_image_save(p, &t, NULL));
     /* crop 3 high x 4 wide: left = round(3/2) = 2 (half to even), top = 1 */
-    sr_image_opts o = {3, 4, 0, 3, 0};
+    sr_image_opts o = {3, 4, 0, 3, 0, SR_F32};
     CHECK_OK(sr_image_load(&u, p, &o));
     CHECK(u.shape[2] == 3 && u.shape[3] == 4, "shape %s", SR_SHAPE(&u));
     CHECK(lrint(sr_f32(&u)[0] * 255) == 30 && lrint(sr_f32(&u)[12] * 255) == 20,
           "crop origin x %g y %g (want x=2 -> 30, y=1 -> 20)", sr_f32(&u)[0] * 255,
           sr_f32(&u)[12] * 255);
     /* crop 5 wide from 7: d = 2 -> left 1 */
-    o = (sr_image_opts){5, 5, 0, 3, 0};
+    o = (sr_image_opts){5, 5, 0, 3, 0, SR_F32};
     CHECK_OK(sr_image_load(&u, p, &o));
     CHECK(lrint(sr_f32(&u)[0] * 255) == 20, "left of 5-crop: %g", sr_f32(&u)[0] * 255);
     /* crop 9 x 8 from 7 x 5: pad (9-7)//2 = 1 left, (8-5)//2 = 1 top, zeros */
-    o = (sr_image_opts){8, 9, 0, 3, 0};
+    o = (sr_image_opts){8, 9, 0, 3, 0, SR_F32};
     CHECK_OK(sr_image_load(&u, p, &o));
     CHECK(u.shape[2] == 8 && u.shape[3] == 9, "padded shape %s", SR_SHAPE(&u));
     CHECK(sr_f32(&u)[0] == 0 && sr_f32(&u)[9 + 0] == 0 && sr_f32(&u)[9 + 1] * 255 > 9.5 &&
               sr_f32(&u)[9 + 1] * 255 < 10.5 && sr_f32(&u)[9 + 8] == 0,
           "padding layout wrong");
     /* resize only: shorter side 10 -> 14x10 (int(10*7/5)) */
-    o = (sr_image_opts){0, 0, 10, 3, 0};
+    o = (sr_image_opts){0, 0, 10, 3, 0, SR_F32};
     CHECK_OK(sr_image_load(&u, p, &o));
     CHECK(u.shape[2] == 10 && u.shape[3] == 14, "resize-only shape %s", SR_SHAPE(&u));
     sr_tensor_free(&t), sr_tensor_free(&u);
@@ -195,7 +195,7 @@ TEST(image_alpha_is_dropped_not_composited)
     CHECK_OK(sr_image_info_read(p, &info));
     CHECK(info.bands == 4 && info.has_alpha && info.width == 8 && info.height == 6,
           "info bands %d alpha %d %dx%d", info.bands, info.has_alpha, info.width, info.height);
-    sr_image_opts o = {0, 0, 0, 0, 0};
+    sr_image_opts o = {0, 0, 0, 0, 0, SR_F32};
     CHECK_OK(sr_image_load(&u, p, &o));
     CHECK(u.shape[1] == 3, "alpha kept: %s", SR_SHAPE(&u));
     for (int i = 0; i < 48; i++)
@@ -258,7 +258,7 @@ TEST(image_bad_files_are_clear_errors)
     fclose(f);
     CHECK_ERR(sr_image_info_read(p, &info), "bad.png");
     /* bad options */
-    sr_image_opts o = {224, 224, 256, 2, 0};
+    sr_image_opts o = {224, 224, 256, 2, 0, SR_F32};
     CHECK_ERR(sr_image_load(&t, j, &o), "channels must be 1 or 3");
     CHECK(t.storage == NULL, "failed loads leave out empty");
     sr_tensor_free(&pic);
@@ -281,7 +281,7 @@ TEST(image_batch_parallel_and_bad_files)
         }
         paths[i] = names[i];
     }
-    sr_image_opts o = {32, 32, 0, 3, 0};
+    sr_image_opts o = {32, 32, 0, 3, 0, SR_F32};
     CHECK_ERR(sr_image_load_batch(&X, paths, 4, &o, NULL), "b2.txt");
     unsigned char bad[4];
     CHECK_OK(sr_image_load_batch(&X, paths, 4, &o, bad));
@@ -302,7 +302,7 @@ TEST(image_batch_parallel_and_bad_files)
         CHECK(worst == 0, "row %d differs by %g", i, worst);
     }
     /* different native sizes cannot batch without a crop */
-    sr_image_opts native = {0, 0, 0, 3, 0};
+    sr_image_opts native = {0, 0, 0, 3, 0, SR_F32};
     const char *two[2] = {paths[0], paths[1]};
     CHECK_ERR(sr_image_load_batch(&X, two, 2, &native, NULL), "give a crop size");
     sr_tensor_free(&pic), sr_tensor_free(&X), sr_tensor_free(&one);
@@ -316,7 +316,7 @@ TEST(image_save_clamps_rescales_and_rejects)
         sr_f64(&t)[i] = -1 + 4.0 * i / 19; /* -1 .. 3 */
     const char *p = check_scratch("clamp.png");
     CHECK_OK(sr_image_save(p, &t, NULL));
-    sr_image_opts o = {0, 0, 0, 0, 0};
+    sr_image_opts o = {0, 0, 0, 0, 0, SR_F32};
     CHECK_OK(sr_image_load(&u, p, &o));
     CHECK(sr_f32(&u)[0] == 0 && sr_f32(&u)[19] == 1 && sr_f32(&u)[8] > 0, "clamping");
     sr_image_save_opts so = {1, 0};

@@ -337,13 +337,13 @@ TEST(pool_does_not_lend_a_far_bigger_block)
  * sequential, fused in a plain forward and a stacked JVP, against the same
  * net run layer by layer (run.unfused): bit-identical on every convolution
  * path, both dtypes, with and without the ReLU; a residual -> relu likewise. */
-static sr_module *fuse_net(const char *const *conv_kv, int64_t C, int relu, int residual, sr_dtype dt)
+static sr_module *fuse_net(const char *const *conv_kv, int64_t C, int relu, int residual, int bn, sr_dtype dt)
 {
     sr_module *root = sr_sequential_new(), *body = residual ? sr_sequential_new() : root;
     char cs[16];
     snprintf(cs, sizeof cs, "%lld", (long long)C);
     if (!root || !body || add(body, "conv", check_layer("conv2d", conv_kv)) ||
-        add(body, "bn", check_layer("batchnorm2d", (const char *[]){"num_features", cs, NULL})))
+        (bn && add(body, "bn", check_layer("batchnorm2d", (const char *[]){"num_features", cs, NULL}))))
         return NULL;
     if (residual) {
         sr_module *res = sr_residual_new();
@@ -358,12 +358,12 @@ static sr_module *fuse_net(const char *const *conv_kv, int64_t C, int relu, int 
     sr_module_set_training(root, 0);
     if (sr_module_to_dtype(root, dt))
         return NULL;
-    sr_module *bn = residual ? body->children[1].m : root->children[1].m;
+    sr_module *bnm = !bn ? NULL : residual ? body->children[1].m : root->children[1].m;
     /* Running statistics and affine parameters away from (0, 1, 1, 0). */
-    for (int p = 0; p < 4; p++)
+    for (int p = 0; bnm && p < 4; p++)
         for (int64_t c = 0; c < C; c++) {
             double v = p == 0 ? 0.5 + 0.1 * c : p == 1 ? 0.3 - 0.05 * c : p == 2 ? 0.2 * c - 0.4 : 0.5 + 0.25 * c;
-            sr_set_flat(&bn->params[p].value, c, v);
+            sr_set_flat(&bnm->params[p].value, c, v);
         }
     return root;
 }
@@ -388,9 +388,10 @@ TEST(module_fused_conv_bn_relu_is_bit_identical)
         {"depthwise", {"kernel_size", "3", "padding", "1", "groups", "4", NULL}, 4, 8, 2, 6, 0},
     };
     for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++)
-        for (int variant = 0; variant < 6; variant++) {
+        for (int variant = 0; variant < 8; variant++) {
+            /* 6, 7: conv -> relu without a batchnorm (a map of the ReLU alone) */
             sr_dtype dt = variant & 1 ? SR_F64 : SR_F32;
-            int relu = variant >= 2, residual = variant >= 4;
+            int relu = variant >= 2, residual = variant == 4 || variant == 5, bn = variant < 6;
             if (residual && cases[ci].strided)
                 continue;
             /* A residual adds the input back: channels in = out. */
@@ -403,7 +404,7 @@ TEST(module_fused_conv_bn_relu_is_bit_identical)
             for (int j = 0; cases[ci].kv[j]; j++)
                 kv[nkv++] = cases[ci].kv[j];
             kv[nkv] = NULL;
-            sr_module *m = fuse_net(kv, cout, relu, residual, dt);
+            sr_module *m = fuse_net(kv, cout, relu, residual, bn, dt);
             CHECK(m, "%s: net: %s", cases[ci].what, sr_errmsg());
             sr_tensor x = SR_TENSOR_INIT, ref = SR_TENSOR_INIT;
             CHECK_OK(check_randn(&x, 4, (int64_t[]){cases[ci].n, cases[ci].cin, cases[ci].hw, cases[ci].hw}, 5));
@@ -523,7 +524,7 @@ TEST(module_residual_branch_shape_mismatch_is_an_error)
 TEST(module_fusion_ends_at_a_tap)
 {
     const char *kv[] = {"in_channels", "3", "out_channels", "4", "kernel_size", "3", "padding", "1", NULL};
-    sr_module *m = fuse_net(kv, 4, 1, 0, SR_F32);
+    sr_module *m = fuse_net(kv, 4, 1, 0, 1, SR_F32);
     CHECK(m, "net: %s", sr_errmsg());
     sr_tensor x = SR_TENSOR_INIT;
     CHECK_OK(check_randn(&x, 4, (int64_t[]){2, 3, 6, 6}, 3));

@@ -34,6 +34,16 @@ static const torch_case cases[] = {
     {"layer_scale_last", sr_layer_scale_create, "layer_scale", .kv = {"dim", "6"}, .params = {"gamma"}},
     {"layer_scale_channels", sr_layer_scale_create, "layer_scale",
      .kv = {"dim", "6", "dim_axis", "channels", "name", "layer_scale"}, .params = {"layer_scale"}},
+    {"maxpool_k3s2_ceil", sr_maxpool2d_create, "maxpool2d", .kv = {"kernel_size", "3", "stride", "2", "ceil_mode", "true"}},
+    {"maxpool_k3s2p1_ceil", sr_maxpool2d_create, "maxpool2d",
+     .kv = {"kernel_size", "3", "stride", "2", "padding", "1", "ceil_mode", "true"}},
+    {"avgpool_k3s2_ceil", sr_avgpool2d_create, "avgpool2d", .kv = {"kernel_size", "3", "stride", "2", "ceil_mode", "true"}},
+    {"avgpool_k3s2p1_ceil_nopad", sr_avgpool2d_create, "avgpool2d",
+     .kv = {"kernel_size", "3", "stride", "2", "padding", "1", "ceil_mode", "true", "count_include_pad", "false"}},
+    {"maxpool_k3s2_pad0101", sr_maxpool2d_create, "maxpool2d",
+     .kv = {"kernel_size", "3", "stride", "2", "padding", "0,1,1,1"}},
+    {"avgpool_k2s2_pad0011", sr_avgpool2d_create, "avgpool2d",
+     .kv = {"kernel_size", "2", "stride", "2", "padding", "0,0,1,1"}},
 };
 
 #define N (sizeof cases / sizeof *cases)

@@ -233,6 +233,31 @@ T.test("image: load matches vipsthumbnail + vips crop", function()
   T.raises(function() srgeo.image.load(DIR .. "/nope.png") end, "nope.png: No such file")
 end)
 
+T.test("image: float64 loading: each pixel exactly v/255 in double, the float32 one that rounded", function()
+  local p = DIR .. "/f64.png"
+  srgeo.image.save(p, srgeo.rand({ 1, 3, 7, 9 }, 5))
+  for _, opts in ipairs { { size = false }, { size = false, channels = 1 } } do
+    local x32 = srgeo.image.load(p, opts)
+    opts.dtype = "float64"
+    local x64 = srgeo.image.load(p, opts)
+    T.eq(x64:dtype(), "float64")
+    T.eq(x32:dtype(), "float32")
+    local v64, v32 = x64:reshape { -1 }:totable(), x32:double():reshape { -1 }:totable()
+    for i = 1, #v64 do
+      if opts.channels ~= 1 then -- 8-bit samples: k/255 in double, exactly
+        local k = math.floor(v64[i] * 255 + 0.5)
+        T.eq(v64[i], k / 255, "pixel " .. i)
+      end
+      -- RGB: the float64 value rounded once; luma: float32's own sum of three products
+      local tol = opts.channels == 1 and 2 ^ -21 or 2 ^ -24
+      T.truthy(math.abs(v64[i] - v32[i]) <= tol, "float32 pixel " .. i .. " is the float64 one rounded")
+    end
+  end
+  local b = srgeo.image.load_batch({ p, p }, { size = false, dtype = "float64" })
+  T.eq(b:dtype(), "float64")
+  T.raises(function() srgeo.image.load(p, { dtype = "float16" }) end, "float16")
+end)
+
 T.test("image: save round trip, rescale, blur kernel", function()
   local t = srgeo.rand({ 1, 3, 9, 11 }, 4)
   local p = DIR .. "/rt.png"

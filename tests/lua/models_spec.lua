@@ -372,7 +372,7 @@ T.test("models.list: every architecture, with parameter counts equal to PyTorch'
     if large or srgeo.models._recorded_params[name] < 3e6 then
       local m = srgeo.models[name] { init = false }
       local n = 0
-      for _, t in pairs(m:parameters { trainable = true }) do n = n + t:numel() end
+      for _, t in pairs(m:parameters()) do n = n + t:numel() end
       T.eq(n, srgeo.models._recorded_params[name], name .. " built")
       m = nil
       collectgarbage()
@@ -388,7 +388,7 @@ T.test("summary: output shapes, parameters and FLOPs per sample (= the PyTorch c
     local text = m:summary { c, h, w }
     local total, flops = text:match("total: (%d+) trainable parameters, (%S+) GEMM FLOPs")
     local n = 0
-    for _, t in pairs(m:parameters { trainable = true }) do n = n + t:numel() end
+    for _, t in pairs(m:parameters()) do n = n + t:numel() end
     T.eq(tonumber(total), n, name .. " total parameters")
     T.close(tonumber(flops), tonumber(ref.meta.flops), 1e-3, name .. " FLOPs")
   end

@@ -52,3 +52,61 @@ T.test("nn: vjp from a tap backpropagates from that module only", function()
   -- the full model still works afterwards
   T.eq(table.concat(m:vjp(x, srgeo.randn({ 3, 2 }, 2)):shape(), ","), "3,4")
 end)
+
+T.test("nn.graph: a DAG from Lua, inputs by name, taps, the same output as the residual it spells", function()
+  local conv = function(i, o, k) return nn.conv2d { in_channels = i, out_channels = o, kernel_size = k, padding = k // 2 } end
+  local g = nn.graph {
+    { "conv1", conv(3, 4, 3) },
+    { "relu1", nn.relu {} },
+    { "conv2", conv(4, 4, 3) },
+    { "down", conv(3, 4, 1), "input" },
+    { "sum", nn.add {}, { "conv2", "down" } },
+    { "relu2", nn.relu {} },
+    output = "relu2",
+  }
+  g:init(4)
+  local native = nn.sequential {
+    { "", nn.residual { nn.sequential { { "conv1", g:find("conv1") }, { "relu1", g:find("relu1") }, { "conv2", g:find("conv2") } },
+                        g:find("down") } },
+    { "relu2", g:find("relu2") },
+  }
+  local x = srgeo.rand({ 2, 3, 6, 6 }, 1)
+  T.eq((g:forward(x) - native:forward(x)):abs():max(), 0)
+  T.eq(table.concat(g:forward(x, { tap = "relu1" }):shape(), ","), "2,4,6,6")
+  T.eq(table.concat(g:param_names(), " "), "conv1.weight conv1.bias conv2.weight conv2.bias down.weight down.bias")
+  local _, jv = g:jvp(x, srgeo.randn({ 4, 3, 6, 6 }, 2))
+  local _, jn = native:jvp(x, srgeo.randn({ 4, 3, 6, 6 }, 2))
+  T.close((jv - jn):abs():max(), 0, 1e-6)
+  T.raises(function() nn.graph { { "a", nn.relu {}, "nope" } } end, "reads 'nope', which is not an earlier node")
+  T.raises(function() nn.graph { { "a", nn.relu {} }, { "a", nn.relu {} } } end, "two nodes named 'a'")
+  T.raises(function() nn.graph { { "s", nn.add {} } } end, "takes 2 inputs, given 1")
+  T.raises(function() nn.graph { { "a", nn.relu {} }, output = "b" } end, "reads 'b'")
+end)
+
+T.test("nn: buffers are saved and loaded but never in m:parameters()", function()
+  local m = nn.sequential {
+    { "conv", nn.conv2d { in_channels = 1, out_channels = 2, kernel_size = 1 } },
+    { "bn", nn.batchnorm2d { num_features = 2 } },
+    { "shift", nn.add { shape = { 2, 1, 1 } } },            -- a constant: a buffer
+    { "scale", nn.mul { shape = { 2, 1, 1 }, trainable = true } },
+  }
+  local keys = function(t) local k = {} for n in pairs(t) do k[#k + 1] = n end table.sort(k) return table.concat(k, " ") end
+  T.eq(keys(m:parameters()), "bn.bias bn.weight conv.bias conv.weight scale.value")
+  T.eq(keys(m:buffers()), "bn.num_batches_tracked bn.running_mean bn.running_var shift.value")
+  T.eq(keys(m:state_dict()), "bn.bias bn.num_batches_tracked bn.running_mean bn.running_var bn.weight conv.bias " ..
+    "conv.weight scale.value shift.value")
+  m:set("shift.value", srgeo.tensor { { { 1.5 } }, { { -2 } } })
+  local path = os.tmpname()
+  m:save(path)
+  local m2 = nn.sequential {
+    { "conv", nn.conv2d { in_channels = 1, out_channels = 2, kernel_size = 1 } },
+    { "bn", nn.batchnorm2d { num_features = 2 } },
+    { "shift", nn.add { shape = { 2, 1, 1 } } },
+    { "scale", nn.mul { shape = { 2, 1, 1 }, trainable = true } },
+  }
+  m2:load(path)
+  os.remove(path)
+  T.eq(m2:get("shift.value"):totable()[2][1][1], -2)
+  local x = srgeo.rand({ 1, 1, 3, 3 }, 2)
+  T.eq((m:eval():forward(x) - m2:eval():forward(x)):abs():max(), 0)
+end)

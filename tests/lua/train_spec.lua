@@ -71,7 +71,7 @@ T.test("train: two SGD / nesterov / AdamW steps on a small CNN match PyTorch 1.1
     for step = 1, 2 do
       local loss = srgeo._train_step(m, opt, X, labels)
       T.close(loss, want_loss[step], 1e-6, name .. " loss of step " .. step)
-      local p = m:parameters()
+      local p = m:state_dict()
       for _, k in ipairs(m:param_names()) do
         local want = srgeo.npy.load(FIX .. string.format("%s_step%d_%s.npy", name, step, k))
         local e = reldiff(p[k]:reshape { -1 }, want:reshape { -1 })
@@ -169,7 +169,7 @@ local function tiny_cnn(seed)
 end
 
 local function same_weights(a, b, what)
-  local pa, pb = a:parameters(), b:parameters()
+  local pa, pb = a:state_dict(), b:state_dict()
   for _, k in ipairs(a:param_names()) do
     local d = maxdiff(pa[k], pb[k])
     if d ~= 0 then error(string.format("%s: %s differs by %.3g", what, k, d), 2) end

@@ -1,0 +1,2328 @@
+/* onnx_import.c - ONNX graphs as module graphs (onnx_import.h).
+ *
+ * Nodes are translated in the model's order (ONNX lists them sorted).  A
+ * node whose inputs are all static is folded (onnx_fold.c); any other
+ * becomes one or a few graph nodes built from the layer registry with
+ * string options, exactly as srgeo.nn.NAME{...} builds them, so an
+ * imported graph holds nothing the Lua side could not build.
+ *
+ * A dynamic value is kept as (batch, ps...) in memory, ps its per-sample
+ * dims.  Its ONNX (logical) dims are ps with the batch inserted as dim bat,
+ * or merged into dim bat with the per-sample dim after it (MERGE_AFTER:
+ * B·m, batch-major, as the (B·nW, T, C) of a window partition and the
+ * (B·heads, T, d) of attention), the one before it (MERGE_BEFORE: m·B, as
+ * the (T·B, D) of PyTorch's multi-head attention) or both.  bat -1: no
+ * batch (the no_batch option).  Each op is mapped onto ps: an axis
+ * of the logical value is a per-sample dim unless it is the batch, which
+ * no op may reduce, gather, concatenate along or mix. */
+#include "import/onnx_import.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "import/onnx_fold.h"
+#include "nn/layers.h"
+
+enum { V_STATIC = 1, V_DYN };
+/* The per-sample dims the batch's logical dim also holds: the one after
+ * the batch (B·m), the one before it (m·B). */
+enum { MERGE_AFTER = 1, MERGE_BEFORE = 2 };
+
+typedef struct {
+    char *name;
+    int store;                  /* V_STATIC or V_DYN */
+    sr_fold_val s;              /* V_STATIC */
+    int id;                     /* V_DYN: graph value */
+    int nd, bat, merged;        /* merged: MERGE_AFTER | MERGE_BEFORE, or 0 */
+    int64_t ps[SR_MAXDIM];
+    int uses, consumer;         /* readers among the nodes, and the first one */
+} ival;
+
+/* Dims for messages: "(2,4,4)". */
+static const char *dims_str(int nd, const int64_t *d, const char *suffix, char *buf)
+{
+    sr_tensor t = SR_TENSOR_INIT;
+    t.ndim = nd < 0 ? 0 : nd > SR_MAXDIM ? SR_MAXDIM : nd;
+    memcpy(t.shape, d, (size_t)t.ndim * sizeof *d);
+    sr_shape_str(&t, buf, SR_SHAPE_BUF);
+    strcat(buf, suffix);
+    return buf;
+}
+#define DIMS(nd, d) dims_str((nd), (d), "", (char[SR_SHAPE_BUF + 12]){0})
+#define PS(v) dims_str((v)->nd, (v)->ps, " per sample", (char[SR_SHAPE_BUF + 12]){0})
+
+typedef struct {
+    const sr_onnx_model *m;
+    const sr_onnx_import_opts *o;
+    sr_module *g;
+    ival *v;
+    int nv, cap;
+    int *tab, tcap;             /* name -> value index + 1 */
+    int64_t n0;                 /* the batch size shapes baked into the file were made for */
+    unsigned char *skip;        /* nodes absorbed by an earlier one */
+    int folded;
+    int64_t folded_values;      /* elements all folded constants hold (both batch sizes) */
+    int64_t fold_budget;        /* ... and at most this many (see translate) */
+    int64_t fold_max;           /* elements one folded tensor may hold (see translate) */
+    int head_in;                /* value index of the last classifier head's input, or -1 */
+    int head_node;
+} imp;
+
+/* --- values by name ---------------------------------------------------------- */
+static uint64_t hash_str(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+static ival *find(imp *I, const char *name)
+{
+    if (!name || !*name)
+        return NULL;
+    for (uint64_t h = hash_str(name) & (uint64_t)(I->tcap - 1);; h = (h + 1) & (uint64_t)(I->tcap - 1)) {
+        int k = I->tab[h];
+        if (!k)
+            return NULL;
+        if (!strcmp(I->v[k - 1].name, name))
+            return &I->v[k - 1];
+    }
+}
+
+/* A new value `name` (names are defined once in ONNX). */
+static ival *define(imp *I, const char *name)
+{
+    if (find(I, name)) {
+        sr_fail("value '%s' is defined twice", name);
+        return NULL;
+    }
+    if (I->nv >= I->cap || 2 * (I->nv + 1) > I->tcap)
+        return sr_fail("too many values"), NULL;
+    ival *v = &I->v[I->nv];
+    memset(v, 0, sizeof *v);
+    v->consumer = -1;
+    if (!(v->name = strdup(name)))
+        return sr_fail("out of memory"), NULL;
+    uint64_t h = hash_str(name) & (uint64_t)(I->tcap - 1);
+    while (I->tab[h])
+        h = (h + 1) & (uint64_t)(I->tcap - 1);
+    I->tab[h] = ++I->nv;
+    return v;
+}
+
+static int index_of(const imp *I, const ival *v) { return (int)(v - I->v); }
+
+/* --- the layout of dynamic values -------------------------------------------- */
+/* How many per-sample dims the batch's logical dim holds, and whether
+ * one comes before the batch. */
+static int mcount(int merged) { return (merged & 1) + (merged >> 1 & 1); }
+static int mbefore(int merged) { return merged >> 1 & 1; }
+
+static int lrank(const ival *v) { return v->bat < 0 ? v->nd : v->nd + 1 - mcount(v->merged); }
+
+/* Logical dims at batch size N. */
+static void ldims(const ival *v, int64_t N, int64_t *out)
+{
+    int mc = mcount(v->merged);
+    for (int i = 0, j = 0; i < lrank(v); i++) {
+        if (v->bat >= 0 && i == v->bat) {
+            out[i] = N;
+            for (int k = 0; k < mc; k++)
+                out[i] *= v->ps[j++];
+        } else {
+            out[i] = v->ps[j++];
+        }
+    }
+}
+
+/* Logical dim i: the per-sample dim it is (>= 0), or -1 for the batch on
+ * its own; *merged gets the flags when it is the batch merged with
+ * per-sample dims (which then start at the dim returned). */
+static int item(const ival *v, int i, int *merged)
+{
+    *merged = 0;
+    if (v->bat < 0 || i < v->bat)
+        return i;
+    int mc = mcount(v->merged);
+    if (i == v->bat) {
+        *merged = v->merged;
+        return mc ? i : -1;
+    }
+    return i - 1 + mc;
+}
+
+/* The per-sample dim of logical axis a (negative from the end), refusing
+ * the batch: op names the use in the message. */
+static int ps_axis(const ival *v, int64_t a, const char *op, int *q)
+{
+    int r = lrank(v), m;
+    int64_t b = a < 0 ? a + r : a;
+    if (b < 0 || b >= r)
+        return sr_fail("axis %lld is out of range for a value of rank %d", (long long)a, r);
+    int it = item(v, (int)b, &m);
+    if (it < 0 || m)
+        return sr_fail("%s axis %lld is the batch axis", op, (long long)a);
+    *q = it;
+    return 0;
+}
+
+/* A per-sample dim of size 1 merged with the batch is none. */
+static void normalize_layout(ival *v)
+{
+    for (int flag = MERGE_BEFORE; v->bat >= 0 && flag; flag = flag == MERGE_BEFORE ? MERGE_AFTER : 0) {
+        if (!(v->merged & flag))
+            continue;
+        int d = v->bat + (flag == MERGE_AFTER ? mbefore(v->merged) : 0);
+        if (v->ps[d] != 1)
+            continue;
+        for (; d + 1 < v->nd; d++)
+            v->ps[d] = v->ps[d + 1];
+        v->nd--;
+        v->merged &= ~flag;
+    }
+}
+
+#define VALUE_MAX ((int64_t)1 << 40)
+static ival *def_dyn(imp *I, const char *name, int id, int nd, const int64_t *ps, int bat, int merged)
+{
+    if (nd > SR_MAXDIM - 1)
+        return sr_fail("'%s' would have %d dims after the batch (at most %d)", name, nd, SR_MAXDIM - 1), NULL;
+    /* Bounded, so the shape arithmetic on values never overflows. */
+    int64_t n = 1;
+    for (int d = 0; d < nd; d++) {
+        if (ps[d] < 0 || (ps[d] && n > VALUE_MAX / ps[d]))
+            return sr_fail("'%s' would be %s per sample (at most %lld values)", name, DIMS(nd, ps),
+                           (long long)VALUE_MAX), NULL;
+        n *= ps[d];
+    }
+    ival *v = define(I, name);
+    if (!v)
+        return NULL;
+    v->store = V_DYN;
+    v->id = id;
+    v->nd = nd;
+    memcpy(v->ps, ps, (size_t)nd * sizeof *ps);
+    v->bat = bat;
+    v->merged = merged;
+    normalize_layout(v);
+    return v;
+}
+
+/* The same layout under a new name (Identity, Dropout, a no-op). */
+static ival *alias(imp *I, const char *name, const ival *x)
+{
+    return def_dyn(I, name, x->id, x->nd, x->ps, x->bat, x->merged);
+}
+
+/* --- layers ------------------------------------------------------------------ */
+typedef struct {
+    const char *kv[64];
+    char *buf[32];
+    int n, nb;
+} kvs;
+
+static void kv_add(kvs *k, const char *key, char *val)
+{
+    if (k->n + 3 > 64 || k->nb >= 32 || !val) {
+        free(val);
+        return;
+    }
+    k->buf[k->nb++] = val;
+    k->kv[k->n++] = key;
+    k->kv[k->n++] = val;
+    k->kv[k->n] = NULL;
+}
+
+static char *fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
+static char *fmt(const char *f, ...)
+{
+    va_list ap;
+    va_start(ap, f);
+    char *s = NULL;
+    if (vasprintf(&s, f, ap) < 0)
+        s = NULL;
+    va_end(ap);
+    return s;
+}
+
+static void kv_s(kvs *k, const char *key, const char *v) { kv_add(k, key, strdup(v)); }
+static void kv_i(kvs *k, const char *key, int64_t v) { kv_add(k, key, fmt("%lld", (long long)v)); }
+static void kv_d(kvs *k, const char *key, double v) { kv_add(k, key, fmt("%.17g", v)); }
+
+static void kv_li(kvs *k, const char *key, const int64_t *v, int n)
+{
+    size_t cap = (size_t)n * 24 + 2;
+    char *s = malloc(cap);
+    if (!s)
+        return;
+    size_t len = 0;
+    s[0] = 0;
+    for (int i = 0; i < n; i++)
+        len += (size_t)snprintf(s + len, cap - len, i ? ",%lld" : "%lld", (long long)v[i]);
+    kv_add(k, key, s);
+}
+
+static void kv_ld(kvs *k, const char *key, const double *v, int n)
+{
+    size_t cap = (size_t)n * 28 + 2;
+    char *s = malloc(cap);
+    if (!s)
+        return;
+    size_t len = 0;
+    s[0] = 0;
+    for (int i = 0; i < n; i++)
+        len += (size_t)snprintf(s + len, cap - len, i ? ",%.17g" : "%.17g", v[i]);
+    kv_add(k, key, s);
+}
+
+static void kv_free(kvs *k)
+{
+    for (int i = 0; i < k->nb; i++)
+        free(k->buf[i]);
+    k->nb = k->n = 0;
+}
+
+/* A registry layer from the options in k (freed), in the import's dtype. */
+static sr_module *layer(imp *I, const char *kind, kvs *k)
+{
+    const sr_layer_def *d = sr_layer_lookup(kind);
+    sr_module *m = NULL;
+    if (!d) {
+        sr_fail("no layer %s", kind);
+    } else {
+        sr_opts o;
+        sr_opts_kv_data data;
+        k->kv[k->n] = NULL;
+        sr_opts_kv(&o, &data, kind, k->kv);
+        m = d->create(&o);
+    }
+    kv_free(k);
+    if (m) {
+        sr_module_set_training(m, 0);
+        if (I->o->dtype != m->dtype && sr_module_to_dtype(m, I->o->dtype)) {
+            sr_module_release(m);
+            return NULL;
+        }
+    }
+    return m;
+}
+
+static int set_param(sr_module *m, const char *name, const sr_tensor *t)
+{
+    sr_param *p = sr_module_local_param(m, name);
+    if (!p)
+        return sr_fail("%s has no parameter %s", m->ops->kind, name);
+    if (sr_numel(&p->value) != sr_numel(t))
+        return sr_fail("%s parameter %s is %s, the constant %s", m->ops->kind, name, SR_SHAPE(&p->value),
+                       SR_SHAPE(t));
+    return sr_tensor_assign(&p->value, t);
+}
+
+/* Add m as a graph node reading values in[]; the name is base, made unique.
+ * Takes m's reference; returns the value id or -1. */
+static int add_node(imp *I, const char *base, sr_module *m, int nin, const int *in)
+{
+    if (!m)
+        return -1;
+    char name[512];
+    snprintf(name, sizeof name, "%s", *base ? base : m->ops->kind);
+    for (int k = 2; !strcmp(name, "input") || sr_graph_value(I->g, name) > 0; k++)
+        snprintf(name, sizeof name, "%s_%d", *base ? base : m->ops->kind, k);
+    int id = sr_graph_add(I->g, name, m, nin, in);
+    sr_module_release(m);
+    return id;
+}
+
+/* A graph node name for ONNX node n: the prefix of its weight's name
+ * ("layer1.0.conv1" for "layer1.0.conv1.weight", so parameters keep
+ * PyTorch's keys), else the node's name, else its first output's. */
+static void node_name(const sr_onnx_node *n, const char *weight, char *out, size_t cap)
+{
+    size_t wl = weight ? strlen(weight) : 0;
+    if (wl > 7 && !strcmp(weight + wl - 7, ".weight") && wl - 7 < cap)
+        snprintf(out, cap, "%.*s", (int)(wl - 7), weight);
+    else
+        snprintf(out, cap, "%s", *n->name ? n->name : n->noutputs ? n->outputs[0] : n->op_type);
+}
+
+/* --- node attributes ---------------------------------------------------------- */
+static int64_t ai(const sr_onnx_node *n, const char *name, int64_t def)
+{
+    const sr_onnx_attr *a = sr_onnx_attr_find(n, name);
+    return a && a->type == SR_ONNX_ATTR_INT ? a->i : def;
+}
+
+static double af(const sr_onnx_node *n, const char *name, double def)
+{
+    const sr_onnx_attr *a = sr_onnx_attr_find(n, name);
+    return a && a->type == SR_ONNX_ATTR_FLOAT ? a->f : a && a->type == SR_ONNX_ATTR_INT ? (double)a->i : def;
+}
+
+static const char *as(const sr_onnx_node *n, const char *name, const char *def)
+{
+    const sr_onnx_attr *a = sr_onnx_attr_find(n, name);
+    return a && a->type == SR_ONNX_ATTR_STRING ? a->s : def;
+}
+
+/* Ints from attribute name or static input v (either may be absent): *cnt
+ * -1 when neither is there. */
+static int ints_of(const sr_onnx_node *n, const char *name, const ival *v, int64_t *out, int max, int *cnt)
+{
+    const sr_onnx_attr *a = name ? sr_onnx_attr_find(n, name) : NULL;
+    *cnt = -1;
+    if (a && a->type == SR_ONNX_ATTR_INTS) {
+        if (a->n > max)
+            return sr_fail("attribute %s has %d entries (at most %d)", name, a->n, max);
+        memcpy(out, a->ints, (size_t)a->n * sizeof *out);
+        *cnt = a->n;
+    } else if (v) {
+        if (v->store != V_STATIC || sr_fold_val_batched(&v->s))
+            return sr_fail("input '%s' must be a constant", v->name);
+        const sr_tensor *t = &v->s.v[0];
+        if (t->ndim > 1 || sr_numel(t) > max)
+            return sr_fail("input '%s' %s must be a list of at most %d", v->name, SR_SHAPE(t), max);
+        for (int64_t i = 0; i < sr_numel(t); i++)
+            out[i] = sr_fold_int(sr_f64(t)[i]);
+        *cnt = (int)sr_numel(t);
+    }
+    return 0;
+}
+
+/* The one number in static value v (a scalar or a one-element tensor). */
+static int scalar_of(const ival *v, double *out)
+{
+    if (!v || v->store != V_STATIC || sr_fold_val_batched(&v->s) || sr_numel(&v->s.v[0]) != 1)
+        return sr_fail("input '%s' must be a constant number", v ? v->name : "?");
+    *out = sr_f64(&v->s.v[0])[0];
+    return 0;
+}
+
+/* An unsupported attribute: a distinct message the conformance report
+ * counts as a documented skip. */
+#define UNSUPPORTED(...) sr_fail("unsupported: " __VA_ARGS__)
+
+/* --- constants as operands of dynamic values ---------------------------------- */
+/* The per-sample form of static c broadcast against dynamic x: c's dim at
+ * x's batch (right-aligned) must be 1 there (an Expand of a constant over
+ * the batch counts: its rows are equal) and is dropped.  *lo gets the
+ * logical rank of the broadcast. */
+static int per_sample(const ival *c, const ival *x, sr_tensor *out, int *lo)
+{
+    const sr_tensor *t0 = &c->s.v[0], *t1 = &c->s.v[1];
+    int rc = t0->ndim, lx = lrank(x), bdim = -1;
+    *lo = rc > lx ? rc : lx;
+    if (sr_fold_val_batched(&c->s)) {
+        /* the dim that grows with the batch, and no other change */
+        for (int d = 0; d < rc; d++)
+            if (t0->shape[d] != t1->shape[d]) {
+                if (bdim >= 0 || t0->shape[d] % SR_FOLD_N1 || t1->shape[d] % SR_FOLD_N2 ||
+                    t0->shape[d] / SR_FOLD_N1 != t1->shape[d] / SR_FOLD_N2)
+                    return sr_fail("constant '%s' depends on the batch in a way srgeo cannot follow", c->name);
+                bdim = d;
+            }
+        if (bdim < 0)
+            return sr_fail("constant '%s' depends on the batch in its values", c->name);
+    }
+    int xb = x->bat >= 0 ? x->bat + (*lo - lx) : -1; /* x's batch in broadcast coords */
+    int cb = xb >= 0 ? xb - (*lo - rc) : -1;         /* ... in c's dims */
+    int mc = mcount(x->merged);
+    if (bdim >= 0 && (bdim != cb || mc))
+        return sr_fail("constant '%s' grows with the batch along a dim that is not the batch of '%s'", c->name,
+                       x->name);
+    int64_t shape[SR_MAXDIM + 2];
+    int nd = 0;
+    for (int d = 0; d < rc; d++) {
+        if (d == cb) {
+            if (bdim < 0 && t0->shape[d] != 1)
+                return sr_fail("constant '%s' %s varies along the batch axis of '%s'", c->name, SR_SHAPE(t0),
+                               x->name);
+            /* 1 against the batch merged with per-sample dims: 1 for each */
+            for (int k = 0; k < mc; k++)
+                shape[nd++] = 1;
+            continue;
+        }
+        shape[nd++] = t0->shape[d];
+    }
+    if (nd > SR_MAXDIM)
+        return sr_fail("constant '%s' would have too many dims", c->name);
+    if (bdim < 0)
+        return sr_tensor_reshape(out, t0, nd, shape) ? -1 : 0;
+    /* an expanded constant: its first batch row */
+    sr_tensor row = SR_TENSOR_INIT;
+    int64_t outer = 1, inner = 1, n = t0->shape[bdim] / SR_FOLD_N1;
+    for (int d = 0; d < bdim; d++)
+        outer *= t0->shape[d];
+    for (int d = bdim + 1; d < rc; d++)
+        inner *= t0->shape[d];
+    if (n != 1)
+        return sr_fail("constant '%s' merges the batch", c->name);
+    if (sr_tensor_alloc(&row, SR_F64, nd, shape))
+        return -1;
+    for (int64_t o = 0; o < outer; o++)
+        memcpy(sr_f64(&row) + o * inner, sr_f64(t0) + o * t0->shape[bdim] * inner, (size_t)inner * sizeof(double));
+    sr_tensor_free(out);
+    *out = row;
+    return 0;
+}
+
+/* Per-sample broadcast of two shapes (right-aligned). */
+static int bcast_ps(int an, const int64_t *a, int bn, const int64_t *b, int *on, int64_t *o)
+{
+    int n = an > bn ? an : bn;
+    for (int i = 0; i < n; i++) {
+        int ia = an - n + i, ib = bn - n + i;
+        int64_t da = ia >= 0 ? a[ia] : 1, db = ib >= 0 ? b[ib] : 1;
+        if (da != db && da != 1 && db != 1)
+            return sr_fail("operands do not broadcast");
+        o[i] = da == 1 ? db : da;
+    }
+    *on = n;
+    return 0;
+}
+
+/* --- translation of one node ---------------------------------------------------- */
+typedef struct {
+    imp *I;
+    const sr_onnx_node *n;
+    int idx;
+    ival *in[64];
+    int nin;
+    char name[512];
+    ival batched; /* as_batch's view of an input */
+} ctx;
+
+static const char *out_name(const ctx *c, int i) { return i < c->n->noutputs ? c->n->outputs[i] : ""; }
+
+/* Only output 0 may be read (Dropout's mask, MaxPool's indices...). */
+static int only_first_output(const ctx *c)
+{
+    for (int i = 1; i < c->n->noutputs; i++)
+        if (*c->n->outputs[i]) {
+            /* an output nobody reads is fine */
+            int used = 0;
+            const sr_onnx_model *m = c->I->m;
+            for (int j = c->idx + 1; j < m->nnodes && !used; j++)
+                for (int k = 0; k < m->nodes[j].ninputs; k++)
+                    used |= !strcmp(m->nodes[j].inputs[k], c->n->outputs[i]);
+            /* of the graph's outputs, only the one returned */
+            const char *ret = c->I->o->output ? c->I->o->output : m->noutputs ? m->outputs[0].name : "";
+            used |= !strcmp(ret, c->n->outputs[i]);
+            if (used)
+                return UNSUPPORTED("%s output %d ('%s') is read", c->n->op_type, i + 1, c->n->outputs[i]);
+        }
+    return 0;
+}
+
+static ival *dyn_in(const ctx *c, int i)
+{
+    ival *v = i < c->nin ? c->in[i] : NULL;
+    return v && v->store == V_DYN ? v : NULL;
+}
+
+/* A single-input layer on x with output layout (nd, ps, bat, merged). */
+static int emit1(ctx *c, const char *kind, kvs *k, const ival *x, int nd, const int64_t *ps, int bat, int merged)
+{
+    sr_module *m = layer(c->I, kind, k);
+    int id = add_node(c->I, c->name, m, 1, &x->id);
+    return id < 0 || !def_dyn(c->I, out_name(c, 0), id, nd, ps, bat, merged) ? -1 : 0;
+}
+
+/* An elementwise layer: same layout out as in. */
+static int emit_same(ctx *c, const char *kind, kvs *k, const ival *x)
+{
+    return emit1(c, kind, k, x, x->nd, x->ps, x->bat, x->merged);
+}
+
+/* Reshape dynamic x to logical shape S (at the two batch sizes: S1, S2;
+ * entries 0 copy x's dim unless allowzero, one may be -1). */
+/* Entries of a target shape, and their product, are bounded so that the
+ * arithmetic below stays inside int64. */
+#define RESHAPE_MAX VALUE_MAX
+static int reshape_to(ctx *c, const ival *x, const int64_t *S1in, const int64_t *S2in, int ns, int allowzero,
+                      const char *name)
+{
+    imp *I = c->I;
+    int lx = lrank(x);
+    int64_t L1[SR_MAXDIM + 1], L2[SR_MAXDIM + 1], S1[SR_MAXDIM], S2[SR_MAXDIM];
+    if (ns > SR_MAXDIM)
+        return sr_fail("reshape to %d dims", ns);
+    ldims(x, SR_FOLD_N1, L1);
+    ldims(x, SR_FOLD_N2, L2);
+    int free_d = -1, dep = -1;
+    for (int i = 0; i < ns; i++) {
+        S1[i] = S1in[i], S2[i] = S2in[i];
+        if (S1[i] == 0 && !allowzero) {
+            if (i >= lx)
+                return sr_fail("reshape: entry %d is 0 but the input has %d dims", i, lx);
+            S1[i] = L1[i], S2[i] = L2[i];
+        }
+        if (S1[i] == -1 && S2[i] == -1) {
+            if (free_d >= 0)
+                return sr_fail("reshape: two entries are -1");
+            free_d = i;
+        } else if (S1[i] < 0 || S2[i] < 0 || S1[i] > RESHAPE_MAX || S2[i] > RESHAPE_MAX) {
+            return sr_fail("reshape: entry %d is %lld", i, (long long)(S1[i] < 0 || S1[i] > RESHAPE_MAX ? S1[i] : S2[i]));
+        } else if (S1[i] != S2[i]) {
+            if (dep >= 0)
+                return sr_fail("reshape: entries %d and %d both depend on the batch", dep, i);
+            dep = i;
+        }
+    }
+    for (int k = 0; k < 2; k++) {
+        const int64_t *S = k ? S2 : S1;
+        int64_t prod = 1;
+        for (int i = 0; i < ns; i++) {
+            if (i == free_d)
+                continue;
+            if (S[i] && prod > RESHAPE_MAX / S[i])
+                return sr_fail("reshape: the shape %s holds more than %lld values", DIMS(ns, S), (long long)RESHAPE_MAX);
+            prod *= S[i];
+        }
+    }
+    int64_t psn = 1;
+    for (int d = 0; d < x->nd; d++)
+        psn *= x->ps[d];
+    ival tmp = {0};
+    if (x->bat < 0) {
+        /* no batch: the shape is the per-sample shape */
+        if (dep >= 0)
+            return sr_fail("reshape: a batch-dependent shape for a value without a batch");
+        int64_t known = 1;
+        for (int i = 0; i < ns; i++)
+            known *= i == free_d ? 1 : S1[i];
+        for (int i = 0; i < ns; i++)
+            tmp.ps[i] = i == free_d ? (known ? psn / known : 0) : S1[i];
+        tmp.nd = ns;
+        tmp.bat = -1;
+    } else {
+        /* the per-sample values before the batch in the logical order: the
+         * dims before its dim, and one merged before it */
+        int64_t pre = 1;
+        for (int i = 0; i < x->bat; i++)
+            pre *= x->ps[i];
+        if (mbefore(x->merged))
+            pre *= x->ps[x->bat];
+        int p = -1;
+        int64_t coef = -1; /* the batch dim's size over the batch (-1: from the rest) */
+        if (dep >= 0) {
+            if (S1[dep] % SR_FOLD_N1 || S2[dep] % SR_FOLD_N2 || S1[dep] / SR_FOLD_N1 != S2[dep] / SR_FOLD_N2)
+                return sr_fail("reshape: entry %d (%lld at batch %d, %lld at %d) is not a multiple of the batch", dep,
+                               (long long)S1[dep], SR_FOLD_N1, (long long)S2[dep], SR_FOLD_N2);
+            p = dep;
+            coef = S1[dep] / SR_FOLD_N1;
+        } else {
+            /* a shape baked for batch n0: the leftmost dim whose values
+             * before it divide those before the batch */
+            int64_t acc = 1;
+            for (p = 0; p < ns; p++) {
+                if (p == free_d)
+                    break;
+                if (pre % acc == 0 && S1[p] % I->n0 == 0 && (S1[p] / I->n0) % (pre / acc) == 0)
+                    break;
+                acc *= S1[p];
+            }
+            if (p >= ns)
+                return sr_fail("reshape: no dim of the shape can hold the batch (batch size %lld when exported)",
+                               (long long)I->n0);
+            if (p != free_d)
+                coef = S1[p] / I->n0;
+        }
+        int64_t known = 1, npre = 1;
+        for (int i = 0; i < ns; i++)
+            if (i != free_d && i != p)
+                known *= S1[i];
+        for (int i = 0; i < p; i++)
+            if (i != free_d)
+                npre *= S1[i];
+        if (free_d >= 0 && free_d != p) {
+            if (!known || psn % (known * coef))
+                return sr_fail("reshape: %lld values per sample do not fit the shape %s", (long long)psn, DIMS(ns, S1));
+            S1[free_d] = psn / (known * coef);
+            if (free_d < p)
+                npre *= S1[free_d];
+        } else if (free_d == p) {
+            if (!known || psn % known)
+                return sr_fail("reshape: %lld values per sample do not fit the shape %s", (long long)psn, DIMS(ns, S1));
+            coef = psn / known;
+        }
+        /* the batch dim holds a·B·m': a values before the batch, m' after */
+        if (!npre || pre % npre)
+            return sr_fail("reshape: the new shape moves values across the batch (%lld values before it, %lld in "
+                           "the dims before the batch's)", (long long)pre, (long long)npre);
+        int64_t a = pre / npre;
+        if (!a || coef % a)
+            return sr_fail("reshape: the batch's dim %lld is not a multiple of the %lld values before the batch",
+                           (long long)coef, (long long)a);
+        int64_t mp = coef / a;
+        if (ns + 1 > SR_MAXDIM)
+            return sr_fail("reshape: too many dims");
+        int nd = 0;
+        for (int i = 0; i < ns; i++) {
+            if (i != p) {
+                tmp.ps[nd++] = S1[i];
+                continue;
+            }
+            tmp.ps[nd++] = a;
+            tmp.ps[nd++] = mp;
+        }
+        tmp.nd = nd;
+        tmp.bat = p;
+        tmp.merged = MERGE_BEFORE | MERGE_AFTER;
+        normalize_layout(&tmp);
+    }
+    int64_t tot = 1;
+    for (int i = 0; i < tmp.nd; i++)
+        tot *= tmp.ps[i];
+    if (tot != psn)
+        return sr_fail("reshape: %lld values per sample, the shape holds %lld", (long long)psn, (long long)tot);
+    if (tmp.nd == x->nd && !memcmp(tmp.ps, x->ps, (size_t)x->nd * sizeof *x->ps))
+        return def_dyn(I, name, x->id, tmp.nd, tmp.ps, tmp.bat, tmp.merged) ? 0 : -1;
+    kvs k = {0};
+    kv_li(&k, "shape", tmp.ps, tmp.nd);
+    sr_module *m = layer(I, "reshape", &k);
+    char nm[560];
+    snprintf(nm, sizeof nm, "%s%s", c->name, strcmp(name, out_name(c, 0)) ? "/reshape" : "");
+    int id = add_node(I, nm, m, 1, &x->id);
+    return id < 0 || !def_dyn(I, name, id, tmp.nd, tmp.ps, tmp.bat, tmp.merged) ? -1 : 0;
+}
+
+static int do_reshape(ctx *c)
+{
+    const ival *x = dyn_in(c, 0), *s = c->nin > 1 ? c->in[1] : NULL;
+    if (!s || s->store != V_STATIC)
+        return sr_fail("the shape must be a constant");
+    const sr_tensor *a = &s->s.v[0], *b = &s->s.v[1];
+    if (a->ndim != 1 || b->ndim != 1 || sr_numel(a) != sr_numel(b) || sr_numel(a) > SR_MAXDIM)
+        return sr_fail("the shape %s is not a list of at most %d", SR_SHAPE(a), SR_MAXDIM);
+    int64_t S1[SR_MAXDIM], S2[SR_MAXDIM];
+    for (int i = 0; i < sr_numel(a); i++)
+        S1[i] = sr_fold_int(sr_f64(a)[i]), S2[i] = sr_fold_int(sr_f64(b)[i]);
+    return reshape_to(c, x, S1, S2, (int)sr_numel(a), (int)ai(c->n, "allowzero", 0), out_name(c, 0));
+}
+
+static int do_flatten(ctx *c)
+{
+    const ival *x = dyn_in(c, 0);
+    int lx = lrank(x);
+    int64_t a = ai(c->n, "axis", 1), L1[SR_MAXDIM + 1], L2[SR_MAXDIM + 1];
+    a = a < 0 ? a + lx : a;
+    if (a < 0 || a > lx)
+        return sr_fail("axis %lld for rank %d", (long long)a, lx);
+    ldims(x, SR_FOLD_N1, L1);
+    ldims(x, SR_FOLD_N2, L2);
+    int64_t S1[2] = {1, 1}, S2[2] = {1, 1};
+    for (int i = 0; i < lx; i++) {
+        S1[i >= a] *= L1[i];
+        S2[i >= a] *= L2[i];
+    }
+    return reshape_to(c, x, S1, S2, 2, 0, out_name(c, 0));
+}
+
+/* Squeeze / Unsqueeze: logical items removed or inserted. */
+static int do_squeeze(ctx *c, int unsqueeze)
+{
+    const ival *x = dyn_in(c, 0);
+    int64_t axes[SR_MAXDIM];
+    int na;
+    if (ints_of(c->n, "axes", c->nin > 1 ? c->in[1] : NULL, axes, SR_MAXDIM, &na))
+        return -1;
+    int lx = lrank(x), lo = unsqueeze ? lx + (na > 0 ? na : 0) : lx;
+    if (unsqueeze && (na < 1 || lo > SR_MAXDIM))
+        return sr_fail("needs axes (rank %d)", lo);
+    int flag[SR_MAXDIM + 1] = {0};
+    for (int i = 0; i < na; i++) {
+        int64_t a = axes[i] < 0 ? axes[i] + lo : axes[i];
+        if (a < 0 || a >= lo || flag[a]++)
+            return sr_fail("axis %lld is out of range or repeated", (long long)axes[i]);
+    }
+    /* walk the output's logical items: inserted ones, or the input's */
+    int64_t ps[SR_MAXDIM];
+    int nd = 0, bat = -1, merged = 0, pos = 0;
+    for (int i = 0, j = 0; i < (unsqueeze ? lo : lx); i++) {
+        if (unsqueeze && flag[i]) {
+            ps[nd++] = 1;
+            pos++;
+            continue;
+        }
+        int m, it = item(x, j++, &m);
+        if (!unsqueeze) {
+            int sq = na < 0 ? it >= 0 && !m && x->ps[it] == 1 : flag[i];
+            if (sq && (it < 0 || m))
+                return sr_fail("squeezes the batch axis");
+            if (sq && x->ps[it] != 1)
+                return sr_fail("axis %d has size %lld, not 1", i, (long long)x->ps[it]);
+            if (sq)
+                continue;
+        }
+        if (it < 0 || m)
+            bat = pos, merged = m;
+        for (int k = 0; it >= 0 && k < (m ? mcount(m) : 1); k++)
+            ps[nd++] = x->ps[it + k];
+        pos++;
+    }
+    if (nd == x->nd)
+        return def_dyn(c->I, out_name(c, 0), x->id, nd, ps, bat, merged) ? 0 : -1;
+    kvs k = {0};
+    kv_li(&k, "shape", ps, nd);
+    return emit1(c, "reshape", &k, x, nd, ps, bat, merged);
+}
+
+static int do_transpose(ctx *c)
+{
+    const ival *x = dyn_in(c, 0);
+    int lx = lrank(x);
+    int64_t p[SR_MAXDIM + 1];
+    int np;
+    if (ints_of(c->n, "perm", NULL, p, SR_MAXDIM + 1, &np))
+        return -1;
+    if (np < 0)
+        for (np = 0; np < lx; np++)
+            p[np] = lx - 1 - np;
+    if (np != lx)
+        return sr_fail("perm has %d entries for rank %d", np, lx);
+    int64_t ps[SR_MAXDIM], dims[SR_MAXDIM + 1];
+    int nd = 0, bat = -1, merged = 0, seen[SR_MAXDIM + 1] = {0}, ident = 1;
+    dims[0] = 0;
+    for (int i = 0; i < lx; i++) {
+        int64_t a = p[i] < 0 ? p[i] + lx : p[i];
+        if (a < 0 || a >= lx || seen[a]++)
+            return sr_fail("perm is not a permutation");
+        int m, it = item(x, (int)a, &m);
+        if (it < 0) {
+            bat = i;
+            continue;
+        }
+        if (m)
+            bat = i, merged = m;
+        for (int k = 0; k < (m ? mcount(m) : 1); k++) {
+            ident &= it + k == nd;
+            dims[1 + nd] = 1 + it + k;
+            ps[nd++] = x->ps[it + k];
+        }
+    }
+    if (x->bat < 0)
+        bat = -1;
+    if (ident)
+        return def_dyn(c->I, out_name(c, 0), x->id, nd, ps, bat, merged) ? 0 : -1;
+    kvs k = {0};
+    kv_li(&k, "dims", dims, nd + 1);
+    return emit1(c, "permute", &k, x, nd, ps, bat, merged);
+}
+
+/* Elementwise Add / Sub / Mul / Div / Max / Min / Pow with one or two
+ * dynamic operands, into value oname. */
+static int do_arith_named(ctx *c, const char *kind, const char *oname)
+{
+    ival *a = c->in[0], *b = c->nin > 1 ? c->in[1] : NULL;
+    if (!a || !b)
+        return sr_fail("needs two operands");
+    imp *I = c->I;
+    if (a->store == V_DYN && b->store == V_DYN) {
+        if (a->bat >= 0 && b->bat >= 0 &&
+            (lrank(a) - a->bat != lrank(b) - b->bat || a->merged != b->merged))
+            return sr_fail("the batch axes of '%s' and '%s' do not line up", a->name, b->name);
+        if ((a->bat < 0) != (b->bat < 0))
+            return sr_fail("'%s' and '%s': one has a batch axis, the other not", a->name, b->name);
+        int64_t ps[SR_MAXDIM];
+        int nd;
+        if (bcast_ps(a->nd, a->ps, b->nd, b->ps, &nd, ps))
+            return sr_fail("'%s' %s and '%s' %s do not broadcast", a->name, PS(a), b->name, PS(b));
+        int la = lrank(a), lb = lrank(b), lo = la > lb ? la : lb;
+        kvs k = {0};
+        sr_module *m = layer(I, kind, &k);
+        int id = add_node(I, c->name, m, 2, (int[]){a->id, b->id});
+        int bat = a->bat >= 0 ? a->bat + (lo - la) : -1;
+        return id < 0 || !def_dyn(I, oname, id, nd, ps, bat, a->merged) ? -1 : 0;
+    }
+    int rev = a->store != V_DYN;
+    ival *x = rev ? b : a, *cst = rev ? a : b;
+    sr_tensor t = SR_TENSOR_INIT;
+    int lo;
+    if (per_sample(cst, x, &t, &lo))
+        return -1;
+    int64_t ps[SR_MAXDIM];
+    int nd;
+    if (bcast_ps(x->nd, x->ps, t.ndim, t.shape, &nd, ps)) {
+        sr_fail("'%s' %s and constant '%s' %s do not broadcast", x->name, PS(x), cst->name, SR_SHAPE(&cst->s.v[0]));
+        sr_tensor_free(&t);
+        return -1;
+    }
+    kvs k = {0};
+    if (t.ndim)
+        kv_li(&k, "shape", t.shape, t.ndim);
+    else
+        kv_d(&k, "value", sr_f64(&t)[0]);
+    if (rev && (!strcmp(kind, "sub") || !strcmp(kind, "div") || !strcmp(kind, "pow_of")))
+        kv_s(&k, "reverse", "true");
+    /* a float initializer operand is a weight (layer scale, position
+     * embedding); constants computed in the graph are buffers */
+    int trainable = 0;
+    for (int i = 0; i < I->m->ninits; i++)
+        trainable |= !strcmp(I->m->inits[i].name, cst->name) && !sr_onnx_type_is_int(I->m->inits[i].type);
+    kv_s(&k, "trainable", trainable ? "true" : "false");
+    sr_module *m = layer(I, kind, &k);
+    /* set in the graph's dtype (value= fills it in float32 first) */
+    int rc = m ? set_param(m, "value", &t) : -1;
+    sr_tensor_free(&t);
+    if (rc) {
+        sr_module_release(m);
+        return -1;
+    }
+    int id = add_node(I, c->name, m, 1, &x->id);
+    int bat = x->bat >= 0 ? x->bat + (lo - lrank(x)) : -1;
+    return id < 0 || !def_dyn(I, oname, id, nd, ps, bat, x->merged) ? -1 : 0;
+}
+
+static int do_arith(ctx *c, const char *kind) { return do_arith_named(c, kind, out_name(c, 0)); }
+
+/* MatMul / Gemm by a constant matrix: a linear layer (weight (out, in)). */
+static int emit_linear(ctx *c, const ival *x, const sr_tensor *w, int transpose_w, double alpha, const sr_tensor *bias,
+                       double beta, const char *wname, const char *outname)
+{
+    imp *I = c->I;
+    int lm, last = x->nd ? item(x, lrank(x) - 1, &lm) : -1;
+    if (last < 0 || lm)
+        return sr_fail("the product runs over the batch axis of '%s'", x->name);
+    if (w->ndim != 2)
+        return UNSUPPORTED("a product by a constant of rank %d", w->ndim);
+    int64_t K = transpose_w ? w->shape[1] : w->shape[0], N = transpose_w ? w->shape[0] : w->shape[1];
+    if (x->ps[x->nd - 1] != K)
+        return sr_fail("'%s' ends in %lld, the matrix %s takes %lld", x->name, (long long)x->ps[x->nd - 1], SR_SHAPE(w),
+                       (long long)K);
+    kvs k = {0};
+    kv_i(&k, "in_features", K);
+    kv_i(&k, "out_features", N);
+    kv_s(&k, "bias", bias ? "true" : "false");
+    sr_module *m = layer(I, "linear", &k);
+    sr_tensor wt = SR_TENSOR_INIT, bt = SR_TENSOR_INIT;
+    int rc = !m;
+    if (!rc) {
+        /* weight (N, K) = W or Wᵀ, times alpha */
+        rc = sr_tensor_alloc(&wt, SR_F64, 2, (int64_t[]){N, K});
+        for (int64_t i = 0; !rc && i < N; i++)
+            for (int64_t j = 0; j < K; j++)
+                sr_f64(&wt)[i * K + j] = alpha * sr_get_flat(w, transpose_w ? i * K + j : j * N + i);
+        rc = rc || set_param(m, "weight", &wt);
+    }
+    if (!rc && bias) {
+        if (sr_numel(bias) != N) {
+            rc = sr_fail("bias %s does not fit %lld outputs", SR_SHAPE(bias), (long long)N);
+        } else {
+            rc = sr_tensor_alloc(&bt, SR_F64, 1, &N);
+            for (int64_t i = 0; !rc && i < N; i++)
+                sr_f64(&bt)[i] = beta * sr_get_flat(bias, i);
+            rc = rc || set_param(m, "bias", &bt);
+        }
+    }
+    sr_tensor_free(&wt);
+    sr_tensor_free(&bt);
+    if (rc) {
+        sr_module_release(m);
+        return -1;
+    }
+    char nm[512];
+    node_name(c->n, wname, nm, sizeof nm);
+    int id = add_node(I, nm, m, 1, &x->id);
+    if (id < 0)
+        return -1;
+    int64_t ps[SR_MAXDIM];
+    memcpy(ps, x->ps, sizeof ps);
+    ps[x->nd - 1] = N;
+    /* the classifier candidate (not a transposed copy made here) */
+    if (x >= I->v && x < I->v + I->nv) {
+        I->head_in = index_of(I, x);
+        I->head_node = c->idx;
+    }
+    return def_dyn(I, outname, id, x->nd, ps, x->bat, x->merged) ? 0 : -1;
+}
+
+static int do_matmul(ctx *c)
+{
+    imp *I = c->I;
+    ival *a = c->in[0], *b = c->nin > 1 ? c->in[1] : NULL;
+    if (!a || !b)
+        return sr_fail("needs two operands");
+    if (a->store == V_DYN && b->store == V_DYN) {
+        if (a->nd < 2 || b->nd < 2 || (a->bat >= 0 && (a->bat >= lrank(a) - 2 || b->bat >= lrank(b) - 2)))
+            return UNSUPPORTED("a product whose matrices are not after the batch (%s, %s)", a->name, b->name);
+        if ((a->bat < 0) != (b->bat < 0) || (a->bat >= 0 && (lrank(a) - a->bat != lrank(b) - b->bat ||
+                                                            a->merged != b->merged)))
+            return sr_fail("the batch axes of '%s' and '%s' do not line up", a->name, b->name);
+        int64_t lead[SR_MAXDIM], ps[SR_MAXDIM];
+        int nl;
+        if (bcast_ps(a->nd - 2, a->ps, b->nd - 2, b->ps, &nl, lead) || a->ps[a->nd - 1] != b->ps[b->nd - 2])
+            return sr_fail("'%s' and '%s' do not multiply", a->name, b->name);
+        memcpy(ps, lead, (size_t)nl * sizeof *ps);
+        ps[nl] = a->ps[a->nd - 2];
+        ps[nl + 1] = b->ps[b->nd - 1];
+        kvs k = {0};
+        sr_module *m = layer(I, "matmul", &k);
+        int id = add_node(I, c->name, m, 2, (int[]){a->id, b->id});
+        int la = lrank(a), lo = la > lrank(b) ? la : lrank(b);
+        return id < 0 || !def_dyn(I, out_name(c, 0), id, nl + 2, ps, a->bat >= 0 ? a->bat + lo - la : -1, a->merged)
+                   ? -1
+                   : 0;
+    }
+    if (a->store != V_DYN)
+        return UNSUPPORTED("a constant times a value (only value times constant)");
+    if (sr_fold_val_batched(&b->s))
+        return sr_fail("the matrix '%s' depends on the batch", b->name);
+    /* x @ W + bias, when the only reader of the product adds a constant
+     * vector (nn.Linear on more than two dims exports so) */
+    const sr_tensor *bias = NULL;
+    const char *outname = out_name(c, 0);
+    ival *mo = NULL;
+    for (int j = c->idx + 1; j < I->m->nnodes; j++) {
+        const sr_onnx_node *nx = &I->m->nodes[j];
+        int reads = 0;
+        for (int k = 0; k < nx->ninputs; k++)
+            reads += !strcmp(nx->inputs[k], outname);
+        if (!reads)
+            continue;
+        if (reads == 1 && !strcmp(nx->op_type, "Add") && nx->ninputs == 2 && nx->noutputs >= 1) {
+            const char *other = strcmp(nx->inputs[0], outname) ? nx->inputs[0] : nx->inputs[1];
+            mo = find(I, other);
+            if (mo && mo->store == V_STATIC && !sr_fold_val_batched(&mo->s) && mo->s.v[0].ndim == 1 &&
+                mo->s.v[0].shape[0] == b->s.v[0].shape[b->s.v[0].ndim - 1] && !I->skip[j]) {
+                int other_readers = 0;
+                for (int q = c->idx + 1; q < I->m->nnodes; q++)
+                    for (int k = 0; k < I->m->nodes[q].ninputs; k++)
+                        other_readers += q != j && !strcmp(I->m->nodes[q].inputs[k], outname);
+                for (int q = 0; q < I->m->noutputs; q++)
+                    other_readers += !strcmp(I->m->outputs[q].name, outname);
+                if (!other_readers) {
+                    bias = &mo->s.v[0];
+                    I->skip[j] = 1;
+                    outname = nx->outputs[0];
+                }
+            }
+        }
+        break;
+    }
+    return emit_linear(c, a, &b->s.v[0], 0, 1, bias, 1, b->name, outname);
+}
+
+static int do_gemm(ctx *c)
+{
+    ival *a = c->in[0], *b = c->nin > 1 ? c->in[1] : NULL, *cc = c->nin > 2 ? c->in[2] : NULL;
+    if (!a || !b || a->store != V_DYN || b->store != V_STATIC)
+        return UNSUPPORTED("Gemm of a value by a constant matrix only");
+    if (lrank(a) != 2 || a->bat > 0)
+        return sr_fail("Gemm: '%s' must be (batch, features)", a->name);
+    if (cc && cc->store != V_STATIC)
+        return UNSUPPORTED("Gemm with a computed C");
+    ival at;
+    if (ai(c->n, "transA", 0)) {
+        /* Aᵀ: only without a batch axis (it would move the batch) */
+        if (a->bat >= 0)
+            return sr_fail("Gemm with transA moves the batch axis of '%s'", a->name);
+        kvs kv = {0};
+        kv_li(&kv, "dims", (int64_t[]){0, 2, 1}, 3);
+        char nm[600];
+        snprintf(nm, sizeof nm, "%s/transpose", c->name);
+        int id = add_node(c->I, nm, layer(c->I, "permute", &kv), 1, &a->id);
+        if (id < 0)
+            return -1;
+        at = *a;
+        at.id = id, at.ps[0] = a->ps[1], at.ps[1] = a->ps[0];
+        a = &at;
+    }
+    int transb = (int)ai(c->n, "transB", 0);
+    int64_t N = transb ? b->s.v[0].shape[0] : b->s.v[0].shape[1];
+    const sr_tensor *bias = NULL, *t = cc ? &cc->s.v[0] : NULL;
+    double beta = af(c->n, "beta", 1);
+    int vector = t && (t->ndim == 1 || (t->ndim == 2 && t->shape[0] == 1)) && sr_numel(t) == N;
+    if (vector)
+        bias = t;
+    char mid[600];
+    snprintf(mid, sizeof mid, "%s//product", out_name(c, 0));
+    if (emit_linear(c, a, &b->s.v[0], transb, af(c->n, "alpha", 1), bias, beta, b->name,
+                    !t || vector ? out_name(c, 0) : mid))
+        return -1;
+    if (!t || vector)
+        return 0;
+    /* any other C broadcasts onto the product: a constant add, beta·C */
+    ival *prod = find(c->I, mid), *cv = NULL;
+    char cname[600];
+    snprintf(cname, sizeof cname, "%s//beta_c", out_name(c, 0));
+    if (!(cv = define(c->I, cname)))
+        return -1;
+    cv->store = V_STATIC;
+    if (sr_fold_val_set(&cv->s, SR_ONNX_DOUBLE, t))
+        return -1;
+    for (int64_t i = 0; i < sr_numel(&cv->s.v[0]); i++)
+        sr_f64(&cv->s.v[0])[i] *= beta;
+    ctx sub = *c;
+    sub.in[0] = prod, sub.in[1] = cv, sub.nin = 2;
+    snprintf(sub.name, sizeof sub.name, "%.500s/c", c->name);
+    return do_arith(&sub, "add");
+}
+
+/* SAME padding of one axis: total pad for size n, kernel extent ek, stride s. */
+static void same_pad(int64_t n, int64_t ek, int64_t s, int upper, int64_t *lo, int64_t *hi)
+{
+    int64_t out = (n + s - 1) / s, tot = (out - 1) * s + ek - n;
+    tot = tot < 0 ? 0 : tot;
+    *lo = upper ? tot / 2 : tot - tot / 2;
+    *hi = tot - *lo;
+}
+
+/* Kernels, strides, dilations and pads are bounded (far above any real
+ * model's) so the window arithmetic stays inside int64. */
+#define WINDOW_MAX ((int64_t)1 << 20)
+
+/* kernel_shape / strides / pads / dilations / auto_pad of a 2-D window op
+ * on x (N, C, H, W): pads as top, left, bottom, right. */
+static int window2d(ctx *c, const ival *x, const int64_t *kernel, int64_t *s, int64_t *p, int64_t *d)
+{
+    int64_t t[8];
+    int n;
+    s[0] = s[1] = d[0] = d[1] = 1;
+    p[0] = p[1] = p[2] = p[3] = 0;
+    if (ints_of(c->n, "strides", NULL, t, 8, &n) || (n >= 0 && n != 2))
+        return n >= 0 ? UNSUPPORTED("strides of %d dims (2-D only)", n) : -1;
+    if (n == 2)
+        s[0] = t[0], s[1] = t[1];
+    if (ints_of(c->n, "dilations", NULL, t, 8, &n) || (n >= 0 && n != 2))
+        return n >= 0 ? UNSUPPORTED("dilations of %d dims", n) : -1;
+    if (n == 2)
+        d[0] = t[0], d[1] = t[1];
+    if (ints_of(c->n, "pads", NULL, t, 8, &n) || (n >= 0 && n != 4))
+        return n >= 0 ? UNSUPPORTED("pads of %d entries", n) : -1;
+    if (n == 4)
+        p[0] = t[0], p[1] = t[1], p[2] = t[2], p[3] = t[3];
+    for (int a = 0; a < 2; a++)
+        if (kernel[a] < 1 || s[a] < 1 || d[a] < 1 || kernel[a] > WINDOW_MAX || s[a] > WINDOW_MAX ||
+            d[a] > WINDOW_MAX)
+            return sr_fail("kernel %lldx%lld, strides %lld,%lld, dilations %lld,%lld: each must be 1 to %lld",
+                           (long long)kernel[0], (long long)kernel[1], (long long)s[0], (long long)s[1],
+                           (long long)d[0], (long long)d[1], (long long)WINDOW_MAX);
+    for (int i = 0; i < 4; i++)
+        if (p[i] < 0 || p[i] > WINDOW_MAX)
+            return sr_fail("pads %lld,%lld,%lld,%lld: each must be 0 to %lld", (long long)p[0], (long long)p[1],
+                           (long long)p[2], (long long)p[3], (long long)WINDOW_MAX);
+    const char *ap = as(c->n, "auto_pad", "NOTSET");
+    if (!strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER")) {
+        for (int a = 0; a < 2; a++)
+            same_pad(x->ps[1 + a], d[a] * (kernel[a] - 1) + 1, s[a], ap[5] == 'U', &p[a], &p[a + 2]);
+    } else if (!strcmp(ap, "VALID")) {
+        p[0] = p[1] = p[2] = p[3] = 0;
+    } else if (strcmp(ap, "NOTSET")) {
+        return sr_fail("auto_pad '%s'", ap);
+    }
+    return 0;
+}
+
+/* A value without a batch axis whose first dim is 1 is, in memory, a
+ * batch of one image: the image layers take it as that (ONNX's node tests,
+ * imported with no_batch). */
+static const ival *as_batch(ctx *c, const ival *x)
+{
+    if (x->bat >= 0 || x->nd < 2 || x->ps[0] != 1)
+        return x;
+    kvs k = {0};
+    kv_li(&k, "shape", x->ps + 1, x->nd - 1);
+    char nm[600];
+    snprintf(nm, sizeof nm, "%s/batch", c->name);
+    int id = add_node(c->I, nm, layer(c->I, "reshape", &k), 1, &x->id);
+    if (id < 0)
+        return NULL;
+    c->batched = *x;
+    c->batched.id = id;
+    c->batched.nd = x->nd - 1;
+    memmove(c->batched.ps, x->ps + 1, (size_t)(x->nd - 1) * sizeof *x->ps);
+    c->batched.bat = 0;
+    c->batched.merged = 0;
+    return &c->batched;
+}
+
+/* An (N, C, H, W) batch of images, the batch first. */
+static const ival *image_input(ctx *c, const ival *x)
+{
+    x = as_batch(c, x);
+    if (x && (x->nd != 3 || x->bat != 0 || x->merged)) {
+        sr_fail("'%s' must be an (N, C, H, W) batch of images with the batch first (2-D ops only)", x->name);
+        return NULL;
+    }
+    return x;
+}
+
+static int do_conv(ctx *c)
+{
+    imp *I = c->I;
+    const ival *x = dyn_in(c, 0), *w = c->nin > 1 ? c->in[1] : NULL, *b = c->nin > 2 ? c->in[2] : NULL;
+    if (!w || w->store != V_STATIC || (b && b->store != V_STATIC))
+        return UNSUPPORTED("Conv with computed weights");
+    const sr_tensor *W = &w->s.v[0];
+    if (W->ndim != 4)
+        return UNSUPPORTED("Conv of %d spatial dims (2-D only)", W->ndim - 2);
+    if (!(x = image_input(c, x)))
+        return -1;
+    const int64_t *img = x->ps;
+    int64_t k[2] = {W->shape[2], W->shape[3]}, s[2], p[4], d[2], group = ai(c->n, "group", 1);
+    if (window2d(c, x, k, s, p, d))
+        return -1;
+    int64_t cin = img[0], cout = W->shape[0];
+    if (group < 1 || group > cin || cin % group || W->shape[1] * group != cin)
+        return sr_fail("weight %s does not fit %lld input channels in %lld groups", SR_SHAPE(W), (long long)cin,
+                       (long long)group);
+    kvs kv = {0};
+    kv_i(&kv, "in_channels", cin);
+    kv_i(&kv, "out_channels", cout);
+    kv_li(&kv, "kernel_size", k, 2);
+    kv_li(&kv, "stride", s, 2);
+    kv_li(&kv, "padding", p, 4);
+    kv_li(&kv, "dilation", d, 2);
+    kv_i(&kv, "groups", group);
+    kv_s(&kv, "bias", b ? "true" : "false");
+    sr_module *m = layer(I, "conv2d", &kv);
+    if (!m || set_param(m, "weight", W) || (b && set_param(m, "bias", &b->s.v[0]))) {
+        sr_module_release(m);
+        return -1;
+    }
+    char nm[512];
+    node_name(c->n, w->name, nm, sizeof nm);
+    int id = add_node(I, nm, m, 1, &x->id);
+    int64_t ho = (img[1] + p[0] + p[2] - d[0] * (k[0] - 1) - 1) / s[0] + 1;
+    int64_t wo = (img[2] + p[1] + p[3] - d[1] * (k[1] - 1) - 1) / s[1] + 1;
+    int64_t ps[3] = {cout, ho, wo};
+    if (ho < 1 || wo < 1)
+        return sr_fail("the output would be %lldx%lld", (long long)ho, (long long)wo);
+    return id < 0 || !def_dyn(I, out_name(c, 0), id, 3, ps, 0, 0) ? -1 : 0;
+}
+
+static int do_pool(ctx *c, int max)
+{
+    const ival *x = dyn_in(c, 0);
+    int64_t k[8], s[2], p[4], d[2];
+    int nk;
+    if (only_first_output(c))
+        return -1;
+    if (ints_of(c->n, "kernel_shape", NULL, k, 8, &nk) || nk != 2)
+        return nk >= 0 ? UNSUPPORTED("pooling over %d dims (2-D only)", nk) : sr_fail("needs kernel_shape");
+    if (!(x = image_input(c, x)) || window2d(c, x, k, s, p, d))
+        return -1;
+    if (d[0] != 1 || d[1] != 1)
+        return UNSUPPORTED("dilated pooling");
+    int ceil_mode = (int)ai(c->n, "ceil_mode", 0);
+    for (int a = 0; a < 2; a++)
+        if (p[a] > k[a] / 2 || p[a + 2] > k[a] / 2)
+            return UNSUPPORTED("pads wider than half the kernel");
+    int64_t oh[2];
+    for (int a = 0; a < 2; a++) {
+        int64_t e = x->ps[1 + a] + p[a] + p[a + 2] - k[a];
+        if (e < 0)
+            return sr_fail("'%s' %s is smaller than the kernel %lldx%lld (pads %lld,%lld,%lld,%lld)", x->name, PS(x),
+                           (long long)k[0], (long long)k[1], (long long)p[0], (long long)p[1], (long long)p[2],
+                           (long long)p[3]);
+        oh[a] = (ceil_mode ? e + s[a] - 1 : e) / s[a] + 1;
+        if (ceil_mode && (oh[a] - 1) * s[a] >= x->ps[1 + a] + p[a])
+            oh[a]--;
+    }
+    kvs kv = {0};
+    kv_li(&kv, "kernel_size", k, 2);
+    kv_li(&kv, "stride", s, 2);
+    kv_li(&kv, "padding", p, 4);
+    kv_s(&kv, "ceil_mode", ceil_mode ? "true" : "false");
+    if (!max)
+        kv_s(&kv, "count_include_pad", ai(c->n, "count_include_pad", 0) ? "true" : "false");
+    int64_t ps[3] = {x->ps[0], oh[0], oh[1]};
+    return emit1(c, max ? "maxpool2d" : "avgpool2d", &kv, x, 3, ps, 0, 0);
+}
+
+static int do_global_pool(ctx *c)
+{
+    const ival *x = as_batch(c, dyn_in(c, 0));
+    if (!x)
+        return -1;
+    if (x->bat == 0 && !x->merged && x->nd == 3) {
+        kvs kv = {0};
+        kv_i(&kv, "output_size", 1);
+        int64_t ps[3] = {x->ps[0], 1, 1};
+        return emit1(c, "adaptive_avgpool2d", &kv, x, 3, ps, 0, 0);
+    }
+    /* other ranks: the mean over the dims after the channels */
+    if (x->bat != 0 || x->merged || x->nd < 2)
+        return sr_fail("'%s' must be (N, C, ...) with the batch first", x->name);
+    int first = 1;
+    int64_t dims[SR_MAXDIM], ps[SR_MAXDIM];
+    int nr = 0;
+    for (int d = first; d < x->nd; d++)
+        dims[nr++] = d + 1;
+    memcpy(ps, x->ps, sizeof ps);
+    for (int d = first; d < x->nd; d++)
+        ps[d] = 1;
+    kvs kv = {0};
+    kv_li(&kv, "dims", dims, nr);
+    kv_s(&kv, "keepdim", "true");
+    return emit1(c, "reduce", &kv, x, x->nd, ps, x->bat, 0);
+}
+
+static int do_batchnorm(ctx *c)
+{
+    imp *I = c->I;
+    const ival *x = dyn_in(c, 0);
+    if (ai(c->n, "training_mode", 0))
+        return UNSUPPORTED("BatchNormalization in training mode");
+    if (only_first_output(c))
+        return -1;
+    for (int i = 1; i < 5; i++)
+        if (i >= c->nin || !c->in[i] || c->in[i]->store != V_STATIC || sr_fold_val_batched(&c->in[i]->s))
+            return UNSUPPORTED("BatchNormalization with computed statistics");
+    const sr_tensor *sc = &c->in[1]->s.v[0], *bb = &c->in[2]->s.v[0], *mu = &c->in[3]->s.v[0],
+                    *var = &c->in[4]->s.v[0];
+    if (!(x = as_batch(c, x)))
+        return -1;
+    if (x->bat != 0 || x->merged || x->nd < 1)
+        return sr_fail("'%s' must be (N, C, ...) with the batch first", x->name);
+    int64_t C = x->ps[0];
+    if (sr_numel(sc) != C || sr_numel(bb) != C || sr_numel(mu) != C || sr_numel(var) != C)
+        return sr_fail("statistics do not have %lld channels", (long long)C);
+    double eps = af(c->n, "epsilon", 1e-5);
+    char nm[512];
+    node_name(c->n, c->in[1]->name, nm, sizeof nm);
+    sr_module *m;
+    kvs kv = {0};
+    kv_i(&kv, "num_features", C);
+    if (x->bat == 0 && x->nd == 3) {
+        kv_d(&kv, "eps", eps);
+        m = layer(I, "batchnorm2d", &kv);
+        if (!m || set_param(m, "weight", sc) || set_param(m, "bias", bb) || set_param(m, "running_mean", mu) ||
+            set_param(m, "running_var", var)) {
+            sr_module_release(m);
+            return -1;
+        }
+    } else {
+        /* other ranks: the per-channel map it is in eval mode, folded */
+        m = layer(I, "affine", &kv);
+        sr_tensor w = SR_TENSOR_INIT, b = SR_TENSOR_INIT;
+        int rc = !m || sr_tensor_alloc(&w, SR_F64, 1, &C) || sr_tensor_alloc(&b, SR_F64, 1, &C);
+        for (int64_t i = 0; !rc && i < C; i++) {
+            double s = sr_get_flat(sc, i) / sqrt(sr_get_flat(var, i) + eps);
+            sr_f64(&w)[i] = s;
+            sr_f64(&b)[i] = sr_get_flat(bb, i) - sr_get_flat(mu, i) * s;
+        }
+        rc = rc || set_param(m, "weight", &w) || set_param(m, "bias", &b);
+        sr_tensor_free(&w);
+        sr_tensor_free(&b);
+        if (rc) {
+            sr_module_release(m);
+            return -1;
+        }
+    }
+    int id = add_node(I, nm, m, 1, &x->id);
+    return id < 0 || !def_dyn(I, out_name(c, 0), id, x->nd, x->ps, x->bat, 0) ? -1 : 0;
+}
+
+/* LayerNormalization over the last dim of x (its per-sample dim q), the
+ * result defined as outname. */
+static int layernorm_last(ctx *c, const ival *x, int q, const char *outname)
+{
+    imp *I = c->I;
+    const ival *s = c->nin > 1 ? c->in[1] : NULL, *b = c->nin > 2 ? c->in[2] : NULL;
+    if (!s || s->store != V_STATIC || (b && b->store != V_STATIC))
+        return UNSUPPORTED("LayerNormalization with computed scale or bias");
+    int64_t D = x->ps[q];
+    kvs kv = {0};
+    kv_i(&kv, "normalized_shape", D);
+    kv_d(&kv, "eps", af(c->n, "epsilon", 1e-5));
+    sr_module *m = layer(I, "layernorm", &kv);
+    if (!m || set_param(m, "weight", &s->s.v[0]) || (b && set_param(m, "bias", &b->s.v[0]))) {
+        sr_module_release(m);
+        return -1;
+    }
+    char nm[512];
+    node_name(c->n, s->name, nm, sizeof nm);
+    int id = add_node(I, nm, m, 1, &x->id);
+    return id < 0 || !def_dyn(I, outname, id, x->nd, x->ps, x->bat, x->merged) ? -1 : 0;
+}
+
+/* Over the last dim: srgeo's layernorm.  Over several trailing dims (not
+ * the batch): those dims flattened into one, normalised, reshaped back
+ * (the scale and bias, of the normalised shape, read flat). */
+static int do_layernorm(ctx *c)
+{
+    const ival *x = dyn_in(c, 0);
+    if (only_first_output(c))
+        return -1;
+    int lx = lrank(x), q;
+    int64_t axis = ai(c->n, "axis", -1);
+    axis = axis < 0 ? axis + lx : axis;
+    if (axis < 0 || axis >= lx)
+        return sr_fail("axis %lld for rank %d", (long long)ai(c->n, "axis", -1), lx);
+    if (axis == lx - 1) {
+        if (ps_axis(x, axis, "LayerNormalization", &q) || q != x->nd - 1)
+            return -1;
+        return layernorm_last(c, x, q, out_name(c, 0));
+    }
+    int64_t L1[SR_MAXDIM + 1], L2[SR_MAXDIM + 1], S1[SR_MAXDIM + 1], S2[SR_MAXDIM + 1];
+    ldims(x, SR_FOLD_N1, L1);
+    ldims(x, SR_FOLD_N2, L2);
+    for (int i = 0; i <= axis; i++)
+        S1[i] = L1[i], S2[i] = L2[i];
+    for (int i = (int)axis + 1; i < lx; i++)
+        S1[axis] *= L1[i], S2[axis] *= L2[i];
+    if (S1[axis] != S2[axis])
+        return UNSUPPORTED("LayerNormalization over the batch axis");
+    char flat[4200], normed[4200]; /* names are at most 4096 bytes (io/onnx.c) */
+    if (snprintf(flat, sizeof flat, "%s/flat", out_name(c, 0)) >= (int)sizeof flat ||
+        snprintf(normed, sizeof normed, "%s/normed", out_name(c, 0)) >= (int)sizeof normed)
+        return sr_fail("the output name is too long");
+    if (reshape_to(c, x, S1, S2, (int)axis + 1, 0, flat))
+        return -1;
+    const ival *y = find(c->I, flat);
+    if (!y || ps_axis(y, axis, "LayerNormalization", &q) || q != y->nd - 1)
+        return y ? -1 : sr_fail("'%s' was not made", flat);
+    if (layernorm_last(c, y, q, normed))
+        return -1;
+    return reshape_to(c, find(c->I, normed), L1, L2, lx, 0, out_name(c, 0));
+}
+
+static int do_softmax(ctx *c)
+{
+    const ival *x = dyn_in(c, 0);
+    int lx = lrank(x), q;
+    int64_t axis = ai(c->n, "axis", c->I->m->opset >= 13 ? -1 : 1);
+    axis = axis < 0 ? axis + lx : axis;
+    if (c->I->m->opset < 13 && axis != lx - 1)
+        return UNSUPPORTED("Softmax of opset %lld over the flattened dims from axis %lld", (long long)c->I->m->opset,
+                           (long long)axis);
+    if (ps_axis(x, axis, "Softmax", &q))
+        return -1;
+    kvs kv = {0};
+    kv_i(&kv, "dim", q + 1);
+    return emit_same(c, "softmax", &kv, x);
+}
+
+static int do_reduce(ctx *c, const char *kind)
+{
+    const ival *x = dyn_in(c, 0);
+    int64_t axes[SR_MAXDIM + 1], dims[SR_MAXDIM];
+    int na;
+    if (ints_of(c->n, "axes", c->nin > 1 ? c->in[1] : NULL, axes, SR_MAXDIM + 1, &na))
+        return -1;
+    int keep = (int)ai(c->n, "keepdims", 1), lx = lrank(x);
+    if (na == 0 && ai(c->n, "noop_with_empty_axes", 0))
+        return alias(c->I, out_name(c, 0), x) ? 0 : -1;
+    if (na <= 0) {
+        if (x->bat >= 0)
+            return sr_fail("reduces over every axis, the batch too");
+        for (na = 0; na < lx; na++)
+            axes[na] = na;
+    }
+    int red[SR_MAXDIM] = {0};
+    for (int i = 0; i < na; i++) {
+        int q;
+        if (ps_axis(x, axes[i], c->n->op_type, &q))
+            return -1;
+        red[q] = 1;
+        dims[i] = q + 1;
+    }
+    int64_t ps[SR_MAXDIM];
+    int nd = 0, bat = x->bat;
+    for (int i = 0; i < lx; i++) { /* a removed dim before the batch moves it left */
+        int m, it = item(x, i, &m);
+        if (it >= 0 && !m && red[it] && !keep && x->bat >= 0 && i < x->bat)
+            bat--;
+    }
+    for (int d = 0; d < x->nd; d++)
+        if (!red[d] || keep)
+            ps[nd++] = red[d] ? 1 : x->ps[d];
+    kvs kv = {0};
+    kv_li(&kv, "dims", dims, na);
+    kv_s(&kv, "op", kind);
+    kv_s(&kv, "keepdim", keep ? "true" : "false");
+    return emit1(c, "reduce", &kv, x, nd, ps, bat, x->merged);
+}
+
+static int do_pointwise(ctx *c, const char *kind)
+{
+    const ival *x = dyn_in(c, 0);
+    const char *op = c->n->op_type;
+    kvs kv = {0};
+    if (!strcmp(op, "HardSigmoid")) {
+        kv_d(&kv, "alpha", af(c->n, "alpha", 0.2));
+        kv_d(&kv, "beta", af(c->n, "beta", 0.5));
+    } else if (!strcmp(op, "LeakyRelu")) {
+        kv_d(&kv, "negative_slope", af(c->n, "alpha", 0.01));
+    } else if (!strcmp(op, "Elu")) {
+        kv_d(&kv, "alpha", af(c->n, "alpha", 1));
+    } else if (!strcmp(op, "Gelu")) {
+        kv_s(&kv, "approximate", as(c->n, "approximate", "none"));
+    } else if (!strcmp(op, "Clip")) {
+        double lo = -INFINITY, hi = INFINITY;
+        if (c->I->m->opset < 11) {
+            lo = af(c->n, "min", -INFINITY);
+            hi = af(c->n, "max", INFINITY);
+        } else if ((c->nin > 1 && c->in[1] && scalar_of(c->in[1], &lo)) ||
+                   (c->nin > 2 && c->in[2] && scalar_of(c->in[2], &hi))) {
+            return -1;
+        }
+        if (lo > hi)
+            return sr_fail("min %g is above max %g", lo, hi);
+        kv_d(&kv, "min", lo);
+        kv_d(&kv, "max", hi);
+    } else if (!strcmp(op, "Pow")) {
+        double e;
+        kv_d(&kv, "exponent", scalar_of(c->in[1], &e) ? 0 : e);
+    }
+    return emit_same(c, kind, &kv, x);
+}
+
+/* Sum, Max, Min of several operands: a chain of two-operand layers. */
+static int do_variadic(ctx *c, const char *kind)
+{
+    if (c->nin == 1)
+        return alias(c->I, out_name(c, 0), dyn_in(c, 0)) ? 0 : -1;
+    /* fold the constants among them first?  ONNX lists few; pairwise is exact */
+    ival *acc = c->in[0];
+    char tmp[4200]; /* names are at most 4096 bytes (io/onnx.c) */
+    for (int i = 1; i < c->nin; i++) {
+        ctx sub = *c;
+        sub.in[0] = acc, sub.in[1] = c->in[i], sub.nin = 2;
+        const char *name = i == c->nin - 1 ? out_name(c, 0) : tmp;
+        snprintf(tmp, sizeof tmp, "%s//%d", out_name(c, 0), i);
+        if (i < c->nin - 1)
+            snprintf(sub.name, sizeof sub.name, "%.480s/%d", c->name, i);
+        if (acc->store != V_DYN && c->in[i]->store != V_DYN) {
+            /* two constants in a row: not worth a layer (rare); refuse */
+            return UNSUPPORTED("%s of constants among values", c->n->op_type);
+        }
+        int rc = do_arith_named(&sub, kind, name);
+        if (rc)
+            return -1;
+        acc = find(c->I, name);
+    }
+    return 0;
+}
+
+static int do_concat(ctx *c)
+{
+    imp *I = c->I;
+    const ival *x = NULL;
+    for (int i = 0; i < c->nin && !x; i++)
+        x = dyn_in(c, i);
+    int q;
+    if (ps_axis(x, ai(c->n, "axis", 0), "Concat", &q))
+        return -1;
+    kvs kv = {0};
+    kv_i(&kv, "dim", q + 1);
+    sr_module *m = layer(I, "concat", &kv);
+    if (!m)
+        return -1;
+    int ids[64], nd = 0;
+    int64_t total = 0;
+    for (int i = 0; i < c->nin; i++) {
+        const ival *v = c->in[i];
+        if (!v)
+            continue;
+        if (v->store == V_DYN) {
+            if (v->nd != x->nd || v->bat != x->bat || v->merged != x->merged) {
+                sr_module_release(m);
+                return sr_fail("'%s' and '%s' differ in rank or batch axis", v->name, x->name);
+            }
+            total += v->ps[q];
+            ids[nd++] = v->id;
+            continue;
+        }
+        sr_tensor t = SR_TENSOR_INIT;
+        int lo;
+        if (per_sample(v, x, &t, &lo) || t.ndim != x->nd) {
+            sr_tensor_free(&t);
+            sr_module_release(m);
+            return sr_fail_context("constant '%s'", v->name);
+        }
+        if (sr_numel(&t) == 0) { /* an empty piece: nothing to join */
+            sr_tensor_free(&t);
+            continue;
+        }
+        sr_param *p = sr_concat_add_constant(m, nd + (int)(m->nparams), t.ndim, t.shape, 0);
+        int rc = !p || sr_tensor_assign(&p->value, &t);
+        total += t.shape[q];
+        sr_tensor_free(&t);
+        if (rc) {
+            sr_module_release(m);
+            return -1;
+        }
+    }
+    int64_t ps[SR_MAXDIM];
+    memcpy(ps, x->ps, sizeof ps);
+    ps[q] = total;
+    int id = add_node(I, c->name, m, nd, ids);
+    return id < 0 || !def_dyn(I, out_name(c, 0), id, x->nd, ps, x->bat, x->merged) ? -1 : 0;
+}
+
+/* One slice of x along logical axis a into output `name`. */
+static int slice_one(ctx *c, const ival *x, int64_t a, int64_t start, int64_t stop, int64_t step, const char *name,
+                     int part)
+{
+    const int64_t big = (int64_t)1 << 50;
+    int lx = lrank(x), m;
+    int64_t b = a < 0 ? a + lx : a;
+    if (b < 0 || b >= lx)
+        return sr_fail("axis %lld for rank %d", (long long)a, lx);
+    int it = item(x, (int)b, &m);
+    if (it < 0 || m) {
+        /* the batch: only the whole of it */
+        if (step == 1 && start <= 0 && stop >= big)
+            return def_dyn(c->I, name, x->id, x->nd, x->ps, x->bat, x->merged) ? 0 : -1;
+        return sr_fail("slices the batch axis");
+    }
+    int64_t n = x->ps[it], st = start < -big ? -big : start > big ? big : start, en = stop < -big ? -big : stop > big ? big : stop;
+    /* Python's (and ONNX's) clamping, to know the size */
+    int64_t s = st < 0 ? st + n : st, e = en < 0 ? en + n : en, len;
+    if (step > 0) {
+        s = s < 0 ? 0 : s > n ? n : s, e = e < 0 ? 0 : e > n ? n : e;
+        len = e > s ? (e - s + step - 1) / step : 0;
+    } else {
+        s = s < 0 ? 0 : s > n - 1 ? n - 1 : s, e = e < -1 ? -1 : e > n - 1 ? n - 1 : e;
+        len = s > e ? (s - e - step - 1) / -step : 0;
+    }
+    if (len == n && step == 1)
+        return def_dyn(c->I, name, x->id, x->nd, x->ps, x->bat, x->merged) ? 0 : -1;
+    if (len == 0)
+        return UNSUPPORTED("an empty slice");
+    kvs kv = {0};
+    kv_i(&kv, "dim", it + 1);
+    kv_i(&kv, "start", s);
+    kv_i(&kv, "stop", step > 0 ? s + len * step : (s + len * step < 0 ? -big : s + len * step));
+    kv_i(&kv, "step", step);
+    int64_t ps[SR_MAXDIM];
+    memcpy(ps, x->ps, sizeof ps);
+    ps[it] = len;
+    sr_module *mod = layer(c->I, "slice", &kv);
+    char nm[600];
+    if (part >= 0)
+        snprintf(nm, sizeof nm, "%s/%d", c->name, part);
+    else
+        snprintf(nm, sizeof nm, "%s", c->name);
+    int id = add_node(c->I, nm, mod, 1, &x->id);
+    return id < 0 || !def_dyn(c->I, name, id, x->nd, ps, x->bat, x->merged) ? -1 : 0;
+}
+
+static int do_slice(ctx *c)
+{
+    const ival *x = dyn_in(c, 0);
+    int64_t st[SR_MAXDIM + 1], en[SR_MAXDIM + 1], ax[SR_MAXDIM + 1], sp[SR_MAXDIM + 1];
+    int ns, ne, na = -1, nsp = -1;
+    if (c->I->m->opset < 10) {
+        if (ints_of(c->n, "starts", NULL, st, SR_MAXDIM + 1, &ns) || ints_of(c->n, "ends", NULL, en, SR_MAXDIM + 1, &ne) ||
+            ints_of(c->n, "axes", NULL, ax, SR_MAXDIM + 1, &na))
+            return -1;
+    } else if (ints_of(c->n, NULL, c->nin > 1 ? c->in[1] : NULL, st, SR_MAXDIM + 1, &ns) ||
+               ints_of(c->n, NULL, c->nin > 2 ? c->in[2] : NULL, en, SR_MAXDIM + 1, &ne) ||
+               ints_of(c->n, NULL, c->nin > 3 ? c->in[3] : NULL, ax, SR_MAXDIM + 1, &na) ||
+               ints_of(c->n, NULL, c->nin > 4 ? c->in[4] : NULL, sp, SR_MAXDIM + 1, &nsp)) {
+        return -1;
+    }
+    if (ns < 1 || ns != ne || (na >= 0 && na != ns) || (nsp >= 0 && nsp != ns))
+        return sr_fail("starts, ends, axes and steps differ in length");
+    /* one slice layer per axis, chained */
+    const ival *cur = x;
+    for (int i = 0; i < ns; i++) {
+        char tmp[4200]; /* names are at most 4096 bytes (io/onnx.c) */
+        const char *name = i == ns - 1 ? out_name(c, 0) : tmp;
+        snprintf(tmp, sizeof tmp, "%s//axis%d", out_name(c, 0), i);
+        int64_t step = nsp >= 0 ? sp[i] : 1;
+        if (!step)
+            return sr_fail("step 0");
+        if (slice_one(c, cur, na >= 0 ? ax[i] : i, st[i], en[i], step, name, ns > 1 ? i : -1))
+            return -1;
+        cur = find(c->I, name);
+    }
+    return 0;
+}
+
+static int do_split(ctx *c)
+{
+    const ival *x = dyn_in(c, 0);
+    int q, no = c->n->noutputs;
+    int64_t axis = ai(c->n, "axis", 0), sz[256];
+    int ns;
+    if (no < 1 || no > 256)
+        return sr_fail("%d outputs (1 to 256)", no);
+    if (ps_axis(x, axis, "Split", &q) || ints_of(c->n, "split", c->nin > 1 ? c->in[1] : NULL, sz, 256, &ns))
+        return -1;
+    if (ns < 0) {
+        if (x->ps[q] % no)
+            return sr_fail("%lld does not split in %d", (long long)x->ps[q], no);
+        for (int i = 0; i < no; i++)
+            sz[i] = x->ps[q] / no;
+        ns = no;
+    }
+    if (ns != no)
+        return sr_fail("%d sizes for %d outputs", ns, no);
+    for (int i = 0; i < no; i++)
+        if (sz[i] < 0 || sz[i] > x->ps[q])
+            return sr_fail("split size %lld of an axis of %lld", (long long)sz[i], (long long)x->ps[q]);
+    int64_t off = 0;
+    for (int i = 0; i < no; i++) {
+        if (*c->n->outputs[i] && slice_one(c, x, axis, off, off + sz[i], 1, c->n->outputs[i], i))
+            return -1;
+        off += sz[i];
+    }
+    if (off != x->ps[q])
+        return sr_fail("sizes add up to %lld, the axis is %lld", (long long)off, (long long)x->ps[q]);
+    return 0;
+}
+
+static int do_gather(ctx *c)
+{
+    const ival *x = dyn_in(c, 0), *ix = c->nin > 1 ? c->in[1] : NULL;
+    int q;
+    if (!ix || ix->store != V_STATIC || sr_fold_val_batched(&ix->s))
+        return UNSUPPORTED("Gather with computed indices");
+    int64_t axis = ai(c->n, "axis", 0);
+    if (ps_axis(x, axis, "Gather", &q))
+        return -1;
+    const sr_tensor *t = &ix->s.v[0];
+    int64_t k = sr_numel(t);
+    if (k < 1 || k > 65536)
+        return UNSUPPORTED("Gather of %lld indices", (long long)k);
+    if (x->nd - 1 + t->ndim > SR_MAXDIM - 1)
+        return sr_fail("the result has too many dims");
+    int64_t *idx = malloc((size_t)k * sizeof *idx);
+    if (!idx)
+        return sr_fail("out of memory");
+    for (int64_t i = 0; i < k; i++)
+        idx[i] = sr_fold_int(sr_f64(t)[i]);
+    kvs kv = {0};
+    kv_i(&kv, "dim", q + 1);
+    kv_li(&kv, "index", idx, (int)k);
+    free(idx);
+    /* the result replaces the axis by the indices' dims */
+    int64_t ps[SR_MAXDIM], sel[SR_MAXDIM];
+    int nd = 0;
+    memcpy(sel, x->ps, sizeof sel);
+    sel[q] = k;
+    for (int d = 0; d < x->nd; d++) {
+        if (d != q) {
+            ps[nd++] = x->ps[d];
+            continue;
+        }
+        for (int j = 0; j < t->ndim; j++)
+            ps[nd++] = t->shape[j];
+    }
+    int bat = x->bat, lx = lrank(x);
+    int64_t b = axis < 0 ? axis + lx : axis; /* the logical axis gathered */
+    if (bat >= 0 && b < bat)
+        bat += t->ndim - 1;
+    if (t->ndim == 1)
+        return emit1(c, "index_select", &kv, x, nd, ps, bat, x->merged);
+    sr_module *m = layer(c->I, "index_select", &kv);
+    char nm[600];
+    snprintf(nm, sizeof nm, "%s/select", c->name);
+    int id = add_node(c->I, nm, m, 1, &x->id);
+    if (id < 0)
+        return -1;
+    kvs kr = {0};
+    kv_li(&kr, "shape", ps, nd);
+    m = layer(c->I, "reshape", &kr);
+    id = add_node(c->I, c->name, m, 1, &id);
+    return id < 0 || !def_dyn(c->I, out_name(c, 0), id, nd, ps, bat, x->merged) ? -1 : 0;
+}
+
+static int do_pad(ctx *c)
+{
+    const ival *x = dyn_in(c, 0);
+    int lx = lrank(x), np;
+    int64_t pads[2 * SR_MAXDIM + 2], axes[SR_MAXDIM + 1];
+    const char *mode = as(c->n, "mode", "constant");
+    double value = 0;
+    if (c->I->m->opset < 11) {
+        if (ints_of(c->n, "pads", NULL, pads, 2 * SR_MAXDIM + 2, &np))
+            return -1;
+        value = af(c->n, "value", 0);
+    } else {
+        if (ints_of(c->n, NULL, c->nin > 1 ? c->in[1] : NULL, pads, 2 * SR_MAXDIM + 2, &np))
+            return -1;
+        if (c->nin > 2 && c->in[2] && *c->n->inputs[2] && scalar_of(c->in[2], &value))
+            return -1;
+    }
+    int na = -1;
+    if (c->nin > 3 && c->in[3] && ints_of(c->n, NULL, c->in[3], axes, SR_MAXDIM + 1, &na))
+        return -1;
+    int nax = na >= 0 ? na : lx;
+    if (np != 2 * nax)
+        return sr_fail("%d pads for %d axes", np, nax);
+    int64_t lo[SR_MAXDIM + 1] = {0}, hi[SR_MAXDIM + 1] = {0};
+    for (int i = 0; i < nax; i++) {
+        int64_t a = na >= 0 ? axes[i] : i;
+        a = a < 0 ? a + lx : a;
+        if (a < 0 || a >= lx)
+            return sr_fail("axis %lld", (long long)axes[i]);
+        lo[a] = pads[i], hi[a] = pads[i + nax];
+    }
+    int64_t ps[SR_MAXDIM], torch_pads[2 * SR_MAXDIM];
+    memcpy(ps, x->ps, sizeof ps);
+    for (int i = 0; i < lx; i++) {
+        int m, it = item(x, i, &m);
+        if (it < 0 || m) {
+            if (lo[i] || hi[i])
+                return sr_fail("pads the batch axis");
+            continue;
+        }
+        ps[it] = x->ps[it] + lo[i] + hi[i];
+        torch_pads[2 * (x->nd - 1 - it)] = lo[i];
+        torch_pads[2 * (x->nd - 1 - it) + 1] = hi[i];
+        if (ps[it] < 1)
+            return sr_fail("pads crop axis %d to nothing", i);
+    }
+    if (strcmp(mode, "constant") && strcmp(mode, "reflect") && strcmp(mode, "edge"))
+        return UNSUPPORTED("Pad mode '%s'", mode);
+    kvs kv = {0};
+    kv_li(&kv, "padding", torch_pads, 2 * x->nd);
+    if (!strcmp(mode, "constant"))
+        kv_d(&kv, "value", value);
+    kv_s(&kv, "mode", mode);
+    return emit1(c, "pad", &kv, x, x->nd, ps, x->bat, x->merged);
+}
+
+/* Shape / Size of a dynamic value: static, per batch size. */
+static int do_shape(ctx *c, int size)
+{
+    const ival *x = dyn_in(c, 0);
+    int lx = lrank(x);
+    int64_t L[2][SR_MAXDIM + 1];
+    ldims(x, SR_FOLD_N1, L[0]);
+    ldims(x, SR_FOLD_N2, L[1]);
+    int64_t st = ai(c->n, "start", 0), en = ai(c->n, "end", lx);
+    st = st < 0 ? st + lx : st, en = en < 0 ? en + lx : en;
+    st = st < 0 ? 0 : st > lx ? lx : st, en = en < 0 ? 0 : en > lx ? lx : en;
+    ival *o = define(c->I, out_name(c, 0));
+    if (!o)
+        return -1;
+    o->store = V_STATIC;
+    o->s.type = SR_ONNX_INT64;
+    for (int k = 0; k < 2; k++) {
+        int64_t n = size ? 1 : en > st ? en - st : 0;
+        if (sr_tensor_alloc(&o->s.v[k], SR_F64, size ? 0 : 1, &n))
+            return -1;
+        if (size) {
+            double t = 1;
+            for (int i = 0; i < lx; i++)
+                t *= (double)L[k][i];
+            sr_f64(&o->s.v[k])[0] = t;
+        } else {
+            for (int64_t i = st; i < en; i++)
+                sr_f64(&o->s.v[k])[i - st] = (double)L[k][i];
+        }
+    }
+    return 0;
+}
+
+/* Expand of a value: only to its own shape (or a broadcast that adds nothing). */
+static int do_expand(ctx *c)
+{
+    const ival *x = dyn_in(c, 0), *s = c->nin > 1 ? c->in[1] : NULL;
+    if (!s || s->store != V_STATIC)
+        return sr_fail("the shape must be a constant");
+    int lx = lrank(x), ns = (int)sr_numel(&s->s.v[0]);
+    int64_t L[SR_MAXDIM + 1];
+    ldims(x, SR_FOLD_N1, L);
+    if (ns > lx)
+        return UNSUPPORTED("Expand of a value to more dims");
+    for (int i = 0; i < ns; i++) {
+        int64_t want = sr_fold_int(sr_f64(&s->s.v[0])[i]), have = L[lx - ns + i];
+        if (want != 1 && want != have)
+            return UNSUPPORTED("Expand of a value along its dims");
+    }
+    return alias(c->I, out_name(c, 0), x) ? 0 : -1;
+}
+
+static const struct {
+    const char *op, *layer;
+} pointwise[] = {
+    {"Relu", "relu"}, {"Sigmoid", "sigmoid"}, {"Tanh", "tanh"}, {"HardSigmoid", "hardsigmoid"},
+    {"HardSwish", "hardswish"}, {"LeakyRelu", "leaky_relu"}, {"Elu", "elu"}, {"Softplus", "softplus"},
+    {"Erf", "erf"}, {"Sqrt", "sqrt"}, {"Exp", "exp"}, {"Log", "log"}, {"Abs", "abs"}, {"Neg", "neg"},
+    {"Reciprocal", "reciprocal"}, {"Clip", "clip"}, {"Pow", "pow"}, {"Gelu", "gelu"},
+};
+
+static const char *const dynamic_ops[] = {
+    "Identity", "Dropout", "Cast", "CastLike", "Add", "Sub", "Mul", "Div", "Sum", "Max", "Min", "MatMul", "Gemm",
+    "Conv", "BatchNormalization", "MaxPool", "AveragePool", "GlobalAveragePool", "Flatten", "Reshape", "Squeeze",
+    "Unsqueeze", "Transpose", "Concat", "Split", "Slice", "Gather", "ReduceMean", "ReduceSum", "ReduceMax",
+    "ReduceMin", "Softmax", "LayerNormalization", "Pad", "Shape", "Size", "Expand", "Constant", NULL,
+};
+
+int sr_onnx_op_supported(const char *op)
+{
+    for (size_t i = 0; i < sizeof pointwise / sizeof *pointwise; i++)
+        if (!strcmp(pointwise[i].op, op))
+            return SR_ONNX_OP_VALUES;
+    for (const char *const *p = dynamic_ops; *p; p++)
+        if (!strcmp(*p, op))
+            return SR_ONNX_OP_VALUES;
+    return sr_fold_knows(op) ? SR_ONNX_OP_CONSTANTS : 0;
+}
+
+static int translate_dynamic(ctx *c)
+{
+    const char *op = c->n->op_type;
+    const ival *x = dyn_in(c, 0);
+    double e;
+    /* x ^ (one number) is a pointwise layer; anything else a pow_of */
+    if (!strcmp(op, "Pow") && (!x || c->nin < 2 || !c->in[1] || c->in[1]->store != V_STATIC || scalar_of(c->in[1], &e)))
+        return do_arith(c, "pow_of");
+    for (size_t i = 0; i < sizeof pointwise / sizeof *pointwise; i++)
+        if (!strcmp(pointwise[i].op, op)) {
+            if (!x)
+                return UNSUPPORTED("%s of a constant by a value", op);
+            return do_pointwise(c, pointwise[i].layer);
+        }
+    if (!strcmp(op, "Dropout")) {
+        /* in training mode it drops at random: not a function of the input,
+         * unless its ratio is 0 */
+        double t = 0, ratio = af(c->n, "ratio", 0.5);
+        int training = (c->nin > 2 && c->in[2] && (c->in[2]->store != V_STATIC || scalar_of(c->in[2], &t) || t != 0)) ||
+                       (c->I->m->opset < 7 && !ai(c->n, "is_test", 0));
+        if (c->nin > 1 && c->in[1] && (c->in[1]->store != V_STATIC || scalar_of(c->in[1], &ratio)))
+            ratio = 0.5;
+        if (training && ratio != 0)
+            return UNSUPPORTED("Dropout in training mode");
+        if (only_first_output(c))
+            return -1;
+    }
+    if (!strcmp(op, "Identity") || !strcmp(op, "Dropout"))
+        return alias(c->I, out_name(c, 0), x) ? 0 : -1;
+    if (!strcmp(op, "CastLike") && !x) { /* a constant cast like a value: the value's type is float */
+        ival *v = define(c->I, out_name(c, 0));
+        if (!v || sr_fold_val_set(&v->s, SR_ONNX_DOUBLE, &c->in[0]->s.v[0]))
+            return -1;
+        v->store = V_STATIC;
+        return 0;
+    }
+    if (!strcmp(op, "Cast") || !strcmp(op, "CastLike")) {
+        /* to float or double: the graph computes in its own precision; a
+         * rounding to 16 bits would be a layer of its own */
+        int to = !strcmp(op, "Cast") ? (int)ai(c->n, "to", SR_ONNX_FLOAT)
+               : c->nin > 1 && c->in[1] && c->in[1]->store == V_STATIC ? c->in[1]->s.type : SR_ONNX_FLOAT;
+        if (x && to != SR_ONNX_FLOAT && to != SR_ONNX_DOUBLE)
+            return UNSUPPORTED("%s of a value to %s", op, sr_onnx_type_name(to));
+    }
+    if (!strcmp(op, "Cast") || !strcmp(op, "CastLike"))
+        return alias(c->I, out_name(c, 0), x) ? 0 : -1;
+    if (!strcmp(op, "Add") || !strcmp(op, "Sub") || !strcmp(op, "Mul") || !strcmp(op, "Div"))
+        return do_arith(c, !strcmp(op, "Add") ? "add" : !strcmp(op, "Sub") ? "sub" : !strcmp(op, "Mul") ? "mul" : "div");
+    if (!strcmp(op, "Sum") || !strcmp(op, "Max") || !strcmp(op, "Min"))
+        return do_variadic(c, op[1] == 'u' ? "add" : op[1] == 'a' ? "max" : "min");
+    if (!strcmp(op, "MatMul"))
+        return do_matmul(c);
+    if (!strcmp(op, "Gemm"))
+        return do_gemm(c);
+    if (!strcmp(op, "Concat"))
+        return do_concat(c);
+    if (!x)
+        return UNSUPPORTED("%s with a value in other than its first input", op);
+    if (!strcmp(op, "Conv"))
+        return do_conv(c);
+    if (!strcmp(op, "BatchNormalization"))
+        return do_batchnorm(c);
+    if (!strcmp(op, "MaxPool") || !strcmp(op, "AveragePool"))
+        return do_pool(c, op[1] == 'a');
+    if (!strcmp(op, "GlobalAveragePool"))
+        return do_global_pool(c);
+    if (!strcmp(op, "Flatten"))
+        return do_flatten(c);
+    if (!strcmp(op, "Reshape"))
+        return do_reshape(c);
+    if (!strcmp(op, "Squeeze") || !strcmp(op, "Unsqueeze"))
+        return do_squeeze(c, op[0] == 'U');
+    if (!strcmp(op, "Transpose"))
+        return do_transpose(c);
+    if (!strcmp(op, "Split"))
+        return do_split(c);
+    if (!strcmp(op, "Slice"))
+        return do_slice(c);
+    if (!strcmp(op, "Gather"))
+        return do_gather(c);
+    if (!strcmp(op, "ReduceMean") || !strcmp(op, "ReduceSum") || !strcmp(op, "ReduceMax") || !strcmp(op, "ReduceMin"))
+        return do_reduce(c, !strcmp(op, "ReduceMean") ? "mean" : !strcmp(op, "ReduceSum") ? "sum"
+                          : !strcmp(op, "ReduceMax")  ? "max" : "min");
+    if (!strcmp(op, "Softmax"))
+        return do_softmax(c);
+    if (!strcmp(op, "LayerNormalization"))
+        return do_layernorm(c);
+    if (!strcmp(op, "Pad"))
+        return do_pad(c);
+    if (!strcmp(op, "Shape") || !strcmp(op, "Size"))
+        return do_shape(c, op[1] == 'i');
+    if (!strcmp(op, "Expand"))
+        return do_expand(c);
+    return sr_fail("unsupported op %s", op);
+}
+
+/* Folding may make what a file only describes (ConstantOfShape, Expand,
+ * Tile, Range): a few bytes may ask for any size.  One folded tensor may
+ * hold 2^20 values, or as many as the largest tensor the file (or the
+ * caller) gives, whose casts and transposes real exports fold; all of them
+ * together 2^24 plus four times the values given (checked after each node,
+ * so that many small nodes cannot ask for any memory either). */
+#define FOLD_BUDGET_BASE ((int64_t)1 << 24)
+#define FOLD_MAX_BASE ((int64_t)1 << 20)
+static void fold_max_grow(imp *I, const sr_tensor *t)
+{
+    if (sr_numel(t) > I->fold_max)
+        I->fold_max = sr_numel(t);
+}
+static int translate(imp *I, int idx)
+{
+    const sr_onnx_node *n = &I->m->nodes[idx];
+    ctx c = {.I = I, .n = n, .idx = idx, .nin = n->ninputs};
+    if (*n->domain && strcmp(n->domain, "ai.onnx"))
+        return sr_fail("node '%s': op %s of domain '%s' (srgeo reads ONNX's own ops)", n->name, n->op_type, n->domain);
+    if (n->ninputs > 64)
+        return sr_fail("node '%s' (%s): %d inputs", n->name, n->op_type, n->ninputs);
+    if (n->noutputs < 1 || n->noutputs > 256)
+        return sr_fail("node '%s' (%s): %d outputs", n->name, n->op_type, n->noutputs);
+    int dynamic = 0;
+    for (int i = 0; i < n->ninputs; i++) {
+        if (!*n->inputs[i])
+            continue;
+        if (!(c.in[i] = find(I, n->inputs[i])))
+            return sr_fail("node '%s' (%s) reads '%s', which no earlier node nor initializer makes", n->name,
+                           n->op_type, n->inputs[i]);
+        dynamic |= c.in[i]->store == V_DYN;
+    }
+    node_name(n, NULL, c.name, sizeof c.name);
+    int rc;
+    if (!dynamic) {
+        sr_fold_val outs[256];
+        memset(outs, 0, sizeof outs);
+        sr_fold_val *ins[64];
+        for (int i = 0; i < n->ninputs; i++)
+            ins[i] = c.in[i] ? &c.in[i]->s : NULL;
+        rc = sr_fold_node(n, I->m->opset, ins, outs, I->fold_max);
+        for (int o = 0; !rc && o < n->noutputs; o++)
+            I->folded_values += sr_numel(&outs[o].v[0]) + (sr_fold_val_batched(&outs[o]) ? sr_numel(&outs[o].v[1]) : 0);
+        if (!rc && I->folded_values > I->fold_budget)
+            rc = sr_fail("the folded constants would hold %lld values (at most 2^24 + 4 x the %lld given: %lld)",
+                         (long long)I->folded_values, (long long)(I->fold_budget - FOLD_BUDGET_BASE) / 4,
+                         (long long)I->fold_budget);
+        for (int o = 0; o < n->noutputs; o++) {
+            ival *v = !rc && *n->outputs[o] ? define(I, n->outputs[o]) : NULL;
+            if (!rc && *n->outputs[o] && !v)
+                rc = -1;
+            if (v) {
+                v->store = V_STATIC;
+                v->s = outs[o];
+            } else {
+                sr_fold_val_free(&outs[o]);
+            }
+        }
+        I->folded += !rc;
+    } else {
+        rc = translate_dynamic(&c);
+    }
+    if (rc)
+        return sr_fail_context("node '%s' (%s)", *n->name ? n->name : n->noutputs ? n->outputs[0] : "", n->op_type);
+    return 0;
+}
+
+/* --- the whole model ---------------------------------------------------------- */
+/* Up to 16 comma-separated numbers; their count, or -1. */
+static int meta_numbers(const char *s, double *v)
+{
+    int n = 0;
+    while (*s && n < 16) {
+        char *end;
+        v[n++] = strtod(s, &end);
+        if (end == s)
+            return -1;
+        s = end;
+        while (*s == ' ' || *s == ',')
+            s++;
+    }
+    return *s ? -1 : n;
+}
+
+/* The image input: its layout, and its value (0, or the normalize node's). */
+static int image_value(imp *I, const sr_onnx_value *in, const sr_onnx_import_opts *o, sr_onnx_import_info *info)
+{
+    if (in->type && in->type != SR_ONNX_FLOAT && in->type != SR_ONNX_DOUBLE && in->type != SR_ONNX_FLOAT16 &&
+        in->type != SR_ONNX_BFLOAT16)
+        return sr_fail("input '%s' holds %s values, not an image", in->name, sr_onnx_type_name(in->type));
+    if (in->ndim < 1 + !o->no_batch)
+        return sr_fail("input '%s' has %s shape (give input_size)", in->name, in->ndim < 0 ? "no" : "a too small");
+    int first = o->no_batch ? 0 : 1, nd = in->ndim - first;
+    int64_t ps[SR_MAXDIM];
+    if (nd > SR_MAXDIM - 1)
+        return sr_fail("input '%s' has %d dims", in->name, in->ndim);
+    /* input_size: every sample dim, or all but a known first (channels) */
+    int skip = o->nsize == nd - 1 && nd > 1 && in->dims[first] > 0;
+    if (o->nsize && o->nsize != nd && !skip)
+        return sr_fail("input_size has %d dims, input '%s' %d after the batch", o->nsize, in->name, nd);
+    for (int d = 0; d < nd; d++) {
+        ps[d] = o->nsize && d >= skip ? o->size[d - skip] : in->dims[first + d];
+        if (ps[d] == 0 && (o->nsize || in->dims[first + d] == 0))
+            return UNSUPPORTED("input '%s' has an empty dim %d", in->name, first + d);
+        if (ps[d] < 1)
+            return sr_fail("input '%s' dim %d is %s: give input_size (srgeo fixes every dim but the batch)", in->name,
+                           first + d, in->dim_names[first + d] ? in->dim_names[first + d] : "unknown");
+        if (o->nsize && d >= skip && in->dims[first + d] > 0 && in->dims[first + d] != ps[d])
+            return sr_fail("input_size dim %d is %lld, the model's input '%s' is fixed at %lld", d + 1,
+                           (long long)ps[d], in->name, (long long)in->dims[first + d]);
+    }
+    I->n0 = !o->no_batch && in->dims[0] > 0 ? in->dims[0] : 1;
+    int id = 0, nmean = o->nmean;
+    double mean[16], std[16];
+    const char *where = "mean and std";
+    if (nmean > 0 && nmean <= 16) {
+        memcpy(mean, o->mean, (size_t)nmean * sizeof *mean);
+        memcpy(std, o->std, (size_t)nmean * sizeof *std);
+    }
+    if (!nmean && !o->raw && sr_onnx_meta(I->m, "srgeo.mean") && sr_onnx_meta(I->m, "srgeo.std")) {
+        int ns = meta_numbers(sr_onnx_meta(I->m, "srgeo.std"), std);
+        nmean = meta_numbers(sr_onnx_meta(I->m, "srgeo.mean"), mean);
+        where = "metadata srgeo.mean and srgeo.std";
+        if (nmean < 1 || ns != nmean)
+            return sr_fail("the model's %s are not two lists of as many numbers ('%s', '%s')", where,
+                           sr_onnx_meta(I->m, "srgeo.mean"), sr_onnx_meta(I->m, "srgeo.std"));
+        for (int i = 0; i < ns; i++)
+            if (!(std[i] > 0))
+                return sr_fail("the model's metadata srgeo.std has %g", std[i]);
+    }
+    if (info)
+        info->normalization = !nmean ? SR_ONNX_NORM_NONE : o->nmean ? SR_ONNX_NORM_GIVEN : SR_ONNX_NORM_METADATA;
+    if (nmean) {
+        if (nd < 1 || ps[0] != nmean || nmean > 16)
+            return sr_fail("%s have %d values, the input '%s' %lld channels", where, nmean, in->name,
+                           (long long)(nd ? ps[0] : 0));
+        kvs k = {0};
+        kv_ld(&k, "mean", mean, nmean);
+        kv_ld(&k, "std", std, nmean);
+        sr_module *m = layer(I, "normalize", &k);
+        if ((id = add_node(I, "normalize", m, 1, &id)) < 0)
+            return -1;
+    }
+    if (!def_dyn(I, in->name, id, nd, ps, o->no_batch ? -1 : 0, 0))
+        return -1;
+    if (info) {
+        info->ndim = nd;
+        memcpy(info->sample, ps, (size_t)nd * sizeof *ps);
+    }
+    return 0;
+}
+
+/* Whether the input's readers subtract or divide per-channel constants. */
+static int normalizes(const imp *I, const char *input)
+{
+    for (int j = 0; j < I->m->nnodes; j++) {
+        const sr_onnx_node *n = &I->m->nodes[j];
+        if (n->ninputs == 2 && !strcmp(n->inputs[0], input) &&
+            (!strcmp(n->op_type, "Sub") || !strcmp(n->op_type, "Div") || !strcmp(n->op_type, "Mul"))) {
+            ival *cst = find((imp *)I, n->inputs[1]);
+            if (cst && cst->store == V_STATIC && sr_numel(&cst->s.v[0]) > 1)
+                return 1;
+        }
+    }
+    return 0;
+}
+
+/* The classifier head's input: the last Gemm / MatMul by a constant, when
+ * the graph's output is its output (or that passed through ops that do not
+ * mix features: Identity, Dropout, Flatten, Reshape, Softmax). */
+static void find_head(imp *I, const char *output, sr_onnx_import_info *info)
+{
+    if (I->head_in < 0 || !info)
+        return;
+    const char *v = I->m->nodes[I->head_node].outputs[0];
+    for (int guard = 0; guard < 64 && strcmp(v, output); guard++) {
+        const sr_onnx_node *next = NULL;
+        for (int j = 0; j < I->m->nnodes && !next; j++)
+            for (int k = 0; k < I->m->nodes[j].ninputs; k++)
+                if (!strcmp(I->m->nodes[j].inputs[k], v))
+                    next = &I->m->nodes[j];
+        if (!next || !next->noutputs ||
+            !(strstr(" Identity Dropout Flatten Reshape Softmax Add ", next->op_type) &&
+              strstr(" Identity Dropout Flatten Reshape Softmax Add ", next->op_type)[-1] == ' '))
+            return;
+        v = next->outputs[0];
+    }
+    if (strcmp(v, output))
+        return;
+    snprintf(info->features, sizeof info->features, "%s", I->v[I->head_in].name);
+}
+
+/* The value table with the initializers and the caller's constants. */
+static int imp_begin(imp *I, const sr_onnx_model *m, const sr_onnx_import_opts *o)
+{
+    memset(I, 0, sizeof *I);
+    I->m = m, I->o = o, I->head_in = -1, I->head_node = -1;
+    if (m->opset > 18)
+        return sr_fail("onnx %s: opset %lld (srgeo reads up to 18; 11 to 17 are tested)", m->path,
+                       (long long)m->opset);
+    int nvals = m->ninits + m->ninputs + o->nconst + 64;
+    for (int i = 0; i < m->nnodes; i++)
+        nvals += m->nodes[i].noutputs + 8;
+    I->cap = nvals;
+    for (I->tcap = 64; I->tcap < 2 * nvals + 2; I->tcap *= 2)
+        ;
+    I->v = calloc((size_t)I->cap, sizeof *I->v);
+    I->tab = calloc((size_t)I->tcap, sizeof *I->tab);
+    I->skip = calloc((size_t)m->nnodes + 1, 1);
+    I->g = sr_graph_new();
+    if (!I->v || !I->tab || !I->skip || !I->g)
+        return sr_fail("onnx %s: out of memory", m->path);
+    if (I->g->dtype != o->dtype && sr_module_to_dtype(I->g, o->dtype))
+        return -1;
+    I->fold_budget = FOLD_BUDGET_BASE;
+    I->fold_max = FOLD_MAX_BASE;
+    for (int i = 0; i < m->nnodes; i++)
+        for (int a = 0; a < m->nodes[i].nattrs; a++)
+            if (m->nodes[i].attrs[a].t)
+                fold_max_grow(I, &m->nodes[i].attrs[a].t->value);
+    for (int i = 0; i < m->ninits; i++) {
+        I->fold_budget += 4 * sr_numel(&m->inits[i].value);
+        fold_max_grow(I, &m->inits[i].value);
+        ival *v = define(I, m->inits[i].name);
+        if (!v || sr_fold_val_set(&v->s, m->inits[i].type, &m->inits[i].value))
+            return sr_fail_context("onnx %s: initializer '%s'", m->path, m->inits[i].name);
+        v->store = V_STATIC;
+    }
+    for (int i = 0; i < o->nconst; i++) {
+        I->fold_budget += 4 * sr_numel(&o->const_values[i]->value);
+        fold_max_grow(I, &o->const_values[i]->value);
+        ival *v = find(I, o->const_names[i]);
+        if (!v)
+            v = define(I, o->const_names[i]);
+        if (!v || sr_fold_val_set(&v->s, o->const_values[i]->type, &o->const_values[i]->value))
+            return sr_fail_context("onnx %s: constant '%s'", m->path, o->const_names[i]);
+        v->store = V_STATIC;
+    }
+    return 0;
+}
+
+static int imp_nodes(imp *I)
+{
+    for (int j = 0; j < I->m->nnodes; j++)
+        if (!I->skip[j] && (sr_interrupted() || translate(I, j)))
+            return sr_fail_context("onnx %s", I->m->path);
+    return 0;
+}
+
+static void imp_end(imp *I)
+{
+    for (int i = 0; i < I->nv; i++) {
+        free(I->v[i].name);
+        sr_fold_val_free(&I->v[i].s);
+    }
+    free(I->v);
+    free(I->tab);
+    free(I->skip);
+    sr_module_release(I->g);
+    memset(I, 0, sizeof *I);
+}
+
+/* The module graph of an imported model, from imp_begin on. */
+static sr_module *import_graph(imp *I, sr_onnx_import_info *info)
+{
+    const sr_onnx_model *m = I->m;
+    const sr_onnx_import_opts *o = I->o;
+    const sr_onnx_value *img = NULL;
+    for (int i = 0; i < m->ninputs; i++) {
+        if (find(I, m->inputs[i].name))
+            continue; /* an initializer listed as input (IR < 4), or given */
+        if (o->input && strcmp(o->input, m->inputs[i].name))
+            return sr_fail("onnx %s: input '%s' has no value (give it as a constant)", m->path, m->inputs[i].name),
+                   NULL;
+        if (img)
+            return sr_fail("onnx %s: inputs '%s' and '%s': srgeo takes one image input (name it with input=)", m->path,
+                           img->name, m->inputs[i].name),
+                   NULL;
+        img = &m->inputs[i];
+    }
+    if (!img)
+        return sr_fail("onnx %s: no input left for the image%s%s", m->path, o->input ? " named " : "",
+                       o->input ? o->input : ""),
+               NULL;
+    if (image_value(I, img, o, info))
+        return sr_fail_context("onnx %s", m->path), NULL;
+    if (imp_nodes(I))
+        return NULL;
+    const char *outname = o->output ? o->output : m->noutputs ? m->outputs[0].name : "";
+    ival *out = find(I, outname);
+    if (!out)
+        return sr_fail("onnx %s: no value named '%s' to return", m->path, outname), NULL;
+    if (out->store != V_DYN)
+        return sr_fail("onnx %s: the output '%s' does not depend on the input", m->path, outname), NULL;
+    if (out->bat > 0 || (out->bat == 0 && out->merged))
+        return sr_fail("onnx %s: the output '%s' does not have the batch first (axis %d%s)", m->path, outname, out->bat,
+                       out->merged ? ", merged" : ""),
+               NULL;
+    if (!I->g->nchildren) {
+        /* the output is the input itself: one identity node */
+        if (add_node(I, "identity", sr_identity_new(), 1, &out->id) < 0)
+            return NULL;
+        out->id = 1;
+    }
+    if (sr_graph_set_output(I->g, out->id))
+        return NULL;
+    /* every dynamic value name is a tap: an alias of the node making it */
+    for (int i = 0; i < I->nv; i++) {
+        ival *v = &I->v[i];
+        if (v->store != V_DYN || !v->id)
+            continue;
+        const char *node = I->g->children[v->id - 1].name;
+        if (strcmp(node, v->name) && sr_module_set_alias(I->g, v->name, node))
+            return NULL;
+    }
+    if (info) {
+        find_head(I, outname, info);
+        ival *f = info->features[0] ? find(I, info->features) : NULL;
+        if (f && f->id &&
+            (sr_module_set_alias(I->g, "features", I->g->children[f->id - 1].name) ||
+             sr_module_set_default_tap(I->g, "features")))
+            return NULL;
+        if (!f || !f->id)
+            info->features[0] = 0;
+        info->normalizes = normalizes(I, img->name);
+        info->nodes = I->g->nchildren;
+        info->folded = I->folded;
+    }
+    sr_module *g = I->g;
+    I->g = NULL;
+    return g;
+}
+
+sr_module *sr_onnx_import(const sr_onnx_model *m, const sr_onnx_import_opts *o, sr_onnx_import_info *info)
+{
+    sr_onnx_import_opts defaults = {0};
+    imp I;
+    if (info)
+        memset(info, 0, sizeof *info);
+    sr_module *g = imp_begin(&I, m, o ? o : &defaults) ? NULL : import_graph(&I, info);
+    imp_end(&I);
+    return g;
+}
+
+int sr_onnx_evaluate(const sr_onnx_model *m, const sr_onnx_import_opts *o, sr_tensor *out, int nout)
+{
+    sr_onnx_import_opts defaults = {0};
+    imp I;
+    int rc = imp_begin(&I, m, o ? o : &defaults);
+    for (int i = 0; !rc && i < m->ninputs; i++)
+        if (!find(&I, m->inputs[i].name))
+            rc = sr_fail("onnx %s: input '%s' has no value (evaluation takes every input as a constant)", m->path,
+                         m->inputs[i].name);
+    if (!rc && nout != m->noutputs)
+        rc = sr_fail("onnx %s: %d outputs, %d slots", m->path, m->noutputs, nout);
+    if (!rc)
+        rc = imp_nodes(&I);
+    for (int i = 0; !rc && i < nout; i++) {
+        ival *v = find(&I, m->outputs[i].name);
+        if (!v || v->store != V_STATIC)
+            rc = sr_fail("onnx %s: no value for output '%s'", m->path, m->outputs[i].name);
+        else if (sr_fold_val_batched(&v->s))
+            rc = sr_fail("onnx %s: output '%s' depends on the batch", m->path, m->outputs[i].name);
+        else
+            rc = sr_tensor_copy(&out[i], &v->s.v[0]);
+    }
+    imp_end(&I);
+    return rc;
+}

@@ -1,0 +1,419 @@
+-- onnx_spec.lua: the ONNX importer (core/import/) on exports of real
+-- architectures (tests/fixtures/gen_onnx.py) against PyTorch's own
+-- features and JVPs, and on ONNX's backend node tests (libonnx-testdata)
+-- when the package is installed.
+local T = ...
+local srgeo = require "srgeo"
+
+local FIX = "tests/fixtures/onnx/"
+local MODELS = { "mobilenet_v3_small", "efficientnet_b0", "regnet_y_400mf", "densenet121", "shufflenet_v2",
+                 "squeezenet1_1", "swin_t", "vit_b_16", "convnext_tiny" }
+
+local function rel(a, b)
+  local d = (a - b):abs():max()
+  return d / math.max(b:abs():max(), 1e-300)
+end
+
+local function npy(name, what) return srgeo.npy.load(FIX .. name .. "_" .. what .. ".npy"):double() end
+
+T.test("onnx: torchvision exports match PyTorch (features 1e-10, JVPs 1e-8 in float64; features 1e-4 in float32)",
+  function()
+  local lines = {}
+  for _, name in ipairs(MODELS) do
+    local x, want_f, want_y = npy(name, "x"), npy(name, "features"), npy(name, "y")
+    local v, want_jv = npy(name, "v"), npy(name, "jv")
+    local m, info = srgeo.onnx.load(FIX .. name .. ".onnx", { dtype = "float64" })
+    -- squeezenet's classifier is a convolution: its features are the output
+    T.eq(info.features ~= nil, name ~= "squeezenet1_1", name .. ": the classifier's input is found")
+    local f = m:forward(x)
+    local y = m:forward(x, { tap = "" })
+    local _, jv = m:jvp(x, v)
+    local ef, ey, ej = rel(f, want_f), rel(y, want_y), rel(jv, want_jv)
+    local m32 = srgeo.onnx.load(FIX .. name .. ".onnx")
+    local e32 = rel(m32:forward(x:float()):double(), want_f)
+    lines[#lines + 1] = string.format("     %-20s f64 features %.1e logits %.1e jvp %.1e | f32 features %.1e", name, ef,
+      ey, ej, e32)
+    if not (ef <= 1e-10 and ey <= 1e-10 and ej <= 1e-8 and e32 <= 1e-4) then
+      error(lines[#lines])
+    end
+  end
+  print(table.concat(lines, "\n"))
+end)
+
+-- Hand-made models: a protobuf writer for the few ONNX messages these tests
+-- need (proto2 wire format: varint keys and values, length-delimited
+-- strings and messages, fixed32 floats), so a malformed model is spelled
+-- out here rather than shipped as an opaque file.
+local PB = {}
+do
+  local function varint(n)
+    local out = {}
+    repeat
+      local b = n & 0x7f
+      n = n >> 7 -- logical: a negative int64 takes ten bytes, as protobuf writes it
+      out[#out + 1] = string.char(n ~= 0 and (b | 0x80) or b)
+    until n == 0
+    return table.concat(out)
+  end
+  local function int(f, v) return varint(f << 3) .. varint(math.tointeger(v)) end
+  local function bytes(f, s) return varint((f << 3) | 2) .. varint(#s) .. s end
+  local function each(f, t, enc) local o = {} for i, v in ipairs(t) do o[i] = enc(f, v) end return table.concat(o) end
+  -- TensorProto with raw data: float (1) or int64 (7) values
+  function PB.tensor(name, dims, values, int64)
+    local raw = {}
+    if type(values) == "string" then raw = { values } end -- raw bytes as they are
+    for i, v in ipairs(type(values) == "table" and values or {}) do
+      raw[i] = int64 and string.pack("<i8", v) or string.pack("<f", v)
+    end
+    return each(1, dims, int) .. int(2, int64 and 7 or 1) .. bytes(8, name) .. bytes(9, table.concat(raw))
+  end
+  function PB.ints_attr(name, t) return bytes(1, name) .. each(8, t, int) .. int(20, 7) end
+  function PB.int_attr(name, v) return bytes(1, name) .. int(3, v) .. int(20, 2) end
+  function PB.node(op, inputs, outputs, name, attrs)
+    return each(1, inputs, bytes) .. each(2, outputs, bytes) .. bytes(3, name) .. bytes(4, op)
+      .. each(5, attrs or {}, bytes)
+  end
+  -- ValueInfoProto of a float tensor; a string dim is symbolic
+  function PB.value(name, dims)
+    local d = {}
+    for i, v in ipairs(dims) do d[i] = bytes(1, type(v) == "string" and bytes(2, v) or int(1, v)) end
+    return bytes(1, name) .. bytes(2, bytes(1, int(1, 1) .. bytes(2, table.concat(d))))
+  end
+  function PB.model(g)
+    local graph = each(1, g.nodes, bytes) .. bytes(2, "g") .. each(5, g.inits or {}, bytes)
+      .. each(11, g.inputs, bytes) .. each(12, g.outputs, bytes)
+    return int(1, 7) .. bytes(7, graph) .. bytes(8, bytes(1, "") .. int(2, g.opset or 13))
+  end
+end
+
+-- Bad files and bad graphs: each an error naming what is wrong (the node,
+-- its op, the shapes or values), never a crash, a hang or an allocation a
+-- few bytes asked for.
+T.test("onnx: malformed files and graphs fail with messages naming the node, op and shapes", function()
+  local dir = os.tmpname()
+  os.remove(dir)
+  T.truthy(os.execute("mkdir -p " .. dir))
+  local X, Y = PB.value("x", { "N", 2, 4, 4 }), PB.value("y", { "N", 2, 4, 4 })
+  local function graph(nodes, inits, out) return PB.model { nodes = nodes, inits = inits, inputs = { X }, outputs = { out or Y } } end
+  local function load(bytes)
+    local p = dir .. "/m.onnx"
+    T.write(p, bytes)
+    return srgeo.onnx.load(p, { raw = true })
+  end
+  -- the writer is right: a good model loads and runs
+  local good = graph { PB.node("Relu", { "x" }, { "y" }, "r") }
+  local x = srgeo.randn({ 3, 2, 4, 4 }, 1)
+  T.eq((load(good):forward(x) - x:clamp(0, math.huge)):abs():max(), 0)
+  local BIG_W = PB.tensor("w", { 2097152 }, string.rep("\0\0\128\63", 2097152)) -- 2^21 ones
+  local function many_constants(n)
+    local nodes = {}
+    for i = 1, n do nodes[i] = PB.node("ConstantOfShape", { "s" }, { "c" .. i }, "c" .. i) end
+    nodes[n + 1] = PB.node("Add", { "x", "c" .. n }, { "y" }, "adder")
+    return nodes
+  end
+  local cases = {
+    { "\x12\x34 not a model \xff\xff", "not an ONNX model (the protobuf does not parse)" },
+    { good:sub(1, #good // 2), "not an ONNX model" },
+    { "", "the model has no graph" },
+    { graph { PB.node("FooBar", { "x" }, { "y" }, "the_foo") }, "node 'the_foo' (FooBar): unsupported op FooBar" },
+    { graph { PB.node("Add", { "x", "nowhere" }, { "y" }, "adder") },
+      "node 'adder' (Add) reads 'nowhere', which no earlier node nor initializer makes" },
+    { graph({ PB.node("Relu", { "x" }, { "y" }, "r") }, nil, PB.value("q", { "N", 2 })), "no value named 'q' to return" },
+    { graph({ PB.node("Add", { "x", "w" }, { "y" }, "adder") }, { PB.tensor("w", { 2, 3 }, { 1, 2 }) }),
+      "tensor 'w' float of 6 values has 8 raw bytes, not 24" },
+    { graph({ PB.node("Conv", { "x", "w" }, { "y" }, "conv1") }, { PB.tensor("w", { 1, 3, 1, 1 }, { 1, 2, 3 }) }),
+      "node 'conv1' (Conv): weight (1,3,1,1) does not fit 2 input channels in 1 groups" },
+    { graph({ PB.node("Reshape", { "x", "s" }, { "y" }, "resh") }, { PB.tensor("s", { 2 }, { -1, 7 }, true) }),
+      "node 'resh' (Reshape): reshape: 32 values per sample do not fit the shape (-1,7)" },
+    { graph { PB.node("MaxPool", { "x" }, { "y" }, "pool", { PB.ints_attr("kernel_shape", { 9, 9 }) }) },
+      "node 'pool' (MaxPool): 'x' (2,4,4) per sample is smaller than the kernel 9x9" },
+    { graph({ PB.node("Add", { "x", "c" }, { "y" }, "adder") }, { PB.tensor("c", { 3 }, { 1, 2, 3 }) }),
+      "node 'adder' (Add): 'x' (2,4,4) per sample and constant 'c' (3) do not broadcast" },
+    -- found by fuzzing (tests/fuzz/fuzz_onnx.c): a zero stride divided, a
+    -- missing input was read, a split past its axis, more groups than channels
+    { graph { PB.node("MaxPool", { "x" }, { "y" }, "pool", { PB.ints_attr("kernel_shape", { 2, 2 }),
+        PB.ints_attr("strides", { 2, 0 }) }) },
+      "node 'pool' (MaxPool): kernel 2x2, strides 2,0, dilations 1,1: each must be 1 to 1048576" },
+    { graph { PB.node("Shape", {}, { "s" }, "shape"), PB.node("Add", { "x", "s" }, { "y" }, "adder") },
+      "node 'shape' (Shape): Shape: input 1 is missing" },
+    { graph({ PB.node("Split", { "x", "sz" }, { "a", "b" }, "split", { PB.int_attr("axis", 1) }),
+        PB.node("Add", { "a", "b" }, { "y" }, "adder") }, { PB.tensor("sz", { 2 }, { 5, -3 }, true) }),
+      "node 'split' (Split): split size 5 of an axis of 2" },
+    { graph({ PB.node("Conv", { "x", "w" }, { "y" }, "conv1", { PB.int_attr("group", 4) }) },
+        { PB.tensor("w", { 4, 0, 1, 1 }, {}) }),
+      "node 'conv1' (Conv): weight (4,0,1,1) does not fit 2 input channels in 4 groups" },
+    -- a few bytes asking for gigabytes: refused before any allocation
+    { graph({ PB.node("ConstantOfShape", { "s" }, { "c" }, "bomb"), PB.node("Add", { "x", "c" }, { "y" }, "adder") },
+        { PB.tensor("s", { 4 }, { 100000, 100000, 4, 4 }, true) }),
+      "node 'bomb' (ConstantOfShape): folding: a constant of shape (100000,100000,4,4) is more than 1048576 elements" },
+    { graph({ PB.node("Expand", { "c", "s" }, { "t" }, "exp"), PB.node("Add", { "x", "t" }, { "y" }, "adder") },
+        { PB.tensor("c", { 1 }, { 1 }), PB.tensor("s", { 3 }, { 65536, 65536, 16 }, true) }),
+      "node 'exp' (Expand): folding: a constant of shape (65536,65536,16) is more than" },
+    { graph({ PB.node("Tile", { "c", "r" }, { "t" }, "tile"), PB.node("Add", { "x", "t" }, { "y" }, "adder") },
+        { PB.tensor("c", { 2, 1 }, { 1, 2 }), PB.tensor("r", { 2 }, { 1 << 20, 1 << 20 }, true) }),
+      "node 'tile' (Tile): folding: a constant of shape (2097152,1048576) is more than" },
+    -- each constant within bounds, together more than the file's weights justify
+    { graph(many_constants(17), { PB.tensor("s", { 2 }, { 1024, 1024 }, true) }),
+      "node 'c17' (ConstantOfShape): the folded constants would hold 17825792 values (at most 2^24 + 4 x the 2 given" },
+    -- a file's own big tensors let one folded constant be as big: a cast of
+    -- a 2^21-value weight folds, a ConstantOfShape of 2^21 + 1 does not
+    { graph({ PB.node("ConstantOfShape", { "s" }, { "c" }, "big"), PB.node("Add", { "x", "c" }, { "y" }, "adder") },
+        { PB.tensor("s", { 2 }, { 2097153, 1 }, true), BIG_W }),
+      "node 'big' (ConstantOfShape): folding: a constant of shape (2097153,1) is more than 2097152 elements" },
+  }
+  for _, c in ipairs(cases) do T.raises(function() load(c[1]) end, c[2]) end
+  load(graph({ PB.node("Cast", { "w" }, { "wc" }, "cast", { PB.int_attr("to", 11) }), PB.node("Relu", { "x" }, { "y" }, "r") },
+    { BIG_W }))
+  -- Tile folds in one pass (it was a concatenation per repeat: quadratic)
+  local tiled = graph({ PB.node("Tile", { "c", "r" }, { "t" }, "tile"), PB.node("Add", { "x", "t" }, { "y" }, "adder") },
+    { PB.tensor("c", { 2, 1, 1 }, { 1, 2 }), PB.tensor("r", { 3 }, { 1, 4, 4 }, true) })
+  local c = srgeo.cat({ srgeo.full({ 1, 1, 4, 4 }, 1), srgeo.full({ 1, 1, 4, 4 }, 2) }, 2)
+  T.eq((load(tiled):forward(x) - (x + srgeo.cat({ c, c, c }, 1))):abs():max(), 0)
+  os.execute("rm -rf " .. dir)
+end)
+
+-- The fuzz target's corpus (tests/fuzz/corpus_onnx: seeds and the inputs
+-- that once crashed or leaked, named regress_*) replayed in the ordinary
+-- build, and under ASan in make sanitize: each loads or fails with a message.
+T.test("onnx: the fuzz corpus loads or fails cleanly, the past crashes included", function()
+  local p = io.popen("ls tests/fuzz/corpus_onnx/*.onnx")
+  local n, failed, regress = 0, 0, 0
+  for f in p:lines() do
+    n = n + 1
+    local ok, err = pcall(srgeo.onnx.load, f, { raw = true })
+    if not ok then
+      failed = failed + 1
+      T.eq(type(err) == "string" and err:find("onnx ", 1, true) ~= nil, true, f .. ": " .. tostring(err))
+    end
+    if f:find("regress_", 1, true) then regress = regress + 1; T.eq(ok, false, f .. " is refused") end
+  end
+  p:close()
+  T.eq(n >= 20 and regress >= 4, true, "corpus of " .. n .. " files, " .. regress .. " regressions")
+  print(string.format("     %d files: %d load, %d refused (%d past crashes)", n, n - failed, failed, regress))
+end)
+
+-- Folding a cast to float16 rounds once, to nearest even (ONNX's node tests
+-- cast values, which srgeo does not take): ties, the largest finite value,
+-- overflow, subnormals.
+T.test("onnx: folded casts to float16 round to nearest even, overflow to inf, keep subnormals", function()
+  local p = os.tmpname()
+  T.write(p, PB.model { nodes = { PB.node("Cast", { "c" }, { "h" }, "cast", { PB.int_attr("to", 10) }) },
+    inputs = { PB.value("c", { 9 }) }, outputs = { PB.value("h", { 9 }) } })
+  local c = srgeo.tensor({ 1 / 3, 2049, 2051, 65519, 65520, -65520, 1e-8, 3e-8, -2 ^ -14 * 1.5 }):double()
+  local h = srgeo.onnx.evaluate(p, { constants = { c = { c, "double" } } }).h
+  os.remove(p)
+  local want = { 0.333251953125, 2048, 2052, 65504, math.huge, -math.huge, 0, 2 ^ -24, -2 ^ -14 * 1.5 }
+  for i, w in ipairs(want) do T.eq(h:get(i), w, "element " .. i) end
+end)
+
+-- ONNX's backend node tests: every case whose ops srgeo takes, through the
+-- importer: without a batch axis (the test's dims as they are, the first
+-- float input as the image, the other inputs as constants), and also with
+-- the first dim as the batch where that imports (the layout machinery of
+-- real models); a model whose output does not depend on an image (Shape,
+-- Range, a comparison of integers) through the constant folding.  Outputs
+-- are compared as ONNX's own runner does (rtol 1e-3, atol 1e-7; NaN where
+-- NaN is expected).  A case is skipped only when the import reports an
+-- "unsupported:" attribute or form (listed with the report); any other
+-- error or mismatch fails.  Cases on strings, or ops srgeo folds only on
+-- integer data (pooling uint8), are not run.
+local NODE = "/usr/share/libonnx-testdata/data/node"
+
+local function exists(p) local f = io.open(p, "rb") if f then f:close() return true end return false end
+
+local function is_float(ty) return ty == "float" or ty == "double" or ty == "float16" or ty == "bfloat16" end
+
+-- ONNX's test data keeps bfloat16 values as their uint16 bits
+local function bf16_values(t)
+  local v = t:reshape { -1 }:totable()
+  for i, b in ipairs(v) do v[i] = string.unpack("<f", string.pack("<I4", math.tointeger(b) << 16)) end
+  return srgeo.tensor(v):double():reshape(t:shape())
+end
+
+-- nil, or the first output that differs
+local function compare(outs, got)
+  for _, o in ipairs(outs) do
+    local g = got[o.name]
+    if not g then return "no output " .. o.name end
+    local want = o.t:double():reshape { -1 }:totable()
+    g = g:double():reshape { -1 }:totable()
+    if #g ~= #want then return string.format("output %s has %d values, expected %d", o.name, #g, #want) end
+    for i = 1, #want do
+      local a, b = g[i], want[i]
+      if not ((a ~= a and b ~= b) or a == b or math.abs(a - b) <= 1e-3 * math.abs(b) + 1e-7) then
+        return string.format("output %s[%d] is %.9g, expected %.9g", o.name, i, a, b)
+      end
+    end
+  end
+end
+
+local FIRST_OUTPUT_ONLY = { LayerNormalization = true, MaxPool = true, Dropout = true }
+
+local function run_case(dir)
+  local model = dir .. "/model.onnx"
+  local info = srgeo.onnx.info(model)
+  local folded_only = false
+  for _, op in ipairs(info.ops) do
+    local how = srgeo.onnx.supported(op)
+    if not how then return nil end -- an op srgeo does not take: not run
+    folded_only = folded_only or how == "constants"
+  end
+  for _, v in ipairs(info.inputs) do
+    if v.type == "string" or v.type == "an unknown type" then return nil end -- strings: not srgeo's
+  end
+  for _, v in ipairs(info.outputs) do
+    if v.type == "string" or v.type == "an unknown type" then return nil end
+  end
+  local set = dir .. "/test_data_set_0/"
+  local ins, outs, names = {}, {}, {}
+  for i, v in ipairs(info.inputs) do
+    local t, ty = srgeo.onnx.read_tensor(set .. "input_" .. (i - 1) .. ".pb")
+    if v.type == "bfloat16" and ty == "uint16" then t, ty = bf16_values(t), "bfloat16" end
+    ins[i] = { name = v.name, t = t, type = ty }
+  end
+  for i, v in ipairs(info.outputs) do
+    local t, ty = srgeo.onnx.read_tensor(set .. "output_" .. (i - 1) .. ".pb")
+    if v.type == "bfloat16" and ty == "uint16" then t = bf16_values(t) end
+    outs[i] = { name = v.name, t = t }
+    names[i] = v.name
+  end
+  -- Ops whose further outputs srgeo does not make (LayerNormalization's
+  -- Mean / InvStdDev, MaxPool's indices, Dropout's mask): their single-node
+  -- cases are compared on the first output, and counted as such.
+  local first_only = info.nodes == 1 and #outs > 1 and FIRST_OUTPUT_ONLY[info.ops[1]]
+  if first_only then outs, names = { outs[1] }, { names[1] } end
+  local image
+  for _, v in ipairs(ins) do
+    if not image and not folded_only and is_float(v.type) and #v.t:shape() > 0 then image = v end
+  end
+  local consts, all = {}, {}
+  for _, v in ipairs(ins) do
+    all[v.name] = { v.t:double(), v.type }
+    if v ~= image then consts[v.name] = all[v.name] end
+  end
+  local function evaluate()
+    local ok, got = pcall(srgeo.onnx.evaluate, model, { constants = all })
+    if not ok and tostring(got):find("not an op srgeo folds", 1, true) and not image then return nil end
+    if not ok then return "fail", tostring(got) end
+    local bad = compare(outs, got)
+    return bad and "fail" or "pass", bad
+  end
+  if not image then return evaluate() end
+  local dims = image.t:shape()
+  -- the first dim as the batch, where that imports (nil: it did not)
+  local function batched()
+    if #dims < 2 then return nil end
+    local rest = {}
+    for i = 2, #dims do rest[#rest + 1] = dims[i] end
+    local bok, mb = pcall(srgeo.onnx.load, model, { dtype = "float64", input = image.name, constants = consts,
+      input_size = rest })
+    if not bok then return nil end
+    local gok, gb = pcall(mb.forward, mb, image.t:double(), { taps = names, tap = "" })
+    if not gok then return "fail", "with the batch axis: " .. tostring(gb) end
+    local bad = compare(outs, gb)
+    if bad then return "fail", "with the batch axis: " .. bad end
+    return "pass"
+  end
+  local ok, m = pcall(srgeo.onnx.load, model, { dtype = "float64", no_batch = true, input = image.name,
+    constants = consts, input_size = dims })
+  if not ok then
+    local msg = tostring(m)
+    if msg:find("does not depend on the input", 1, true) then return evaluate() end
+    if msg:find("unsupported: ", 1, true) then return "skip", msg end
+    -- (N, C, ...) layers take the first dim as the batch
+    local status, why = batched()
+    if status then return status, why end
+    return "fail", msg
+  end
+  local shape = { 1 }
+  for _, d in ipairs(dims) do shape[#shape + 1] = d end
+  local fok, got = pcall(m.forward, m, image.t:double():reshape(shape), { taps = names, tap = "" })
+  if not fok then return "fail", tostring(got) end
+  local bad = compare(outs, got)
+  if bad then return "fail", bad end
+  local status, why = batched()
+  if status == "fail" then return status, why end
+  return first_only and "first" or "pass"
+end
+
+-- The op a case tests: its one node's, or for a function expanded into
+-- other ops the function's, which ONNX's test generator puts in front of
+-- the nodes' names (Softmax_test_softmax_axis_1_expanded_function_...).
+local function label_of(info)
+  if info.nodes == 1 then return info.ops[1] end
+  local fn = (info.node_names[1] or ""):match("^(%u%w*)_test_")
+  return (fn or info.ops[#info.ops]) .. " (expanded)"
+end
+
+T.test("onnx: ONNX's backend node tests (libonnx-testdata) of the supported ops pass", function()
+  if not exists(NODE .. "/test_abs/model.onnx") then
+    T.skip("libonnx-testdata is not installed (sh scripts/install-deps.sh --test)")
+  end
+  local per, failures, skips = {}, {}, {}
+  for _, name in ipairs(srgeo._listdir(NODE) or {}) do
+    local dir = NODE .. "/" .. name
+    if exists(dir .. "/model.onnx") then
+      local status, msg = run_case(dir)
+      if status then
+        local op = label_of(srgeo.onnx.info(dir .. "/model.onnx"))
+        per[op] = per[op] or { pass = 0, fail = 0, skip = 0, first = 0 }
+        if status == "first" then per[op].first, status = per[op].first + 1, "pass" end
+        per[op][status] = per[op][status] + 1
+        if status == "fail" then failures[#failures + 1] = name .. ": " .. msg end
+        if status == "skip" then skips[#skips + 1] = name .. ": " .. msg:match("unsupported: (.*)$") end
+      end
+    end
+  end
+  local ops, tot = {}, { pass = 0, fail = 0, skip = 0, first = 0 }
+  for op, c in pairs(per) do
+    ops[#ops + 1] = op
+    for k, v in pairs(c) do tot[k] = tot[k] + v end
+  end
+  table.sort(ops)
+  table.sort(skips)
+  local lines = { string.format("     ONNX node tests: %d passed (%d on their first output only), %d failed, "
+    .. "%d skipped over %d ops", tot.pass, tot.first, tot.fail, tot.skip, #ops) }
+  for _, op in ipairs(ops) do
+    local c = per[op]
+    lines[#lines + 1] = string.format("       %-34s %3d passed %3d failed %3d skipped%s", op, c.pass, c.fail, c.skip,
+      c.first > 0 and string.format("  (%d on the first output only)", c.first) or "")
+  end
+  for _, s in ipairs(skips) do lines[#lines + 1] = "       skip " .. s end
+  print(table.concat(lines, "\n"))
+  if #failures > 0 then error(#failures .. " failed:\n" .. table.concat(failures, "\n")) end
+  -- a graph output the import does not return is not read (else these skip)
+  T.eq(tot.first > 0, true, "cases compared on their first output")
+end)
+
+-- scripts/convert_torch.py --onnx: a torchvision architecture exported at a
+-- size, its normalisation in the metadata, loaded by srgeo.models.load on
+-- raw pixels; the same weights through a checkpoint file.  Needs torch.
+local PY = os.getenv("SRGEO_PYTHON") or "/usr/bin/python3"
+
+T.test("onnx: convert_torch.py --onnx exports a torchvision model srgeo loads with its normalisation", function()
+  if os.execute(PY .. " -c 'import torch, torchvision' >/dev/null 2>&1") ~= true then T.skip("torch not available") end
+  local dir = os.tmpname()
+  os.remove(dir)
+  T.truthy(os.execute("mkdir -p " .. dir))
+  local out = dir .. "/sq.onnx"
+  local cmd = string.format("%s scripts/convert_torch.py --onnx --torchvision squeezenet1_1 --num-classes 10 --size 48 "
+    .. "--seed 3 %s >%s/log 2>&1", PY, out, dir)
+  T.truthy(os.execute(cmd), "convert_torch.py --onnx failed: " .. (T.read(dir .. "/log") or ""))
+  local m, info = srgeo.models.load(out)
+  T.eq(info.normalization, "metadata")
+  T.eq(info.metadata["srgeo.mean"], "0.485,0.456,0.406")
+  T.eq(table.concat(info.input, ","), "3,48,48")
+  T.eq(m:children()[1][2]:kind(), "normalize")
+  local y = m:forward(srgeo.rand({ 2, 3, 48, 48 }, 1))
+  T.eq(table.concat(y:shape(), ","), "2,10")
+  -- a checkpoint's weights: the same model saved by torch, exported again
+  local ck = dir .. "/sq.pth"
+  T.truthy(os.execute(string.format("%s -c \"import torch, torchvision; torch.manual_seed(3); "
+    .. "torch.save(torchvision.models.squeezenet1_1(num_classes=10).state_dict(), '%s')\"", PY, ck)))
+  T.truthy(os.execute(string.format("%s scripts/convert_torch.py --onnx --torchvision squeezenet1_1 --num-classes 10 "
+    .. "--size 48 %s %s/sq2.onnx >%s/log 2>&1", PY, ck, dir, dir)))
+  local m2 = srgeo.models.load(dir .. "/sq2.onnx")
+  local x = srgeo.rand({ 2, 3, 48, 48 }, 2)
+  T.eq((m2:forward(x) - m:forward(x)):abs():max(), 0)
+  os.execute("rm -rf " .. dir)
+end)
