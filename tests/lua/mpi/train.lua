@@ -31,7 +31,7 @@ local run = srgeo.train {
 }
 local mpi = srgeo.mpi
 local state = {}
-for k, t in pairs(m:parameters()) do state[k] = t end
+for k, t in pairs(m:state_dict()) do state[k] = t end
 -- the same bits on every rank
 local mine = srgeo._mpi.pack(state)
 local all = mpi.gather(state)
