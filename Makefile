@@ -126,8 +126,12 @@ FUZZ_OBJ := $(CORE_SRC:%.c=build/fuzz/obj/%.o) build/fuzz/obj/$(GEN)/onnx.pb-c.o
 build/fuzz/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	@echo '  CC     $@'
-	@$(FUZZ_CC) -fsanitize=fuzzer-no-link,address,undefined -c $< -o $@
+	@$(FUZZ_CC) -MMD -MP -fsanitize=fuzzer-no-link,address,undefined -c $< -o $@
 build/fuzz/obj/core/io/onnx.o: $(GEN)/onnx.pb-c.h
+# Header dependencies: without them an object built before a struct changed
+# (sr_module_ops gained arity) kept the old layout and the onnx target read
+# past a layer's ops table.
+-include $(wildcard $(FUZZ_OBJ:.o=.d))
 build/fuzz/libcore.a: $(FUZZ_OBJ)
 	@rm -f $@ && ar rcs $@ $^
 build/fuzz/%: tests/fuzz/%.c build/fuzz/libcore.a

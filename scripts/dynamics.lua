@@ -10,8 +10,9 @@ local o, ex = E.script({
   name = "dynamics.lua",
   about = "Profiles across the checkpoints of a run (srgeo.train's OUT folder, ckpt_*.safetensors):\n"
        .. "dynamics.png (heatmap: step × η, colour r on a log scale centred at 1),\n"
-       .. "dynamics_profiles.png (overlay, coloured in step order),\n"
-       .. "dynamics_peak.png / dynamics_peak_eta.png / dynamics_jacobian.png (vs step).",
+       .. "dynamics_profiles.png (overlay, coloured in step order), dynamics_peak.png /\n"
+       .. "dynamics_peak_eta.png (peak per checkpoint with 95% CIs; checkpoints without a bump are\n"
+       .. "listed, not drawn), dynamics_jacobian.png (vs step).",
   options = {
     { "run", "models/shipped/small_resnet_run", "folder with the run's checkpoints", metavar = "DIR" },
     { "eval", "fmnist-test", "the evaluation set", metavar = "SPEC" },
@@ -34,34 +35,42 @@ local units = {}
 for i, c in ipairs(ckpts) do units[i] = { model = c.path, label = "step " .. c.step } end
 local ps = ex:run(units, o.eval)
 
-local rows, steps, x, peak, peak_eta, jac, accs = {}, {}, {}, {}, {}, {}, {}
+-- the medians on one ladder: range auto may have extended some further
+local cols, rows = srgeo.profile.grid(ps)
+local steps, x, jac, accs = {}, {}, {}, {}
 for i, p in ipairs(ps) do
-  rows[i], steps[i] = p.median, tostring(ckpts[i].step)
+  steps[i] = tostring(ckpts[i].step)
   x[i] = ckpts[i].step + 1
-  peak[i], peak_eta[i] = p.descriptors.peak_height.value, p.descriptors.peak_eta.value
   jac[i] = E.jacobian_fro(p).value
   accs[i] = ckpts[i].test_acc
 end
 -- r is a ratio of energies (never below 0): a log colour scale centred at 1
 -- shows r = 0.5 and r = 2 equally far from linear
-ex:figure("dynamics", srgeo.plot.heatmap, rows, { rows = steps, cols = ps[1].scales, ylabel = "checkpoint step",
+ex:figure("dynamics", srgeo.plot.heatmap, rows, { rows = steps, cols = cols, ylabel = "checkpoint step",
   logcb = true, title = E.title(o.eval, ex) })
 ex:figure("dynamics_profiles", srgeo.plot.profile, ps, { title = E.title(o.eval, ex), band = false, palette = "ordered" })
-local xl = "training step + 1"
-ex:figure("dynamics_peak", function(ys, op) return srgeo.plot.lines(x, ys, op) end, { peak },
-  { labels = { "peak r_η" }, xlabel = xl, ylabel = "peak height (max r_η)", logx = true, hline = 1,
-    title = E.title(o.eval, ex, nil, "Peak height vs step") })
-ex:figure("dynamics_peak_eta", function(ys, op) return srgeo.plot.lines(x, ys, op) end, { peak_eta },
-  { labels = { "peak η" }, xlabel = xl, ylabel = "peak η", logx = true, logy = true,
-    title = E.title(o.eval, ex, nil, "Peak η vs step") })
+-- Peak height and location per checkpoint with their CIs; a checkpoint
+-- whose shape test finds no bump (edge, rise, ...) has no peak and is
+-- listed under the chart instead of drawn.
+local labels = {}
+for i = 1, #ps do labels[i] = "step " .. steps[i] end
+ex:figure("dynamics_peak", srgeo.plot.descriptors, ps, { field = "peak_height", labels = labels, style = "points",
+  xlabel = "checkpoint", title = E.title(o.eval, ex, nil, "Peak height vs step") })
+ex:figure("dynamics_peak_eta", srgeo.plot.descriptors, ps, { field = "peak_eta", labels = labels, xlabel = "checkpoint",
+  title = E.title(o.eval, ex, nil, "Peak η vs step") })
 ex:figure("dynamics_jacobian", function(ys, op) return srgeo.plot.lines(x, ys, op) end, { jac },
-  { labels = { "‖J‖_F" }, xlabel = xl, ylabel = "‖J‖_F (median over images)", logx = true,
+  { labels = { "‖J‖_F" }, xlabel = "training step + 1", ylabel = "‖J‖_F (median over images)", logx = true,
     title = E.title(o.eval, ex, nil, "‖J‖_F vs step") })
-local t = { { "step", "test acc", "peak r", "peak η", "‖J‖_F" } }
-for i, c in ipairs(ckpts) do
-  t[#t + 1] = { tostring(c.step), accs[i] and string.format("%.4f", accs[i]) or "-", string.format("%.4g", peak[i]),
-                string.format("%.4g", peak_eta[i]), string.format("%.4g", jac[i]) }
+local function cell(d)
+  if d.value ~= d.value then return "–" end
+  return d.lo == d.lo and string.format("%.4g [%.4g, %.4g]", d.value, d.lo, d.hi) or string.format("%.4g", d.value)
 end
-ex:note("Descriptors vs step", E.columns(t))
+local t = { { "step", "test acc", "shape", "peak r [95% CI]", "peak η [95% CI]", "‖J‖_F" } }
+for i, c in ipairs(ckpts) do
+  local d = ps[i].descriptors
+  t[#t + 1] = { tostring(c.step), accs[i] and string.format("%.4f", accs[i]) or "-", (E.bump(ps[i])),
+                cell(d.peak_height), cell(d.peak_eta), string.format("%.4g", jac[i]) }
+end
+ex:note("Shape and descriptors vs step (–: no peak for that shape; the shape tests below say why)", E.columns(t))
 ex:set("steps", steps)
 ex:finish(ps)

@@ -21,7 +21,9 @@ local o, ex = E.script({
     "srgeo robustness --models r0=a.safetensors,r1=b.safetensors --eps 0,1",
   },
   epilog = "The default ladder runs from 10^-1 to 10^2.5 at 224² (8 rungs; at 28×28 η = 0.0072 … 23),\n"
-      .. "half a decade past the paper preset's top: the L2-PGD models' bumps sit beyond it.",
+      .. "half a decade past the paper preset's top: the L2-PGD models' bumps sit beyond it.\n"
+      .. "With --range auto (the default) it is extended further, at the same spacing, until the shape\n"
+      .. "test sees a decay or the perturbation's per-pixel RMS reaches 1.",
 }, { ... }, { out = "out/robustness", log10_lo = -1, log10_hi = 2.5, nscales = 8 })
 
 local eps = {}
@@ -48,13 +50,19 @@ ex:figure("robustness", srgeo.plot.profile, ps, { labels = labels, title = E.tit
 ex:figure("robustness_peak_eta", srgeo.plot.descriptors, ps, { field = "peak_eta", labels = labels })
 ex:figure("robustness_jacobian", srgeo.plot.descriptors, jps,
   { field = "jacobian_fro", labels = labels, ylabel = "‖J‖_F (median over images)" })
-ex:figure("robustness_vs_eps", function(ys, op) return srgeo.plot.lines(eps, ys, op) end, { peak, jac },
-  { labels = { "peak η", "‖J‖_F" }, xlabel = "training ε (L2)", ylabel = "value", logy = true,
+-- peak η only where the shape test found a bump (NaN otherwise: a gap)
+local series, names = { jac }, { "‖J‖_F" }
+for _, v in ipairs(peak) do
+  if v == v then series, names = { peak, jac }, { "peak η (bumps only)", "‖J‖_F" } break end
+end
+ex:figure("robustness_vs_eps", function(ys, op) return srgeo.plot.lines(eps, ys, op) end, series,
+  { labels = names, xlabel = "training ε (L2)", ylabel = "value", logy = true,
     title = E.title(o.eval, ex, nil, "Peak η and ‖J‖_F vs training ε") })
-local t = { { "model", "ε", "peak η", "peak r", "‖J‖_F" } }
+local function num(v) return v == v and string.format("%.4g", v) or "–" end
+local t = { { "model", "ε", "shape", "peak η", "peak r", "‖J‖_F" } }
 for i, p in ipairs(ps) do
-  t[#t + 1] = { o.models[i], string.format("%g", eps[i]), string.format("%.4g", peak[i]),
-                string.format("%.4g", p.descriptors.peak_height.value), string.format("%.4g", jac[i]) }
+  t[#t + 1] = { o.models[i], string.format("%g", eps[i]), (E.bump(p)), num(peak[i]),
+                num(p.descriptors.peak_height.value), num(jac[i]) }
 end
 ex:note("Peak location and ‖J‖_F vs ε", E.columns(t))
 ex:set("eps", eps)

@@ -50,6 +50,47 @@ static void read_profile_opts(lua_State *L, int idx, sr_module *m, sr_profile_op
     o->nscales = (int)ns;
 }
 
+/* A rung's moments (stats/rung.h) as a Lua table, and back: the fields in
+ * one order (n and nj are counts, c may be NaN when unpaired). */
+static const char *const moment_names[] = {"n", "d_mean", "d_m2", "nj", "j_mean", "j_m2", "c"};
+
+static void moment_values(const sr_rung_moments *m, double v[7])
+{
+    v[0] = (double)m->n, v[1] = m->d_mean, v[2] = m->d_m2, v[3] = (double)m->nj;
+    v[4] = m->j_mean, v[5] = m->j_m2, v[6] = m->c;
+}
+
+static void push_moments(lua_State *L, const sr_rung_moments *m)
+{
+    double v[7];
+    moment_values(m, v);
+    lua_createtable(L, 0, 7);
+    for (int k = 0; k < 7; k++) {
+        if (k == 0 || k == 3)
+            lua_pushinteger(L, (lua_Integer)v[k]);
+        else
+            lua_pushnumber(L, v[k]);
+        lua_setfield(L, -2, moment_names[k]);
+    }
+}
+
+static void check_moments(lua_State *L, int t, sr_rung_moments *m)
+{
+    double v[7];
+    for (int k = 0; k < 7; k++) {
+        lua_getfield(L, t, moment_names[k]);
+        int ok;
+        v[k] = lua_tonumberx(L, -1, &ok);
+        if (!ok && k != 6)
+            luaL_error(L, "rung_estimate: moments.%s must be a number", moment_names[k]);
+        lua_pop(L, 1);
+        if (!ok)
+            v[k] = NAN;
+    }
+    m->n = (int64_t)v[0], m->d_mean = v[1], m->d_m2 = v[2], m->nj = (int64_t)v[3];
+    m->j_mean = v[4], m->j_m2 = v[5], m->c = v[6];
+}
+
 static int l_profile_image(lua_State *L)
 {
     sr_module *m = sr_lua_check_module(L, 1);
@@ -63,52 +104,49 @@ static int l_profile_image(lua_State *L)
     if (sr_profile_image(m, x, &o, &res))
         return sr_lua_fail(L);
     /* Copy into Lua tables; a memory error while pushing must not leak the
-     * C arrays, so they are copied into a GC-owned block first. */
+     * C arrays, so they are copied into GC-owned blocks first. */
     int64_t npd = res.per_dir ? (int64_t)ns * res.ndirs_total : 0;
     int64_t nj = res.njvp_used;
     double *copy = lua_newuserdatauv(L, (size_t)(5 * ns + npd + nj) * sizeof(double), 0);
+    sr_rung_moments *mom = lua_newuserdatauv(L, (size_t)ns * sizeof *mom, 0);
     memcpy(copy, res.energy, (size_t)ns * sizeof(double));
     memcpy(copy + ns, res.r, (size_t)ns * sizeof(double));
     memcpy(copy + 2 * ns, res.noise, (size_t)ns * sizeof(double));
     memcpy(copy + 3 * ns, res.ci, (size_t)ns * sizeof(double));
+    memcpy(copy + 4 * ns, res.noise_energy, (size_t)ns * sizeof(double));
     if (npd)
-        memcpy(copy + 4 * ns, res.per_dir, (size_t)npd * sizeof(double));
-    memcpy(copy + 4 * ns + npd, res.jvp_sq, (size_t)nj * sizeof(double));
-    /* directions (with antipodes) behind each rung's r, as "directions" counts them */
-    for (int s = 0; s < ns; s++)
-        copy[4 * ns + npd + nj + s] = (double)(res.rung_ndirs[s] * (o.antipodal ? 2 : 1));
-    double ej = res.jac_energy, secs = res.seconds;
-    lua_Integer nfwd = res.nforward, total = res.ndirs_total, used = res.ndirs_used, nexact = res.nexact;
+        memcpy(copy + 5 * ns, res.per_dir, (size_t)npd * sizeof(double));
+    memcpy(copy + 5 * ns + npd, res.jvp_sq, (size_t)nj * sizeof(double));
+    memcpy(mom, res.moments, (size_t)ns * sizeof *mom);
+    double ej = res.jac_energy, secs = res.seconds, njvp_noise = res.noise_jvp;
+    lua_Integer nfwd = res.nforward, total = res.ndirs_total, nexact = res.nexact;
     lua_Integer shared = res.shared_layers;
     sr_profile_result_free(&res);
 
-    lua_createtable(L, 0, 8);
-    sr_lua_push_numbers(L, copy, ns);
-    lua_setfield(L, -2, "energy");
-    sr_lua_push_numbers(L, copy + ns, ns);
-    lua_setfield(L, -2, "r");
-    sr_lua_push_numbers(L, copy + 2 * ns, ns);
-    lua_setfield(L, -2, "noise");
+    lua_createtable(L, 0, 14);
+    static const char *const arrays[] = {"energy", "r", "noise", "ci", "noise_energy"};
+    for (int a = 0; a < 5; a++) {
+        sr_lua_push_numbers(L, copy + a * ns, ns);
+        lua_setfield(L, -2, arrays[a]);
+    }
     if (npd) {
         lua_createtable(L, ns, 0);
         for (int s = 0; s < ns; s++) {
-            sr_lua_push_numbers(L, copy + 4 * ns + (int64_t)s * total, total);
+            sr_lua_push_numbers(L, copy + 5 * ns + (int64_t)s * total, total);
             lua_rawseti(L, -2, s + 1);
         }
         lua_setfield(L, -2, "per_direction");
     }
-    sr_lua_push_numbers(L, copy + 3 * ns, ns);
-    lua_setfield(L, -2, "ci");
-    sr_lua_push_numbers(L, copy + 4 * ns + npd, nj);
+    sr_lua_push_numbers(L, copy + 5 * ns + npd, nj);
     lua_setfield(L, -2, "jvp_sq");
     lua_createtable(L, ns, 0);
     for (int s = 0; s < ns; s++) {
-        lua_pushinteger(L, (lua_Integer)copy[4 * ns + npd + nj + s]);
+        push_moments(L, &mom[s]);
         lua_rawseti(L, -2, s + 1);
     }
-    lua_setfield(L, -2, "rung_directions");
-    lua_pushinteger(L, used);
-    lua_setfield(L, -2, "base_directions");
+    lua_setfield(L, -2, "moments");
+    lua_pushnumber(L, njvp_noise);
+    lua_setfield(L, -2, "noise_jvp");
     lua_pushinteger(L, nexact);
     lua_setfield(L, -2, "exact_pairs");
     lua_pushinteger(L, shared);
@@ -121,6 +159,32 @@ static int l_profile_image(lua_State *L)
     lua_setfield(L, -2, "forwards");
     lua_pushinteger(L, total);
     lua_setfield(L, -2, "directions");
+    return 1;
+}
+
+/* srgeo._rung_estimate(moments, eta [, as_n, as_nj]) -> {r=, se=, ci=, df=}:
+ * stats/rung.h's estimate from a rung's moments (as _profile_image returns
+ * them, or merged over runs); as_n, as_nj: the unpaired protocol's
+ * interval with that many units and JVPs instead. */
+static int l_rung_estimate(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    double eta = luaL_checknumber(L, 2);
+    lua_Integer as_n = luaL_optinteger(L, 3, 0), as_nj = luaL_optinteger(L, 4, 0);
+    if (!(eta > 0) || !isfinite(eta))
+        return luaL_error(L, "rung_estimate: eta must be positive and finite, got %g", eta);
+    sr_rung_moments m;
+    check_moments(L, 1, &m);
+    sr_rung_est e = sr_rung_estimate(&m, eta, as_n, as_nj);
+    lua_createtable(L, 0, 4);
+    lua_pushnumber(L, e.r);
+    lua_setfield(L, -2, "r");
+    lua_pushnumber(L, e.se);
+    lua_setfield(L, -2, "se");
+    lua_pushnumber(L, e.ci);
+    lua_setfield(L, -2, "ci");
+    lua_pushinteger(L, e.df);
+    lua_setfield(L, -2, "df");
     return 1;
 }
 
@@ -220,7 +284,7 @@ static int l_profile_check(lua_State *L)
 
 static const luaL_Reg profile_funcs[] = {
     {"_profile_image", l_profile_image}, {"_profile_options", l_profile_options},
-    {"_profile_check", l_profile_check}, {"jacobian_top", l_jacobian_top},
+    {"_profile_check", l_profile_check}, {"_rung_estimate", l_rung_estimate}, {"jacobian_top", l_jacobian_top},
     {"relu_boundary", l_relu_boundary},  {"relu_flips", l_relu_flips},
     {NULL, NULL},
 };

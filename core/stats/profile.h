@@ -6,10 +6,13 @@
  *   E_J     = mean_{i < njvp} ‖J(x) u_i‖²     exact JVPs (stacked, k at a time)
  *   r_s     = mean_i D_s,i / (η_s² E_J)       ratio of means
  *
- * (in sequential mode each rung's means run over its own first n_s
- * directions, E_J included, so numerator and denominator stay paired)
+ * (paired: E_J over the same directions as the numerator; stats/rung.h
+ * has the estimate and its CI from each rung's moments)
  *
- * The engine streams: directions are generated on the fly from a per-image
+ * One call runs the base directions first..first+ndirs−1 (stats/directions.h:
+ * each fixed by the seed and its index), so a caller can continue a run
+ * with the next directions and merge the rungs' moments
+ * (lua/srgeo/profile.lua's sequential estimator does).  The engine streams: directions are generated on the fly from a per-image
  * seed (direction i depends only on (seed, i), so any batch size gives the
  * same numbers), and memory stays bounded by one batch whatever the number
  * of directions.  Perturbed inputs are not clipped to [0,1].
@@ -19,17 +22,21 @@
 
 #include "base/opts.h"
 #include "nn/module.h"
-
-typedef enum {
-    SR_DIRS_GAUSSIAN = 0, /* isotropic Gaussian, normalised */
-    SR_DIRS_USER = 1,     /* rows of opts->user_dirs, normalised */
-    SR_DIRS_LOWPASS = 2,  /* Gaussian noise blurred with lowpass_sigma (px), normalised */
-} sr_dir_family;
+#include "stats/directions.h"
+#include "stats/rung.h"
 
 typedef struct sr_profile_opts {
-    int64_t ndirs;         /* distinct directions u_1..u_n */
+    int64_t ndirs;         /* distinct (base) directions of this run */
+    int64_t first;         /* global index of the first: base directions first..first+ndirs−1 */
     int antipodal;         /* also -u_i: the set is u_1..u_n, -u_1..-u_n */
-    int64_t njvp;          /* denominator uses the first njvp of the set */
+    /* paired: every base direction has its own exact JVP and r's
+     * denominator runs over the same directions as its numerator, so r is 1
+     * by construction wherever Φ is linear and the CI is the paired one
+     * (stats/rung.h); njvp is then ignored.  Unpaired (the paper's
+     * protocol): the denominator uses the first njvp of the set. */
+    int paired;
+    int64_t njvp;
+    int64_t orthogonal;    /* orthonormal blocks of this many directions (<= 1: independent) */
     int nscales;
     const double *scales;  /* η, in raw pixel L2 units */
     uint64_t seed;         /* per-image seed, shared across scales */
@@ -37,27 +44,15 @@ typedef struct sr_profile_opts {
     int64_t jvp_k;         /* tangents per stacked jvp */
     const sr_module *tap;  /* NULL: the module's output */
     int64_t noise_dirs;    /* directions re-evaluated in float64 (0: no estimate) */
-    double noise_max;      /* discard a rung when noise > noise_max × energy */
+    double noise_max;      /* discard a rung when the float32 error of r or of its energy exceeds this */
     int per_direction;     /* keep every D_s,i in res->per_dir */
     sr_dir_family family;
-    const sr_tensor *user_dirs; /* (n, C, H, W) or (n, d) for SR_DIRS_USER */
+    const sr_tensor *user_dirs; /* (n, C, H, W) or (n, d) for SR_DIRS_USER: row b is base direction b */
     double lowpass_sigma;       /* SR_DIRS_LOWPASS: blur σ in pixels */
-    /* Sequential mode (target_ci > 0): add chunks of seq_chunk base
-     * directions (each with its antipode, each with an exact JVP) and
-     * evaluate each chunk only at the rungs still open.  A rung closes once
-     * the 95% CI half-width of its r, relative to r, is within target_ci
-     * (checked from seq_min base directions on); the run ends when every
-     * rung is closed or ndirs are used.  njvp is ignored: every used
-     * direction has its JVP, each rung's r is the ratio of means over its
-     * own directions (a prefix of the set, paired with their JVPs), and its
-     * CI is the paired delta-method one with a Student t quantile. */
-    double target_ci;
     /* ReLU networks: pairs (u, η) with η below u's first activation
      * boundary get D = η²‖Ju‖² exactly, without a forward (a JVP per
      * direction instead).  Errors if the net has other nonlinearities. */
     int exact_relu;
-    int64_t seq_chunk;
-    int64_t seq_min;       /* base directions before a rung may close (0: one chunk) */
     /* Run the model's leading affine layers (normalize, conv, BatchNorm:
      * sr_sequential_affine_prefix) once per direction, as A + η·L(u),
      * instead of once per row (default on; the same numbers up to
@@ -89,16 +84,17 @@ typedef struct sr_profile_result {
     double jac_energy;     /* E_J over all JVP directions */
     double *energy;        /* [nscales] mean_i D_s,i */
     double *r;             /* [nscales] ratio; NaN where discarded */
-    double *noise;         /* [nscales] relative float32 noise; NaN if not estimated */
-    double *per_dir;       /* [nscales × ndirs_total] when per_direction; NaN for the
-                            * directions a rung did not evaluate (sequential mode) */
     double *ci;            /* [nscales] relative 95% CI half-width of r */
+    sr_rung_moments *moments; /* [nscales] each rung's moments (stats/rung.h) */
+    /* Float32 runs re-evaluate the first noise_dirs base directions (and
+     * antipodes) in float64, numerator and JVPs; relative errors of the
+     * float32 values on those directions (NaN if not estimated): */
+    double *noise;         /* [nscales] of r (their ratio of means) */
+    double *noise_energy;  /* [nscales] of their displacement energies (Σ|ΔD| / ΣD) */
+    double noise_jvp;      /* of their JVP energies (Σ|ΔJ| / ΣJ) */
+    double *per_dir;       /* [nscales × ndirs_total] when per_direction */
     double *jvp_sq;        /* [njvp_used] ‖J u_i‖² per JVP direction */
     int64_t njvp_used;
-    int64_t ndirs_used;    /* base directions used (sequential mode stops early) */
-    int64_t *rung_ndirs;   /* [nscales] base directions each rung's r rests on: the
-                            * first rung_ndirs[s] of the set (sequential mode closes
-                            * rungs separately; otherwise all ndirs_used) */
     int64_t nexact;        /* (direction, rung) pairs filled by the exact shortcut */
     int shared_layers;     /* leading layers run once per direction (share_prefix) */
     int64_t nforward;      /* rows pushed through the model (forward + jvp) */
@@ -118,8 +114,9 @@ void sr_profile_result_free(sr_profile_result *r);
 int sr_profile_image(sr_module *m, const sr_tensor *x, const sr_profile_opts *o,
                      sr_profile_result *res);
 
-/* Direction i of the set (for tests and other metrics): unit vector in
- * double with x's size (x gives the image shape for spatial families). */
+/* Direction i of the set (stats/directions.h's set index, for tests and
+ * other metrics): unit vector in double with x's size (x gives the image
+ * shape for spatial families). */
 int sr_profile_direction(const sr_profile_opts *o, int64_t i, const sr_tensor *x, double *out);
 
 #endif

@@ -75,7 +75,8 @@ end
 
 --- What a unit computes: the description compared on reuse.
 function C.unit(ms, es, popts, seed)
-  return { format = "srgeo.unit/1", model = C.model_key(ms, seed), eval = es.key, profile = popts,
+  -- format 2: profiles carry their shape test, range and estimator (older units recompute)
+  return { format = "srgeo.unit/2", model = C.model_key(ms, seed), eval = es.key, profile = popts,
            version = srgeo.version }
 end
 
@@ -111,10 +112,10 @@ function C.lock(files, wait)
   return srgeo._lock(files.lock, wait)
 end
 
--- The per-image fields of a profile (srgeo.profile's hooks.resume reads
--- them back), and the running totals after each image.
-local image_fields = { "per_image", "jac_energy", "noise", "ci", "directions_used", "rung_directions",
-                       "jacobian_fro", "per_direction" }
+-- The per-image field of a running profile (its per-rung moments, which
+-- srgeo.profile's hooks.resume reads back), and the running totals after
+-- each image.
+local image_fields = { "_state" }
 local total_fields = { "forwards", "exact_pairs", "shared_layers" }
 
 -- JSON has no NaN or infinities (json.lua writes null, read back as NaN):
@@ -176,7 +177,6 @@ function C.resume(files, unit)
     r.n_images = i
   end
   if r.n_images == 0 then return nil end
-  if next(r.per_direction) == nil then r.per_direction = nil end
   return r
 end
 

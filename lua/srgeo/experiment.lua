@@ -35,8 +35,8 @@ E.shipped_dir, E.shipped = models.shipped_dir, models.shipped
 for _, k in ipairs { "parse_model", "twin", "load_model", "input_shape", "model_eps", "checkpoints", "EVAL_NAMES",
                      "parse_eval", "load_eval", "expand_models" } do E[k] = S[k] end
 E.model_key = cache.model_key
-for _, k in ipairs { "jacobian_fro", "bump", "with_jacobian", "columns", "descriptor_table", "compare_table",
-                     "load_results" } do E[k] = report[k] end
+for _, k in ipairs { "jacobian_fro", "bump", "with_jacobian", "columns", "descriptor_table", "shape_table",
+                     "compare_table", "finding", "load_results" } do E[k] = report[k] end
 
 -- ---------------------------------------------------------------------------
 -- Options every script shares
@@ -58,6 +58,10 @@ function E.common_options(defaults)
     { "log10_lo", defaults.log10_lo, "lowest rung, log10 η at 224² (shifted by log10 √(d224/d) for other sizes; preset: -2)",
       type = "number" },
     { "log10_hi", defaults.log10_hi, "highest rung, likewise (preset: 2)", type = "number" },
+    { "range", defaults.range or "auto", "auto: extend the ladder upward until the shape test finds a bump or the "
+      .. "perturbation's per-pixel RMS reaches 1; paper: the ladder as set", choices = { "auto", "paper" } },
+    { "refine", false, "add rungs halfway around a bump's peak (peak η within half a rung spacing)" },
+    { "alpha", defaults.alpha or 0.05, "level of the shape tests (familywise)", type = "number" },
     { "bootstrap", type = "integer", help = "bootstrap resamples for the CI bands (overrides the preset)" },
     { "precision", type = "string", help = "float32 (with the noise check) or float64", choices = { "float32", "float64" } },
     { "tap", type = "string", help = "module to measure (default: the model's 'features')" },
@@ -103,11 +107,12 @@ local Ex = {}
 Ex.__index = Ex
 E.Experiment = Ex
 
-local PROFILE_KEYS = { "directions", "jvp_directions", "nscales", "log10_lo", "log10_hi", "bootstrap", "precision", "tap" }
+local PROFILE_KEYS = { "directions", "jvp_directions", "nscales", "log10_lo", "log10_hi", "bootstrap", "precision", "tap",
+                       "range", "alpha" }
 
 --- E.new(opts, name) -> experiment.  opts: out, preset, images, seed,
---- threads, force, quiet and profile overrides (directions, ...), profile =
---- {extra srgeo.profile options}.
+--- threads, force, quiet and profile overrides (directions, range
+--- (default "auto"), alpha, ...), profile = {extra srgeo.profile options}.
 function E.new(o, name)
   o = o or {}
   local ex = setmetatable({
@@ -119,9 +124,10 @@ function E.new(o, name)
   ex.name = ex.name:gsub("%.lua$", "")
   if not srgeo.mpi.root() then ex.quiet = true end -- under mpirun rank 0 reports (and writes)
   if o.threads and o.threads > 0 then srgeo.threads(o.threads) end
-  ex.popts = { preset = ex.preset, seed = ex.seed }
+  ex.popts = { preset = ex.preset, seed = ex.seed, range = "auto" }
   for _, k in ipairs(PROFILE_KEYS) do if o[k] ~= nil then ex.popts[k] = o[k] end end
   if o.exact_relu then ex.popts.exact_relu = true end
+  if o.refine then ex.popts.refine = true end
   if type(ex.popts.jvp_directions) == "string" then
     local v = ex.popts.jvp_directions
     if v ~= "all" then
@@ -281,29 +287,16 @@ function Ex:compute_unit(u)
   return p
 end
 
--- The profile run of unit u on this rank (srgeo.profile.prepare), made on
--- first use: the model and the evaluation set load once per rank.
-function Ex:prepared(u)
-  if not u.run then
-    local m = self:model(u.ms)
-    local X = self:eval_set(u.es, m, u.ms.label)
-    local po = copy(u.popts)
-    po.label, po.model_name, po.eval = u.label, u.ms.spec, u.es.key
-    u.run = srgeo.profile.prepare(m, X, po)
-  end
-  return u.run
-end
-
 --- ex:compute(units [, log]) -> profiles: under mpirun, the units (ex:unit)
---- from the cache or computed, with a "[k/N]" line per unit when log.  The
---- images of every unit to compute are spread over the ranks at once
---- (srgeo.mpi.map: a rank that finishes early takes images of the next
---- unit).  Rank 0 alone touches the unit cache: it decides what is
---- computed, holds the units' locks (another job on the same folder waits),
---- resumes unfinished units from their finished images, checkpoints each
---- image as the images before it have arrived, and stores each unit as
---- soon as its last image arrives, so a rerun with any number of ranks
---- resumes from what was finished.  Every rank returns the profiles.
+--- from the cache or computed, with a "[k/N]" line per unit when log.  Rank
+--- 0 alone touches the unit cache: it decides what is computed, holds the
+--- units' locks (another job on the same folder waits), resumes unfinished
+--- units from their finished images, checkpoints each image as the images
+--- before it have arrived, and stores each unit as soon as it is complete,
+--- so a rerun with any number of ranks resumes from what was finished.
+--- Every rank walks the units to compute in the same order, each one a
+--- srgeo.profile whose images (stage by stage) are spread over the ranks;
+--- every rank returns the profiles.
 function Ex:compute(us, log)
   local mpi = srgeo.mpi
   local n = #us
@@ -324,11 +317,11 @@ function Ex:compute(us, log)
           plan[k] = { cached = true }
         else
           if self.force then cache.discard(u.files) end
-          u.resume = cache.resume(u.files, u.desc)
-          local total = u.es.noise and u.es.n or #self:eval_set(u.es)
-          plan[k] = { images = total, start = u.resume and u.resume.n_images + 1 or 1 }
-          if u.resume then
-            self:log("  %s: resuming after image %d of %d (checkpoints in %s)", u.rec.key, u.resume.n_images, total,
+          local resume = cache.resume(u.files, u.desc)
+          plan[k] = { resume = resume }
+          if resume then
+            local total = u.es.noise and u.es.n or #self:eval_set(u.es)
+            self:log("  %s: resuming after image %d of %d (checkpoints in %s)", u.rec.key, resume.n_images, total,
               u.files.partial)
           end
         end
@@ -337,68 +330,47 @@ function Ex:compute(us, log)
     if not ok then unlock_all(); error(err, 0) end
   end
   plan = mpi.bcast(plan)
-  local items, left, records, seconds, done = {}, {}, {}, {}, 0
-  local bar -- the images of the units computed (util.progress: rank 0 reports)
+  local done = 0
   local function line(k)
     done = done + 1
     if not log then return end
-    if bar then bar.done() end -- a terminal's bar line makes way
     local u = us[k]
     local what = string.format("[%d/%d] %s on %s%s", done, n, u.rec.label, u.rec.eval, u.rec.tap and " (" .. u.rec.tap .. ")" or "")
     if u.rec.cached then self:log("%s: cached", what)
     else self:log("%s: %d images, %.1f s", what, u.profile.n_images, u.rec.seconds) end
   end
-  for k, pl in ipairs(plan) do
-    us[k].rec.cached = pl.cached or false
-    if pl.cached then
-      self.cached = self.cached + 1
-      line(k)
-    else
-      left[k], records[k], seconds[k] = pl.images - pl.start + 1, {}, 0
-      for i = pl.start, pl.images do items[#items + 1] = { k, i } end
+  local at -- the unit being computed
+  local ok, err = pcall(function()
+    for k, pl in ipairs(plan) do
+      local u = us[k]
+      u.rec.cached = pl.cached or false
+      if pl.cached then
+        self.cached = self.cached + 1
+        line(k)
+      else
+        at = k
+        local m = self:model(u.ms)
+        local X = self:eval_set(u.es, m, u.ms.label)
+        local po = copy(u.popts)
+        po.label, po.model_name, po.eval = u.label, u.ms.spec, u.es.key
+        local t0 = srgeo._clock()
+        local p = srgeo.profile(m, X, po, { resume = pl.resume,
+          on_image = mpi.root() and function(pp, i) cache.save_image(u.files, u.desc, pp, i) end or nil })
+        if p.interrupted then error("interrupted", 0) end
+        local seconds = srgeo._clock() - t0
+        if mpi.root() then
+          cache.store(u.files, u.desc, u.label, p, seconds)
+          if locks[k] then locks[k]:unlock(); locks[k] = nil end
+        end
+        u.profile, u.rec.seconds = p, seconds
+        self.computed = self.computed + 1
+        line(k)
+      end
     end
-  end
-  -- Rank 0: unit k's run, resumed from its finished images.
-  local function run_of(k)
-    local u = us[k]
-    local run = self:prepared(u)
-    if u.resume then srgeo.profile.resume(run, u.resume); u.resume = nil end
-    return run
-  end
-  local function finish(k)
-    local u = us[k]
-    local p = srgeo.profile.finish(run_of(k), records[k], seconds[k])
-    cache.store(u.files, u.desc, u.label, p, seconds[k])
-    if locks[k] then locks[k]:unlock(); locks[k] = nil end
-    u.profile, u.rec.seconds, u.run = p, seconds[k], nil
-    self.computed = self.computed + 1
-    line(k)
-  end
-  if mpi.root() then -- units whose every image was checkpointed
-    for k, l in pairs(left) do if l == 0 then finish(k) end end
-  end
-  local arrived = 0
-  bar = #items > 0 and not self.quiet and util.progress("profile", #items) or nil
-  local ok, err = pcall(mpi.map, #items, function(j)
-    local t0 = srgeo._clock()
-    local r = srgeo.profile.image(self:prepared(us[items[j][1]]), items[j][2])
-    return { r = r, seconds = srgeo._clock() - t0 }
-  end, { root_only = true, on_result = function(j, v)
-    local k, i = items[j][1], items[j][2]
-    records[k][i], seconds[k], left[k] = v.r, seconds[k] + v.seconds, left[k] - 1
-    arrived = arrived + 1
-    if bar then bar.update(arrived) end
-    local u = us[k]
-    srgeo.profile.place(run_of(k), records[k], function(p, ii) cache.save_image(u.files, u.desc, p, ii) end)
-    if left[k] == 0 then finish(k) end
-  end })
-  if bar then bar.done() end
+  end)
   unlock_all()
   if not ok then
-    -- Ctrl-C (one process): the finished units are cached, and the
-    -- finished images of the others.
-    local at
-    for k in pairs(left) do if left[k] > 0 then at = at or k end end
+    -- Ctrl-C: the finished units are cached, and the finished images of the unit it stopped in.
     if tostring(err):find("interrupted", 1, true) and at then
       fail("interrupted during %s; the %d completed units and the finished images of the others are cached in %s/units"
         .. " — rerun the same command to resume", us[at].rec.key, self.computed + self.cached, self.out)

@@ -71,15 +71,21 @@ Shipped models here: %s.]]
 TEXT.profile = [[
 r_η = E_u ‖Φ(x+ηu) − Φ(x)‖² / (η² E_u ‖J(x)u‖²): 1 where Φ is locally linear, > 1 at a bump.
   p = srgeo.profile(model, X, {preset = "paper"})     -- X: a (N,C,H,W) tensor, a list of tensors or a dataset
-  presets: "paper" (1024 directions ±, 256 exact JVPs, 17 rungs), "sequential" (each rung stops at a 2% CI), "quick"
+  presets: "paper" (1024 directions ±, JVPs on the first 256: its plateau sits off 1 by their sampling error),
+           "sequential" (directions per image and rung until precise enough for the median over images), "quick";
+           outside paper every direction has its own exact JVP (paired: plateau = 1) and blocks are orthonormal
+  range = "auto": extend the ladder until a bump's decay is seen or the per-pixel RMS reaches 1 (p.range says why)
   options: directions, antipodal, jvp_directions (n or "all"), nscales, scales, rms_scales, seed, tap,
            precision ("float32" with a noise check, or "float64"), bootstrap, ci, family ("gaussian",
            "lowpass", "toward", "jacobian_top", "gradient", "user"), progress, label, exact_relu,
            share_prefix (default true: leading affine layers once per direction, p.shared_layers)
   fields: p.scales  p.median  p.lo  p.hi  p.mean  p.per_image  p.descriptors  p.jacobian_fro  p.forwards
-  sequential: target_ci (relative 95% half-width), seq_chunk, seq_min; p.rung_directions[i][s] = directions rung s used
+  sequential: seq_between (1/4), seq_paper (1/2), or target_ci; p.rung_directions[i][s], p.closed_by[i][s]
+  p.shape.class: "bump" | "rise" | "fall" | "edge" | "flat" | "undetermined" (srgeo.bump: tests at alpha 0.05),
+    p.shape.text (the numbers that decided it), p.image_shapes (each image's call)
   print(p:summary())   p:save_csv(path)   p:save_json(path)   q = srgeo.profile.load(path)
-  descriptors (each {value, lo, hi}): plateau, onset, peak_eta, peak_height, half_width, decay_slope, area
+  descriptors (each {value, lo, hi}, NaN with a reason where the shape leaves them undefined): plateau,
+    onset, peak_eta, peak_height, half_width, decay_slope, area
   c = srgeo.profile.compare(p1, p2, {permutations = 1000})   -- c.p.curve, c.p.peak_eta, ...
   srgeo.plot.profile({p1, p2}, {out = "bump.png", labels = {"trained", "init"}})   srgeo.plot.show(p)]]
 
@@ -143,8 +149,8 @@ TEXT.mpi = [[
 Under mpirun every rank runs the same script (Open MPI; README "Running on a cluster"):
   mpirun -np 8 srgeo bump --model small_resnet --eval fmnist-test:1000 --preset paper --out out/b
   mpirun -np 4 srgeo train --model small_resnet --epochs 4 --out runs/r      (sbatch: scripts/srgeo.sbatch)
-srgeo.profile, ex:run and srgeo.train spread their work over the ranks by themselves: images of every
-unit to compute (half handed out in turn, the rest to whichever rank asks first), or each rank a shard
+srgeo.profile, ex:run and srgeo.train spread their work over the ranks by themselves: the images of each
+stage of a profile, unit after unit (half handed out in turn, the rest to whichever rank asks first), or each rank a shard
 of every training batch (gradients summed; sync_bn = true for BatchNorm over the whole batch).
 Rank 0 writes the files and prints; every rank returns the same results.  Outputs are those of one
 process with the same seed and threads per process; a rerun resumes from the unit cache with any N.

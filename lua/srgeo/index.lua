@@ -213,7 +213,8 @@ figure { margin: 0; width: 300px; border: 1px solid var(--line); border-radius: 
 figure img { width: 100%; height: auto; display: block; }
 figcaption { font-size: 0.82em; color: var(--muted); margin-top: 0.3em; }
 .ci { display: block; color: var(--muted); font-size: 0.85em; }
-td.bump-yes { color: #1b5e20; font-weight: bold; } td.bump-edge { color: #8a6d00; } td.bump-no { color: var(--muted); }
+td.bump-bump { color: #1b5e20; font-weight: bold; } td.bump-edge, td.bump-undetermined { color: #8a6d00; }
+td.bump-rise, td.bump-fall, td.bump-flat { color: var(--muted); }
 details pre { background: var(--code); border: 1px solid var(--line); border-radius: 6px; }
 .missing { color: #8e1b1b; font-size: 0.9em; padding: 2em 0; text-align: center; }
 ]]

@@ -1142,7 +1142,10 @@ end
 --- within a group, which share colours and a key).  opts: style ("bars" or
 --- "points"; points suit η-valued fields), logy (default for onset and
 --- peak_eta), ylabel, yrange, title (default: the descriptor and the
---- evaluation set(s) and preset of the profiles' identities).
+--- evaluation set(s) and preset of the profiles' identities).  A descriptor
+--- a profile's shape leaves undefined (NaN with a reason: an edge, a rise,
+--- ...) is never drawn: the figure lists it under the chart as left out,
+--- with the reason.
 function M.descriptors(profiles, opts)
   local fn = "descriptors"
   opts = check_opts(fn, opts, { field = "string", labels = "table", groups = "table", style = "string",
@@ -1169,7 +1172,7 @@ function M.descriptors(profiles, opts)
   if logy == nil then logy = LOG_FIELDS[field] or false end
 
   -- cell[g][s] = {v, lo, hi}
-  local cells, seen = {}, false
+  local cells, seen, left_out = {}, false, {}
   local labels_from = {}
   for g, grp in ipairs(groups) do
     cells[g] = {}
@@ -1183,6 +1186,8 @@ function M.descriptors(profiles, opts)
         if type(p.descriptors) ~= "table" then fail(fn, "%s has no descriptors", where) end
         if p.descriptors[field] ~= nil then seen = true end
         local v, lo, hi = descriptor(fn, p.descriptors[field], where .. " descriptor " .. field)
+        local why = type(p.descriptors[field]) == "table" and p.descriptors[field].reason
+        if v ~= v and type(why) == "string" then left_out[#left_out + 1] = { g = g, s = s, why = why } end
         if logy then
           if not (v > 0) then v = NAN end
           if not (lo > 0) then lo = NAN end
@@ -1247,7 +1252,31 @@ function M.descriptors(profiles, opts)
       if any_ci then errs[#errs + 1] = string.format('DATA index %d using 1:3:(0):($4-$3) with vectors heads size screen 0.006,90 lw 1.2 lc rgb "#333333" notitle', idx) end
     end
   end
-  if #bars == 0 then fail(fn, "no profile has a finite '%s'%s", field, logy and " (positive, for a log axis)" or "") end
+  if #bars == 0 and #left_out == 0 then
+    fail(fn, "no profile has a finite '%s'%s", field, logy and " (positive, for a log axis)" or "")
+  end
+  if #left_out > 0 then
+    -- under the chart: which bars are missing and why (the shape test's reason)
+    local lines = { "left out (no value):" }
+    for _, l in ipairs(left_out) do
+      local name = grouped and string.format("%s / %s", tic_names[l.g], labels and labels[l.s] or labels_from[l.s] or
+        ("bar " .. l.s)) or tic_names[l.g]
+      lines[#lines + 1] = string.format("%s: %s", name, l.why)
+    end
+    if fig.dumb then
+      fig:cmd("set label 98 %s at screen 0, screen 0 left front", literal(table.concat(lines, " ")))
+    else
+      fig:cmd("set bmargin %d", 4 + #left_out)
+      fig:cmd('set label 98 %s at screen 0.01, screen %g left front font ",9"', literal(table.concat(lines, "\n")),
+        0.015 + 0.03 * #left_out)
+    end
+    if #bars == 0 then
+      -- nothing to draw: an empty frame that still carries the note
+      bars[1] = "1/0 notitle"
+      extent_add(e, 0, logy and 1 or 0)
+      extent_add(e, 0, logy and 10 or 1)
+    end
+  end
   if style == "bars" and not logy then extent_add(e, 0, 0) end -- bars start at zero
   extent_finish(e, -0.6, G - 0.4)
   local entries = (grouped and (labels or next(labels_from))) and S or 0

@@ -1,20 +1,24 @@
 -- srgeo.profile: the scale-resolved statistic r_η over a set of images.
 --
 --   p = srgeo.profile(model, X, {preset = "paper"})
---   p.scales, p.median, p.lo, p.hi, p.mean, p.per_image, p.descriptors
+--   p.scales, p.median, p.lo, p.hi, p.mean, p.per_image, p.shape, p.descriptors, p.range, p.estimator
 --   p.label, p.model, p.identity       -- what it was measured on (srgeo.identity): model, weights hash, images, preset
 --   print(p:summary()); p:save_csv(path); p:save_json(path)
 --   p2 = srgeo.profile.load(path)
 --   c = srgeo.profile.compare(p1, p2)      -- permutation tests
 --
 -- The per-image work (directions, exact JVPs, batched forwards, float32 noise
--- estimate) runs in C (core/stats/profile.c); this module chooses the ladder,
--- loops over images, and aggregates: median over images (the reported
--- profile), bootstrap bands over images, and the bump descriptors.
+-- estimate) runs in C (core/stats/profile.c), one call per image and set of
+-- rungs, or per step of directions in sequential mode.  This module chooses
+-- the ladder (and extends it with range = "auto"), runs the sequential
+-- estimator across images, and aggregates: the median over images (the
+-- reported profile), bootstrap bands over images, the shape test and the
+-- descriptors (srgeo.bump).
 local srgeo = require "srgeo"
 local stats = require "srgeo.stats"
 local util = require "srgeo.util"
 local json = require "srgeo.json"
+local bump = require "srgeo.bump"
 
 local P = {}
 local Profile = {}
@@ -23,23 +27,35 @@ Profile.__index = Profile
 local NAN = 0 / 0
 local D224 = 3 * 224 * 224
 
---- Estimator presets.  "paper" is the published protocol (README, "The statistic, exactly").
+--- Estimator presets.  "paper" is the published protocol (README, "The
+--- statistic, exactly"): 1024 independent directions and their antipodes,
+--- the denominator from the JVPs of the first 256 of them.  Its r therefore
+--- does not sit at 1 on the plateau: there r = (mean over 2048 directions of
+--- η²‖Ju‖²) / (mean over 256), the sampling error of 256 JVPs, a few percent
+--- per image (1.04 on the shipped small_resnet's median) -- an offset of the
+--- estimator, not nonlinearity.  The other presets pair every direction
+--- with its own exact JVP (r = 1 by construction where Φ is linear) and use
+--- orthonormal blocks of directions.
+---   sequential: steps of directions per image and rung, each rung closing
+---     on its own once the image's r is precise enough for the median over
+---     images (P.SEQUENTIAL_RULE), at most 1024 directions (± antipodes)
+---   quick: 64 directions ± antipodes, all paired, 9 rungs
 P.presets = {
-  paper = { directions = 1024, antipodal = true, jvp_directions = 256, nscales = 17,
-            log10_lo = -2, log10_hi = 2, noise_directions = 8, noise_max = 0.05,
-            bootstrap = 1000, ci = 0.95 },
-  -- adds 32-direction chunks (each with exact JVPs), each evaluated only at
-  -- the rungs whose paired 95% CI of r is not yet within ±2%: a rung closes
-  -- on its own (plateau rungs after one chunk), so far fewer forwards for
-  -- the same precision; p.rung_directions says how many directions each used
-  sequential = { directions = 1024, antipodal = true, jvp_directions = 256, nscales = 17,
-                 log10_lo = -2, log10_hi = 2, noise_directions = 8, noise_max = 0.05,
-                 bootstrap = 1000, ci = 0.95, target_ci = 0.02, seq_chunk = 32 },
-  -- JVPs on the whole (small) set, so the plateau sits at 1 for smooth nets
-  quick = { directions = 64, antipodal = true, jvp_directions = "all", nscales = 9,
-            log10_lo = -2, log10_hi = 2, noise_directions = 4, noise_max = 0.05,
-            bootstrap = 200, ci = 0.95 },
+  paper = { directions = 1024, antipodal = true, jvp_directions = 256, paired = false, orthogonal = 0, nscales = 17,
+            log10_lo = -2, log10_hi = 2, noise_directions = 8, noise_max = 0.05, bootstrap = 1000, ci = 0.95 },
+  sequential = { directions = 1024, antipodal = true, jvp_directions = 256, paired = true, orthogonal = "auto",
+                 nscales = 17, log10_lo = -2, log10_hi = 2, noise_directions = 8, noise_max = 0.05, bootstrap = 1000,
+                 ci = 0.95, sequential = true },
+  quick = { directions = 64, antipodal = true, jvp_directions = 256, paired = true, orthogonal = "auto", nscales = 9,
+            log10_lo = -2, log10_hi = 2, noise_directions = 4, noise_max = 0.05, bootstrap = 200, ci = 0.95 },
 }
+
+--- The sequential estimator's stopping rule, as profiles and help state it.
+P.SEQUENTIAL_RULE = "each image's rung takes steps of directions (each with its antipode and exact JVP) "
+  .. "until its standard error of r is at most seq_between (1/4) of the between-image SD of r at that rung "
+  .. "(a robust SD over the images, IQR/1.349, less their mean within-image variance), or its 95% CI is at "
+  .. "most seq_paper (1/2) of the one the paper protocol (1024 directions ±, 256 JVPs) would give on that "
+  .. "image, predicted from the same directions; at most `directions` directions"
 
 local option_names = {
   preset = true, directions = true, antipodal = true, jvp_directions = true, nscales = true,
@@ -48,8 +64,12 @@ local option_names = {
   bootstrap = true, ci = true, per_direction = true, progress = true, label = true, model_name = true,
   user_directions = true, family = true, lowpass_sigma = true, toward = true, k = true, iters = true,
   labels = true, exact_relu = true, target_ci = true, seq_chunk = true, seq_min = true, jacobian_norm = true,
-  share_prefix = true, eval = true,
+  share_prefix = true, paired = true, orthogonal = true, range = true, refine = true, alpha = true,
+  seq_between = true, seq_paper = true, eval = true,
 }
+
+-- The paper protocol's counts, against which sequential rungs are judged.
+local REF_N, REF_NJ = P.presets.paper.directions, P.presets.paper.jvp_directions
 
 --- The scale ladder for input dimension d: log-spaced, shifted by
 --- log10 √(d224/d) so every input size sees the same per-pixel RMS amplitude.
@@ -61,14 +81,21 @@ function P.ladder(d, opts)
   return util.logspace((opts.log10_lo or pre.log10_lo) - shift, (opts.log10_hi or pre.log10_hi) - shift, n)
 end
 
-local function resolve(opts, d, level)
-  level = level or 3 -- whom errors blame: the caller of resolve's caller
+--- The orthonormal block size "auto" picks for input dimension d: up to
+--- 256 directions, at most d, and at most 2^19 values (4 MB of doubles) per
+--- block, so large images get small blocks (where independent directions
+--- are nearly orthogonal anyway).
+function P.auto_block(d)
+  return math.max(1, math.min(256, d, (1 << 19) // d))
+end
+
+local function resolve(opts, d)
   opts = opts or {}
   for k in pairs(opts) do
-    if not option_names[k] then error("profile: unknown option '" .. tostring(k) .. "'", level) end
+    if not option_names[k] then error("profile: unknown option '" .. tostring(k) .. "'", 3) end
   end
   local pre = P.presets[opts.preset or "paper"]
-  if not pre then error("profile: unknown preset '" .. tostring(opts.preset) .. "' (paper, sequential, quick)", level) end
+  if not pre then error("profile: unknown preset '" .. tostring(opts.preset) .. "' (paper, sequential, quick)", 3) end
   local o = {}
   for k, v in pairs(pre) do o[k] = v end
   for k, v in pairs(opts) do o[k] = v end
@@ -78,7 +105,7 @@ local function resolve(opts, d, level)
                           { name = "log10_lo", type = "number", lo = -math.huge, hi = math.huge, open_lo = true, open_hi = true },
                           { name = "log10_hi", type = "number", lo = -math.huge, hi = math.huge, open_lo = true, open_hi = true } } do
     local ok, err = pcall(srgeo._check_option, "profile", decl, o[decl.name])
-    if not ok then error(err, level) end
+    if not ok then error(err, 3) end
   end
   if opts.scales then
     o.scales = opts.scales
@@ -88,22 +115,35 @@ local function resolve(opts, d, level)
   else
     o.scales = P.ladder(d, o)
   end
-  if type(o.scales) ~= "table" or #o.scales == 0 then error("profile: scales must be a non-empty list", level) end
+  if type(o.scales) ~= "table" or #o.scales == 0 then error("profile: scales must be a non-empty list", 3) end
   for i = 2, #o.scales do
-    if not (o.scales[i] > o.scales[i - 1]) then error("profile: scales must increase", level) end
+    if not (o.scales[i] > o.scales[i - 1]) then error("profile: scales must increase", 3) end
   end
   o.precision = o.precision or "float32"
   if o.precision ~= "float32" and o.precision ~= "float64" then
-    error("profile: precision must be \"float32\" or \"float64\", got " .. tostring(o.precision), level)
+    error("profile: precision must be \"float32\" or \"float64\", got " .. tostring(o.precision), 3)
   end
   o.seed = o.seed or 0
-  -- Types and ranges of the options the C engine declares (ci and bootstrap
-  -- too: core/stats/profile.c holds them with the engine's), up front.
+  o.range = o.range or "paper"
+  if o.orthogonal == "auto" or o.orthogonal == true then o.orthogonal = P.auto_block(d) end
+  -- Types and ranges of the options the C engine declares (ci, bootstrap,
+  -- range, ... too: core/stats/profile.c holds them with the engine's), up front.
   local declared = {}
   for k, v in pairs(o) do declared[k] = v end
-  if declared.jvp_directions == "all" then declared.jvp_directions = nil end
+  declared.jvp_directions = declared.jvp_directions ~= "all" and declared.jvp_directions or nil
+  declared.sequential = nil
   local ok, err = pcall(srgeo._profile_check, declared)
-  if not ok then error(err, level) end
+  if not ok then error(err, 3) end
+  if o.jvp_directions == "all" then o.paired = true end
+  if o.target_ci then o.sequential = true end
+  if o.sequential and opts.paired == false then
+    error("profile: the sequential estimator pairs every direction with its JVP (paired = false is the paper's)", 3)
+  end
+  if o.sequential then o.paired = true end
+  o.seq_between = o.seq_between or 0.25
+  o.seq_paper = o.seq_paper or 0.5
+  o.seq_chunk = o.seq_chunk or 32
+  o.alpha = o.alpha or 0.05
   return o
 end
 
@@ -116,13 +156,21 @@ end
 --   user:         opts.user_directions: a tensor (n, C, H, W) or function(i, x) -> tensor
 local families = { gaussian = true, lowpass = true, toward = true, jacobian_top = true, gradient = true, user = true }
 
-local function family_options(model, x, i, o, copts)
+local function family_of(o)
   local fam = o.family or (o.user_directions and "user") or "gaussian"
   if not families[fam] then error("profile: unknown family '" .. tostring(fam) .. "' (gaussian, lowpass, toward, jacobian_top, gradient, user)", 3) end
+  return fam
+end
+
+-- Returns true for the random families (directions drawn by index, so a
+-- run can take more of them), false when the family fixed the set.
+local function family_options(model, x, i, o, copts)
+  local fam = family_of(o)
   local dirs
+  if fam == "gaussian" then return true end
   if fam == "lowpass" then
     copts.lowpass_sigma = o.lowpass_sigma or 2
-    return
+    return true
   elseif fam == "toward" then
     local targets = o.toward or error("profile: family 'toward' needs opts.toward (images to move toward)", 3)
     local _, get = (function()
@@ -152,12 +200,14 @@ local function family_options(model, x, i, o, copts)
     local n = #dirs
     copts.user_directions = dirs
     copts.directions = n
+    copts.orthogonal = 0
+    copts.first_direction = 0
     copts.jvp_directions = math.min(o.jvp_directions == "all" and 2 * n or o.jvp_directions, n * (o.antipodal and 2 or 1))
   end
 end
 
 -- Images from a batch tensor, a list of tensors, or a dataset (ds:get(i)).
-local function image_source(X, level)
+local function image_source(X)
   if type(X) == "userdata" then
     local n = #X
     return n, function(i) return X:narrow(1, i, 1) end
@@ -166,7 +216,7 @@ local function image_source(X, level)
   elseif type(X) == "table" then
     return #X, function(i) return X[i] end
   end
-  error("profile: images must be a tensor (N,C,H,W), a list of tensors, or a dataset", level or 3)
+  error("profile: images must be a tensor (N,C,H,W), a list of tensors, or a dataset", 3)
 end
 
 -- ‖J‖_F² = d · E‖Ju‖² for unit u (Hutchinson with normalised Gaussian
@@ -184,109 +234,347 @@ P.hutchinson = hutchinson
 
 local function image_seed(base, i) return (base * 1000003 + i * 7919) % (1 << 53) end
 
---- srgeo.profile.classify_bump(curve, plateau, peak) -> kind, bump: the one place that
---- says what a bump is (a later issue replaces the classifier).  A bump is a
---- peak more than 5% above the plateau that the curve comes back down from;
---- it is answered at the two strengths in use:
----   kind: "yes" when the last valid rung is down by at least half the
----     peak's excess, "edge" when it is still higher (the ladder may be too
----     short to see the peak), "no" without such a peak (summary tables,
----     results.json's bump_kind, the notebooks);
----   bump: true when the peak is inside the ladder (neither the first nor
----     the last valid rung) and the last valid rung is more than a fifth of
----     the excess below it (p.bump).
---- curve: r per rung, NaN rungs skipped; plateau, peak: its descriptors.
-function P.classify_bump(curve, plateau, peak)
-  local n, top, at, last = 0, nil, nil, nil -- valid rungs, their (first) maximum and its place, the last
-  for _, v in ipairs(curve) do
-    if v == v then
-      n, last = n + 1, v
-      if not top or v > top then top, at = v, n end
-    end
-  end
-  if not (plateau == plateau and peak == peak) then return "no", false end
-  local excess = peak - plateau
-  if excess <= 0.05 * math.abs(plateau) then return "no", false end
-  local kind = (last and last <= plateau + excess / 2) and "yes" or "edge"
-  return kind, at ~= nil and at > 1 and at < n and last < peak - 0.2 * excess
+---------------------------------------------------------------------------
+-- Per-rung state.  Each image keeps, per rung: its moments (core/stats/
+-- rung.h; merged over the steps of directions), the estimate from them,
+-- the float32 noise check of its first step, and how many directions it
+-- rests on.  The profile's per-rung lists (p.per_image, p.ci, ...) are
+-- views of this state, rebuilt by publish().
+
+-- Chan's update: the moments of two disjoint sets of units.
+local function merge(a, b)
+  if not a then return b end
+  local n = a.n + b.n
+  local dd, dj = b.d_mean - a.d_mean, b.j_mean - a.j_mean
+  local f = a.n * b.n / n
+  return { n = n, d_mean = a.d_mean + dd * b.n / n, d_m2 = a.d_m2 + b.d_m2 + dd * dd * f,
+           nj = a.nj + b.nj, j_mean = a.j_mean + dj * b.nj / (a.nj + b.nj),
+           j_m2 = a.j_m2 + b.j_m2 + dj * dj * a.nj * b.nj / (a.nj + b.nj), c = a.c + b.c + dd * dj * f }
+end
+P.merge_moments = merge
+
+-- The run: what every engine call of one profile shares.
+local function new_run(model, X, o, d)
+  local n, get = image_source(X)
+  return {
+    model = model, get = get, n = n, o = o, d = d, f64 = o.precision == "float64",
+    copts = {
+      antipodal = o.antipodal, jvp_directions = o.jvp_directions ~= "all" and o.jvp_directions or nil,
+      paired = o.paired, orthogonal = o.orthogonal, batch = o.batch, jvp_batch = o.jvp_batch, tap = o.tap,
+      noise_max = o.noise_max, per_direction = o.per_direction, exact_relu = o.exact_relu,
+      share_prefix = o.share_prefix,
+    },
+  }
 end
 
---- Bump descriptors of one curve r over scales (NaN rungs skipped).
---- plateau: mean r over the first up to 3 valid rungs; onset: first η where r
---- leaves the plateau by 5% (log-interpolated); peak: max r and its η;
---- half_width: decades where r − plateau exceeds half the peak excess;
---- decay_slope: d log10 r / d log10 η after the peak; area: ∫ max(r−1, 0) d log10 η.
-function P.descriptors(scales, r)
-  local xs, ys = {}, {}
-  for i, v in ipairs(r) do
-    if v == v then xs[#xs + 1] = math.log(scales[i], 10); ys[#ys + 1] = v end
+local function new_rung() return { n = 0 } end
+
+-- One engine call: image i at the rungs `rungs` (indices into p.scales),
+-- base directions first .. first + count − 1 (count nil: the preset's or
+-- the family's), with or without the float32 noise check.  Merges the
+-- result into the image's state; returns the base directions it ran.
+local function call(run, p, i, rungs, first, count, noise)
+  local o, copts = run.o, run.copts
+  local x = run.get(i)
+  if run.f64 and x:dtype() ~= "float64" then x = x:double() end
+  if not run.f64 and x:dtype() ~= run.model:dtype() then x = x:float() end
+  copts.seed = image_seed(o.seed, i)
+  copts.user_directions, copts.lowpass_sigma = nil, nil
+  copts.directions, copts.first_direction = count or o.directions, first
+  copts.orthogonal = o.orthogonal
+  copts.noise_directions = noise and o.noise_directions or 0
+  local random = family_options(run.model, x, i, o, copts)
+  if not random and (first > 0 or o.sequential) then
+    error("profile: the sequential estimator draws more directions as it needs them: it takes the gaussian or lowpass family", 0)
   end
-  local n = #xs
-  local d = { plateau = NAN, onset = NAN, peak_eta = NAN, peak_height = NAN, half_width = NAN,
-              decay_slope = NAN, area = NAN }
-  if n == 0 then return d end
-  local m = math.min(3, n)
-  local s = 0
-  for i = 1, m do s = s + ys[i] end
-  d.plateau = s / m
-  for i = 2, n do
-    if math.abs(ys[i] - d.plateau) > 0.05 * math.abs(d.plateau) then
-      local a, b = ys[i - 1] - d.plateau, ys[i] - d.plateau
-      local thr = (b > 0 and 1 or -1) * 0.05 * math.abs(d.plateau)
-      local t = (b ~= a) and (thr - a) / (b - a) or 1
-      t = math.max(0, math.min(1, t))
-      d.onset = 10 ^ (xs[i - 1] + t * (xs[i] - xs[i - 1]))
-      break
+  local sc = {}
+  for j, s in ipairs(rungs) do sc[j] = p.scales[s] end
+  copts.scales = sc
+  local r = srgeo._profile_image(run.model, x, copts)
+  p.forwards = p.forwards + r.forwards
+  p.exact_pairs = (p.exact_pairs or 0) + (r.exact_pairs or 0)
+  p.shared_layers = r.shared_layers
+  local st = p._state[i]
+  if not st then
+    st = { rungs = {}, jvp = {}, steps = {}, calls = 0 }
+    p._state[i] = st
+  end
+  st.calls = st.calls + 1
+  -- JVP energies by direction index: each direction counts once
+  local base0 = copts.first_direction
+  for j, v in ipairs(r.jvp_sq) do st.jvp[base0 + j] = v end
+  if r.noise_jvp == r.noise_jvp then st.noise_jvp = math.max(st.noise_jvp or 0, r.noise_jvp) end
+  local nb = r.directions // (o.antipodal and 2 or 1)
+  st.steps[#st.steps + 1] = nb
+  for j, s in ipairs(rungs) do
+    local rs = st.rungs[s] or new_rung()
+    st.rungs[s] = rs
+    rs.mom = merge(rs.mom, r.moments[j])
+    rs.n = rs.mom.n
+    if noise then
+      rs.noise, rs.noise_energy = r.noise[j], r.noise_energy[j]
+      if r.r[j] ~= r.r[j] and r.moments[j].n > 0 then rs.discarded = true end
     end
-  end
-  local ip = 1
-  for i = 2, n do if ys[i] > ys[ip] then ip = i end end
-  d.peak_height = ys[ip]
-  local px = xs[ip]
-  if ip > 1 and ip < n then
-    -- parabola through the three rungs around the maximum (in log η)
-    local x0, x1, x2, y0, y1, y2 = xs[ip - 1], xs[ip], xs[ip + 1], ys[ip - 1], ys[ip], ys[ip + 1]
-    local den = (x0 - x1) * (x0 - x2) * (x1 - x2)
-    local A = (x2 * (y1 - y0) + x1 * (y0 - y2) + x0 * (y2 - y1)) / den
-    local B = (x2 * x2 * (y0 - y1) + x1 * x1 * (y2 - y0) + x0 * x0 * (y1 - y2)) / den
-    if A < 0 then px = math.max(x0, math.min(x2, -B / (2 * A))) end
-  end
-  d.peak_eta = 10 ^ px
-  local excess = ys[ip] - d.plateau
-  d.bump = select(2, P.classify_bump(ys, d.plateau, d.peak_height)) -- the stricter of its two answers
-  if excess > 0.05 * math.abs(d.plateau) then
-    local half = d.plateau + excess / 2
-    local function cross(i, j) -- interpolate where y crosses `half` between rungs i and j
-      local t = (half - ys[i]) / (ys[j] - ys[i])
-      return xs[i] + t * (xs[j] - xs[i])
-    end
-    local left, right = xs[1], xs[n]
-    for i = ip, 2, -1 do if ys[i - 1] < half then left = cross(i - 1, i) break end end
-    for i = ip, n - 1 do if ys[i + 1] < half then right = cross(i, i + 1) break end end
-    d.half_width = right - left
-  end
-  if n - ip >= 1 then
-    local sx, sy, sxx, sxy, k = 0, 0, 0, 0, 0
-    for i = ip, n do
-      if ys[i] > 0 then
-        local ly = math.log(ys[i], 10)
-        sx, sy, sxx, sxy, k = sx + xs[i], sy + ly, sxx + xs[i] ^ 2, sxy + xs[i] * ly, k + 1
+    if r.per_direction then
+      rs.pd = rs.pd or {}
+      local row = r.per_direction[j]
+      for b = 1, nb do
+        rs.pd[base0 + b] = { row[b], o.antipodal and row[nb + b] or nil }
       end
     end
-    if k >= 2 and (k * sxx - sx * sx) > 0 then d.decay_slope = (k * sxy - sx * sy) / (k * sxx - sx * sx) end
+    local e = srgeo._rung_estimate(rs.mom, p.scales[s])
+    rs.r, rs.se, rs.ci = rs.discarded and NAN or e.r, e.se, e.ci
   end
-  local area = 0
-  for i = 2, n do
-    area = area + 0.5 * (math.max(ys[i - 1] - 1, 0) + math.max(ys[i] - 1, 0)) * (xs[i] - xs[i - 1])
-  end
-  d.area = area
-  return d
+  return nb
 end
 
-local descriptor_names = { "plateau", "onset", "peak_eta", "peak_height", "half_width", "decay_slope", "area" }
-P.descriptor_names = descriptor_names
+-- The per-rung views of the state (p.per_image, p.ci, p.se, p.noise,
+-- p.noise_energy, p.moments, p.rung_directions, p.closed_by, ...).
+local function publish(p)
+  local o = p.options
+  local mult = o.antipodal and 2 or 1
+  p.per_image, p.ci, p.se, p.noise, p.noise_energy, p.moments = {}, {}, {}, {}, {}, {}
+  p.rung_directions, p.directions_used, p.closed_by, p.jac_energy, p.jacobian_fro, p.noise_jvp = {}, {}, {}, {}, {}, {}
+  p.steps = {}
+  if o.per_direction then p.per_direction = {} end
+  p.estimator.calls = 0
+  for i = 1, p.n_images do
+    local st = p._state[i]
+    p.estimator.calls = p.estimator.calls + st.calls
+    local r, ci, se, nz, ne, mo, rd, cb = {}, {}, {}, {}, {}, {}, {}, {}
+    local used = 0
+    for s = 1, #p.scales do
+      local rs = st.rungs[s]
+      r[s], ci[s], se[s] = rs.r or NAN, rs.ci or NAN, rs.se or NAN
+      nz[s], ne[s], mo[s] = rs.noise or NAN, rs.noise_energy or NAN, rs.mom or false
+      rd[s], cb[s] = rs.n * mult, rs.closed or false
+      used = math.max(used, rs.n)
+    end
+    p.per_image[i], p.ci[i], p.se[i], p.noise[i], p.noise_energy[i], p.moments[i] = r, ci, se, nz, ne, mo
+    p.rung_directions[i], p.directions_used[i], p.closed_by[i] = rd, used * mult, cb
+    p.noise_jvp[i] = st.noise_jvp or NAN
+    p.steps[i] = st.steps
+    local jsq, js = {}, 0
+    for b = 1, #st.jvp do
+      if st.jvp[b] then jsq[#jsq + 1] = st.jvp[b]; js = js + st.jvp[b] end
+    end
+    p.jac_energy[i] = #jsq > 0 and js / #jsq or NAN
+    p.jacobian_fro[i] = hutchinson(jsq, p.input_dim)
+    if o.per_direction then
+      -- per rung: [u_1..u_N, −u_1..−u_N] over the image's N directions, NaN where a rung stopped
+      local rows = {}
+      for s = 1, #p.scales do
+        local pd, row = st.rungs[s].pd or {}, {}
+        for b = 1, used do
+          row[b] = pd[b] and pd[b][1] or NAN
+          if o.antipodal then row[used + b] = pd[b] and pd[b][2] or NAN end
+        end
+        rows[s] = row
+      end
+      p.per_direction[i] = rows
+    end
+  end
+end
 
--- Median curve over image rows.
+---------------------------------------------------------------------------
+-- Filling rungs: fixed (every image, every rung, the preset's directions)
+-- or sequential (steps of directions until each image's rung is precise
+-- enough for the median over images).
+
+-- Under mpirun (srgeo.mpi.size() > 1) the images of a stage are spread
+-- over the ranks: each_image(p, list, fn, on_done) runs fn(i) for the
+-- images in list (fn makes image i's call()s, which touch p._state[i] and
+-- the totals only, and returns a value), then on_done(i, value) in list
+-- order.  In one process a plain loop; under mpirun through srgeo.mpi.map:
+-- a rank computes its images from the state every rank holds and returns
+-- each image's new state with what its calls added to the totals, and
+-- every rank installs all of them in list order (rank 0 as they arrive),
+-- so every rank holds the whole state and the totals add up in one
+-- process's order.  call() depends only on (seed, i, the image's state),
+-- so whichever rank computes an image gives the same bits.
+local function each_image(p, list, fn, on_done)
+  local mpi = require "srgeo.mpi"
+  if mpi.size() == 1 then
+    for _, i in ipairs(list) do
+      local v = fn(i)
+      if on_done then on_done(i, v) end
+    end
+    return
+  end
+  local got, k = {}, 0 -- list[1..k] installed
+  local function install()
+    while k < #list and got[k + 1] do
+      k = k + 1
+      local i, r = list[k], got[k]
+      p._state[i] = r.state
+      p.forwards = p.forwards + r.forwards
+      p.exact_pairs = (p.exact_pairs or 0) + r.exact_pairs
+      p.shared_layers = r.shared_layers
+      if on_done then on_done(i, r.value) end
+    end
+  end
+  local all = mpi.map(#list, function(j)
+    local i = list[j]
+    local f, e = p.forwards, p.exact_pairs
+    p.forwards, p.exact_pairs = 0, 0
+    local ok, v = pcall(fn, i)
+    local r = { state = p._state[i], forwards = p.forwards, exact_pairs = p.exact_pairs, shared_layers = p.shared_layers,
+                value = v }
+    p.forwards, p.exact_pairs = f, e
+    if not ok then error(v, 0) end
+    return r
+  end, { on_result = function(j, r)
+    got[j] = r
+    install()
+  end })
+  for j, r in ipairs(all) do got[j] = r end
+  install()
+end
+
+-- on_image (hooks): under mpirun rank 0 alone reports (srgeo.cache writes).
+local function fixed_fill(run, p, rungs, bar, start, on_image)
+  local list = {}
+  for i = start or 1, run.n do list[#list + 1] = i end
+  if on_image and not require("srgeo.mpi").root() then on_image = nil end
+  each_image(p, list, function(i)
+    call(run, p, i, rungs, 0, nil, true)
+    for _, s in ipairs(rungs) do p._state[i].rungs[s].closed = "fixed" end
+  end, function(i)
+    p._filled = i
+    if on_image then on_image(p, i) end
+    if bar then bar.update(i) end
+  end)
+end
+
+-- The between-image SD of r at rung s: a robust SD over the images less
+-- their mean within-image variance (the spread the estimates add), or nil
+-- with fewer than 4 images.
+local function between_sd(p, s)
+  local v, w = {}, {}
+  for i = 1, p._filled do
+    local rs = p._state[i].rungs[s]
+    if rs.r and rs.r == rs.r then
+      v[#v + 1] = rs.r
+      w[#w + 1] = (rs.se * rs.r) ^ 2
+    end
+  end
+  if #v < 4 then return nil end
+  local sd = stats.robust_sd(v)
+  return math.sqrt(math.max(sd * sd - stats.mean(w), 0))
+end
+
+-- Why rung s of an image closes now, or nil and the directions it is
+-- predicted to need (its SE shrinks as 1/√n).
+local function settle(p, rs, s, sdb)
+  local o = p.options
+  if rs.discarded then return "noise" end
+  if rs.n >= o.directions then return "cap" end
+  local eta = p.scales[s]
+  if o.target_ci then
+    if rs.ci <= o.target_ci then return "target" end
+    return nil, rs.n * (rs.ci / o.target_ci) ^ 2
+  end
+  local need = math.huge
+  local se_abs = rs.se * math.abs(rs.r)
+  if sdb and o.seq_between > 0 then
+    local goal = o.seq_between * sdb
+    if se_abs <= goal then return "between" end
+    if goal > 0 then need = rs.n * (se_abs / goal) ^ 2 end
+  end
+  if o.seq_paper > 0 then
+    local goal = o.seq_paper * srgeo._rung_estimate(rs.mom, eta, REF_N, REF_NJ).ci
+    if rs.ci <= goal then return "paper" end
+    if goal > 0 then need = math.min(need, rs.n * (rs.ci / goal) ^ 2) end
+  end
+  return nil, need
+end
+
+local function sequential_fill(run, p, rungs, bar)
+  local o = p.options
+  local chunk = o.seq_chunk
+  local pilot = (o.seq_min and o.seq_min > 0) and o.seq_min or chunk
+  pilot = math.min(pilot, o.directions)
+  local next_dir, all = {}, {}
+  for i = 1, run.n do all[i] = i end
+  each_image(p, all, function(i) return call(run, p, i, rungs, 0, pilot, true) end, function(i, nb)
+    next_dir[i] = nb
+    p._filled = i
+    if bar then bar.update(i, "(first step)") end
+  end)
+  local rounds = 0
+  while true do
+    local sdb = {}
+    for _, s in ipairs(rungs) do sdb[s] = between_sd(p, s) end
+    -- which rungs of which images stay open (every rank alike), then one
+    -- more step of each open image (independent given sdb)
+    local open_total, todo, plan = 0, {}, {}
+    for i = 1, run.n do
+      local st, open, need = p._state[i], {}, math.huge
+      for _, s in ipairs(rungs) do
+        local rs = st.rungs[s]
+        if not rs.closed then
+          local why, want = settle(p, rs, s, sdb[s])
+          if why then
+            rs.closed = why
+          else
+            open[#open + 1] = s
+            need = math.min(need, want or math.huge)
+          end
+        end
+      end
+      if #open > 0 then
+        open_total = open_total + #open
+        local have = next_dir[i]
+        local step = need < math.huge and math.ceil(need) - have or chunk
+        step = math.max(math.max(1, chunk // 4), math.min(step, math.max(chunk, have)))
+        step = math.min(step, o.directions - have)
+        todo[#todo + 1], plan[i] = i, { open = open, have = have, step = step }
+      end
+    end
+    each_image(p, todo, function(i)
+      local q = plan[i]
+      return q.have + call(run, p, i, q.open, q.have, q.step, false)
+    end, function(i, nd) next_dir[i] = nd end)
+    rounds = rounds + 1
+    if bar then bar.update(run.n, string.format("(step %d: %d rungs open)", rounds, open_total)) end
+    if open_total == 0 then break end
+  end
+end
+
+-- start, on_image: the first stage of a fixed profile resumes after the
+-- images it is given and reports each image it finishes (hooks).
+local function fill(run, p, rungs, bar, start, on_image)
+  p._filled = (start or 1) - 1
+  if p.options.sequential then sequential_fill(run, p, rungs, bar)
+  else fixed_fill(run, p, rungs, bar, start, on_image) end
+end
+
+-- New rungs at etas: insert them into the ladder (kept increasing) and
+-- every image's state; returns their indices.
+local function add_rungs(p, etas)
+  local all = {}
+  for s, e in ipairs(p.scales) do all[#all + 1] = { e = e, old = s } end
+  for _, e in ipairs(etas) do all[#all + 1] = { e = e } end
+  table.sort(all, function(a, b) return a.e < b.e end)
+  local scales, map, new = {}, {}, {}
+  for s, a in ipairs(all) do
+    scales[s] = a.e
+    if a.old then map[a.old] = s else new[#new + 1] = s end
+  end
+  for _, st in pairs(p._state) do
+    local rungs = {}
+    for old, rs in pairs(st.rungs) do rungs[map[old]] = rs end
+    st.rungs = rungs
+  end
+  p.scales = scales
+  p.options.scales = scales
+  return new
+end
+
+---------------------------------------------------------------------------
+-- Aggregation: the median over images, bootstrap bands, the shape test, the
+-- descriptors.
+
 local function median_curve(rows, ns)
   local c = {}
   for s = 1, ns do c[s] = stats.median(stats.column(rows, s)) end
@@ -299,186 +587,232 @@ local function mean_curve(rows, ns)
   return c
 end
 
--- Aggregate per-image rows into the profile's curves, bands and descriptors.
+-- The per-pixel RMS amplitude of rung η: η/√d (x + ηu leaves [0,1]
+-- everywhere on average once it reaches 1).
+local function rms(p, eta) return eta / math.sqrt(p.input_dim) end
+
 local function aggregate(p)
-  local ns, rows = #p.scales, p.per_image
+  local ns, rows, o = #p.scales, p.per_image, p.options
   p.median = median_curve(rows, ns)
   p.mean = mean_curve(rows, ns)
-  local o = p.options
-  local lo_q, hi_q = (1 - o.ci) / 2, 1 - (1 - o.ci) / 2
+  local level = o.ci or 0.95
+  local lo_q, hi_q = (1 - level) / 2, 1 - (1 - level) / 2
   p.lo, p.hi = {}, {}
-  local dvals = P.descriptors(p.scales, p.median)
-  p.descriptors = {}
-  if #rows >= 2 and o.bootstrap > 0 then
-    local boots = stats.bootstrap(rows, function(sample) return median_curve(sample, ns) end, o.bootstrap, o.seed + 17)
+  local boots
+  if #rows >= 2 and (o.bootstrap or 0) > 0 then
+    boots = stats.bootstrap(rows, function(sample) return median_curve(sample, ns) end, o.bootstrap, (o.seed or 0) + 17)
     for s = 1, ns do
       local col = stats.column(boots, s)
       p.lo[s], p.hi[s] = stats.quantile(col, lo_q), stats.quantile(col, hi_q)
     end
-    local bd = {}
-    for b, curve in ipairs(boots) do bd[b] = P.descriptors(p.scales, curve) end
-    for _, k in ipairs(descriptor_names) do
-      local col = {}
-      for b = 1, #bd do col[b] = bd[b][k] end
-      p.descriptors[k] = { value = dvals[k], lo = stats.quantile(col, lo_q), hi = stats.quantile(col, hi_q) }
-    end
   else
     for s = 1, ns do p.lo[s], p.hi[s] = p.median[s], p.median[s] end
-    for _, k in ipairs(descriptor_names) do p.descriptors[k] = { value = dvals[k], lo = NAN, hi = NAN } end
   end
-  p.bump = dvals.bump
+  local top = p.scales[ns]
+  local bound = p.input_dim and rms(p, top) >= 1 or false
+  local alpha = o.alpha or 0.05
+  local function image_shape(i)
+    local se = {}
+    for s = 1, ns do se[s] = (p.se and p.se[i] and p.se[i][s] or NAN) * math.abs(rows[i][s]) end
+    return bump.classify { scales = p.scales, values = rows[i], se = se, alpha = alpha, bound = bound }
+  end
+  if #rows == 1 then
+    p.shape = image_shape(1)
+  else
+    p.shape = bump.classify { scales = p.scales, rows = rows, bootstrap = o.bootstrap, seed = (o.seed or 0) + 29,
+                              alpha = alpha, bound = bound }
+  end
+  p.image_shapes = {}
+  for i = 1, #rows do
+    local sh = image_shape(i)
+    p.image_shapes[i] = { class = sh.class, text = sh.text }
+  end
+  p.descriptors = bump.describe(p.scales, p.median, boots, p.shape, level)
+  p.bump = p.shape.class == "bump"
   return p
+end
+
+-- range = "auto": the ladder extended upward with its own top spacing, one
+-- rung at a time, until the shape test finds a bump (its decay is seen) or
+-- a rung's per-pixel RMS reaches 1; then (refine) rungs halfway between the
+-- peak and its neighbours.
+local MAX_ADDED = 64
+
+-- A progress bar per stage (the first fill is "profile"; each added rung
+-- its own), or nil without progress.
+local function stage_bar(run, label)
+  return run.o.progress ~= false and util.progress(label, run.n) or nil
+end
+
+local function fill_stage(run, p, rungs, what)
+  local bar = stage_bar(run, string.format("profile, %s η %.3g", what, p.scales[rungs[1]]))
+  fill(run, p, rungs, bar)
+  if bar then bar.done() end
+end
+
+local function extend(run, p)
+  local o = p.options
+  local base = #p.scales
+  p.range = { mode = o.range, base_rungs = base, added = 0, refined = 0 }
+  if o.range == "auto" then
+    while true do
+      local ns = #p.scales
+      local top = p.scales[ns]
+      if p.shape.class == "bump" then
+        p.range.stop = "decided"
+        p.range.reason = string.format("a decay after the peak is seen (η %.3g → %.3g)", p.shape.decay.eta_from or NAN,
+          p.shape.decay.eta_to)
+        break
+      end
+      if rms(p, top) >= 1 then
+        p.range.stop = "bound"
+        p.range.reason = string.format("the top rung η %.3g has per-pixel RMS %.3g ≥ 1 (the whole [0,1] range)", top,
+          rms(p, top))
+        break
+      end
+      if p.range.added >= MAX_ADDED then
+        p.range.stop = "limit"
+        p.range.reason = string.format("%d rungs added without a decision", MAX_ADDED)
+        break
+      end
+      local step = ns >= 2 and p.scales[ns] / p.scales[ns - 1] or 10 ^ 0.25
+      local new = add_rungs(p, { top * step })
+      p.range.added = p.range.added + 1
+      fill_stage(run, p, new, "rung")
+      publish(p)
+      aggregate(p)
+    end
+  else
+    p.range.stop = "fixed"
+    p.range.reason = "the ladder as set (range = \"paper\")"
+  end
+  if o.refine and p.shape.class == "bump" then
+    local s = p.shape.peak.rung
+    local etas = {}
+    if s > 1 then etas[#etas + 1] = math.sqrt(p.scales[s - 1] * p.scales[s]) end
+    if s < #p.scales then etas[#etas + 1] = math.sqrt(p.scales[s] * p.scales[s + 1]) end
+    local new = add_rungs(p, etas)
+    p.range.refined = #new
+    fill_stage(run, p, new, "rungs from")
+    publish(p)
+    aggregate(p)
+  end
+  local top = p.scales[#p.scales]
+  p.range.top_eta, p.range.top_rms = top, rms(p, top)
 end
 
 --- srgeo.profile.check_options(opts): the options checked as srgeo.profile
 --- checks them before the first image (scripts call it on their command line).
 function P.check_options(opts) resolve(opts, D224) end
 
--- The run of a profile in parts, so that its images can be spread over
--- the ranks of an mpirun job (srgeo.mpi.map; srgeo.experiment spreads the
--- images of several units at once): prepare checks the options and makes
--- the empty profile, image(run, i) computes image i alone (its directions
--- depend only on the seed and i, so any rank gives the same bits), place
--- puts the images' records into the profile in order, finish aggregates.
-
---- P.prepare(model, images, opts [, level]) -> run.  Bad options raise at
---- `level` (error's, counted from prepare; default 2, its caller).
-function P.prepare(model, X, opts, level)
-  level = (level or 2) + 1
+--- srgeo.profile(model, images, opts [, hooks]) -> profile.  hooks (not
+--- options: they change no result): on_image = function(p, i), called as
+--- image i finishes its first stage, p._state[i] then holds its per-rung
+--- moments (srgeo.cache checkpoints it); resume = { n_images = k, _state =
+--- the states of images 1..k, forwards, exact_pairs, shared_layers = the
+--- totals after image k }, taken as they are and not recomputed: images are
+--- seeded by index, so the result is the one an uninterrupted run gives.
+--- The first stage is the given ladder with fixed directions; rungs that
+--- range "auto" adds are computed again after a resume, and a sequential
+--- profile (whose images close together) neither reports nor resumes.
+--- Under mpirun every stage's images are spread over the ranks (each_image;
+--- on_image on rank 0 alone) and every rank gets the whole profile, bit for
+--- bit one process's at the same threads per process.
+local function profile(model, X, opts, hooks)
   if type(model) ~= "userdata" or not model.forward then
-    error("profile: model must be an srgeo module, got " .. (model == nil and "nil" or type(model)), level - 1)
+    error("profile: model must be an srgeo module, got " .. (model == nil and "nil" or type(model)), 2)
   end
-  local n, get = image_source(X, level)
-  if n == 0 then error("profile: no images", level - 1) end
+  local n, get = image_source(X)
+  if n == 0 then error("profile: no images", 2) end
   local first = get(1)
   local d = 1
   for _, s in ipairs(first:shape()) do d = d * s end
-  local o = resolve(opts, d, level)
-  local copts = {
-    scales = o.scales, directions = o.directions, antipodal = o.antipodal,
-    jvp_directions = o.jvp_directions, batch = o.batch, jvp_batch = o.jvp_batch, tap = o.tap,
-    noise_directions = o.noise_directions, noise_max = o.noise_max,
-    per_direction = o.per_direction, user_directions = o.user_directions,
-    target_ci = o.target_ci, seq_chunk = o.seq_chunk, seq_min = o.seq_min, exact_relu = o.exact_relu,
-    share_prefix = o.share_prefix,
-  }
-  if o.jvp_directions == "all" then copts.jvp_directions = o.directions * (o.antipodal and 2 or 1) end
+  local o = resolve(opts, d)
+  family_of(o)
+  local run = new_run(model, X, o, d)
   local id = require("srgeo.identity").of(model, X, o) -- before a float64 copy changes the weights' bytes
+  local restore = model:dtype()
+  if run.f64 then model:double() end
   local p = setmetatable({
-    scales = o.scales, per_image = {}, jac_energy = {}, noise = {}, ci = {}, directions_used = {}, rung_directions = {},
-    jacobian_fro = {}, forwards = 0, seconds = 0, input_dim = d,
-    options = o, label = id.label, model = id.model, identity = id, n_images = 0, per_direction = o.per_direction and {} or nil,
-    version = srgeo.version,
+    scales = o.scales, forwards = 0, seconds = 0, input_dim = d, options = o, label = id.label, model = id.model, identity = id,
+    n_images = run.n, version = srgeo.version, _state = {}, _filled = 0,
+    estimator = {
+      mode = o.sequential and "sequential" or "fixed", paired = o.paired or false, orthogonal = o.orthogonal or 0,
+      directions = o.directions, antipodal = o.antipodal,
+      jvp = o.paired and "each direction's own" or string.format("the first %d directions", o.jvp_directions),
+      rule = o.sequential and (o.target_ci and string.format("each image's rung until the relative 95%% CI of r is within %g", o.target_ci)
+        or P.SEQUENTIAL_RULE) or nil,
+    },
   }, Profile)
-  return { model = model, n = n, get = get, o = o, copts = copts, d = d, p = p,
-           dtype = o.precision == "float64" and "float64" or model:dtype() }
-end
-
---- P.image(run, i) -> the record of image i (plain data).  The model runs
---- in the profile's precision for the image and is left as it was.
-function P.image(run, i)
-  local model, o, copts = run.model, run.o, run.copts
-  local x = run.get(i)
-  if x:dtype() ~= run.dtype then x = run.dtype == "float64" and x:double() or x:float() end
-  copts.seed = image_seed(o.seed, i)
-  local was = model:dtype()
-  if was ~= run.dtype then if run.dtype == "float64" then model:double() else model:float() end end
-  local ok, r = pcall(function()
-    family_options(model, x, i, o, copts)
-    return srgeo._profile_image(model, x, copts)
-  end)
-  if was ~= model:dtype() then if was == "float64" then model:double() else model:float() end end
-  if not ok then error(r, 0) end
-  return r
-end
-
--- The per-image fields of a profile, which P.resume gives back.
-local resumed_fields = { "per_image", "jac_energy", "noise", "ci", "directions_used", "rung_directions",
-                         "jacobian_fro", "per_direction" }
-
---- P.resume(run, resume): the per-image fields of images 1..resume.n_images
---- computed before (and the totals forwards, exact_pairs, shared_layers
---- after them), taken as they are: images are seeded by index, so the
---- result is the one an uninterrupted run gives.  Returns the next image.
-function P.resume(run, resume, level)
-  local p, k = run.p, resume.n_images
-  if type(k) ~= "number" or k < 1 or k > run.n then
-    error(string.format("profile: hooks.resume holds %s images of %d", tostring(k), run.n), level or 2)
-  end
-  for _, f in ipairs(resumed_fields) do
-    if p[f] or f ~= "per_direction" then
-      if type(resume[f]) ~= "table" then error("profile: hooks.resume lacks " .. f, level or 2) end
-      for i = 1, k do p[f][i] = resume[f][i] end
+  local start = 1
+  local resume = hooks and hooks.resume
+  if resume and not o.sequential then
+    local k = resume.n_images
+    if math.type(k) ~= "integer" or k < 1 or k > run.n then
+      error(string.format("profile: hooks.resume holds %s images of %d", tostring(k), run.n), 2)
     end
+    for i = 1, k do
+      local st = type(resume._state) == "table" and resume._state[i]
+      if type(st) ~= "table" or type(st.rungs) ~= "table" or #st.rungs ~= #p.scales then
+        error(string.format("profile: hooks.resume lacks image %d's state on %d rungs", i, #p.scales), 2)
+      end
+      p._state[i] = util.copy(st) -- the caller's tables stay as given (range auto remaps rungs)
+    end
+    p.forwards, p.exact_pairs, p.shared_layers = resume.forwards or 0, resume.exact_pairs, resume.shared_layers
+    start = k + 1
   end
-  p.forwards, p.exact_pairs, p.shared_layers, p.n_images = resume.forwards or 0, resume.exact_pairs, resume.shared_layers, k
-  return k + 1
-end
-
---- P.place(run, records [, on_image]) -> the images placed: the records of
---- the images after the profile's n_images, in order while they are there
---- (records arrive from the ranks in any order); on_image(p, i) after each.
-function P.place(run, records, on_image)
-  local p, placed = run.p, 0
-  while p.n_images < run.n and records[p.n_images + 1] do
-    local i = p.n_images + 1
-    local r = records[i]
-    p.per_image[i], p.jac_energy[i], p.noise[i], p.ci[i] = r.r, r.jac_energy, r.noise, r.ci
-    p.directions_used[i], p.rung_directions[i] = r.directions, r.rung_directions
-    p.exact_pairs = (p.exact_pairs or 0) + (r.exact_pairs or 0)
-    p.shared_layers = r.shared_layers
-    p.jacobian_fro[i] = hutchinson(r.jvp_sq, run.d)
-    if p.per_direction then p.per_direction[i] = r.per_direction end
-    p.forwards = p.forwards + r.forwards
-    p.n_images = i
-    placed = placed + 1
-    if on_image then on_image(p, i) end
-  end
-  return placed
-end
-
---- P.finish(run, records [, seconds]) -> profile: the records not placed
---- yet placed (the first images in a row, when an interruption left the
---- rest out) and the profile aggregated.
-function P.finish(run, records, seconds)
-  P.place(run, records or {})
-  run.p.seconds = seconds or 0
-  return aggregate(run.p)
-end
-
---- srgeo.profile(model, images, opts [, hooks]) -> profile.  Under mpirun
---- the images are spread over the ranks and every rank gets the whole
---- profile.  hooks (not options: they change no result): on_image =
---- function(p, i), called as image i finishes, in order (srgeo.cache
---- checkpoints it; under mpirun on rank 0 alone); resume = what P.resume
---- takes (images computed before).
-local function profile(model, X, opts, hooks)
-  local run = P.prepare(model, X, opts, 3)
-  local n, mpi = run.n, require "srgeo.mpi"
-  local start = hooks and hooks.resume and P.resume(run, hooks.resume, 3) or 1
   local on_image = hooks and hooks.on_image
-  local bar = (run.o.progress ~= false) and util.progress("profile", n) or nil
+  local bar = stage_bar(run, "profile")
   local t0 = srgeo._clock()
-  local records = {}
+  local rungs = {}
+  for s = 1, #p.scales do rungs[s] = s end
   local ok, err = pcall(function()
-    local got = mpi.map(n - start + 1, function(j) return P.image(run, start + j - 1) end, { on_result = function(j, r)
-      records[start + j - 1] = r
-      P.place(run, records, on_image)
-      if bar then bar.update(run.p.n_images) end
-    end })
-    for j, r in ipairs(got) do records[start + j - 1] = r end -- the other ranks' copy
+    fill(run, p, rungs, bar, start, on_image)
+    if bar then bar.done() end
+    bar = nil
+    p.n_images = p._filled
+    publish(p)
+    aggregate(p)
+    extend(run, p)
   end)
   if bar then bar.done() end
-  local p = P.finish(run, records, srgeo._clock() - t0)
+  if run.f64 and restore == "float32" then model:float() end
+  p.seconds = srgeo._clock() - t0
   if not ok then
     -- Ctrl-C keeps what is done; anything else is a real error.
-    if tostring(err):find("interrupted", 1, true) and p.n_images > 0 then
+    if tostring(err):find("interrupted", 1, true) and (p._filled or 0) > 0 then
       p.interrupted = true
-      io.stderr:write(string.format("profile: interrupted after %d of %d images; keeping those\n", p.n_images, n))
+      if p.median then
+        -- interrupted while extending or refining: the ladder as it was
+        local keep = {}
+        for s = 1, #p.scales do
+          local complete = true
+          for i = 1, p.n_images do complete = complete and ((p._state[i].rungs[s] or {}).n or 0) > 0 end
+          keep[s] = complete
+        end
+        for i = 1, p.n_images do
+          local rungs2 = {}
+          for s = 1, #p.scales do if keep[s] then rungs2[#rungs2 + 1] = p._state[i].rungs[s] end end
+          p._state[i].rungs = rungs2
+        end
+        local sc = {}
+        for s = 1, #p.scales do if keep[s] then sc[#sc + 1] = p.scales[s] end end
+        p.scales, p.options.scales = sc, sc
+      else
+        p.n_images = p._filled
+      end
+      io.stderr:write(string.format("profile: interrupted after %d of %d images; keeping those\n", p.n_images, run.n))
+      publish(p)
+      aggregate(p)
+      p.range = p.range or { mode = o.range, base_rungs = #p.scales, added = 0, refined = 0 }
+      p.range.stop, p.range.reason = "interrupted", "interrupted (Ctrl-C)"
+      p.range.top_eta = p.scales[#p.scales]
+      p.range.top_rms = rms(p, p.range.top_eta)
     else
       error(err, 0)
     end
   end
+  p._state, p._filled = nil, nil
   return p
 end
 
@@ -487,22 +821,43 @@ local function fmt(v, w)
   return string.format("%" .. (w or 10) .. ".4g", v)
 end
 
---- A readable table: one line per rung, then the descriptors with their CIs.
+--- A readable table: one line per rung, then the shape test, the range and
+--- the descriptors with their CIs (or why they are undefined).
 function Profile:summary()
   local out = {}
+  local o = self.options
   local title = self.label or self.model or "profile"
-  out[#out + 1] = string.format("%s: %d images, %d directions x %d scales, %.1f s, %d forwards%s",
-    title, self.n_images, self.options.directions * (self.options.antipodal and 2 or 1), #self.scales,
-    self.seconds, self.forwards, self.interrupted and " (interrupted)" or "")
+  local est = self.estimator or {}
+  out[#out + 1] = string.format("%s: %d images, %s, %d scales, %.1f s, %d forwards%s", title, self.n_images,
+    est.mode == "sequential" and string.format("sequential (at most %d directions)", o.directions * (o.antipodal and 2 or 1))
+      or string.format("%d directions", o.directions * (o.antipodal and 2 or 1)),
+    #self.scales, self.seconds, self.forwards, self.interrupted and " (interrupted)" or "")
   if self.identity then out[#out + 1] = require("srgeo.identity").describe(self.identity) end
   out[#out + 1] = string.format("%10s %10s %10s %10s %10s", "eta", "median r", "lo", "hi", "mean r")
   for s, eta in ipairs(self.scales) do
     out[#out + 1] = string.format("%10.4g %s %s %s %s", eta, fmt(self.median[s]), fmt(self.lo[s]), fmt(self.hi[s]), fmt(self.mean[s]))
   end
+  if self.shape then
+    out[#out + 1] = "shape: " .. self.shape.text
+    if self.image_shapes and #self.image_shapes > 1 then
+      out[#out + 1] = "per image (within-image SEs): " .. bump.counts(self.image_shapes)
+    end
+  end
+  if self.range then
+    out[#out + 1] = string.format("range: %s, %d rungs (%d added, %d refined), top η %.4g (per-pixel RMS %.3g); stopped: %s",
+      self.range.mode, #self.scales, self.range.added or 0, self.range.refined or 0, self.range.top_eta or NAN,
+      self.range.top_rms or NAN, self.range.reason or "?")
+  end
+  if est.mode then
+    out[#out + 1] = string.format("estimator: %s, JVPs: %s, %s directions%s", est.mode, est.jvp or "?",
+      (est.orthogonal or 0) > 1 and string.format("orthonormal blocks of %d", est.orthogonal) or "independent",
+      est.rule and "; rule: " .. est.rule or "")
+  end
   out[#out + 1] = string.format("%-12s %10s %10s %10s", "descriptor", "value", "lo", "hi")
-  for _, k in ipairs(descriptor_names) do
+  for _, k in ipairs(bump.DESCRIPTORS) do
     local dsc = self.descriptors[k]
-    out[#out + 1] = string.format("%-12s %s %s %s", k, fmt(dsc.value), fmt(dsc.lo), fmt(dsc.hi))
+    out[#out + 1] = string.format("%-12s %s %s %s%s", k, fmt(dsc.value), fmt(dsc.lo), fmt(dsc.hi),
+      dsc.reason and "  (" .. dsc.reason .. ")" or "")
   end
   return table.concat(out, "\n")
 end
@@ -524,18 +879,40 @@ function Profile:save_csv(path)
   return util.write_atomic(path, table.concat(lines, "\n") .. "\n")
 end
 
-local saved_fields = { "scales", "median", "mean", "lo", "hi", "per_image", "jac_energy", "noise", "ci",
-  "directions_used", "rung_directions", "jacobian_fro", "input_dim",
-  "descriptors", "bump", "options", "label", "model", "identity", "n_images", "forwards", "seconds", "interrupted", "version",
-  "per_direction" }
+-- What save_json keeps: every field but functions, userdata and private
+-- (_-prefixed) ones, so whatever a fresh profile carries (its shape call
+-- and evidence, descriptors with CIs and reasons, the range, the
+-- estimator, identity fields others add) survives save/load and the unit
+-- cache.
+local function plain(v)
+  local t = type(v)
+  if t == "function" or t == "userdata" or t == "thread" then return nil end
+  if t ~= "table" then return v end
+  local out = {}
+  for k, x in pairs(v) do
+    if not (type(k) == "string" and k:sub(1, 1) == "_") then out[k] = plain(x) end
+  end
+  return out
+end
 
 function Profile:save_json(path)
-  local t = { format = "srgeo.profile/1" }
-  for _, k in ipairs(saved_fields) do t[k] = self[k] end
-  local o = {}
-  for k, v in pairs(self.options) do if type(v) ~= "userdata" then o[k] = v end end
-  t.options = o
+  local t = plain(self)
+  t.format = "srgeo.profile/1"
   return util.write_atomic(path, json.encode(t, { indent = true }) .. "\n")
+end
+
+-- JSON writes NaN as null, and a null object field reads back as absent:
+-- the fields that hold NaN by design get it back.
+local function restore_nan(t)
+  local function fill(rec, keys)
+    if type(rec) == "table" then for _, k in ipairs(keys) do if rec[k] == nil then rec[k] = NAN end end end
+  end
+  for _, d in pairs(t.descriptors or {}) do fill(d, { "value", "lo", "hi" }) end
+  for _, j in ipairs(t.jacobian_fro or {}) do fill(j, { "value", "lo", "hi" }) end
+  for _, row in ipairs(t.moments or {}) do
+    for _, m in ipairs(row) do fill(m, { "c" }) end
+  end
+  if t.shape then fill(t.shape.plateau, { "value", "lo", "hi" }) end
 end
 
 function P.load(path)
@@ -544,14 +921,47 @@ function P.load(path)
     error("profile.load: " .. path .. " is not an srgeo profile (format srgeo.profile/1)", 2)
   end
   t.format = nil
+  restore_nan(t)
   return setmetatable(t, Profile)
 end
 
 --- A profile's plain table (srgeo.mpi sends no metatables) as a profile again.
 function P.adopt(t) return t and setmetatable(t, Profile) end
 
---- Rebuild curves/bands/descriptors from per_image (e.g. after merging).
+--- Rebuild curves, bands, the shape test and the descriptors from per_image
+--- (e.g. after merging images of several runs).  p needs scales, per_image
+--- and options (ci, bootstrap, seed, alpha); input_dim tells whether the
+--- ladder reached the physical bound.
 function P.aggregate(p) return aggregate(setmetatable(p, Profile)) end
+
+--- srgeo.profile.grid(profiles [, field]) -> scales, rows: the profiles'
+--- curves (field, default "median") on the union of their ladders (range =
+--- "auto" extends some further, refine adds rungs), NaN where a profile has
+--- no rung; for heatmaps and tables across profiles.
+function P.grid(ps, field)
+  field = field or "median"
+  local all = {}
+  for _, p in ipairs(ps) do for _, e in ipairs(p.scales) do all[#all + 1] = e end end
+  table.sort(all)
+  local scales = {}
+  for _, e in ipairs(all) do
+    if #scales == 0 or e > scales[#scales] * (1 + 1e-9) then scales[#scales + 1] = e end
+  end
+  local rows = {}
+  for i, p in ipairs(ps) do
+    local row, j = {}, 1
+    for k, e in ipairs(scales) do
+      while j <= #p.scales and p.scales[j] < e * (1 - 1e-9) do j = j + 1 end
+      row[k] = (j <= #p.scales and math.abs(p.scales[j] / e - 1) <= 1e-9) and p[field][j] or NAN
+    end
+    rows[i] = row
+  end
+  return scales, rows
+end
+
+--- The raw descriptors of one curve (srgeo.bump.descriptors).
+P.descriptors = bump.descriptors
+P.descriptor_names = bump.DESCRIPTORS
 
 -- Distance between two median curves: mean |log r1 − log r2| over rungs valid in both.
 local function curve_distance(a, b)
@@ -564,32 +974,54 @@ local function curve_distance(a, b)
   return k > 0 and s / k or NAN
 end
 
---- Two-sample permutation test between profiles on the same ladder: images
---- are exchanged between the groups; p-values for the curve distance and for
+-- The rungs two profiles share (η equal to 1e-9): index lists into each.
+local function common_rungs(p1, p2)
+  local i1, i2, j = {}, {}, 1
+  for i, e in ipairs(p1.scales) do
+    while j <= #p2.scales and p2.scales[j] < e * (1 - 1e-9) do j = j + 1 end
+    if j <= #p2.scales and math.abs(p2.scales[j] / e - 1) <= 1e-9 then i1[#i1 + 1], i2[#i2 + 1] = i, j end
+  end
+  return i1, i2
+end
+
+local function rows_at(rows, idx)
+  local out = {}
+  for i, r in ipairs(rows) do
+    local t = {}
+    for k, s in ipairs(idx) do t[k] = r[s] end
+    out[i] = t
+  end
+  return out
+end
+
+--- Two-sample permutation test between profiles, over the rungs they share
+--- (range = "auto" may have extended one ladder further): images are
+--- exchanged between the groups; p-values for the curve distance and for
 --- each descriptor difference.
 function P.compare(p1, p2, opts)
   opts = opts or {}
-  if #p1.scales ~= #p2.scales then error("profile.compare: profiles have different ladders", 2) end
-  for i = 1, #p1.scales do
-    if math.abs(p1.scales[i] / p2.scales[i] - 1) > 1e-9 then error("profile.compare: profiles have different ladders", 2) end
-  end
-  local ns, B = #p1.scales, opts.permutations or 1000
+  local i1, i2 = common_rungs(p1, p2)
+  if #i1 < 3 then error(string.format("profile.compare: the profiles share %d rungs (need 3)", #i1), 2) end
+  local scales = {}
+  for k, s in ipairs(i1) do scales[k] = p1.scales[s] end
+  local r1, r2 = rows_at(p1.per_image, i1), rows_at(p2.per_image, i2)
+  local ns, B = #scales, opts.permutations or 1000
   local pool = {}
-  for _, r in ipairs(p1.per_image) do pool[#pool + 1] = r end
-  for _, r in ipairs(p2.per_image) do pool[#pool + 1] = r end
-  local n1 = #p1.per_image
+  for _, r in ipairs(r1) do pool[#pool + 1] = r end
+  for _, r in ipairs(r2) do pool[#pool + 1] = r end
+  local n1 = #r1
   local function stat(rows1, rows2)
     local m1, m2 = median_curve(rows1, ns), median_curve(rows2, ns)
-    local d1, d2 = P.descriptors(p1.scales, m1), P.descriptors(p1.scales, m2)
+    local d1, d2 = bump.descriptors(scales, m1), bump.descriptors(scales, m2)
     local t = { curve = curve_distance(m1, m2) }
-    for _, k in ipairs(descriptor_names) do
+    for _, k in ipairs(bump.DESCRIPTORS) do
       local a, b = d1[k], d2[k]
       if k == "onset" or k == "peak_eta" then a, b = math.log(a, 10), math.log(b, 10) end
       t[k] = math.abs(a - b)
     end
     return t
   end
-  local obs = stat(p1.per_image, p2.per_image)
+  local obs = stat(r1, r2)
   local count = {}
   for k in pairs(obs) do count[k] = 0 end
   local u = stats.rng(opts.seed or 1)
@@ -605,7 +1037,7 @@ function P.compare(p1, p2, opts)
     local t = stat(a, b)
     for k, v in pairs(t) do if v == v and obs[k] == obs[k] and v >= obs[k] then count[k] = count[k] + 1 end end
   end
-  local res = { statistic = obs, p = {}, permutations = B }
+  local res = { statistic = obs, p = {}, permutations = B, scales = scales }
   for k, c in pairs(count) do res.p[k] = (obs[k] == obs[k]) and (1 + c) / (1 + B) or NAN end
   return res
 end

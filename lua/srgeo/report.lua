@@ -6,7 +6,7 @@ local srgeo = require "srgeo"
 local util = require "srgeo.util"
 local json = require "srgeo.json"
 local stats = require "srgeo.stats"
-local profile = require "srgeo.profile"
+local bump = require "srgeo.bump"
 
 local R = {}
 local NAN = 0 / 0
@@ -36,13 +36,12 @@ function R.jacobian_fro(p, B, seed)
   return { value = med, lo = stats.quantile(boots, (1 - ci) / 2), hi = stats.quantile(boots, 1 - (1 - ci) / 2) }
 end
 
---- report.bump(p) -> "yes" | "edge" | "no": srgeo.profile.classify_bump's kind
---- for a profile (a peak more than 5% above the plateau that comes back
---- down by at least half its excess before the end of the ladder is a bump;
---- a rise still high at the last valid rung is "edge").
+--- report.bump(p) -> "bump" | "rise" | "fall" | "edge" | "flat" | "undetermined":
+--- the class of the profile's shape test (p.shape, srgeo.bump), and the
+--- test's text as a second value.
 function R.bump(p)
-  local d = p.descriptors
-  return (profile.classify_bump(p.median, d.plateau.value, d.peak_height.value))
+  if not p.shape then return "undetermined", "no shape test (a profile from an older srgeo: recompute it)" end
+  return p.shape.class, p.shape.text
 end
 
 --- A stand-in profile for plot.descriptors carrying ‖J‖_F as the
@@ -54,6 +53,7 @@ end
 
 local function ci_cell(d, p)
   if type(d) ~= "table" then return g(d, p) end
+  if d.reason and d.value ~= d.value then return "–" end
   if d.lo ~= d.lo or d.lo == nil then return g(d.value, p) end
   return string.format("%s [%s, %s]", g(d.value, p), g(d.lo, p), g(d.hi, p))
 end
@@ -75,20 +75,61 @@ end
 R.columns = columns
 
 --- report.descriptor_table(profiles [, labels]) -> text: one row per profile:
---- plateau, onset η, peak η and height (with CIs), half-width, area, ‖J‖_F.
+--- its shape (srgeo.bump's class), plateau, onset η, peak η and height (with
+--- CIs), half-width, area, ‖J‖_F.  A descriptor the shape leaves undefined
+--- shows as "–" (R.shape_table says why).
 function R.descriptor_table(ps, labels)
-  local rows = { { "profile", "bump", "plateau", "onset η", "peak η [95% CI]", "peak r [95% CI]", "half-width",
+  local rows = { { "profile", "shape", "plateau", "onset η", "peak η [95% CI]", "peak r [95% CI]", "half-width",
                    "area", "‖J‖_F [95% CI]" } }
   for i, p in ipairs(ps) do
     local d = p.descriptors
     rows[#rows + 1] = {
       tostring(labels and labels[i] or p.label or p.model or ("#" .. i)),
-      R.bump(p),
-      g(d.plateau.value), g(d.onset.value), ci_cell(d.peak_eta), ci_cell(d.peak_height),
-      g(d.half_width.value), g(d.area.value), ci_cell(R.jacobian_fro(p)),
+      (R.bump(p)),
+      ci_cell(d.plateau), ci_cell(d.onset), ci_cell(d.peak_eta), ci_cell(d.peak_height),
+      ci_cell(d.half_width), ci_cell(d.area), ci_cell(R.jacobian_fro(p)),
     }
   end
   return columns(rows)
+end
+
+--- report.shape_table(profiles [, labels]) -> text: per profile, the shape
+--- test that decided its class (with the numbers), the per-image classes,
+--- and the range (which rungs, why it stopped).
+function R.shape_table(ps, labels)
+  local out = {}
+  for i, p in ipairs(ps) do
+    local name = tostring(labels and labels[i] or p.label or p.model or ("#" .. i))
+    local _, text = R.bump(p)
+    out[#out + 1] = string.format("%s: %s", name, text)
+    if p.image_shapes and #p.image_shapes > 0 then
+      out[#out + 1] = "  per image (within-image SEs): " .. bump.counts(p.image_shapes)
+    end
+    if p.range then
+      out[#out + 1] = string.format("  range %s: %d rungs up to η %.4g (per-pixel RMS %.3g), %s", p.range.mode,
+        #p.scales, p.range.top_eta or NAN, p.range.top_rms or NAN, p.range.reason or "")
+    end
+  end
+  return table.concat(out, "\n")
+end
+
+--- report.finding(claim, checks) -> holds, text: a finding stated as checks
+--- at a stated level, each {what, holds, evidence} (evidence: the numbers
+--- that decided it); prints every check and then "finding reproduced:
+--- CLAIM" when all hold, else "finding not reproduced: CLAIM" with the checks
+--- that failed.
+function R.finding(claim, checks)
+  local out, failed = {}, {}
+  for _, c in ipairs(checks) do
+    out[#out + 1] = string.format("  [%s] %s%s", c[2] and "holds" or "fails", c[1], c[3] and (" -- " .. c[3]) or "")
+    if not c[2] then failed[#failed + 1] = c[1] end
+  end
+  local ok = #failed == 0
+  out[#out + 1] = ok and ("finding reproduced: " .. claim)
+    or string.format("finding not reproduced: %s (fails: %s)", claim, table.concat(failed, "; "))
+  local text = table.concat(out, "\n")
+  print(text)
+  return ok, text
 end
 
 --- report.compare_table(pairs) -> text: rows {label, compare result} from
@@ -141,7 +182,7 @@ function R.descriptors_csv(units)
   for _, u in ipairs(units) do
     local p = u.profile
     local rows = {}
-    for _, k in ipairs(profile.descriptor_names) do rows[#rows + 1] = { k, p.descriptors[k] } end
+    for _, k in ipairs(bump.DESCRIPTORS) do rows[#rows + 1] = { k, p.descriptors[k] } end
     rows[#rows + 1] = { "jacobian_fro", R.jacobian_fro(p) }
     for _, r in ipairs(rows) do
       lines[#lines + 1] = unit_row(u, r[1], num(r[2].value), num(r[2].lo), num(r[2].hi))
@@ -184,8 +225,9 @@ function R.write(ex, ps, labels)
     local p = u.profile
     units[i] = { key = u.key, label = u.label, model = model_spec(u.model), eval = u.eval, tap = u.tap, json = rel(u.json),
                  csv = rel(u.csv), cached = u.cached, seconds = p.seconds, n_images = p.n_images, bump = p.bump,
-                 bump_kind = R.bump(p), descriptors = p.descriptors, jacobian_fro = R.jacobian_fro(p), scales = p.scales,
-                 median = p.median, lo = p.lo, hi = p.hi, identity = p.identity }
+                 bump_kind = (R.bump(p)), shape = p.shape, image_shapes = p.image_shapes, range = p.range, estimator = p.estimator,
+                 descriptors = p.descriptors, jacobian_fro = R.jacobian_fro(p), scales = p.scales,
+                 median = p.median, lo = p.lo, hi = p.hi, forwards = p.forwards, identity = p.identity }
   end
   local figs = json.array {}
   for i, f in ipairs(ex.figures) do
@@ -206,8 +248,13 @@ function R.write(ex, ps, labels)
     ex.name, srgeo.version, ex.preset, ex.seed, #ex.units, ex.computed, ex.cached, srgeo._clock() - ex.t0)
   s[#s + 1] = "command: " .. command
   s[#s + 1] = ""
-  s[#s + 1] = "Descriptors (median over images; 95% bootstrap CIs over images):"
-  s[#s + 1] = R.descriptor_table(ps, labels)
+  if #ps > 0 then
+    s[#s + 1] = "Descriptors (median over images; 95% bootstrap CIs over images; –: undefined for the shape):"
+    s[#s + 1] = R.descriptor_table(ps, labels)
+    s[#s + 1] = ""
+    s[#s + 1] = "Shape tests (srgeo.bump: simultaneous bounds at familywise level alpha):"
+    s[#s + 1] = R.shape_table(ps, labels)
+  end
   for _, n in ipairs(ex.notes) do
     s[#s + 1] = ""
     s[#s + 1] = n.title .. ":"

@@ -185,8 +185,8 @@ TEST(opts_profile_engine_reads_and_checks_its_declared_options)
     sr_profile_result r;
     CHECK_ERR(sr_profile_image(m, &x, &po, &r), "profile: batch must be an integer in 1..1000000, got -1");
     po.batch = 0;
-    po.seq_chunk = 0;
-    CHECK_ERR(sr_profile_image(m, &x, &po, &r), "profile: seq_chunk must be an integer in 1..1000000, got 0");
+    po.orthogonal = -1;
+    CHECK_ERR(sr_profile_image(m, &x, &po, &r), "profile: orthogonal must be an integer in 0..1000000 or false, got -1");
     sr_tensor_free(&x);
     sr_module_release(m);
 }

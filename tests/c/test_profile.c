@@ -235,35 +235,6 @@ TEST(profile_bad_input_is_an_error)
     sr_module_release(m);
 }
 
-TEST(profile_sequential_mode_stops_at_the_target_ci)
-{
-    sr_module *m = sr_module_new(&sq_ops, 0);
-    m->dtype = SR_F64;
-    sr_tensor x = SR_TENSOR_INIT;
-    CHECK_OK(check_randn(&x, 4, (int64_t[]){1, 2, 4, 4}, 5));
-    double scales[] = {0.01, 0.3, 1, 3};
-    sr_profile_opts o = opts_of(512, 1024, scales, 4);
-    o.seed = 3;
-    sr_profile_result full, seq;
-    CHECK_OK(sr_profile_image(m, &x, &o, &full));
-    o.target_ci = 0.05;
-    o.seq_chunk = 16;
-    CHECK_OK(sr_profile_image(m, &x, &o, &seq));
-    CHECK(seq.ndirs_used < 512, "sequential used all %lld directions", (long long)seq.ndirs_used);
-    CHECK(seq.nforward * 3 < full.nforward, "forwards %lld vs %lld", (long long)seq.nforward,
-          (long long)full.nforward);
-    for (int s = 0; s < 4; s++) {
-        CHECK(seq.ci[s] <= 0.05, "rung %d ci %g above target", s, seq.ci[s]);
-        /* the full run's r lies within the sequential CI (plus its own) */
-        double tol = (seq.ci[s] + full.ci[s]) * seq.r[s] * 1.5;
-        CHECK(fabs(seq.r[s] - full.r[s]) <= tol, "rung %d: %g vs %g (tol %g)", s, seq.r[s], full.r[s], tol);
-    }
-    sr_profile_result_free(&full);
-    sr_profile_result_free(&seq);
-    sr_tensor_free(&x);
-    sr_module_release(m);
-}
-
 /* The square map's r in closed form over the sphere: with E u_e² = 1/d,
  * E u_e³ = 0 and E u_e⁴ = 3/(d(d+2)),
  *   r = 1 + 3 η² d / (4 (d+2) Σ x_e²). */
@@ -276,12 +247,11 @@ static double square_true_r(const sr_tensor *x, double eta)
     return 1 + 3 * eta * eta * (double)d / (4 * (double)(d + 2) * S);
 }
 
-TEST(profile_sequential_ci_has_near_nominal_coverage)
+/* Over many seeds, the paired 95% interval r(1 ± ci) of one fixed-count
+ * run covers the square map's true r about 95% of the time, at a nearly
+ * linear rung and at strongly nonlinear ones. */
+TEST(profile_paired_ci_has_near_nominal_coverage)
 {
-    /* Repeated sequential runs (fresh directions each) on a map with known
-     * r: the per-rung 95% interval r(1 ± ci) must cover the truth about 95%
-     * of the time, although each rung stops on its own when its interval
-     * looks narrow enough (optional stopping can only make it worse). */
     sr_module *m = sr_module_new(&sq_ops, 0);
     m->dtype = SR_F64;
     sr_tensor x = SR_TENSOR_INIT;
@@ -290,38 +260,219 @@ TEST(profile_sequential_ci_has_near_nominal_coverage)
     double scales[NS] = {0.05, 1.5, 3, 6}, truth[NS];
     for (int s = 0; s < NS; s++)
         truth[s] = square_true_r(&x, scales[s]);
-    sr_profile_opts o;
-    sr_profile_opts_default(&o);
-    o.ndirs = 4096;
-    o.scales = scales;
-    o.nscales = NS;
+    sr_profile_opts o = opts_of(64, 1, scales, NS);
+    o.paired = 1;
     o.noise_dirs = 0;
-    o.target_ci = 0.04;
-    o.seq_chunk = 32;
-    int covered[NS] = {0}, all = 0;
-    double mean_n[NS] = {0};
+    int covered[NS] = {0};
     for (int rep = 0; rep < REPS; rep++) {
         sr_profile_result r;
         o.seed = 1000 + (uint64_t)rep;
         CHECK_OK(sr_profile_image(m, &x, &o, &r));
-        for (int s = 0; s < NS; s++) {
-            int in = fabs(r.r[s] - truth[s]) <= r.ci[s] * r.r[s];
-            covered[s] += in;
-            all += in;
-            mean_n[s] += (double)r.rung_ndirs[s] / REPS;
-        }
+        for (int s = 0; s < NS; s++)
+            covered[s] += fabs(r.r[s] - truth[s]) <= r.ci[s] * r.r[s];
         sr_profile_result_free(&r);
     }
     for (int s = 0; s < NS; s++) {
-        printf("     rung %d: true r %.4f, coverage %.3f, mean directions %.0f\n", s, truth[s],
-               (double)covered[s] / REPS, mean_n[s]);
+        printf("     rung %d: true r %.4f, coverage %.3f\n", s, truth[s], (double)covered[s] / REPS);
         /* binomial sd at 95% over 400 runs is 1.1% */
         CHECK(covered[s] >= 0.91 * REPS, "rung %d: coverage %.3f", s, (double)covered[s] / REPS);
     }
-    CHECK(all >= 0.93 * NS * REPS, "coverage %.3f over all rungs", (double)all / (NS * REPS));
-    /* the rungs stop separately: the linear one after a single chunk */
-    CHECK(fabs(mean_n[0] - (double)o.seq_chunk) < 1e-9 && mean_n[NS - 1] > 4 * o.seq_chunk, "directions per rung %g .. %g",
-          mean_n[0], mean_n[NS - 1]);
     sr_tensor_free(&x);
     sr_module_release(m);
+}
+
+/* Paired: the denominator runs over the numerator's own directions, so at
+ * a tiny η r is 1 up to O(η²) whatever the draw; unpaired with a few JVPs,
+ * r is off by the denominator's sampling error at every rung. */
+TEST(profile_paired_plateau_is_one_by_construction)
+{
+    sr_module *m = sr_module_new(&sq_ops, 0);
+    m->dtype = SR_F64;
+    sr_tensor x = SR_TENSOR_INIT;
+    CHECK_OK(check_randn(&x, 4, (int64_t[]){1, 2, 3, 3}, 5));
+    double scales[] = {1e-5, 1e-3};
+    sr_profile_opts o = opts_of(24, 4, scales, 2);
+    o.noise_dirs = 0;
+    sr_profile_result a, b;
+    CHECK_OK(sr_profile_image(m, &x, &o, &a));
+    o.paired = 1;
+    CHECK_OK(sr_profile_image(m, &x, &o, &b));
+    CHECK(fabs(a.r[0] - 1) > 1e-3, "unpaired, 4 JVPs: r %.9f", a.r[0]);
+    CHECK(fabs(b.r[0] - 1) < 1e-9 && fabs(b.r[1] - 1) < 1e-5, "paired: r %.12f %.12f", b.r[0], b.r[1]);
+    CHECK(b.njvp_used == 24 && b.moments[0].n == 24 && b.moments[0].nj == 24 && !isnan(b.moments[0].c),
+          "paired moments: n %lld nj %lld", (long long)b.moments[0].n, (long long)b.moments[0].nj);
+    CHECK(isnan(a.moments[0].c) && a.moments[0].nj == 4, "unpaired moments");
+    CHECK(b.ci[0] < 1e-8, "paired CI at the plateau %g", b.ci[0]);
+    sr_profile_result_free(&a);
+    sr_profile_result_free(&b);
+    sr_tensor_free(&x);
+    sr_module_release(m);
+}
+
+/* A run continued from first_direction sees exactly the directions (and
+ * energies) the longer run has at those indices. */
+TEST(profile_first_direction_continues_a_run)
+{
+    sr_module *m = sr_module_new(&sq_ops, 0);
+    m->dtype = SR_F64;
+    sr_tensor x = SR_TENSOR_INIT;
+    CHECK_OK(check_randn(&x, 4, (int64_t[]){1, 2, 3, 3}, 6));
+    double scales[] = {0.3, 2};
+    for (int orth = 0; orth <= 1; orth++) {
+        sr_profile_opts o = opts_of(20, 1, scales, 2);
+        o.paired = 1;
+        o.per_direction = 1;
+        o.noise_dirs = 0;
+        o.orthogonal = orth ? 8 : 0;
+        sr_profile_result all, part;
+        CHECK_OK(sr_profile_image(m, &x, &o, &all));
+        o.first = 13;
+        o.ndirs = 7;
+        CHECK_OK(sr_profile_image(m, &x, &o, &part));
+        double worst = 0;
+        for (int s = 0; s < 2; s++)
+            for (int64_t i = 0; i < 7; i++)
+                for (int k = 0; k < 2; k++) {
+                    double a = all.per_dir[s * 40 + k * 20 + 13 + i], b = part.per_dir[s * 14 + k * 7 + i];
+                    worst = fmax(worst, fabs(a - b) / a);
+                }
+        for (int64_t i = 0; i < 7; i++)
+            worst = fmax(worst, fabs(all.jvp_sq[13 + i] - part.jvp_sq[i]) / all.jvp_sq[13 + i]);
+        CHECK(worst < 1e-12, "orthogonal %d: continued run differs by %g", orth, worst);
+        sr_profile_result_free(&all);
+        sr_profile_result_free(&part);
+    }
+    sr_tensor_free(&x);
+    sr_module_release(m);
+}
+
+/* Orthogonal blocks: unit, mutually orthogonal within a block, the first
+ * of a block the independent draw itself, antipodes negated; a full block
+ * of d directions gives the mean JVP energy ‖J‖_F²/d exactly. */
+TEST(profile_orthogonal_blocks)
+{
+    sr_tensor x = SR_TENSOR_INIT;
+    CHECK_OK(check_randn(&x, 4, (int64_t[]){1, 2, 3, 3}, 7));
+    double scales[] = {1};
+    sr_profile_opts o = opts_of(18, 1, scales, 1);
+    enum { D = 18 };
+    double u[2 * D][D], v[D];
+    o.orthogonal = 6;
+    for (int i = 0; i < 2 * D; i++)
+        CHECK_OK(sr_profile_direction(&o, i, &x, u[i]));
+    double worst = 0;
+    for (int i = 0; i < D; i++)
+        for (int j = 0; j < D; j++) {
+            double dot = 0;
+            for (int e = 0; e < D; e++)
+                dot += u[i][e] * u[j][e];
+            if (i / 6 == j / 6)
+                worst = fmax(worst, fabs(dot - (i == j)));
+        }
+    CHECK(worst < 1e-12, "Gram matrix of a block is off the identity by %g", worst);
+    for (int e = 0; e < D; e++)
+        CHECK(u[D + 5][e] == -u[5][e], "antipode");
+    o.orthogonal = 0;
+    for (int b = 0; b < D; b += 6) {
+        CHECK_OK(sr_profile_direction(&o, b, &x, v));
+        for (int e = 0; e < D; e++)
+            CHECK(fabs(v[e] - u[b][e]) < 1e-15, "first of block %d is the independent draw", b / 6);
+    }
+    /* J u = 2 x ⊙ u: over an orthonormal basis Σ‖Ju‖² = Σ_e (2x_e)² */
+    sr_module *m = sr_module_new(&sq_ops, 0);
+    m->dtype = SR_F64;
+    double fro = 0;
+    for (int e = 0; e < D; e++)
+        fro += 4 * sr_f64(&x)[e] * sr_f64(&x)[e];
+    o.orthogonal = D;
+    o.paired = 1;
+    sr_profile_result r;
+    CHECK_OK(sr_profile_image(m, &x, &o, &r));
+    CHECK(fabs(r.jac_energy * D / fro - 1) < 1e-12, "full block: E_J %.15g vs %.15g", r.jac_energy, fro / D);
+    sr_profile_result_free(&r);
+    o.orthogonal = D + 1;
+    CHECK_ERR(sr_profile_image(m, &x, &o, &r), "orthogonal blocks of 19 directions exceed the input's 18 dimensions");
+    sr_tensor_free(&x);
+    sr_module_release(m);
+}
+
+/* The estimate from moments is the delta method written out on the units
+ * (paired), and the unpaired formula at other counts scales as 1/√n. */
+TEST(profile_rung_estimate_from_moments)
+{
+    double dp[] = {1.0, 1.3, 0.8, 1.6, 1.1}, dn[] = {1.2, 0.9, 1.0, 1.5, 1.2}, j[] = {0.9, 1.1, 0.95, 1.4, 1.0};
+    double eta = 0.5, eta2 = eta * eta;
+    sr_rung_moments mo;
+    sr_rung_moments_of(&mo, dp, dn, 5, j, 5, 1);
+    sr_rung_est e = sr_rung_estimate(&mo, eta, 0, 0);
+    double sd = 0, sj = 0;
+    for (int i = 0; i < 5; i++) {
+        sd += 0.5 * (dp[i] + dn[i]);
+        sj += j[i];
+    }
+    double r = sd / (eta2 * sj), ss = 0;
+    for (int i = 0; i < 5; i++) {
+        double res = 0.5 * (dp[i] + dn[i]) - r * eta2 * j[i];
+        ss += res * res;
+    }
+    double se = sqrt(ss / 4 / 5) / (sd / 5);
+    CHECK(fabs(e.r - r) < 1e-14 && fabs(e.se - se) < 1e-12 && e.df == 4, "paired: r %g se %g vs %g %g", e.r, e.se, r,
+          se);
+    CHECK(fabs(e.ci - 2.77644511 * se) < 1e-8, "ci %g", e.ci);
+    sr_rung_moments_of(&mo, dp, dn, 5, j, 5, 0);
+    sr_rung_est u5 = sr_rung_estimate(&mo, eta, 0, 0), u20 = sr_rung_estimate(&mo, eta, 20, 20);
+    CHECK(fabs(u20.se * 2 - u5.se) < 1e-12 && u20.df == 19, "as-if counts: se %g vs %g", u20.se, u5.se);
+    CHECK(isnan(mo.c), "unpaired: no co-moment");
+    sr_rung_moments_of(&mo, dp, NULL, 1, j, 1, 1);
+    e = sr_rung_estimate(&mo, eta, 0, 0);
+    CHECK(isinf(e.ci) && fabs(e.r - dp[0] / (eta2 * j[0])) < 1e-14, "one unit: r %g, ci %g", e.r, e.ci);
+}
+
+/* A test-only square map whose float32 JVP is off by a factor 1 + bias
+ * (as when E‖Ju‖² loses precision in float32) while its forward is exact:
+ * the noise estimate must see it in r although the energies are right. */
+static int biased_jvp(sr_module *m, const sr_tensor *xv, sr_run *run, double bias)
+{
+    if (sq_jvp(m, xv, run))
+        return -1;
+    if (m->dtype == SR_F32) {
+        int64_t rs = sr_rowsize(xv);
+        for (int64_t i = run->n * rs; i < sr_numel(&m->out); i++)
+            sr_set_flat(&m->out, i, sr_get_flat(&m->out, i) * sqrt(1 + bias));
+    }
+    return 0;
+}
+static int jvp_off_2pct(sr_module *m, const sr_tensor *xv, sr_run *run) { return biased_jvp(m, xv, run, 0.02); }
+static int jvp_off_10pct(sr_module *m, const sr_tensor *xv, sr_run *run) { return biased_jvp(m, xv, run, 0.10); }
+static const sr_module_ops off2_ops = {.kind = "square", .forward = sq_forward, .jvp = jvp_off_2pct};
+static const sr_module_ops off10_ops = {.kind = "square", .forward = sq_forward, .jvp = jvp_off_10pct};
+
+TEST(profile_float32_noise_covers_the_jvp_denominator)
+{
+    sr_tensor x = SR_TENSOR_INIT;
+    CHECK_OK(check_randn(&x, 2, (int64_t[]){1, 16}, 8));
+    CHECK_OK(sr_tensor_convert(&x, &x, SR_F32));
+    double scales[] = {0.1, 1};
+    sr_profile_opts o = opts_of(16, 1, scales, 2);
+    o.paired = 1;
+    o.noise_dirs = 8;
+    const sr_module_ops *ops[] = {&off2_ops, &off10_ops};
+    for (int k = 0; k < 2; k++) {
+        sr_module *m = sr_module_new(ops[k], 0);
+        m->dtype = SR_F32;
+        sr_profile_result r;
+        CHECK_OK(sr_profile_image(m, &x, &o, &r));
+        double want = k ? 0.10 : 0.02;
+        CHECK(fabs(r.noise_jvp - want) < 1e-3 * (1 + want), "JVP noise %g, want %g", r.noise_jvp, want);
+        for (int s = 0; s < 2; s++) {
+            CHECK(r.noise_energy[s] < 1e-5, "rung %d: energy noise %g", s, r.noise_energy[s]);
+            CHECK(fabs(r.noise[s] - want / (1 + want)) < 1e-3, "rung %d: noise of r %g", s, r.noise[s]);
+            CHECK(k ? isnan(r.r[s]) : !isnan(r.r[s]), "rung %d: r %g (%s expected)", s, r.r[s],
+                  k ? "discarded" : "kept");
+        }
+        CHECK(m->dtype == SR_F32, "model dtype restored");
+        sr_profile_result_free(&r);
+        sr_module_release(m);
+    }
+    sr_tensor_free(&x);
 }

@@ -87,7 +87,10 @@ local function check_results(out, expect_figures, n_units)
   local rows = 0
   for _, u in ipairs(r.units) do
     local p = srgeo.profile.load(u.json)
-    T.eq(#p.scales, 7, "rungs")
+    -- range auto: the 7-rung ladder, extended until a bump or the physical bound
+    T.eq(#p.scales, 7 + p.range.added + p.range.refined, "rungs")
+    T.truthy(p.range.stop == "decided" or p.range.stop == "bound", p.range.reason)
+    T.eq(u.shape.class, p.shape.class, "results.json has the unit's shape")
     -- ReLU network with exact JVPs on every direction: r = 1 on the plateau
     local checked = 0
     for s = 1, 3 do
@@ -209,15 +212,25 @@ T.test("experiment: model specs", function()
   T.eq(E.model_eps(f.ship .. "/tiny.safetensors"), 0, "standard training: 0")
 end)
 
-T.test("experiment: bump classification (interior peak, rising edge, flat)", function()
-  local function prof(median)
-    local peak = math.max(table.unpack(median))
-    return { median = median, descriptors = { plateau = { value = median[1] }, peak_height = { value = peak } } }
+T.test("experiment: E.bump is the profile's shape test (srgeo.bump)", function()
+  local function prof(curve)
+    local rows = {}
+    for i = 1, 10 do
+      rows[i] = {}
+      for s, v in ipairs(curve) do rows[i][s] = v * (1 + 0.002 * i) end
+    end
+    return srgeo.profile.aggregate { scales = { 0.01, 0.1, 1, 10, 100, 1000 }, per_image = rows,
+                                     options = { ci = 0.95, bootstrap = 200, seed = 0 } }
   end
-  T.eq(E.bump(prof { 1, 1, 1.3, 1.05 }), "yes")
-  T.eq(E.bump(prof { 1, 1, 1.3, 0 / 0 }), "edge", "NaN rungs are skipped: the last valid rung is the peak")
-  T.eq(E.bump(prof { 1, 1.1, 1.3 }), "edge")
-  T.eq(E.bump(prof { 1, 1.02, 0.9 }), "no")
+  local class, text = E.bump(prof { 1, 1, 1, 3, 1, 1 })
+  T.eq(class, "bump")
+  T.truthy(text:find("^bump: r 3"), text)
+  T.eq(E.bump(prof { 1, 1, 1, 1.5, 3, 6 }), "edge")
+  T.eq(E.bump(prof { 1, 1, 1, 0.5, 0.3, 0.2 }), "fall")
+  T.eq(E.bump(prof { 1, 1, 1, 1, 1, 1 }), "flat")
+  local class2, why = E.bump { median = { 1, 2, 1 } }
+  T.eq(class2, "undetermined")
+  T.truthy(why:find("older srgeo", 1, true), why)
 end)
 
 T.test("experiment: evaluation-set specs", function()
@@ -541,9 +554,12 @@ T.test("robustness.lua: ε from names and explicit; layers.lua: one panel per ta
   -- descriptor charts are titled with the descriptor and the evaluation set
   T.truthy(read(out .. "/robustness_peak_eta.gp"):find('set title "Peak η on noise:4@0 (preset quick)"', 1, true))
   T.truthy(read(out .. "/robustness_jacobian.gp"):find('set title "‖J‖_F on noise:4@0 (preset quick)"', 1, true))
-  -- its own default ladder: 3.5 decades (log10 η -1 .. 2.5 at 224²), past the paper preset's top
-  local sc = srgeo.profile.load(r.units[1].json).scales
-  T.close(math.log(sc[#sc] / sc[1], 10), 3.5, 1e-9, "robustness ladder span")
+  -- its own default ladder: 3.5 decades (log10 η -1 .. 2.5 at 224²), past the paper preset's top,
+  -- then range auto's rungs at the same spacing
+  local pr = srgeo.profile.load(r.units[1].json)
+  local sc = pr.scales
+  T.close(math.log(sc[#sc - pr.range.added] / sc[1], 10), 3.5, 1e-9, "robustness ladder span")
+  T.eq(pr.range.refined, 0)
   log, code = script("robustness", SMALL .. " --models tiny,tiny@init --eps 0 --eval noise --out " .. out)
   T.eq(code, 2, "mismatched --eps count")
   out = out_dir("layers")
@@ -569,6 +585,41 @@ T.test("experiment library: the same unit from Lua, cached across experiment obj
   local txt = ex2:finish()
   T.truthy(txt:find("1 units (0 computed, 1 cached)", 1, true), txt)
   T.truthy(E.descriptor_table({ p }):find("‖J‖_F", 1, true))
+end)
+
+T.test("round trips: a fresh unit, its JSON reloaded and the resumed (cached) unit agree field by field", function()
+  setup()
+  local out = out_dir("roundtrip")
+  os.execute("rm -rf " .. out)
+  local model = fixtures.ship .. "/tiny.safetensors"
+  local function run()
+    local ex = E.new { out = out, images = 8, preset = "sequential", directions = 64, nscales = 7, bootstrap = 50,
+                       quiet = true, refine = true }
+    local p, rec = ex:profile(model, "noise")
+    ex:finish()
+    return p, rec, report.load_results(out)
+  end
+  local fresh, rec1, res1 = run()
+  T.eq(rec1.cached, false)
+  -- everything a fresh profile has: the shape call and its evidence, the
+  -- per-image calls, descriptors with CIs (and reasons), the range, the
+  -- estimator and its stopping rules, the identity
+  for _, k in ipairs { "shape", "image_shapes", "descriptors", "range", "estimator", "identity", "moments", "closed_by",
+                       "rung_directions", "noise", "noise_energy", "noise_jvp", "steps", "options" } do
+    T.truthy(fresh[k] ~= nil, "fresh profile has " .. k)
+  end
+  T.truthy(fresh.shape.text and fresh.shape.alpha == 0.05, "the shape test says what it is")
+  local reloaded = srgeo.profile.load(rec1.json)
+  local resumed, rec2, res2 = run()
+  T.eq(rec2.cached, true)
+  T.same(reloaded, fresh, "reloaded")
+  T.same(resumed, fresh, "resumed")
+  T.eq(getmetatable(resumed), getmetatable(fresh))
+  T.truthy(resumed:summary():find("shape: ", 1, true), "a reloaded profile still summarises")
+  -- results.json of the resumed run: the same units, but for the cache flag and timing
+  local a, b = res1.units[1], res2.units[1]
+  a.cached, b.cached = nil, nil
+  T.same(b, a, "results.json unit")
 end)
 
 -- ---------------------------------------------------------------------------

@@ -29,6 +29,29 @@ function T.close(a, b, tol, msg)
   end
 end
 
+-- a and b equal field by field (recursively; NaN equals NaN, integers
+-- equal floats of the same value); the first difference names its path.
+function T.same(a, b, path)
+  path = path or "value"
+  if type(a) == "number" and type(b) == "number" then
+    if not (a == b or (a ~= a and b ~= b)) then error(string.format("%s: %s vs %s", path, fmt(a), fmt(b)), 2) end
+    return
+  end
+  if type(a) ~= type(b) then error(string.format("%s: a %s vs a %s", path, type(a), type(b)), 2) end
+  if type(a) ~= "table" then
+    if a ~= b then error(string.format("%s: %s vs %s", path, fmt(a), fmt(b)), 2) end
+    return
+  end
+  for k, v in pairs(a) do
+    if b[k] == nil then error(string.format("%s.%s: present vs missing", path, tostring(k)), 2) end
+    local ok, err = pcall(T.same, v, b[k], path .. "." .. tostring(k))
+    if not ok then error(err, 2) end
+  end
+  for k in pairs(b) do
+    if a[k] == nil then error(string.format("%s.%s: missing vs present", path, tostring(k)), 2) end
+  end
+end
+
 -- T.skip(reason): end the current test as skipped (neither passed nor
 -- failed), e.g. when an optional tool such as torch is missing.  The runner
 -- prints "skip NAME: reason" and counts it in its final line.

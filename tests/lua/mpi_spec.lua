@@ -168,6 +168,21 @@ T.test("mpi: srgeo.profile over 2 and 3 ranks gives one process's profile bit fo
   end
 end)
 
+T.test("mpi: a sequential profile with range = \"auto\" over 2 ranks gives one process's profile bit for bit", function()
+  -- the pilot step, each round of steps and the rungs range auto adds are spread over the ranks
+  local d = fresh("profile_seq")
+  local out, code = run(exe() .. " tests/lua/mpi/profile.lua " .. d .. "/s0.json sequential")
+  T.eq(code, 0, out)
+  local ref = unpack_file(d .. "/s0.json.bin")
+  T.eq(ref.estimator.mode, "sequential")
+  T.truthy(ref.range.added > 0, "range auto added no rung")
+  T.truthy(ref.estimator.calls > 2 * ref.n_images, "the sequential estimator took no second step")
+  out, code = mpirun(2, exe() .. " tests/lua/mpi/profile.lua " .. d .. "/s2.json sequential")
+  T.eq(code, 0, out)
+  local ok, where = same(unpack_file(d .. "/s2.json.bin"), ref)
+  T.truthy(ok, "2 ranks: " .. tostring(where))
+end)
+
 -- The files of an experiment folder, with what differs between any two runs
 -- (timings, the command line, the folder's name) blanked.
 local function outputs(dir)

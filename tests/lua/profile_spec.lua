@@ -60,8 +60,13 @@ T.test("profile: summary, CSV and JSON round trip", function()
   p:save_csv("build/test-profile/p.csv")
   p:save_json("build/test-profile/p.json")
   local q = srgeo.profile.load("build/test-profile/p.json")
-  for s = 1, #p.scales do T.close(q.median[s], p.median[s], 1e-15) end
+  T.same(q, p, "reloaded")
   T.eq(q.label, "lin")
+  -- the paper protocol (unpaired JVPs: moments without a co-moment), per-direction energies
+  local pp = srgeo.profile(linear_model(), images(2), { preset = "paper", directions = 8, nscales = 4,
+                                                        per_direction = true, progress = false })
+  pp:save_json("build/test-profile/pp.json")
+  T.same(srgeo.profile.load("build/test-profile/pp.json"), pp, "paper, reloaded")
   local f = io.open("build/test-profile/p.csv")
   local head = f:read("l")
   local n = 0
@@ -99,6 +104,11 @@ T.test("profile: a bad option value names the option, what it takes and the valu
     { { jvp_directions = "half" }, "profile: jvp_directions must be an integer in 1..2000000, got 'half'" },
     { { jvp_batch = 0 }, "profile: jvp_batch must be an integer in 1..4096, got 0" },
     { { antipodal = "yes" }, "profile: antipodal must be true or false, got 'yes'" },
+    { { range = "sideways" }, "profile: range must be \"auto\" or \"paper\", got 'sideways'" },
+    { { alpha = 0.7 }, "profile: alpha must be a number in (0, 0.5], got 0.7" },
+    { { seq_between = -1 }, "profile: seq_between must be a number in [0, 1], got -1" },
+    { { orthogonal = -3 }, "profile: orthogonal must be an integer in 0..1000000 or false, got -3" },
+    { { refine = "yes" }, "profile: refine must be true or false, got 'yes'" },
   }
   for _, c in ipairs(cases) do
     local err = T.raises(function() srgeo.profile(m, images(1), c[1]) end, c[2])
@@ -140,7 +150,6 @@ T.test("profile.descriptors on a synthetic bump", function()
   T.close(d.area, 2 * 0.4 * math.sqrt(2 * math.pi), 0.01)
   T.truthy(d.onset < d.peak_eta, "onset before peak")
   T.truthy(d.decay_slope < 0, "decays after the peak")
-  T.eq(d.bump, true)
 end)
 
 T.test("bootstrap CI of the median has near-nominal coverage (simulation)", function()
@@ -203,6 +212,28 @@ T.test("profile direction families: lowpass, toward, jacobian_top, gradient, use
   T.raises(function() with { family = "gradient" } end, "needs opts.labels")
 end)
 
+T.test("orthogonal blocks: the mean JVP energy of a linear map varies (d - k)/(d - 1) as much as with independent directions", function()
+  -- u·Au summed over an orthonormal basis is tr(A): within a block of k in d
+  -- dimensions the covariance of two terms is -Var/(d - 1), so the block
+  -- mean's variance shrinks by (d - k)/(d - 1) (here 4/11)
+  local d, k, R = 12, 8, 400
+  local lin = nn.linear { in_features = d, out_features = 5, seed = 2 }
+  lin:double()
+  local x = srgeo.rand({ 1, d }, 1):double()
+  local function var(block)
+    local v = {}
+    for s = 1, R do
+      v[s] = srgeo.profile(lin, { x }, { preset = "quick", directions = k, orthogonal = block, scales = { 1 },
+        precision = "float64", seed = s, progress = false, noise_directions = 0 }).jac_energy[1]
+    end
+    return stats.sd(v) ^ 2
+  end
+  local ratio, want = var(k) / var(0), (d - k) / (d - 1)
+  -- the sampling error of a variance over 400 draws is ~7%, of the ratio ~10%
+  T.truthy(math.abs(ratio / want - 1) < 0.3, string.format("variance ratio %.3f, exact %.3f", ratio, want))
+  print(string.format("     variance ratio %.3f, exact %.3f", ratio, want))
+end)
+
 T.test("profile: Hutchinson Jacobian norm matches the exact Frobenius norm of a linear map", function()
   local lin = nn.linear { in_features = 12, out_features = 5, seed = 2 }
   lin:double()
@@ -244,50 +275,63 @@ T.test("profile: Ctrl-C stops cleanly and keeps the images already done", functi
   T.truthy(err:find("interrupted after", 1, true), err)
 end)
 
-T.test("profile.classify_bump: one classifier, two strengths (kind: down by half; bump: interior peak, down by a fifth)", function()
-  local scales = {}
-  for i = 1, 8 do scales[i] = 10 ^ (i - 4) end
-  local function check(r, kind, bump, what)
-    local d = srgeo.profile.descriptors(scales, r)
-    local k, b = srgeo.profile.classify_bump(r, d.plateau, d.peak_height)
-    T.eq(k, kind, what .. ": kind"); T.eq(b, bump, what .. ": bump")
-    T.eq(d.bump, b, what .. ": the descriptors' bump is the classifier's")
-  end
-  check({ 1, 1, 1, 1.5, 1 }, "yes", true, "back down to the plateau")
-  check({ 1, 1, 1, 1.5, 1.35 }, "edge", true, "down by more than a fifth, less than half")
-  check({ 1, 1, 1, 1.5, 1.4 }, "edge", false, "down by exactly a fifth")
-  check({ 1, 1, 1, 2, 1.5 }, "yes", true, "down by exactly half")
-  check({ 1.5, 1, 1, 1 }, "yes", false, "peak on the first rung: back down, but not inside the ladder")
-  check({ 1, 1, 1, 1.2, 1.5 }, "edge", false, "still rising at the last rung")
-  check({ 1, 1, 1, 1.04, 1 }, "no", false, "within 5% of the plateau")
-  check({ 1, 1, 1, 1.5, 1, 0 / 0 }, "yes", true, "NaN rungs skipped")
-  T.eq(srgeo.profile.classify_bump({ 0 / 0 }, 0 / 0, 0 / 0), "no", "no valid rung")
-  T.eq(select(2, srgeo.profile.classify_bump({ 0 / 0 }, 0 / 0, 0 / 0)), false)
+-- hooks: images report their first stage's state; a profile resumed from
+-- images 1..k (through JSON, as srgeo.cache keeps them) is the uninterrupted
+-- one field by field, also when range "auto" adds rungs after the first
+-- stage; a sequential profile (its images close together) reports none.
+T.test("profile hooks: resumed from k images' states equals the uninterrupted run; sequential reports no image", function()
+  local json = require "srgeo.json"
+  local m = nn.sequential { nn.linear { in_features = 12, out_features = 16, seed = 3 }, nn.relu {},
+                            nn.linear { in_features = 16, out_features = 4, seed = 4 } }
+  local X = images(6)
+  local o = { preset = "quick", directions = 16, nscales = 6, range = "auto", bootstrap = 50, progress = false }
+  local kept, k = {}, 3
+  local full = srgeo.profile(m, X, o, { on_image = function(p, i)
+    if i <= k then kept[i] = json.decode(json.encode(p._state[i])) end
+    kept.totals = kept.totals or (i == k and { forwards = p.forwards, exact_pairs = p.exact_pairs,
+                                               shared_layers = p.shared_layers }) or nil
+  end })
+  T.truthy(#full.scales > 6, "range auto added rungs: " .. #full.scales)
+  local resume = { n_images = k, _state = kept, forwards = kept.totals.forwards, exact_pairs = kept.totals.exact_pairs,
+                   shared_layers = kept.totals.shared_layers }
+  local again = srgeo.profile(m, X, o, { resume = resume })
+  full.seconds, again.seconds = 0, 0
+  T.same(again, full, "resumed")
+  resume._state[2] = nil
+  T.raises(function() srgeo.profile(m, X, o, { resume = resume }) end, "lacks image 2's state")
+  local called = 0
+  srgeo.profile(m, X, { preset = "sequential", nscales = 4, directions = 64, progress = false },
+    { on_image = function() called = called + 1 end })
+  T.eq(called, 0, "a sequential profile reports no image")
 end)
 
-T.test("profile.descriptors: a curve still rising at the last rung is not a bump", function()
-  local scales, r = {}, {}
-  for i = 1, 17 do scales[i] = 10 ^ (-2 + (i - 1) * 0.25); r[i] = 1 + (i > 10 and (i - 10) ^ 2 or 0) end
-  local d = srgeo.profile.descriptors(scales, r)
-  T.eq(d.bump, false)
-  T.truthy(d.peak_height > 40)
-end)
-
-T.test("the shipped trained encoder has a bump; its random-init twin does not", function()
+T.test("the shipped trained encoder has a bump; its random-init twin rises (range auto, refine)", function()
   local path = srgeo.root .. "/models/shipped/small_resnet.safetensors"
   if not io.open(path) then T.skip("no shipped small_resnet") end
   local trained = srgeo.models.load(path)
   local init = srgeo.models.small_resnet { seed = 3 }
   init:eval()
-  local X = srgeo.data.fashion_mnist { split = "test" }:sample(4, 1)
-  local o = { directions = 24, jvp_directions = "all", nscales = 9, progress = false, noise_directions = 2 }
+  local X = srgeo.data.fashion_mnist { split = "test" }:sample(16, 1)
+  local o = { preset = "quick", directions = 8, nscales = 9, progress = false, noise_directions = 2,
+              range = "auto", refine = true, bootstrap = 400 }
   local pt, pi = srgeo.profile(trained, X, o), srgeo.profile(init, X, o)
+  T.eq(pt.shape.class, "bump", pt.shape.text)
   T.eq(pt.bump, true)
-  T.eq(pi.bump, false)
-  -- the trained bump is tall: its peak clears the init curve's value at the same rung
-  local d = pt.descriptors
-  T.truthy(d.peak_height.value > 1.5, "peak " .. d.peak_height.value)
-  T.truthy(math.abs(pt.median[1] - 1) < 0.05 and math.abs(pi.median[1] - 1) < 0.05, "both plateaus near 1")
+  -- the decay is seen inside the paper ladder: nothing added, two rungs refined around the peak
+  T.eq(pt.range.stop, "decided")
+  T.eq(pt.range.added, 0)
+  T.eq(pt.range.refined, 2)
+  T.eq(#pt.scales, 11)
+  T.truthy(pt.descriptors.peak_height.value > 1.5, "peak " .. pt.descriptors.peak_height.value)
+  -- the twin keeps rising: extended to the physical bound (per-pixel RMS >= 1), no bump
+  T.truthy(pi.shape.class ~= "bump", pi.shape.text)
+  T.eq(pi.range.stop, "bound")
+  T.truthy(pi.range.added >= 1 and pi.range.top_rms >= 1, "top rms " .. pi.range.top_rms)
+  T.truthy(pi.scales[#pi.scales] / math.sqrt(784) >= 1 and pi.scales[#pi.scales - 1] / math.sqrt(784) < 1, "stops at the first rung past RMS 1")
+  -- paired JVPs: both plateaus at 1
+  T.truthy(math.abs(pt.median[1] - 1) < 0.01 and math.abs(pi.median[1] - 1) < 0.01, "both plateaus near 1")
+  local c = srgeo.profile.compare(pt, pi, { permutations = 200 })
+  T.eq(#c.scales, 9, "compared over the shared rungs")
 end)
 
 T.test("profile: JVPs past the base directions are their base's (J(-u) = -Ju): not run, not counted as samples", function()
@@ -309,18 +353,17 @@ T.test("profile: JVPs past the base directions are their base's (J(-u) = -Ju): n
   for s = 1, 2 do T.close(ex.per_image[1][s], half.per_image[1][s], 1e-6, "rung " .. s) end
 end)
 
--- Sequential mode: chunks of directions, each rung closing on its own once
--- its paired CI is within target_ci.
-local function seq_forwards(p, chunk, jvp_k)
-  -- primal + per chunk (stacked JVPs: one primal row per stack, plus the
-  -- tangents) + one perturbed forward per direction and rung evaluated
-  local base = p.directions_used[1] // 2
-  local n = 1
-  for b0 = 0, base - 1, chunk do
-    local nb = math.min(chunk, base - b0)
-    n = n + (nb + jvp_k - 1) // jvp_k + nb
+-- Sequential mode: steps of directions, each rung closing on its own.
+-- The forwards a profile reports, from what it says it ran: per engine call
+-- (p.steps[i]: the base directions of each) the primal, the stacked JVPs
+-- (one primal row per stack of jvp_k, plus the tangents), then one
+-- perturbed forward per direction and rung evaluated (no noise check).
+local function seq_forwards(p, jvp_k)
+  local n = 0
+  for i = 1, p.n_images do
+    for _, nb in ipairs(p.steps[i]) do n = n + 1 + (nb + jvp_k - 1) // jvp_k + nb end
+    for _, k in ipairs(p.rung_directions[i]) do n = n + k end
   end
-  for _, k in ipairs(p.rung_directions[1]) do n = n + k end
   return n
 end
 
@@ -333,7 +376,8 @@ T.test("sequential: a linear model gives r = 1 at every rung, each closed after 
     T.truthy(p.ci[1][s] < 1e-6, "ci " .. p.ci[1][s])
   end
   T.eq(p.directions_used[1], 64)
-  T.eq(p.forwards, seq_forwards(p, 32, 16))
+  T.eq(p.forwards, seq_forwards(p, 16))
+  T.eq(p.closed_by[1][1], "paper")
 end)
 
 T.test("sequential: converged rungs stop early; r agrees with the paper preset within the CIs", function()
@@ -351,7 +395,7 @@ T.test("sequential: converged rungs stop early; r agrees with the paper preset w
   T.eq(rd[1], 64)
   T.truthy(rd[ns] > rd[1], "last rung " .. rd[ns])
   T.eq(seq.directions_used[1], math.max(table.unpack(rd)))
-  T.eq(seq.forwards, seq_forwards(seq, 32, 16))
+  T.eq(seq.forwards, seq_forwards(seq, 16))
   T.truthy(seq.forwards < pap.forwards / 3, seq.forwards .. " vs " .. pap.forwards)
   for s = 1, ns do
     local a, b = pap.per_image[1][s], seq.per_image[1][s]
@@ -363,6 +407,32 @@ T.test("sequential: converged rungs stop early; r agrees with the paper preset w
     for _, v in ipairs(row) do if v ~= v then nan = nan + 1 end end
     T.eq(nan, #row - rd[s], "rung " .. s)
   end
+end)
+
+T.test("sequential over images: each rung closes by its stated rule", function()
+  local m = srgeo.models.mlp { hidden = { 32 }, input = { 1, 8, 8 }, seed = 4 }
+  m:eval()
+  local X = srgeo.data.noise { n = 8, shape = { 1, 8, 8 }, seed = 2, kind = "uniform" }
+  local p = srgeo.profile(m, X, { preset = "sequential", directions = 256, nscales = 9, progress = false,
+                                  noise_directions = 0 })
+  local seen = {}
+  for i = 1, p.n_images do
+    for s = 1, #p.scales do
+      local why, rs = p.closed_by[i][s], p.rung_directions[i][s]
+      seen[why] = true
+      T.truthy(why == "paper" or why == "between" or why == "cap", "rule " .. tostring(why))
+      if why == "paper" then
+        -- its CI at most half the paper protocol's, predicted from its own moments
+        local ref = srgeo._rung_estimate(p.moments[i][s], p.scales[s], 1024, 256)
+        T.truthy(p.ci[i][s] <= 0.5 * ref.ci + 1e-12, string.format("image %d rung %d: ci %g, paper's %g", i, s, p.ci[i][s], ref.ci))
+      elseif why == "cap" then
+        T.eq(rs, 512, "a rung at the cap used every direction")
+      end
+      T.eq(p.moments[i][s].n * 2, rs, "the moments rest on the rung's directions")
+    end
+  end
+  T.truthy(seen.paper, "the paper match closes some rungs")
+  T.truthy(p.estimator.rule:find("1/4", 1, true) and p.estimator.rule:find("1/2", 1, true), p.estimator.rule)
 end)
 
 T.test("sequential with exact_relu: same r, fewer forwards", function()

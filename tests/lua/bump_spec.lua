@@ -1,0 +1,141 @@
+-- bump_spec.lua: srgeo.bump, the shape test behind every bump call, on
+-- synthetic profiles with known answers and on simulated evaluation sets
+-- (false-bump rate and power at alpha = 0.05), and the descriptors it
+-- leaves defined or not.
+local T = ...
+local srgeo = require "srgeo"
+local stats = require "srgeo.stats"
+local B = require "srgeo.bump"
+
+-- n images around a curve: r_i,s = curve_s · (1 + 0.01·noise), seeded.
+local function around(curve, n, seed)
+  local u = stats.rng(seed or 1)
+  local rows = {}
+  for i = 1, n do
+    local r = {}
+    for s, v in ipairs(curve) do r[s] = v * (1 + 0.02 * (u() - 0.5)) end
+    rows[i] = r
+  end
+  return rows
+end
+
+local function scales_of(n)
+  local s = {}
+  for i = 1, n do s[i] = 10 ^ (-2 + 0.25 * (i - 1)) end
+  return s
+end
+
+-- The shape of a synthetic profile through srgeo.profile.aggregate (the
+-- same path a real profile takes).
+local function shape_of(curve, opts)
+  opts = opts or {}
+  local p = srgeo.profile.aggregate { scales = scales_of(#curve), per_image = around(curve, opts.n or 12, opts.seed),
+    options = { ci = 0.95, bootstrap = 300, seed = 0, alpha = 0.05 }, input_dim = opts.d or 1e9 }
+  return p.shape, p
+end
+
+T.test("bump.classify: known shapes over images (bump, rise, edge, fall, flat, undetermined)", function()
+  local cases = {
+    { { 1, 1, 1, 1.5, 3, 2, 1.2, 1 }, "bump" },
+    { { 1, 1, 1, 0.97, 0.95, 1.5, 3, 2, 1.2 }, "bump", "a dip before the bump does not make it a fall" },
+    { { 1, 1, 1, 1.2, 1.8, 3, 5, 9 }, "edge", "still rising at the top, ladder short of the bound" },
+    { { 1, 1, 1, 1.3, 2, 3, 3, 3 }, "edge", "rising, then level: no decay seen" },
+    { { 1, 1, 1, 0.9, 0.6, 0.36, 0.1 }, "fall" },
+    { { 1, 1, 1, 0.9, 0.6, 0.3, 0.1, 0.2 }, "fall", "a partial recovery that stays below the plateau" },
+    { { 1, 1, 1, 0.9, 0.7, 1, 2.4, 5 }, "edge", "a dip, then a rise: no decay after the rise" },
+    { { 1, 1, 1, 1, 1, 1, 1, 1 }, "flat" },
+    { { 1, 0 / 0 }, "undetermined", "too few valid rungs" },
+  }
+  for _, c in ipairs(cases) do
+    local sh = shape_of(c[1])
+    T.eq(sh.class, c[2], c[3] or table.concat(c[1], ","))
+    T.truthy(sh.text:find(c[2], 1, true) == 1, sh.text)
+    T.truthy(sh.text:find("95% bounds", 1, true) or c[2] == "undetermined", sh.text)
+  end
+  -- the same rise reaching the physical bound (per-pixel RMS >= 1) is a rise
+  local sh = shape_of({ 1, 1, 1, 1.2, 1.8, 3, 5, 9 }, { d = 0.01 }) -- top η 0.56 / √0.01 > 1
+  T.eq(sh.class, "rise")
+  -- the evidence is numbers: the bump's rise and decay with their bounds
+  sh = shape_of({ 1, 1, 1, 1.5, 3, 2, 1.2, 1 })
+  T.eq(sh.peak.rung, 5)
+  T.truthy(sh.rise.lo > 0 and sh.decay.hi < 0, "bounds exclude 0")
+  T.eq(sh.decay.from, 5)
+  T.eq(sh.alpha, 0.05)
+  T.eq(sh.n, 12)
+  -- wide images: the same bump over 2 noisy images is not called
+  local p = srgeo.profile.aggregate { scales = scales_of(8), options = { ci = 0.95, bootstrap = 300, seed = 0 },
+    per_image = { { 1, 1, 1, 1.5, 3, 2, 1.2, 1 }, { 1, 1, 1, 0.7, 0.5, 0.6, 0.9, 1 } } }
+  T.truthy(p.shape.class ~= "bump", p.shape.text)
+end)
+
+T.test("bump.classify: one image from its rungs' standard errors", function()
+  local scales = scales_of(8)
+  local r = { 1, 1, 1, 1.5, 3, 2, 1.2, 1 }
+  local se = {}
+  for s, v in ipairs(r) do se[s] = 0.02 * v end
+  T.eq(B.classify { scales = scales, values = r, se = se }.class, "bump")
+  for s, v in ipairs(r) do se[s] = 2 * v end
+  T.eq(B.classify { scales = scales, values = r, se = se }.class, "undetermined", "SEs too wide to tell")
+end)
+
+T.test("bump.rates: false bumps on monotone rises stay within alpha = 0.05; power on bumps (simulation)", function()
+  -- 100 simulated evaluation sets of 16 images each; every image's own
+  -- curve rises monotonically (saturating: rises, then stays level, the
+  -- hardest case for a decay test), with image-to-image spread in height
+  -- and location and 10% estimation noise per rung
+  local o = { n = 16, reps = 100, amplitude = 0.3, spread = 0.8, shift = 0.3, noise = 0.1, bootstrap = 200, seed = 3 }
+  for _, kind in ipairs { "rise", "saturating" } do
+    local r = B.rates(kind, o)
+    T.truthy(r.bump <= 0.05, string.format("%s: false-bump rate %.3f", kind, r.bump))
+  end
+  -- flat profiles: any call but flat or undetermined is false; the bounds
+  -- are joint over all contrasts, so at most about alpha (here with the
+  -- simulation's own error; pointwise bounds would give about 20%)
+  local f = B.rates("flat", o)
+  local false_calls = f.bump + f.rise + f.fall + f.edge
+  print(string.format("     flat profiles: %.2f false calls (bump %.2f, edge %.2f, fall %.2f)", false_calls, f.bump, f.edge, f.fall))
+  T.truthy(false_calls <= 0.10, "false calls on flat profiles " .. false_calls)
+  local r = B.rates("bump", o)
+  print(string.format("     power at 16 images (amplitude 0.3, 10%% noise): %.2f bump, %.2f undetermined", r.bump,
+    r.undetermined))
+  T.truthy(r.bump >= 0.3, "power " .. r.bump)
+  o.amplitude, o.noise, o.spread, o.shift = 1, 0.05, 0.3, 0.1
+  r = B.rates("bump", o)
+  T.truthy(r.bump >= 0.9, "power on a clear bump " .. r.bump)
+  -- one image at a time, from its rungs' SEs
+  o.per_image, o.reps, o.amplitude, o.noise, o.spread, o.shift = true, 10, 0.3, 0.1, 0.8, 0.3
+  r = B.rates("saturating", o)
+  T.truthy(r.bump <= 0.05, string.format("per image: false-bump rate %.3f", r.bump))
+  r = B.rates("bump", o)
+  T.truthy(r.bump >= 0.1, "per-image power " .. r.bump)
+end)
+
+T.test("bump.describe: descriptors with CIs for a bump, NaN with a reason otherwise", function()
+  local _, p = shape_of({ 1, 1, 1, 1.5, 3, 2, 1.2, 1 })
+  local d = p.descriptors
+  for _, k in ipairs(B.DESCRIPTORS) do
+    T.truthy(d[k].value == d[k].value and d[k].reason == nil, k)
+    T.truthy(d[k].lo <= d[k].value + 1e-12 and d[k].value <= d[k].hi + 1e-12, k .. " inside its CI")
+  end
+  T.truthy(math.abs(math.log(d.peak_eta.value, 10) - math.log(p.scales[5], 10)) < 0.25, "peak within a rung")
+  _, p = shape_of({ 1, 1, 1, 1.2, 1.8, 3, 5, 9 })
+  d = p.descriptors
+  for _, k in ipairs { "peak_eta", "peak_height", "half_width", "decay_slope", "area" } do
+    T.truthy(d[k].value ~= d[k].value, k .. " is NaN for an edge")
+    T.truthy(d[k].reason:find("edge", 1, true), d[k].reason)
+  end
+  T.truthy(d.onset.value == d.onset.value and d.plateau.value == d.plateau.value, "onset and plateau stay")
+  T.eq(p.bump, false)
+  -- a bump followed by a rise: the peak is the bump's, before its decay
+  _, p = shape_of({ 1, 1, 1, 2, 3, 2, 1.1, 1, 2, 4, 8 })
+  T.eq(p.shape.class, "bump")
+  T.close(p.descriptors.peak_height.value, 3, 0.02)
+end)
+
+T.test("bump.simulate: seeded, the requested shape", function()
+  local s1, a = B.simulate("bump", { n = 4, seed = 5 })
+  local _, b = B.simulate("bump", { n = 4, seed = 5 })
+  T.eq(a[3][7], b[3][7])
+  T.eq(#s1, 12)
+  T.raises(function() B.simulate("wiggle") end, "unknown shape 'wiggle'")
+end)
