@@ -40,16 +40,16 @@ ONNX_PROTO ?= /usr/include/onnx/onnx.proto
 GEN      := $(BUILD)/gen
 CFLAGS   += -I$(GEN)
 
-# core/FLOOR/*.c: every floor but the Lua bindings and the shell goes into
-# the Lua-free static library (core/README.md has the map).
-CORE_SRC := $(filter-out core/lua/% core/shell/%,$(wildcard core/*/*.c))
+# core/FLOOR/*.c: every floor but the Lua bindings, the shell and MPI goes
+# into the Lua-free static library (core/README.md has the map).
+CORE_SRC := $(filter-out core/lua/% core/shell/% core/mpi/%,$(wildcard core/*/*.c))
 LUA_SRC  := $(wildcard core/lua/*.c)
 TEST_SRC := $(wildcard tests/c/*.c)
 CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/%.o) $(GEN)/onnx.pb-c.o
 LUA_OBJ  := $(LUA_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 
-all: $(BUILD)/srgeo $(BUILD)/srgeo.so
+all: $(BUILD)/srgeo $(BUILD)/srgeo.so $(BUILD)/srgeo_mpi.so
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -88,6 +88,15 @@ $(BUILD)/srgeo: $(BUILD)/core/shell/shell.o $(LUA_OBJ) $(BUILD)/libsrgeo_core.a
 $(BUILD)/srgeo.so: $(LUA_OBJ) $(BUILD)/libsrgeo_core.a
 	@echo '  LINK   $@'
 	@$(CC) $(CFLAGS) -shared -o $@ $^ $(filter-out -llua5.4,$(LDLIBS))
+
+# Open MPI's side of srgeo (core/mpi/comm.c), the one object linked with
+# libmpi: srgeo dlopens it only when launched by mpirun (core/lua/mpi.c).
+MPI_CFLAGS = $(shell pkg-config --cflags ompi-c 2>/dev/null)
+MPI_LIBS   = $(shell pkg-config --libs ompi-c 2>/dev/null)
+$(BUILD)/srgeo_mpi.so: core/mpi/comm.c core/mpi/comm.h $(BUILD)/layers.ok
+	@pkg-config --exists ompi-c || { echo "srgeo_mpi.so needs Open MPI (libopenmpi-dev): make deps"; exit 1; }
+	@echo '  LINK   $@'
+	@$(CC) $(filter-out -fopenmp -MMD -MP,$(CFLAGS)) $(MPI_CFLAGS) -shared -o $@ core/mpi/comm.c $(MPI_LIBS) -lpthread
 
 $(BUILD)/test_core: $(TEST_OBJ) $(BUILD)/libsrgeo_core.a
 	@echo '  LINK   $@'

@@ -63,6 +63,7 @@ local o = cli.run({
     { "robust_eval", 0, "after training: PGD accuracy on N test images at --robust-eps", min = 0 },
     { "robust_eps", { 0.5, 1.0 }, "radii for --robust-eval (L2, 7 steps)" },
     { "threads", 0, "threads (0: SRGEO_THREADS or the default)", min = 0, max = 4096 },
+    { "sync_bn", false, "under mpirun: BatchNorm statistics over the whole batch, not each rank's shard" },
     { "ship", "", "copy the final checkpoint to this .safetensors path and write a model card beside it", metavar = "PATH" },
     { "ship_run", "", "also copy a log-spaced subset of the run's checkpoints into this folder", metavar = "DIR" },
     { "ship_per_decade", 2, "checkpoints per decade in --ship-run (plus step 0 and the final step)", min = 1 },
@@ -115,7 +116,7 @@ local opts = {
   per_decade = o.per_decade, seed = o.seed, out = o.out ~= "" and o.out or ("runs/" .. o.model),
   resume = o.resume, eval_train = o.eval_train, eval_test = o.eval_test > 0 and o.eval_test or nil,
   log_every = o.log_every, command = command, progress = srgeo._isatty(2) or "lines",
-  name = o.name ~= "" and o.name or nil,
+  name = o.name ~= "" and o.name or nil, sync_bn = o.sync_bn or nil,
 }
 if o.epochs > 0 then opts.epochs = o.epochs else opts.steps = o.steps end
 if o.optimizer == "sgd" then opts.momentum, opts.nesterov = o.momentum, o.nesterov end
@@ -170,28 +171,33 @@ local function cpu_name()
   return name or "an unknown CPU"
 end
 
-print(string.format("srgeo %s: training %s on %s (%d images), %s -> %s", srgeo.version, o.model, o.data,
-  #train, plural(srgeo.threads(), "thread"), opts.out))
+local mpi = srgeo.mpi
+if mpi.root() then
+  print(string.format("srgeo %s: training %s on %s (%d images), %s%s -> %s", srgeo.version, o.model, o.data,
+    #train, mpi.size() > 1 and plural(mpi.size(), "rank") .. " x " or "", plural(srgeo.threads(), "thread"), opts.out))
+end
 local t0 = srgeo._clock()
 local run = srgeo.train(opts)
 local wall = srgeo._clock() - t0
 local last = run.checkpoints[#run.checkpoints] or {}
 -- Total training time across resumed sessions: the log's elapsed seconds.
 local elapsed = run.history[#run.history] and run.history[#run.history].elapsed_s or wall
-print(string.format("done: step %d/%d, train acc %.4f, test acc %.4f, %.1f min of training%s",
-  run.step, run.steps, last.train_acc or 0 / 0, last.test_acc or 0 / 0, elapsed / 60,
-  run.images_per_s and string.format(", %.0f images/s this session", run.images_per_s) or ""))
+if mpi.root() then
+  print(string.format("done: step %d/%d, train acc %.4f, test acc %.4f, %.1f min of training%s",
+    run.step, run.steps, last.train_acc or 0 / 0, last.test_acc or 0 / 0, elapsed / 60,
+    run.images_per_s and string.format(", %.0f images/s this session", run.images_per_s) or ""))
+end
 
 local robust = {}
 if o.robust_eval > 0 then
   for _, eps in ipairs(o.robust_eps) do
     local r = srgeo.train.robust_accuracy(run.model, test, { norm = "l2", eps = eps, steps = 7, n = o.robust_eval, seed = 1 })
     robust[#robust + 1] = { eps = eps, acc = r.acc, n = r.n }
-    print(string.format("PGD-7 L2 eps %g: robust accuracy %.4f on %d test images", eps, r.acc, r.n))
+    if mpi.root() then print(string.format("PGD-7 L2 eps %g: robust accuracy %.4f on %d test images", eps, r.acc, r.n)) end
   end
 end
 
-if o.ship ~= "" then
+if o.ship ~= "" and mpi.root() then -- rank 0 holds the run's files
   local final = opts.out .. "/" .. string.format("ckpt_%08d.safetensors", run.step)
   util.mkdir(util.dirname(o.ship))
   util.write_atomic(o.ship, util.read_file(final))

@@ -24,7 +24,8 @@ local floors = {
   stats = { "base", "tensor", "kernels", "nn" },
   import = { "base", "tensor", "kernels", "io", "nn" },
   train = { "base", "tensor", "kernels", "nn", "data" },
-  lua = { "base", "tensor", "kernels", "io", "data", "nn", "stats", "train", "import" },
+  mpi = {},
+  lua = { "base", "tensor", "kernels", "io", "data", "nn", "stats", "train", "import", "mpi" },
   shell = { "base", "lua" },
 }
 local lua_headers = { ["lua.h"] = true, ["lauxlib.h"] = true, ["lualib.h"] = true }
@@ -110,6 +111,22 @@ do
     end
   end
   rule("nothing outside core/lua and core/shell includes Lua headers", v)
+end
+
+-- 2b. only core/mpi sees MPI: its one file is built alone into
+-- srgeo_mpi.so, which srgeo loads only under mpirun (core/lua/mpi.c)
+do
+  local v = {}
+  for _, f in ipairs(files) do
+    if floor_of(f) ~= "mpi" then
+      for _, i in ipairs(includes[f]) do
+        if not i.quoted and i.path:match("^mpi[%w_]*%.h$") then
+          v[#v + 1] = ("%s:%d: includes <%s>"):format(f, i.line, i.path)
+        end
+      end
+    end
+  end
+  rule("nothing outside core/mpi includes MPI headers", v)
 end
 
 -- 3. no cycles: between files, and between floors

@@ -100,8 +100,17 @@ static void SR_FN(wino_in)(real *V, int64_t ld, int strips, const real *x, const
                     int64_t off = strips ? (t0 + j0) % nr : 0;
                     j1 = strips && tw - j0 > nr - off ? j0 + nr - off : tw;
                     real *v = strips ? V + (t0 + j0 - off) / nr * ss + c * nr + off - j0 : V + c * ld + t0;
+                    /* Runs are short (tw: 4 at 7x7, 14 at 28x28), shorter
+                     * than a vector: computed to a whole number of vectors,
+                     * the extra tiles' values land where a later write
+                     * replaces them (this row's next tiles, channel c + 1's
+                     * row; past the last channel the plane's skew or the
+                     * strip's spare row) and read junk within the
+                     * scratch's slack.  Scalar remainders were most of this
+                     * transform's time. */
+                    const int64_t jv = j0 + (j1 - j0 + WINO_VW - 1) / WINO_VW * WINO_VW;
                     WINO_SIMD
-                    for (int64_t j = j0; j < j1; j++) {
+                    for (int64_t j = j0; j < jv; j++) {
                         /* Rows t_a = Bᵀ d at columns (2j, 2j+1, 2j+2, 2j+3) = (e_j, o_j, e_j+1, o_j+1),
                          * then B on the columns of each. */
 #define WINO_IN_ROW(a, E0, E1, O0, O1)                                          \
@@ -477,6 +486,11 @@ static int SR_FN(wino_bwd_part)(const wino_ctx *cx, int t)
 #define WINO_WS ((size_t)4 << 20)
 #define WINO_MIN_COLS 256
 #define WINO_MAX_PARTS 64
+/* Elements per vector (64 bytes): transforms run whole vectors past the
+ * end of short runs (wino_in), reading at most WINO_SLACK elements past
+ * the scratch's rows and writing at most one vector past a run. */
+#define WINO_VW ((int64_t)(64 / sizeof(real)))
+#define WINO_SLACK 64
 /* Elements of a deinterleaved row in wino_in: the tw + 1 column pairs,
  * rounded up to whole vectors. */
 static inline int64_t wino_row_len(int64_t tw) { return (tw + 16) / 16 * 16; }
@@ -486,7 +500,7 @@ static inline int64_t wino_row_len(int64_t tw) { return (tw + 16) / 16 * 16; }
  * 4·tw. */
 static inline int64_t wino_scratch(const sr_wino_geom *g, int64_t rpc)
 {
-    return 4 * wino_row_len(g->tw) * (2 * (rpc < g->th ? rpc : g->th) + 2);
+    return 4 * wino_row_len(g->tw) * (2 * (rpc < g->th ? rpc : g->th) + 2) + WINO_SLACK;
 }
 
 typedef struct {

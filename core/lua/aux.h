@@ -138,4 +138,11 @@ int sr_lua_push_dir_names(lua_State *L, const char *dir);
  * table mt.methods for that function to look methods up in. */
 void sr_lua_new_class(lua_State *L, const char *mt, const luaL_Reg *meta, const luaL_Reg *methods);
 
+/* The data-parallel sum over the MPI world (lua/mpi.c) for the core's
+ * training (sr_run.sync, the gradient sums), or NULL when this process
+ * runs alone (not launched by mpirun, or one rank). */
+const struct sr_sum_hook *sr_lua_mpi_sum(void);
+/* The ranks of the MPI world (1 without mpirun). */
+int sr_lua_mpi_size(void);
+
 #endif

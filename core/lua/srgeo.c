@@ -182,6 +182,7 @@ int luaopen_srgeo(lua_State *L)
     sr_lua_open_json(L);
     sr_lua_open_onnx(L);
     sr_lua_open_markdown(L);
+    sr_lua_open_mpi(L);
 
     /* Make lua/?.lua requirable and run lua/srgeo/init.lua(core) to add the
      * Lua half of the library.  Without it srgeo.models, .profile, .plot ...

@@ -4,11 +4,11 @@
  *   opt = srgeo.optim.sgd{lr=0.1, momentum=0.9, nesterov=false, weight_decay=5e-4}
  *   opt = srgeo.optim.adamw{lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.05}
  *   opt:step(model)  opt:set_lr(lr)  opt:state(model) -> {name = tensor}  opt.steps
- *   loss, correct [, gx] = srgeo._train_step(model, opt|nil, X, labels [, {input_grad=false}])
+ *   loss, correct [, gx] = srgeo._train_step(model, opt|nil, X, labels [, {input_grad=false, rows=, sync_bn=, bucket=}])
  *   opt:load_state(model, {name = tensor})
  *   loss, correct, losses, gx = srgeo._grad_pass(model, X, labels, {weights=, param_grads=, input_grad=})
  *   loss_sum, correct = srgeo._eval_batch(model, X, labels)
- *   xadv, loss, correct = srgeo._pgd(model, X, labels, {norm=, eps=, steps=, ...})
+ *   xadv, loss, correct = srgeo._pgd(model, X, labels, {norm=, eps=, steps=, ..., row_offset=})
  *   r = srgeo._llr_step(model, opt|nil, X, labels, {eps=, lambda=, mu=, ...})
  *
  * Labels are 0-based class indices (as in PyTorch), given as a Lua list. */
@@ -177,23 +177,32 @@ static int opt_set_steps(lua_State *L)
  * save, softmax cross-entropy on the full output, backward with parameter
  * gradients, update, zero the gradients.  With opt = nil nothing is updated
  * (no parameter gradients either); with input_grad=true also returns dL/dX
- * (for adversarial objectives). */
+ * (for adversarial objectives).  Data-parallel under mpirun when rows is
+ * given (train.h's sr_train_step): X is this rank's shard of a batch of
+ * `rows` rows (the loss is the whole batch's mean: this returns the shard's
+ * share), the gradients are summed over the ranks, and sync_bn=true
+ * normalises train-mode BatchNorm over the whole batch; bucket: gradient
+ * values per sum. */
 static int l_train_step(lua_State *L)
 {
+    static const char *const keys[] = {"input_grad", "rows", "sync_bn", "bucket", NULL};
     lua_settop(L, 5);
     sr_module *m = sr_lua_check_module(L, 1);
     sr_optim *o = lua_isnil(L, 2) ? NULL : check_opt(L, 2);
     int64_t *lab;
     sr_tensor *x = check_batch(L, 3, "train_step", &lab);
+    sr_lua_check_keys(L, 5, "train_step", keys);
     int input_grad = sr_lua_opt_boolean(L, 5, "train_step", "input_grad", 0);
+    sr_data_parallel dp = {NULL, 0, sr_lua_mpi_size(), 0, 0};
+    dp.rows = sr_lua_opt_integer_in(L, 5, "train_step", "rows", 0, 0, INT64_MAX);
+    if (dp.rows) /* a shard: the ranks of the MPI world train together */
+        dp.sum = sr_lua_mpi_sum();
+    dp.sync_bn = sr_lua_opt_boolean(L, 5, "train_step", "sync_bn", 0);
+    dp.bucket = sr_lua_opt_integer_in(L, 5, "train_step", "bucket", 0, 0, INT64_MAX);
     double loss;
     int64_t correct;
-    if (sr_ce_pass(m, x, lab, NULL, o != NULL, &loss, &correct, NULL))
+    if (sr_train_step(m, o, x, lab, &dp, &loss, &correct))
         return sr_lua_fail(L);
-    if (o && sr_optim_step(o, m))
-        return sr_lua_fail(L);
-    if (o)
-        sr_module_zero_grad(m);
     lua_pushnumber(L, loss);
     lua_pushinteger(L, correct);
     if (input_grad) {
@@ -296,7 +305,9 @@ static int l_eval_batch(lua_State *L)
 
 /* xadv, loss, correct = srgeo._pgd(model, X, labels, {norm="l2"|"linf",
  *     eps=0.5, steps=7, step_size=2.5*eps/steps, random_start=true,
- *     use_best=false, clip=true, eval_mode=true, seed=0}) */
+ *     use_best=false, clip=true, eval_mode=true, seed=0, row_offset=0})
+ * row_offset: X's first row in the whole batch (a data-parallel shard), so
+ * each row's random start is the one the whole batch would draw. */
 static int l_pgd(lua_State *L)
 {
     lua_settop(L, 4);

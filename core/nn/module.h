@@ -48,6 +48,16 @@ typedef struct sr_param {
 } sr_param;
 
 /* Per-call state threaded through a tree. */
+/* A sum over the processes of a data-parallel run: buf (n values of dt)
+ * is replaced, in place, by its sum over every process, the same bits on
+ * all of them; 0 or -1 + message.  The core never sees MPI: core/lua/mpi.c
+ * supplies one under mpirun, for synchronised BatchNorm statistics
+ * (sr_run.sync) and the trainer's gradient sums (core/train/train.h). */
+typedef struct sr_sum_hook {
+    int (*sum)(void *buf, int64_t n, sr_dtype dt, void *ctx);
+    void *ctx;
+} sr_sum_hook;
+
 typedef struct sr_run {
     int64_t n, k;        /* jvp: primal rows and tangents per primal */
     int save;            /* forward: keep what backward needs */
@@ -81,6 +91,10 @@ typedef struct sr_run {
      * conv -> batchnorm map and sets addend_used. */
     const sr_tensor *addend;
     int addend_used;
+    /* Data-parallel training: a train-mode batchnorm2d normalises with the
+     * statistics of the whole batch, its shards summed over the processes
+     * by sync (NULL: this process's rows alone). */
+    const sr_sum_hook *sync;
 } sr_run;
 
 /* A run with nothing set: a plain forward or backward, no taps. */

@@ -23,30 +23,35 @@
  * the map is affine and tangents are only scaled. */
 #ifdef SR_REAL
 
-/* Mean and biased variance of each channel over the first n rows. */
-static void SR_FN(bn_stats)(double *mean, double *var, const real *x, int64_t n, int64_t C, int64_t P)
+/* Per channel over the first n rows: sum[c] = Σ x (sum != NULL), then
+ * with mean given, sq[c] = Σ (x − mean[c])² (sq != NULL). */
+static void SR_FN(bn_sums)(double *sum, double *sq, const double *mean, const real *x, int64_t n, int64_t C,
+                           int64_t P)
 {
-    double M = (double)(n * P);
     #pragma omp parallel for schedule(static) if (n * C * P > NORM_OMP_MIN)
     for (int64_t c = 0; c < C; c++) {
         double s = 0, q = 0;
-        for (int64_t i = 0; i < n; i++) {
-            const real *xc = x + (i * C + c) * P;
-            #pragma omp simd reduction(+ : s)
-            for (int64_t p = 0; p < P; p++)
-                s += xc[p];
-        }
-        double mu = s / M;
-        for (int64_t i = 0; i < n; i++) {
-            const real *xc = x + (i * C + c) * P;
-            #pragma omp simd reduction(+ : q)
-            for (int64_t p = 0; p < P; p++) {
-                double d = xc[p] - mu;
-                q += d * d;
+        if (sum) {
+            for (int64_t i = 0; i < n; i++) {
+                const real *xc = x + (i * C + c) * P;
+                #pragma omp simd reduction(+ : s)
+                for (int64_t p = 0; p < P; p++)
+                    s += xc[p];
             }
+            sum[c] = s;
         }
-        mean[c] = mu;
-        var[c] = q / M;
+        if (sq) {
+            double mu = mean[c];
+            for (int64_t i = 0; i < n; i++) {
+                const real *xc = x + (i * C + c) * P;
+                #pragma omp simd reduction(+ : q)
+                for (int64_t p = 0; p < P; p++) {
+                    double d = xc[p] - mu;
+                    q += d * d;
+                }
+            }
+            sq[c] = q;
+        }
     }
 }
 
@@ -79,26 +84,43 @@ static void SR_FN(bn_train_tangents)(real *y, const real *xv, int64_t n, int64_t
         }
 }
 
-/* Backward with the statistics (μ, r) the forward used.  train: gx =
- * w·P(gy) (batch statistics depend on x); eval: gx = w·r·gy.  Either way
- * gw += Σ gy·x̂ and gb += Σ gy (gw, gb may be NULL). */
-static void SR_FN(bn_bwd)(real *gx, real *gw, real *gb, const real *gy, const real *x, int64_t n,
-                          int64_t C, int64_t P, const double *mu, const double *rstd, const double *w,
-                          int train)
+/* Backward with the statistics (μ, r) the forward used, in two halves.
+ * bn_bwd_sums: s1[c] = Σ gy, s2[c] = Σ gy·x̂ over this process's rows, and
+ * gw += s2, gb += s1 (gw, gb may be NULL).  bn_bwd_gx: train, gx = w·P(gy)
+ * (batch statistics depend on x) with the means of P over M values (all
+ * processes' rows when synchronised: t1, t2 their summed s1, s2); eval,
+ * gx = w·r·gy. */
+static void SR_FN(bn_bwd_sums)(double *s1, double *s2, real *gw, real *gb, const real *gy, const real *x, int64_t n,
+                               int64_t C, int64_t P, const double *mu, const double *rstd)
 {
-    double M = (double)(n * P);
     #pragma omp parallel for schedule(static) if (n * C * P > NORM_OMP_MIN)
     for (int64_t c = 0; c < C; c++) {
-        double m = mu[c], r = rstd[c], s1 = 0, s2 = 0;
+        double m = mu[c], r = rstd[c], a = 0, b = 0;
         for (int64_t i = 0; i < n; i++) {
             const real *xc = x + (i * C + c) * P, *gc = gy + (i * C + c) * P;
-            #pragma omp simd reduction(+ : s1, s2)
+            #pragma omp simd reduction(+ : a, b)
             for (int64_t p = 0; p < P; p++) {
-                s1 += gc[p];
-                s2 += gc[p] * (xc[p] - m) * r;
+                a += gc[p];
+                b += gc[p] * (xc[p] - m) * r;
             }
         }
-        double s = w[c] * r, mg = train ? s1 / M : 0, mxg = train ? s2 / M : 0;
+        s1[c] = a;
+        s2[c] = b;
+        if (gw)
+            gw[c] += (real)b;
+        if (gb)
+            gb[c] += (real)a;
+    }
+}
+
+static void SR_FN(bn_bwd_gx)(real *gx, const real *gy, const real *x, int64_t n, int64_t C, int64_t P,
+                             const double *mu, const double *rstd, const double *w, const double *t1,
+                             const double *t2, double M, int train)
+{
+    #pragma omp parallel for schedule(static) if (n * C * P > NORM_OMP_MIN)
+    for (int64_t c = 0; c < C; c++) {
+        double m = mu[c], r = rstd[c];
+        double s = w[c] * r, mg = train ? t1[c] / M : 0, mxg = train ? t2[c] / M : 0;
         for (int64_t i = 0; i < n; i++) {
             const real *xc = x + (i * C + c) * P, *gc = gy + (i * C + c) * P;
             real *oc = gx + (i * C + c) * P;
@@ -106,10 +128,6 @@ static void SR_FN(bn_bwd)(real *gx, real *gw, real *gb, const real *gy, const re
             for (int64_t p = 0; p < P; p++)
                 oc[p] = (real)(s * (gc[p] - mg - (xc[p] - m) * r * mxg));
         }
-        if (gw)
-            gw[c] += (real)s2;
-        if (gb)
-            gb[c] += (real)s1;
     }
 }
 
@@ -393,11 +411,38 @@ enum { BN_W, BN_B, BN_RM, BN_RV, BN_COUNT };
 typedef struct {
     int64_t C;
     double eps, momentum;
-    /* C doubles each: this pass's mean, variance, 1/√(var+ε), w·r, w, b; and
-     * the mean and 1/√(var+ε) the last saving forward used, for backward. */
-    double *mu, *var, *rstd, *scale, *w, *b, *smu, *srstd;
+    /* C doubles each: this pass's mean, variance, 1/√(var+ε), w·r, w, b; the
+     * mean and 1/√(var+ε) the last saving forward used, for backward; and
+     * 2C + 1 of scratch for the sums a synchronised pass adds up. */
+    double *mu, *var, *rstd, *scale, *w, *b, *smu, *srstd, *sums;
+    double sM; /* values per channel the saving forward normalised over */
     int saved_train;
 } bn_impl;
+
+/* Synchronised train-mode statistics (run->sync): each channel's sum over
+ * every process's rows, its mean, then the squared deviations from that
+ * mean likewise; *M becomes the count over all processes.  The order of
+ * the sums is the processes', so the result agrees with one process
+ * holding every row to rounding. */
+static int bn_sync_stats(bn_impl *c, const sr_tensor *x, int64_t n, int64_t P, const sr_sum_hook *h, double *M)
+{
+    int64_t C = c->C;
+    SR_DISPATCH(x->dtype, bn_sums, c->sums, NULL, NULL, sr_data(x), n, C, P);
+    c->sums[C] = (double)(n * P);
+    if (h->sum(c->sums, C + 1, SR_F64, h->ctx))
+        return sr_fail_context("batchnorm2d (synchronised)");
+    *M = c->sums[C];
+    if (*M < 2)
+        return sr_fail("batchnorm2d: training needs more than one value per channel (%g over all processes)", *M);
+    for (int64_t ch = 0; ch < C; ch++)
+        c->mu[ch] = c->sums[ch] / *M;
+    SR_DISPATCH(x->dtype, bn_sums, NULL, c->sums, c->mu, sr_data(x), n, C, P);
+    if (h->sum(c->sums, C, SR_F64, h->ctx))
+        return sr_fail_context("batchnorm2d (synchronised)");
+    for (int64_t ch = 0; ch < C; ch++)
+        c->var[ch] = c->sums[ch] / *M;
+    return 0;
+}
 
 static int bn_check(const sr_module *m, const sr_tensor *x)
 {
@@ -411,7 +456,7 @@ static int bn_check(const sr_module *m, const sr_tensor *x)
 }
 
 /* The map's coefficients: w, b, and in eval mode the running statistics
- * (in train mode bn_stats has just filled mu, var), then 1/√(var+ε), w·r. */
+ * (in train mode bn_run has just filled mu, var), then 1/√(var+ε), w·r. */
 static void bn_affine(sr_module *m)
 {
     bn_impl *c = m->impl;
@@ -435,12 +480,21 @@ static int bn_run(sr_module *m, const sr_tensor *xv, int64_t n, int64_t k, sr_ru
     bn_impl *c = m->impl;
     if (bn_check(m, xv) || sr_module_output_like(m, run, xv))
         return -1;
-    int64_t C = c->C, P = xv->shape[2] * xv->shape[3], M = n * P;
-    if (m->training) {
+    int64_t C = c->C, P = xv->shape[2] * xv->shape[3];
+    double M = (double)(n * P);
+    if (m->training && run->sync && !jvp) {
+        if (bn_sync_stats(c, xv, n, P, run->sync, &M))
+            return -1;
+    } else if (m->training) {
         if (M < 2)
             return sr_fail("batchnorm2d: training needs more than one value per channel (input %s%s)",
                            SR_SHAPE(xv), jvp ? ", stacked" : "");
-        SR_DISPATCH(xv->dtype, bn_stats, c->mu, c->var, sr_data(xv), n, C, P);
+        SR_DISPATCH(xv->dtype, bn_sums, c->sums, NULL, NULL, sr_data(xv), n, C, P);
+        for (int64_t ch = 0; ch < C; ch++)
+            c->mu[ch] = c->sums[ch] / M;
+        SR_DISPATCH(xv->dtype, bn_sums, NULL, c->var, c->mu, sr_data(xv), n, C, P);
+        for (int64_t ch = 0; ch < C; ch++)
+            c->var[ch] /= M;
     }
     bn_affine(m);
     int64_t rows = xv->shape[0];
@@ -458,12 +512,13 @@ static int bn_run(sr_module *m, const sr_tensor *xv, int64_t n, int64_t k, sr_ru
     if (m->training)
         SR_DISPATCH(xv->dtype, bn_update, sr_data(&m->params[BN_RM].value),
                     sr_data(&m->params[BN_RV].value), sr_data(&m->params[BN_COUNT].value), c->mu, c->var,
-                    C, c->momentum, (double)M);
+                    C, c->momentum, M);
     if (run->save) {
         sr_tensor_share(&m->saved, xv);
         memcpy(c->smu, c->mu, (size_t)C * sizeof *c->mu);
         memcpy(c->srstd, c->rstd, (size_t)C * sizeof *c->rstd);
         c->saved_train = m->training;
+        c->sM = M;
     }
     return 0;
 }
@@ -491,8 +546,15 @@ static int bn_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
         (!(gw = sr_param_grad(m, &m->params[BN_W])) || !(gb = sr_param_grad(m, &m->params[BN_B]))))
         return -1;
     param_f64(c->w, &m->params[BN_W]);
-    SR_DISPATCH(x->dtype, bn_bwd, sr_data(&m->gin), gw, gb, sr_data(gy), sr_data(x), x->shape[0], c->C,
-                x->shape[2] * x->shape[3], c->smu, c->srstd, c->w, c->saved_train);
+    int64_t n = x->shape[0], C = c->C, P = x->shape[2] * x->shape[3];
+    double *s1 = c->sums, *s2 = c->sums + C;
+    SR_DISPATCH(x->dtype, bn_bwd_sums, s1, s2, gw, gb, sr_data(gy), sr_data(x), n, C, P, c->smu, c->srstd);
+    /* Synchronised: P's means run over every process's rows (gw, gb keep
+     * this process's share; the trainer sums parameter gradients). */
+    if (c->saved_train && run->sync && run->sync->sum(c->sums, 2 * C, SR_F64, run->sync->ctx))
+        return sr_fail_context("batchnorm2d backward (synchronised)");
+    SR_DISPATCH(x->dtype, bn_bwd_gx, sr_data(&m->gin), sr_data(gy), sr_data(x), n, C, P, c->smu, c->srstd, c->w, s1,
+                s2, c->sM, c->saved_train);
     return 0;
 }
 
@@ -510,7 +572,7 @@ static void bn_reset(sr_module *m, sr_rng *rng)
 static void bn_free(sr_module *m)
 {
     bn_impl *c = m->impl;
-    free(c->mu); /* one block holds all eight arrays */
+    free(c->mu); /* one block holds all nine arrays */
 }
 
 static void bn_describe(const sr_module *m, char *buf, size_t n)
@@ -562,14 +624,14 @@ sr_module *sr_batchnorm2d_create(const sr_opts *o)
     c->C = C;
     c->eps = eps;
     c->momentum = momentum;
-    double *buf = malloc((size_t)(8 * C) * sizeof *buf);
+    double *buf = malloc((size_t)(10 * C + 1) * sizeof *buf);
     if (!buf) {
         sr_fail("%s: out of memory", o->op);
         sr_module_release(m);
         return NULL;
     }
-    double **arr[] = {&c->mu, &c->var, &c->rstd, &c->scale, &c->w, &c->b, &c->smu, &c->srstd};
-    for (int i = 0; i < 8; i++)
+    double **arr[] = {&c->mu, &c->var, &c->rstd, &c->scale, &c->w, &c->b, &c->smu, &c->srstd, &c->sums};
+    for (int i = 0; i < 9; i++)
         *arr[i] = buf + i * C;
     /* torchvision's state_dict keys and order; num_batches_tracked is a 0-d
      * count (int64 in torch, stored here in the parameter dtype). */

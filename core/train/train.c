@@ -52,12 +52,12 @@ static inline double SR_FN(clip1)(double v, double lo, double hi)
 /* Random start around x: L∞ uniform in [−ε, ε]^d; L2 ε·z/‖z‖ with z
  * Gaussian (the robustness library's L2 random_perturb); then clip. */
 static void SR_FN(pgd_start)(real *xa, const real *x, int64_t rows, int64_t d, int norm, double eps, double lo,
-                             double hi, uint64_t seed)
+                             double hi, uint64_t seed, int64_t first)
 {
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows; r++) {
         sr_rng g;
-        sr_rng_seed(&g, sr_seed_mix(seed, 3, (uint64_t)r));
+        sr_rng_seed(&g, sr_seed_mix(seed, 3, (uint64_t)(first + r)));
         real *a = xa + r * d;
         const real *b = x + r * d;
         if (norm == SR_NORM_LINF) {
@@ -221,27 +221,34 @@ int sr_argmax_rows(const sr_tensor *logits, int64_t *pred)
     return 0;
 }
 
-int sr_ce_pass(sr_module *m, const sr_tensor *x, const int64_t *labels, const double *w, int param_grads,
-               double *loss, int64_t *correct, double *losses)
+/* sr_ce_pass with the run given (a data-parallel step sets run->sync). */
+static int ce_pass_run(sr_module *m, const sr_tensor *x, const int64_t *labels, const double *w, sr_run *run,
+                       double *loss, int64_t *correct, double *losses)
 {
-    sr_run run = SR_RUN_INIT;
-    run.save = 1;
-    run.param_grads = param_grads;
     sr_tensor grad = SR_TENSOR_INIT;
     int rc = -1;
-    if (sr_module_forward(m, x, &run))
+    if (sr_module_forward(m, x, run))
         goto done;
     if (m->out.ndim != 2 || m->out.shape[0] != x->shape[0]) {
         sr_fail("train: the model's output %s is not (N, classes) for input %s", SR_SHAPE(&m->out), SR_SHAPE(x));
         goto done;
     }
     if (sr_cross_entropy_ex(&m->out, labels, w, loss, correct, losses, NULL, &grad) ||
-        sr_module_backward(m, &grad, &run))
+        sr_module_backward(m, &grad, run))
         goto done;
     rc = 0;
 done:
     sr_tensor_free(&grad);
     return rc;
+}
+
+int sr_ce_pass(sr_module *m, const sr_tensor *x, const int64_t *labels, const double *w, int param_grads,
+               double *loss, int64_t *correct, double *losses)
+{
+    sr_run run = SR_RUN_INIT;
+    run.save = 1;
+    run.param_grads = param_grads;
+    return ce_pass_run(m, x, labels, w, &run, loss, correct, losses);
 }
 
 /* Forward only, in the current mode, with per-row losses and predictions. */
@@ -439,6 +446,139 @@ int sr_optim_walk_state(sr_optim *o, sr_module *m, sr_state_visitor fn, void *ud
     return s.rc;
 }
 
+/* --- data-parallel steps ---------------------------------------------------- */
+
+typedef struct {
+    int trainable;  /* which parameters: gradients of trainable ones, or the buffers */
+    int n, cap;
+    sr_tensor **t;
+} tensor_list;
+
+static int list_cb(const char *path, sr_param *p, sr_module *owner, void *ud)
+{
+    (void)path;
+    (void)owner;
+    tensor_list *l = ud;
+    sr_tensor *t = l->trainable ? (p->trainable && p->grad.storage ? &p->grad : NULL)
+                                : (!p->trainable && p->value.storage ? &p->value : NULL);
+    if (!t)
+        return 0;
+    if (l->n == l->cap) {
+        int cap = l->cap ? 2 * l->cap : 64;
+        sr_tensor **g = realloc(l->t, sizeof *g * (size_t)cap);
+        if (!g)
+            return sr_fail("train: out of memory listing %d tensors", cap);
+        l->t = g;
+        l->cap = cap;
+    }
+    l->t[l->n++] = t;
+    return 0;
+}
+
+int sr_grads_sum(sr_module *m, const sr_sum_hook *h, int64_t bucket)
+{
+    tensor_list l = {1, 0, 0, NULL};
+    if (sr_module_walk_params(m, list_cb, &l)) {
+        free(l.t);
+        return -1;
+    }
+    if (bucket <= 0)
+        bucket = SR_GRAD_BUCKET;
+    int rc = 0;
+    sr_tensor buf = SR_TENSOR_INIT;
+    /* Runs of gradients packed into one bucket; a gradient larger than a
+     * bucket is summed in place. */
+    for (int i = 0; i < l.n && !rc;) {
+        sr_dtype dt = l.t[i]->dtype;
+        size_t es = sr_dtype_size(dt);
+        int64_t len = sr_numel(l.t[i]);
+        if (len >= bucket) {
+            rc = h->sum(sr_data(l.t[i]), len, dt, h->ctx);
+            i++;
+            continue;
+        }
+        int j = i;
+        int64_t fill = 0;
+        while (j < l.n && l.t[j]->dtype == dt && fill + sr_numel(l.t[j]) <= bucket)
+            fill += sr_numel(l.t[j++]);
+        if ((rc = sr_tensor_ensure(&buf, dt, 1, &fill)) != 0)
+            break;
+        char *p = sr_data(&buf);
+        for (int k = i; k < j; k++) {
+            memcpy(p, sr_data(l.t[k]), (size_t)sr_numel(l.t[k]) * es);
+            p += (size_t)sr_numel(l.t[k]) * es;
+        }
+        if ((rc = h->sum(sr_data(&buf), fill, dt, h->ctx)) != 0)
+            break;
+        p = sr_data(&buf);
+        for (int k = i; k < j; k++) {
+            memcpy(sr_data(l.t[k]), p, (size_t)sr_numel(l.t[k]) * es);
+            p += (size_t)sr_numel(l.t[k]) * es;
+        }
+        i = j;
+    }
+    sr_tensor_free(&buf);
+    free(l.t);
+    return rc ? sr_fail_context("train: summing gradients over the processes") : 0;
+}
+
+int sr_buffers_mean(sr_module *m, const sr_sum_hook *h, int nproc)
+{
+    tensor_list l = {0, 0, 0, NULL};
+    if (sr_module_walk_params(m, list_cb, &l)) {
+        free(l.t);
+        return -1;
+    }
+    int64_t n = 0;
+    for (int i = 0; i < l.n; i++)
+        n += sr_numel(l.t[i]);
+    double *v = malloc(sizeof *v * (size_t)(n > 0 ? n : 1));
+    int rc = v ? 0 : sr_fail("train: out of memory for %lld buffer values", (long long)n);
+    for (int i = 0, at = 0; !rc && i < l.n; i++)
+        for (int64_t e = 0; e < sr_numel(l.t[i]); e++)
+            v[at++] = sr_get_flat(l.t[i], e);
+    if (!rc && n > 0 && (rc = h->sum(v, n, SR_F64, h->ctx)) != 0)
+        sr_fail_context("train: averaging the buffers over the processes");
+    for (int i = 0, at = 0; !rc && i < l.n; i++)
+        for (int64_t e = 0; e < sr_numel(l.t[i]); e++)
+            sr_set_flat(l.t[i], e, v[at++] / nproc);
+    free(v);
+    free(l.t);
+    return rc;
+}
+
+int sr_train_step(sr_module *m, sr_optim *o, const sr_tensor *x, const int64_t *labels, const sr_data_parallel *dp,
+                  double *loss, int64_t *correct)
+{
+    if (x->ndim < 1 || x->shape[0] < 1)
+        return sr_fail("train_step: input %s has no batch dimension", SR_SHAPE(x));
+    int64_t n = x->shape[0];
+    const sr_sum_hook *sum = dp ? dp->sum : NULL;
+    if (dp && dp->rows && dp->rows < n)
+        return sr_fail("train_step: a shard of %lld rows of a batch of %lld", (long long)n, (long long)dp->rows);
+    sr_run run = SR_RUN_INIT;
+    run.save = 1;
+    run.param_grads = o != NULL;
+    run.sync = sum && dp->sync_bn ? sum : NULL;
+    double *w = NULL;
+    if (dp && dp->rows && dp->rows != n) {
+        if (!(w = malloc(sizeof *w * (size_t)n)))
+            return sr_fail("train_step: out of memory");
+        for (int64_t i = 0; i < n; i++)
+            w[i] = 1.0 / (double)dp->rows;
+    }
+    int rc = ce_pass_run(m, x, labels, w, &run, loss, correct, NULL);
+    free(w);
+    if (rc || !o)
+        return rc;
+    if (sum && (sr_grads_sum(m, sum, dp->bucket) || (!dp->sync_bn && sr_buffers_mean(m, sum, dp->nproc))))
+        return -1;
+    if (sr_optim_step(o, m))
+        return -1;
+    sr_module_zero_grad(m);
+    return 0;
+}
+
 /* --- buffers ------------------------------------------------------------- */
 
 typedef struct {
@@ -530,6 +670,8 @@ const sr_opt_spec sr_pgd_specs[] = {
     ATTACK_SPECS(sr_pgd_opts, 0, 0.5, NULL, 7),
     {.name = "use_best", .type = SR_OPT_BOOL, .def = 0, .offset = offsetof(sr_pgd_opts, use_best),
      .help = "return each row's highest-loss iterate, not the last"},
+    {.name = "row_offset", .type = SR_OPT_INT, .lo = 0, .hi = 1e15, .def = 0, .offset = offsetof(sr_pgd_opts, first_row),
+     .help = "the first row's place in the whole batch (a data-parallel shard draws that batch's random starts)"},
     {.name = NULL},
 };
 
@@ -580,6 +722,7 @@ typedef struct {
     int steps, random_start, eval_mode;
     uint64_t seed;
     int64_t n, d; /* rows of x, values per row */
+    int64_t first_row; /* row 0's place in the whole batch: random starts are drawn by it */
     int prev;     /* the model's mode before the attack, restored by attack_end */
     double *w;    /* per-row loss weights, all 1 */
 } attack;
@@ -624,7 +767,8 @@ static int attack_begin(attack *a, sr_module *m, const sr_tensor *x, sr_tensor *
         return -1;
     }
     if (a->random_start && a->eps > 0)
-        SR_DISPATCH(x->dtype, pgd_start, sr_data(xa), sr_data(x), a->n, a->d, a->norm, a->eps, a->lo, a->hi, a->seed);
+        SR_DISPATCH(x->dtype, pgd_start, sr_data(xa), sr_data(x), a->n, a->d, a->norm, a->eps, a->lo, a->hi, a->seed,
+                    a->first_row);
     else
         SR_DISPATCH(x->dtype, pgd_step, sr_data(xa), sr_data(x), sr_data(x), a->n, a->d, a->norm, a->eps, 0.0, a->lo,
                     a->hi);
@@ -657,6 +801,7 @@ int sr_pgd_attack(sr_module *m, const sr_tensor *x, const int64_t *labels, const
                   double *loss, int64_t *correct)
 {
     attack a = ATTACK("pgd", o);
+    a.first_row = o->first_row;
     if (attack_begin(&a, m, x, xadv))
         return -1;
     int64_t n = a.n;
@@ -1007,6 +1152,8 @@ const sr_opt_spec sr_train_specs[] = {
      .help = "drop the last partial batch of each epoch"},
     {.name = "threads", .type = SR_OPT_INT, .lo = 1, .hi = 4096, .def = 0, .def_text = "as set",
      .offset = TRAIN(threads), .help = "threads for the run"},
+    {.name = "sync_bn", .type = SR_OPT_BOOL, .def = 0, .offset = TRAIN(sync_bn),
+     .help = "under mpirun: BatchNorm's batch statistics over the whole batch, not each rank's shard"},
     TRAIN_OTHER("name", "a string", "model name (recorded in the metadata)"),
     TRAIN_OTHER("command", "a string", "the command line (recorded in the metadata)"),
     TRAIN_OTHER("on_checkpoint", "a function", "called with (entry, model) after each checkpoint"),

@@ -61,6 +61,37 @@ int sr_optim_step(sr_optim *o, sr_module *m);
 typedef int (*sr_state_visitor)(const char *name, sr_tensor *t, void *ud);
 int sr_optim_walk_state(sr_optim *o, sr_module *m, sr_state_visitor fn, void *ud);
 
+/* --- data-parallel training ---------------------------------------------
+ * A batch of `rows` rows in all is cut into contiguous shards, one per
+ * process (core/lua/mpi.c supplies the sums under mpirun); every process
+ * calls sr_train_step on its shard with the same model and optimiser. */
+typedef struct sr_data_parallel {
+    const sr_sum_hook *sum; /* sums over the processes; NULL: this process alone */
+    int64_t rows;           /* rows of the whole batch (0: the shard is the batch) */
+    int nproc;              /* processes (the mean of the buffers) */
+    int sync_bn;            /* train-mode batchnorm2d normalises over the whole batch */
+    int64_t bucket;         /* gradient values per sum; 0: SR_GRAD_BUCKET */
+} sr_data_parallel;
+
+/* 2^20 values (4 MB of float32) per sum: past the latency-bound sizes,
+ * small enough to keep a second copy of the gradients out of memory. */
+#define SR_GRAD_BUCKET (1 << 20)
+
+/* One step: forward (saving) in the model's mode, L = Σ_i ℓ_i / rows over
+ * the whole batch (the shard's share: *loss), backward, and with o the
+ * parameter gradients summed over the processes, the buffers (BatchNorm
+ * running statistics) replaced by their mean over the processes unless
+ * sync_bn made them equal, the update, zero_grad.  dp NULL: one process.
+ * dL/dx is left in m->gin. */
+int sr_train_step(sr_module *m, sr_optim *o, const sr_tensor *x, const int64_t *labels, const sr_data_parallel *dp,
+                  double *loss, int64_t *correct);
+/* Sum every trainable parameter's gradient over the processes, in the
+ * tree's parameter order, packed into buckets of at most `bucket` values
+ * (parameters without a gradient are skipped, as on every process). */
+int sr_grads_sum(sr_module *m, const sr_sum_hook *h, int64_t bucket);
+/* Replace every buffer by its mean over nproc processes (summed in double). */
+int sr_buffers_mean(sr_module *m, const sr_sum_hook *h, int nproc);
+
 /* Copies of a module's buffers (non-trainable parameters: BatchNorm running
  * statistics), so extra train-mode passes can be undone. */
 typedef struct sr_buffers {
@@ -84,12 +115,14 @@ typedef struct sr_pgd_opts {
     double lo, hi;           /* clip x_adv to [lo, hi]; lo > hi: no clip */
     int eval_mode;           /* attack with the model in eval mode */
     uint64_t seed;
+    int64_t first_row;       /* x's first row in the whole batch (a data-parallel shard): random
+                              * starts are drawn per row of the whole batch, so shards agree with it */
 } sr_pgd_opts;
 
 /* Defaults: L2, eps 0.5, 7 steps, step 2.5 eps / steps, random start, final
  * iterate, clip [0, 1], eval mode, seed 0: sr_pgd_specs, the declaration
  * of every option (norm, eps, steps, step_size, random_start, use_best,
- * clip, eval_mode, seed), read by sr_pgd_opts_read. */
+ * clip, eval_mode, seed, row_offset), read by sr_pgd_opts_read. */
 extern const sr_opt_spec sr_pgd_specs[];
 void sr_pgd_defaults(sr_pgd_opts *o);
 int sr_pgd_opts_read(const sr_opts *src, sr_pgd_opts *o);
@@ -172,7 +205,7 @@ typedef struct sr_train_opts {
         log_every, stop_at, threads;
     double gamma, blur;
     int optimizer, schedule, labels, data_kind, objective, keep_optim;
-    int blur_test, resume, drop_last, epoch_checkpoints;
+    int blur_test, resume, drop_last, epoch_checkpoints, sync_bn;
 } sr_train_opts;
 extern const sr_opt_spec sr_train_specs[];
 

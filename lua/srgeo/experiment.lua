@@ -122,6 +122,7 @@ function E.new(o, name)
     models = {}, t0 = srgeo._clock(), computed = 0, cached = 0,
   }, Ex)
   ex.name = ex.name:gsub("%.lua$", "")
+  if not srgeo.mpi.root() then ex.quiet = true end -- under mpirun rank 0 reports (and writes)
   if o.threads and o.threads > 0 then srgeo.threads(o.threads) end
   ex.popts = { preset = ex.preset, seed = ex.seed, range = "auto" }
   for _, k in ipairs(PROFILE_KEYS) do if o[k] ~= nil then ex.popts[k] = o[k] end end
@@ -178,15 +179,9 @@ function Ex:eval_set(spec, model, model_label)
   return E.load_eval(spec, { images = self.images, seed = self.seed, model = model, model_label = model_label })
 end
 
---- ex:profile(model_spec, eval_spec [, extra [, nowait [, slot]]]) -> profile, record.
---- extra: label, tap, key (file name) and any srgeo.profile options for this
---- unit.  Reuses OUT/units/KEY.json when its description matches, resumes an
---- unfinished unit from its finished images, and computes a unit under its
---- lock (srgeo.cache): when another process holds it, waits for it (and then
---- uses what that process stored), or with nowait returns nil, record.
---- slot: the unit's place in ex.units (and so in the result files; ex:run
---- keeps its list's order whatever order the units finish in).
-function Ex:profile(mspec, espec, extra, nowait, slot)
+-- What a unit is: its specs, estimator options, label, cache key and files,
+-- its description (the cache's identity) and the record ex:finish reports.
+function Ex:unit(mspec, espec, extra)
   extra = extra or {}
   local ms = E.parse_model(mspec)
   local es = E.parse_eval(espec, { images = self.images, seed = self.seed })
@@ -196,86 +191,226 @@ function Ex:profile(mspec, espec, extra, nowait, slot)
   end
   local label = extra.label or ms.label
   local key = extra.key or cache.key(ms, es, popts.tap)
-  local unit = cache.unit(ms, es, popts, self.seed)
   local files = cache.files(self.out .. "/units", key)
   local rec = { key = key, label = label, model = ms.spec, model_label = ms.label, eval = es.key,
                 eval_label = extra.eval_label or es.label, tap = popts.tap, json = files.json, csv = files.csv }
-  local function cached()
-    if self.force then return nil end
-    local p, changed = cache.lookup(files, unit)
-    if p then
-      p.label = label
-      rec.cached, rec.profile = true, p
-      self.cached = self.cached + 1
-      self.units[slot or #self.units + 1] = rec
-      return p
-    elseif changed and not self.quiet and not rec.said_changed then
-      rec.said_changed = true
-      self:log("  %s: options or model changed since it was cached; recomputing", key)
-    end
+  return { ms = ms, es = es, popts = popts, label = label, files = files, rec = rec,
+           desc = cache.unit(ms, es, popts, self.seed) }
+end
+
+-- The unit's profile from the cache (nil when it must be computed).
+function Ex:from_cache(u)
+  if self.force then return nil end
+  local p, changed = cache.lookup(u.files, u.desc)
+  if p then
+    p.label = u.label
+    u.rec.cached, u.rec.profile, u.profile = true, p, p
+    return p
+  elseif changed and not self.quiet and not u.said_changed then
+    u.said_changed = true
+    self:log("  %s: options or model changed since it was cached; recomputing", u.rec.key)
   end
-  local p = cached()
-  if p then return p, rec end
-  -- One process computes a unit: another run of this script, or a shard
-  -- of a distributed run, may be on it now.
-  local lock, held = cache.lock(files)
-  if not lock then
-    if nowait then return nil, rec end
-    self:log("  %s: another process is computing this unit (%s); waiting for it", key, tostring(held))
-    lock = assert(cache.lock(files, true))
-    p = cached()
-    if p then
-      lock:unlock()
-      rec.by_other = true
-      self:log("  %s: computed by the other process; using its result", key)
-      return p, rec
-    end
+end
+
+-- The unit's lock (srgeo.cache: one process computes a unit): taken at
+-- once, or (wait) after waiting for the process that holds it, or nil.
+function Ex:lock(u, wait)
+  local lock, held = cache.lock(u.files)
+  if lock or not wait then return lock end
+  self:log("  %s: another process is computing this unit (%s); waiting for it", u.rec.key, tostring(held))
+  return assert(cache.lock(u.files, true))
+end
+
+--- ex:profile(model_spec, eval_spec [, extra [, nowait [, slot]]]) -> profile, record.
+--- extra: label, tap, key (file name) and any srgeo.profile options for this
+--- unit.  Reuses OUT/units/KEY.json when its description matches, resumes an
+--- unfinished unit from its finished images, and computes a unit under its
+--- lock (srgeo.cache): when another process holds it, waits for it (and then
+--- uses what that process stored), or with nowait returns nil, record.
+--- slot: the unit's place in ex.units (and so in the result files; ex:run
+--- keeps its list's order whatever order the units finish in).  Under
+--- mpirun the unit's images are spread over the ranks (ex:compute).
+function Ex:profile(mspec, espec, extra, nowait, slot)
+  local u = self:unit(mspec, espec, extra)
+  if srgeo.mpi.size() > 1 then
+    local p = self:compute({ u })[1]
+    return p, u.rec
   end
-  local ok, a, b = pcall(self.compute_unit, self, ms, es, popts, unit, files, label, rec)
+  local rec = u.rec
+  local p = self:from_cache(u)
+  if p then
+    self.cached = self.cached + 1
+    self.units[slot or #self.units + 1] = rec
+    return p, rec
+  end
+  local lock = self:lock(u, not nowait)
+  if not lock then return nil, rec end
+  p = self:from_cache(u) -- stored by the process we waited for
+  if p then
+    lock:unlock()
+    rec.by_other = true
+    self:log("  %s: computed by the other process; using its result", rec.key)
+    self.cached = self.cached + 1
+    self.units[slot or #self.units + 1] = rec
+    return p, rec
+  end
+  local ok, a = pcall(self.compute_unit, self, u)
   lock:unlock()
   if not ok then error(a, 0) end
   self.units[slot or #self.units + 1] = rec
-  return a, b
+  return a, rec
 end
 
--- Compute a unit under its lock: resume its finished images, checkpoint
--- each new one, store it.
-function Ex:compute_unit(ms, es, popts, unit, files, label, rec)
+-- Compute a unit under its lock in this process: resume its finished
+-- images, checkpoint each new one, store it.
+function Ex:compute_unit(u)
+  local files, rec = u.files, u.rec
   if self.force then cache.discard(files) end
-  local resume = cache.resume(files, unit)
-  local m = self:model(ms)
-  local X = self:eval_set(es, m, ms.label)
-  local po = copy(popts)
-  po.label, po.model_name, po.eval = label, ms.spec, es.key
+  local resume = cache.resume(files, u.desc)
+  local m = self:model(u.ms)
+  local X = self:eval_set(u.es, m, u.ms.label)
+  local po = copy(u.popts)
+  po.label, po.model_name, po.eval = u.label, u.ms.spec, u.es.key
   if resume then
     self:log("  %s: resuming after image %d of %d (checkpoints in %s)", rec.key, resume.n_images, #X, files.partial)
   end
   local t0 = srgeo._clock()
   local p = srgeo.profile(m, X, po, { resume = resume,
-    on_image = function(pp, i) cache.save_image(files, unit, pp, i) end })
+    on_image = function(pp, i) cache.save_image(files, u.desc, pp, i) end })
   if p.interrupted then
     fail("interrupted during %s after %d images; the %d completed units and this unit's finished images are "
       .. "cached in %s/units — rerun the same command to resume", rec.key, p.n_images, self.computed + self.cached, self.out)
   end
-  cache.store(files, unit, label, p, srgeo._clock() - t0)
+  cache.store(files, u.desc, u.label, p, srgeo._clock() - t0)
   rec.cached, rec.profile, rec.seconds = false, p, srgeo._clock() - t0
   self.computed = self.computed + 1
-  return p, rec
+  return p
+end
+
+--- ex:compute(units [, log]) -> profiles: under mpirun, the units (ex:unit)
+--- from the cache or computed, with a "[k/N]" line per unit when log.  Rank
+--- 0 alone touches the unit cache: it decides what is computed, holds the
+--- units' locks (another job on the same folder waits), resumes unfinished
+--- units from their finished images, checkpoints each image as the images
+--- before it have arrived, and stores each unit as soon as it is complete,
+--- so a rerun with any number of ranks resumes from what was finished.
+--- Every rank walks the units to compute in the same order, each one a
+--- srgeo.profile whose images (stage by stage) are spread over the ranks;
+--- every rank returns the profiles.
+function Ex:compute(us, log)
+  local mpi = srgeo.mpi
+  local n = #us
+  local plan, locks = {}, {}
+  local function unlock_all()
+    for k, l in pairs(locks) do l:unlock(); locks[k] = nil end
+  end
+  if mpi.root() then
+    local ok, err = pcall(function()
+      for k, u in ipairs(us) do
+        local p = self:from_cache(u)
+        if not p then
+          locks[k] = self:lock(u, true)
+          p = self:from_cache(u) -- stored by the process we waited for
+          if p then locks[k]:unlock(); locks[k] = nil end
+        end
+        if p then
+          plan[k] = { cached = true }
+        else
+          if self.force then cache.discard(u.files) end
+          local resume = cache.resume(u.files, u.desc)
+          plan[k] = { resume = resume }
+          if resume then
+            local total = u.es.noise and u.es.n or #self:eval_set(u.es)
+            self:log("  %s: resuming after image %d of %d (checkpoints in %s)", u.rec.key, resume.n_images, total,
+              u.files.partial)
+          end
+        end
+      end
+    end)
+    if not ok then unlock_all(); error(err, 0) end
+  end
+  plan = mpi.bcast(plan)
+  local done = 0
+  local function line(k)
+    done = done + 1
+    if not log then return end
+    local u = us[k]
+    local what = string.format("[%d/%d] %s on %s%s", done, n, u.rec.label, u.rec.eval, u.rec.tap and " (" .. u.rec.tap .. ")" or "")
+    if u.rec.cached then self:log("%s: cached", what)
+    else self:log("%s: %d images, %.1f s", what, u.profile.n_images, u.rec.seconds) end
+  end
+  local at -- the unit being computed
+  local ok, err = pcall(function()
+    for k, pl in ipairs(plan) do
+      local u = us[k]
+      u.rec.cached = pl.cached or false
+      if pl.cached then
+        self.cached = self.cached + 1
+        line(k)
+      else
+        at = k
+        local m = self:model(u.ms)
+        local X = self:eval_set(u.es, m, u.ms.label)
+        local po = copy(u.popts)
+        po.label, po.model_name, po.eval = u.label, u.ms.spec, u.es.key
+        local t0 = srgeo._clock()
+        local p = srgeo.profile(m, X, po, { resume = pl.resume,
+          on_image = mpi.root() and function(pp, i) cache.save_image(u.files, u.desc, pp, i) end or nil })
+        if p.interrupted then error("interrupted", 0) end
+        local seconds = srgeo._clock() - t0
+        if mpi.root() then
+          cache.store(u.files, u.desc, u.label, p, seconds)
+          if locks[k] then locks[k]:unlock(); locks[k] = nil end
+        end
+        u.profile, u.rec.seconds = p, seconds
+        self.computed = self.computed + 1
+        line(k)
+      end
+    end
+  end)
+  unlock_all()
+  if not ok then
+    -- Ctrl-C: the finished units are cached, and the finished images of the unit it stopped in.
+    if tostring(err):find("interrupted", 1, true) and at then
+      fail("interrupted during %s; the %d completed units and the finished images of the others are cached in %s/units"
+        .. " — rerun the same command to resume", us[at].rec.key, self.computed + self.cached, self.out)
+    end
+    error(err, 0)
+  end
+  -- Every rank gets rank 0's profiles and records.
+  local got = {}
+  for k, u in ipairs(us) do got[k] = { profile = u.profile, seconds = u.rec.seconds } end
+  got = mpi.bcast(got)
+  local ps = {}
+  for k, u in ipairs(us) do
+    ps[k] = srgeo.profile.adopt(got[k].profile)
+    u.profile, u.rec.profile, u.rec.seconds = ps[k], ps[k], got[k].seconds
+    self.units[#self.units + 1] = u.rec
+  end
+  return ps
 end
 
 --- ex:run(list) -> profiles: each entry {model =, eval =, label =, tap =, ...};
 --- eval defaults to opts.default_eval.  Prints one line per unit.  A unit
 --- another process is computing is left for last (this process computes
---- the others meanwhile), then waited for.
+--- the others meanwhile), then waited for.  Under mpirun the units' images
+--- are spread over the ranks (ex:compute).
 function Ex:run(list, default_eval)
+  local function extra_of(e)
+    local extra = {}
+    for k, v in pairs(e) do if k ~= "model" and k ~= "eval" then extra[k] = v end end
+    return extra
+  end
+  if srgeo.mpi.size() > 1 then
+    local us = {}
+    for i, e in ipairs(list) do us[i] = self:unit(e.model, e.eval or default_eval, extra_of(e)) end
+    return self:compute(us, true)
+  end
   local out, later = {}, {}
   local n, base = #list, #self.units
   local function one(i, u, nowait)
-    local extra = {}
-    for k, v in pairs(u) do if k ~= "model" and k ~= "eval" then extra[k] = v end end
-    local espec = u.eval or default_eval
     local t0 = srgeo._clock()
-    local p, rec = self:profile(u.model, espec, extra, nowait, base + i)
+    local p, rec = self:profile(u.model, u.eval or default_eval, extra_of(u), nowait, base + i)
     if not p then
       self:log("[%d/%d] %s on %s: another process is computing it; leaving it for last", i, n, rec.label, rec.eval)
       later[#later + 1] = i

@@ -26,6 +26,7 @@ local TOPICS = {
   { "experiment", "srgeo.experiment and srgeo.cli: what the scripts share (specs, caching, outputs)" },
   { "scripts", "scripts/*.lua: runnable experiments, also subcommands: srgeo bump --help (srgeo.examples() lists them)" },
   { "notebook", "srgeo notebook FILE.md: run a Markdown notebook into an HTML report" },
+  { "mpi", "srgeo.mpi: mpirun -np N srgeo ...: sweeps, profiles and training spread over processes and machines" },
   { "shell", "the srgeo shell: REPL keys, command line, environment" },
   { "library", "the helpers under it all: srgeo.stats, util, json, markdown, html, identity, index" },
 }
@@ -171,6 +172,22 @@ srgeo.plot are embedded (without opts.out they go to DIR/figures/).  Markdown by
 DIR/NAME.html (self-contained: images inlined, CSS inline) and DIR/NAME.md (outputs included); an
 error stops the run naming the block.  srgeo scripts/report.lua out/ indexes a results tree (index.html).]]
 
+TEXT.mpi = [[
+Under mpirun every rank runs the same script (Open MPI; README "Running on a cluster"):
+  mpirun -np 8 srgeo bump --model small_resnet --eval fmnist-test:1000 --preset paper --out out/b
+  mpirun -np 4 srgeo train --model small_resnet --epochs 4 --out runs/r      (sbatch: scripts/srgeo.sbatch)
+srgeo.profile, ex:run and srgeo.train spread their work over the ranks by themselves: the images of each
+stage of a profile, unit after unit (half handed out in turn, the rest to whichever rank asks first), or each rank a shard
+of every training batch (gradients summed; sync_bn = true for BatchNorm over the whole batch).
+Rank 0 writes the files and prints; every rank returns the same results.  Outputs are those of one
+process with the same seed and threads per process; a rerun resumes from the unit cache with any N.
+  mpi = srgeo.mpi      mpi.rank()  mpi.size()  mpi.root()  mpi.active()  mpi.barrier()
+  v = mpi.bcast(v [, root])   list = mpi.gather(v [, root])   x = mpi.allreduce(x [, "sum"|"max"|"min"])
+  results = mpi.map(n, function(i) ... end [, {on_result = f, static = 0.5, root_only = false}])
+Values travel exactly (numbers, strings, tables, tensors; not functions).  Without mpirun: rank 0 of 1,
+the collectives return their argument and MPI is never loaded.  Threads per rank: the cores the rank
+may use (SRGEO_THREADS overrides); SRGEO_MPI=0 keeps a launched process alone.]]
+
 TEXT.shell = [[
 srgeo shell: Lua 5.4 with the srgeo library as the global 'srgeo'.
   expressions print their value       srgeo.version   1 + 1   p.median
@@ -235,7 +252,7 @@ end
 -- levels down the loaded parts of srgeo; lazy parts are not loaded for this).
 local TOPIC_OF_MODULE = { nn = "nn", models = "models", profile = "profile", plot = "plot", data = "data",
   train = "train", metrics = "metrics", experiment = "experiment", cli = "experiment", spec = "experiment",
-  cache = "experiment", report = "experiment", notebook = "notebook",
+  cache = "experiment", report = "experiment", notebook = "notebook", mpi = "mpi",
   image = "data", npy = "tensors", safetensors = "models", onnx = "onnx", bump = "profile",
   stats = "library", util = "library", json = "library", markdown = "library", html = "library", identity = "library",
   index = "library", augment = "train", optim = "train", help = "library" }

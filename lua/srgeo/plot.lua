@@ -442,6 +442,8 @@ end
 function Figure:render()
   local fn, opts = self.fn, self.opts
   local out, keep = self.out, self.out ~= nil
+  -- Under mpirun rank 0 draws (util.write_atomic: rank 0 writes).
+  if require("srgeo")._mpi.rank() ~= 0 then return out, "" end
   local dir, base, tmpbase
   if keep then
     dir, base = split_path(out)

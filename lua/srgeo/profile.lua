@@ -381,14 +381,69 @@ end
 -- or sequential (steps of directions until each image's rung is precise
 -- enough for the median over images).
 
+-- Under mpirun (srgeo.mpi.size() > 1) the images of a stage are spread
+-- over the ranks: each_image(p, list, fn, on_done) runs fn(i) for the
+-- images in list (fn makes image i's call()s, which touch p._state[i] and
+-- the totals only, and returns a value), then on_done(i, value) in list
+-- order.  In one process a plain loop; under mpirun through srgeo.mpi.map:
+-- a rank computes its images from the state every rank holds and returns
+-- each image's new state with what its calls added to the totals, and
+-- every rank installs all of them in list order (rank 0 as they arrive),
+-- so every rank holds the whole state and the totals add up in one
+-- process's order.  call() depends only on (seed, i, the image's state),
+-- so whichever rank computes an image gives the same bits.
+local function each_image(p, list, fn, on_done)
+  local mpi = require "srgeo.mpi"
+  if mpi.size() == 1 then
+    for _, i in ipairs(list) do
+      local v = fn(i)
+      if on_done then on_done(i, v) end
+    end
+    return
+  end
+  local got, k = {}, 0 -- list[1..k] installed
+  local function install()
+    while k < #list and got[k + 1] do
+      k = k + 1
+      local i, r = list[k], got[k]
+      p._state[i] = r.state
+      p.forwards = p.forwards + r.forwards
+      p.exact_pairs = (p.exact_pairs or 0) + r.exact_pairs
+      p.shared_layers = r.shared_layers
+      if on_done then on_done(i, r.value) end
+    end
+  end
+  local all = mpi.map(#list, function(j)
+    local i = list[j]
+    local f, e = p.forwards, p.exact_pairs
+    p.forwards, p.exact_pairs = 0, 0
+    local ok, v = pcall(fn, i)
+    local r = { state = p._state[i], forwards = p.forwards, exact_pairs = p.exact_pairs, shared_layers = p.shared_layers,
+                value = v }
+    p.forwards, p.exact_pairs = f, e
+    if not ok then error(v, 0) end
+    return r
+  end, { on_result = function(j, r)
+    got[j] = r
+    install()
+  end })
+  for j, r in ipairs(all) do got[j] = r end
+  install()
+end
+
+-- on_image (hooks): under mpirun rank 0 alone reports (srgeo.cache writes).
 local function fixed_fill(run, p, rungs, bar, start, on_image)
-  for i = start or 1, run.n do
+  local list = {}
+  for i = start or 1, run.n do list[#list + 1] = i end
+  if on_image and not require("srgeo.mpi").root() then on_image = nil end
+  each_image(p, list, function(i)
     call(run, p, i, rungs, 0, nil, true)
     for _, s in ipairs(rungs) do p._state[i].rungs[s].closed = "fixed" end
+  end, function(i)
     p._filled = i
     if on_image then on_image(p, i) end
     if bar then bar.update(i) end
-  end
+  end)
 end
 
 -- The between-image SD of r at rung s: a robust SD over the images less
@@ -439,17 +494,20 @@ local function sequential_fill(run, p, rungs, bar)
   local chunk = o.seq_chunk
   local pilot = (o.seq_min and o.seq_min > 0) and o.seq_min or chunk
   pilot = math.min(pilot, o.directions)
-  local next_dir = {}
-  for i = 1, run.n do
-    next_dir[i] = call(run, p, i, rungs, 0, pilot, true)
+  local next_dir, all = {}, {}
+  for i = 1, run.n do all[i] = i end
+  each_image(p, all, function(i) return call(run, p, i, rungs, 0, pilot, true) end, function(i, nb)
+    next_dir[i] = nb
     p._filled = i
     if bar then bar.update(i, "(first step)") end
-  end
+  end)
   local rounds = 0
   while true do
     local sdb = {}
     for _, s in ipairs(rungs) do sdb[s] = between_sd(p, s) end
-    local open_total = 0
+    -- which rungs of which images stay open (every rank alike), then one
+    -- more step of each open image (independent given sdb)
+    local open_total, todo, plan = 0, {}, {}
     for i = 1, run.n do
       local st, open, need = p._state[i], {}, math.huge
       for _, s in ipairs(rungs) do
@@ -470,9 +528,13 @@ local function sequential_fill(run, p, rungs, bar)
         local step = need < math.huge and math.ceil(need) - have or chunk
         step = math.max(math.max(1, chunk // 4), math.min(step, math.max(chunk, have)))
         step = math.min(step, o.directions - have)
-        next_dir[i] = have + call(run, p, i, open, have, step, false)
+        todo[#todo + 1], plan[i] = i, { open = open, have = have, step = step }
       end
     end
+    each_image(p, todo, function(i)
+      local q = plan[i]
+      return q.have + call(run, p, i, q.open, q.have, q.step, false)
+    end, function(i, nd) next_dir[i] = nd end)
     rounds = rounds + 1
     if bar then bar.update(run.n, string.format("(step %d: %d rungs open)", rounds, open_total)) end
     if open_total == 0 then break end
@@ -653,6 +715,9 @@ function P.check_options(opts) resolve(opts, D224) end
 --- The first stage is the given ladder with fixed directions; rungs that
 --- range "auto" adds are computed again after a resume, and a sequential
 --- profile (whose images close together) neither reports nor resumes.
+--- Under mpirun every stage's images are spread over the ranks (each_image;
+--- on_image on rank 0 alone) and every rank gets the whole profile, bit for
+--- bit one process's at the same threads per process.
 local function profile(model, X, opts, hooks)
   if type(model) ~= "userdata" or not model.forward then
     error("profile: model must be an srgeo module, got " .. (model == nil and "nil" or type(model)), 2)
@@ -859,6 +924,9 @@ function P.load(path)
   restore_nan(t)
   return setmetatable(t, Profile)
 end
+
+--- A profile's plain table (srgeo.mpi sends no metatables) as a profile again.
+function P.adopt(t) return t and setmetatable(t, Profile) end
 
 --- Rebuild curves, bands, the shape test and the descriptors from per_image
 --- (e.g. after merging images of several runs).  p needs scales, per_image

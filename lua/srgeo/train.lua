@@ -244,10 +244,19 @@ function T._evaluate(m, X, labels, idx, batch)
   local was = m:training()
   m:eval()
   local loss, correct = 0, 0
-  each_batch(X, labels, idx, n, batch or 256, function(rows, lab)
+  -- Under mpirun each rank evaluates its share of the rows (collective).
+  local ranks, rank = srgeo.mpi.size(), srgeo.mpi.rank()
+  local sub, mine = idx, n
+  if ranks > 1 then
+    sub = {}
+    for k = n * rank // ranks + 1, n * (rank + 1) // ranks do sub[#sub + 1] = idx and idx[k] or k end
+    mine = #sub
+  end
+  each_batch(X, labels, sub, mine, batch or 256, function(rows, lab)
     local l, c = srgeo._eval_batch(m, rows, lab)
     loss, correct = loss + l, correct + c
   end)
+  if ranks > 1 then loss, correct = srgeo.mpi.allreduce(loss), srgeo.mpi.allreduce(correct) end
   if was then m:train() end
   return { loss = loss / n, acc = correct / n, n = n }
 end
@@ -441,6 +450,7 @@ local function resolve(opts, check_only)
   c.eval_every = v.eval_every
   c.log_every = v.log_every
   c.keep_optim = v.keep_optim
+  c.sync_bn = v.sync_bn or nil -- only when set: older runs' trajectories lack it
   return c
 end
 
@@ -456,7 +466,7 @@ function T.options() return srgeo._option_specs("train") end
 -- The options that determine the trajectory: a resumed run must agree.
 local trajectory_keys = { "batch", "optimizer", "lr", "weight_decay", "momentum", "nesterov", "beta1", "beta2",
   "adam_eps", "schedule", "milestones", "gamma", "warmup", "labels", "data_kind", "augment", "objective", "pgd",
-  "gaussian", "llr", "blur", "seed", "drop_last", "total_steps", "n_train" }
+  "gaussian", "llr", "blur", "seed", "drop_last", "total_steps", "n_train", "sync_bn" }
 
 local function trajectory(c)
   local t = {}
@@ -536,6 +546,19 @@ function T.train(opts)
   local spe = (c.drop_last or N % B == 1) and N // B or (N + B - 1) // B
   local total = opts.steps or opts.epochs * spe
   c.total_steps, c.n_train, c.steps_per_epoch = total, N, spe
+  -- Data-parallel under mpirun: each rank a contiguous shard of every batch.
+  local mpi = srgeo.mpi
+  local ranks, rank = mpi.size(), mpi.rank()
+  if ranks > 1 then
+    if c.objective == "llr" then
+      fail("objective \"llr\" runs in one process (its weighted passes are not split over ranks); run it without mpirun")
+    end
+    local last = N - (spe - 1) * B
+    if math.min(B, last) < ranks then
+      fail("a batch of %d rows cannot be split over %d ranks (each needs a row); a smaller -np, a larger batch, or drop_last",
+        math.min(B, last), ranks)
+    end
+  end
   c.epochs = opts.epochs
   local stop_at = math.min(opts.stop_at or total, total)
 
@@ -570,8 +593,10 @@ function T.train(opts)
   local checkpoints = {}
   local progress = opts.progress
   if progress == nil then progress = srgeo._isatty(2) end
+  if rank ~= 0 then progress = false end -- rank 0 reports
 
-  if out then
+  -- Rank 0 resumes from its files and hands the state to the others below.
+  if out and rank == 0 then
     util.mkdir(out)
     srgeo._clean_tmp(out .. "/log.csv") -- what killed writers left (dead PIDs only: core/base/fsutil.h)
     local both, all = scan(out)
@@ -612,7 +637,24 @@ function T.train(opts)
         io.stderr:write(string.format("srgeo.train: warning: resuming with %d threads, the run used %s; results may differ in the last bits\n",
           srgeo.threads(), tostring(meta.threads)))
       end
+      if tonumber(meta.ranks or 1) ~= ranks then
+        io.stderr:write(string.format("srgeo.train: resuming a run of %s ranks on %d; the gradients' sums change order "
+          .. "(the last bits)%s\n", meta.ranks or 1, ranks, c.sync_bn and "" or ", and BatchNorm's batch statistics "
+          .. "are taken per rank (sync_bn=true takes them over the whole batch)"))
+      end
     end
+  end
+  if ranks > 1 then
+    -- One model and optimiser state on every rank: rank 0's (its initial
+    -- weights, or the checkpoint it resumed from).
+    local r = mpi.bcast(st.resumed and { st = st, rows = rows, checkpoints = checkpoints, steps = opt.steps } or false)
+    if r and rank ~= 0 then
+      for k, v in pairs(r.st) do st[k] = v end
+      rows, checkpoints = r.rows, r.checkpoints
+      opt:set_steps(r.steps)
+    end
+    srgeo._mpi.bcast_tensors(m)
+    srgeo._mpi.bcast_tensors(opt:state(m))
   end
 
   local perm, perm_epoch
@@ -651,7 +693,7 @@ function T.train(opts)
     local meta = {
       training = training_json, step = step, epoch = string.format("%.6g", step / spe),
       epochs_done = step // spe, total_steps = total, seed = seed, srgeo_version = srgeo.version,
-      threads = srgeo.threads(), name = opts.name, command = opts.command,
+      threads = srgeo.threads(), ranks = ranks, name = opts.name, command = opts.command,
       train_acc = ev.train_acc, train_loss = ev.train_loss, test_acc = ev.test_acc, test_loss = ev.test_loss,
     }
     if info then
@@ -673,17 +715,19 @@ function T.train(opts)
     local ometa = { step = tostring(step), optimizer_steps = tostring(opt.steps), trajectory = traj_json,
                     training = training_json, train_state = json.encode(tstate), log = json.encode(rows),
                     checkpoints = json.encode(checkpoints), threads = tostring(srgeo.threads()),
-                    srgeo_version = srgeo.version }
-    srgeo.safetensors.save(out .. "/" .. optim_name(step), opt:state(m), ometa)
-    m:save(out .. "/" .. ckpt_name(step), meta)
+                    ranks = tostring(ranks), srgeo_version = srgeo.version }
+    if rank == 0 then -- the ranks hold the same model: rank 0 writes
+      srgeo.safetensors.save(out .. "/" .. optim_name(step), opt:state(m), ometa)
+      m:save(out .. "/" .. ckpt_name(step), meta)
+    end
     write_csv(out, rows)
-    if c.keep_optim ~= "all" then
+    if c.keep_optim ~= "all" and rank == 0 then
       local _, _, op = scan(out)
       for s in pairs(op or {}) do
         if s ~= step then os.remove(out .. "/" .. optim_name(s)) end
       end
     end
-    if progress == "lines" then
+    if progress == "lines" and rank == 0 then
       io.stderr:write(string.format("[train] checkpoint %s  train acc %s  test acc %s\n", ckpt_name(step),
         ev.train_acc and string.format("%.4f", ev.train_acc) or "-", ev.test_acc and string.format("%.4f", ev.test_acc) or "-"))
     end
@@ -721,16 +765,24 @@ function T.train(opts)
     opt:set_lr(st.lr)
     local loss, correct
     local oseed = mix(seed, STREAM.objective, s)
-    if obj == "ce" then
-      loss, correct = srgeo._train_step(m, opt, Xb, lab)
-    elseif obj == "gaussian" then
-      local Xn = srgeo.augment.gaussian(Xb, c.gaussian.sigma, oseed, c.gaussian.clip)
-      loss, correct = srgeo._train_step(m, opt, Xn, lab)
+    -- Random draws are by row of the whole batch, so a rank's shard (rows
+    -- lo .. lo + cnt - 1) sees what one process would.
+    if obj == "gaussian" then Xb = srgeo.augment.gaussian(Xb, c.gaussian.sigma, oseed, c.gaussian.clip) end
+    local lo, step_opts = 1, nil
+    if ranks > 1 then
+      local cnt
+      lo, cnt = #idx * rank // ranks + 1, #idx * (rank + 1) // ranks - #idx * rank // ranks
+      Xb = Xb:narrow(1, lo, cnt)
+      lab = table.move(lab, lo, lo + cnt - 1, 1, {})
+      step_opts = { rows = #idx, sync_bn = c.sync_bn }
+    end
+    if obj == "ce" or obj == "gaussian" then
+      loss, correct = srgeo._train_step(m, opt, Xb, lab, step_opts)
     elseif obj == "pgd" then
       local p = c.pgd
       local Xa = srgeo._pgd(m, Xb, lab, { norm = p.norm, eps = p.eps, steps = p.steps, step_size = p.step_size,
-        random_start = p.random_start, use_best = p.use_best, eval_mode = p.eval_mode, seed = oseed })
-      loss, correct = srgeo._train_step(m, opt, Xa, lab)
+        random_start = p.random_start, use_best = p.use_best, eval_mode = p.eval_mode, seed = oseed, row_offset = lo - 1 })
+      loss, correct = srgeo._train_step(m, opt, Xa, lab, step_opts)
     else
       local p = c.llr
       local r = srgeo._llr_step(m, opt, Xb, lab, { norm = p.norm, eps = p.eps, steps = p.steps,
@@ -738,6 +790,7 @@ function T.train(opts)
         eval_mode = p.eval_mode, seed = oseed })
       loss, correct = r.loss, r.correct
     end
+    if ranks > 1 then loss, correct = mpi.allreduce(loss), mpi.allreduce(correct) end
     if loss ~= loss then fail("loss is NaN at step %d (lr %g); lower lr=", s, st.lr) end
     st.step = s + 1
     st.acc_loss, st.acc_correct = st.acc_loss + loss, st.acc_correct + correct
@@ -757,7 +810,7 @@ function T.train(opts)
       st.last_loss, st.last_acc = r.loss, r.acc
       st.acc_loss, st.acc_correct, st.acc_n, st.acc_images = 0, 0, 0, 0
       if opts.on_log then opts.on_log(r) end
-      if progress == "lines" then
+      if progress == "lines" and rank == 0 then
         io.stderr:write(string.format("[train] step %d/%d  ep %.2f  loss %.4f  acc %.4f  lr %.4g  %.0f img/s\n",
           now_step, total, now_step / spe, r.loss, r.acc, r.lr, r.images_per_s))
       end

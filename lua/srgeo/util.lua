@@ -17,6 +17,9 @@ end
 --- Write `content` to `path` atomically: a temporary file beside it, then
 --- rename, so a crash never leaves a truncated result behind.
 function M.write_atomic(path, content)
+  -- Under mpirun every rank holds the same results (srgeo.mpi) and rank 0
+  -- writes them: N ranks never race on one file.
+  if require("srgeo")._mpi.rank() ~= 0 then return path end
   local tmp = M.tmp_name(path)
   local f, err = io.open(tmp, "wb")
   if not f then error("write " .. path .. ": " .. tostring(err), 2) end
@@ -131,6 +134,7 @@ end
 --- where it is.
 function M.progress(label, total)
   local srgeo = require "srgeo"
+  if srgeo._mpi.rank() ~= 0 then return { update = function() end, done = function() end } end -- mpirun: rank 0 reports
   local tty = srgeo._isatty(2)
   local every = tonumber(os.getenv("SRGEO_PROGRESS") or "") or 10
   local t0 = srgeo._clock()

@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "base/threads.h"
+#include "conv3x3.h"
 #include "nn/layers.h"
 #include "tensor/tensor_ops.h"
 
@@ -61,30 +62,15 @@ static const char *opt_cols, *opt_ws, *opt_algo;
 
 static sr_module *make(const rconv *c)
 {
-    char ci[24], co[24], st[24];
-    snprintf(ci, sizeof ci, "%lld", (long long)c->cin);
-    snprintf(co, sizeof co, "%lld", (long long)c->cout);
-    snprintf(st, sizeof st, "%lld", (long long)c->stride);
-    const char *kv[] = {"in_channels", ci,  "out_channels", co,      "kernel_size", "3",
-                        "stride",      st,  "padding",      "1",     "bias",        "false", NULL, NULL,
-                        NULL, NULL, NULL, NULL, NULL};
-    int n = 12;
+    const char *extra[8] = {NULL};
+    int n = 0;
     if (opt_cols)
-        kv[n++] = "gemm_cols", kv[n++] = opt_cols;
+        extra[n++] = "gemm_cols", extra[n++] = opt_cols;
     if (opt_ws)
-        kv[n++] = "max_workspace", kv[n++] = opt_ws;
+        extra[n++] = "max_workspace", extra[n++] = opt_ws;
     if (opt_algo)
-        kv[n++] = "algo", kv[n++] = opt_algo;
-    sr_opts o;
-    sr_opts_kv_data d;
-    sr_opts_kv(&o, &d, "conv2d", kv);
-    sr_module *m = sr_conv2d_create(&o);
-    if (m) {
-        sr_rng r;
-        sr_rng_seed(&r, 1);
-        sr_module_reset(m, &r);
-    }
-    return m;
+        extra[n++] = "algo", extra[n++] = opt_algo;
+    return bench_conv3x3(c->cin, c->cout, c->stride, extra);
 }
 
 static int randn(sr_tensor *t, int64_t n, const rconv *c, uint64_t seed)

@@ -3,8 +3,10 @@
 -- target: JVP time per tangent <= 1.2x one forward with k = 8) and, when
 -- PyTorch is installed, against PyTorch 1.13 on the same task in the same run
 -- (tests/bench/torch_models.py; zoo issue: forward >= 1.0x, JVP >= 2.0x,
--- peak RSS <= 1.5x PyTorch's).  Each model runs in a process of its own, so
--- its peak RSS is its own.
+-- peak RSS <= 1.5x PyTorch's).  PyTorch runs at its best rows per forward and
+-- memory format (torch_sweep.py, as bench_profile's PyTorch does), its peak
+-- RSS on srgeo's shape of the task.  Each model runs in a process of its own,
+-- so its peak RSS is its own.
 --   build/srgeo tests/bench/bench_models.lua [model ...] [--all] [--batch N] [--threads N] [--size N] [-k N]
 local srgeo = require "srgeo"
 package.path = "./?.lua;" .. package.path
@@ -74,8 +76,8 @@ local self = arg[0]
 local srgeo_bin = arg[-1] or "build/srgeo"
 
 B.header(string.format("batch %d, k = %d tangents per input", batch, k), has_torch)
-print(string.format("%-16s %7s %9s %9s %8s %8s | %9s %9s %8s | %6s %6s %6s", "model", "input", "fwd img/s", "jvp dir/s",
-  "jvp/tan", "RSS MB", "torch fwd", "torch jvp", "RSS MB", "fwd x", "jvp x", "RSS x"))
+print(string.format("%-16s %7s %9s %9s %8s %8s | %9s %9s %8s %-16s | %6s %6s %6s", "model", "input", "fwd img/s",
+  "jvp dir/s", "jvp/tan", "RSS MB", "torch fwd", "torch jvp", "RSS MB", "torch best", "fwd x", "jvp x", "RSS x"))
 local function fmt(v, f) return v and string.format(f, v) or "-" end
 for _, name in ipairs(models) do
   local out = run(string.format("%s %s --one %s --batch %d -k %d%s%s 2>&1", srgeo_bin, self, name, batch, k,
@@ -85,21 +87,26 @@ for _, name in ipairs(models) do
     print(string.format("%-16s failed: %s", name, out:gsub("\n", " "):sub(1, 200)))
   else
     f, j, ratio, rss = tonumber(f), tonumber(j), tonumber(ratio), tonumber(rss)
-    local tf, tj, trss, terr
+    local tf, tj, trss, terr, tbest
     if has_torch then
       local h, w = hw:match("(%d+)x(%d+)")
-      local tout = run(string.format("%s tests/bench/torch_models.py %s %d %s %s %d %d 2>&1", py, name, batch, h, w, k,
-        srgeo.threads()))
-      tf, tj, trss = tout:match("forward (%S+) jvp (%S+) rss (%S+)")
-      tf, trss = tonumber(tf), tonumber(trss)
-      tj = tonumber(tj) -- "fail": forward AD does not run this model
+      local cmd = string.format("%s tests/bench/torch_models.py %s %d %s %s %d %d %%s 2>&1", py, name, batch, h, w, k,
+        srgeo.threads())
+      local tout = run(cmd:format("best"))
+      local rows, tfmt
+      tf, tj, rows, tfmt = tout:match("forward (%S+) jvp (%S+) rows (%S+) format (%S+)")
+      tf, tj = tonumber(tf), tonumber(tj) -- tj nil ("fail"): forward AD does not run this model
+      tbest = rows and rows .. " " .. tfmt
       terr = tout:match("jvp_error (.-)\n")
+      trss = tonumber(run(cmd:format("rss")):match("rss (%S+)"))
     end
-    print(string.format("%-16s %7s %9.1f %9.1f %7.2fx %8.0f | %9s %9s %8s | %6s %6s %6s", name, hw, f, j, ratio, rss,
-      fmt(tf, "%.1f"), tj and string.format("%.1f", tj) or (terr and "fails" or "-"), fmt(trss, "%.0f"),
-      tf and fmt(f / tf, "%.2f") or "-", tj and fmt(j / tj, "%.2f") or "-", trss and fmt(rss / trss, "%.2f") or "-"))
+    print(string.format("%-16s %7s %9.1f %9.1f %7.2fx %8.0f | %9s %9s %8s %-16s | %6s %6s %6s", name, hw, f, j, ratio,
+      rss, fmt(tf, "%.1f"), tj and string.format("%.1f", tj) or (terr and "fails" or "-"), fmt(trss, "%.0f"),
+      tbest or "", tf and fmt(f / tf, "%.2f") or "-", tj and fmt(j / tj, "%.2f") or "-",
+      trss and fmt(rss / trss, "%.2f") or "-"))
     if terr then print("    (PyTorch forward AD: " .. terr .. ")") end
   end
 end
-print("jvp/tan: JVP time per tangent / forward time per row (target <= 1.2); fwd x, jvp x: srgeo / PyTorch "
-  .. "throughput (targets >= 1.0, >= 2.0); RSS x: srgeo / PyTorch peak RSS (target <= 1.5)")
+print("jvp/tan: JVP time per tangent / forward time per row (target <= 1.2); fwd x, jvp x: srgeo (batch " .. batch
+  .. ") / PyTorch at its best rows and format (torch best) throughput (targets >= 1.0, >= 2.0); RSS x: srgeo / "
+  .. "PyTorch peak RSS, both on batch " .. batch .. " (target <= 1.5)")

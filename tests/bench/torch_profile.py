@@ -11,6 +11,7 @@ PyTorch gets its own best configuration, not srgeo's: without ROWS (or ROWS 0) a
 srgeo's own batch rule would give it.  The JVP tangents are batched the same way, with the primal
 repeated: forward-AD pays the primal per tangent either way."""
 import math
+import os
 import sys
 import time
 
@@ -18,11 +19,12 @@ import torch
 import torchvision
 import torch.autograd.forward_ad as fwAD
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_sweep import in_format, sweep  # noqa: E402
+
 name, ndir, size, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 rows = int(sys.argv[5]) if len(sys.argv) > 5 else 0
 fmt = sys.argv[6] if len(sys.argv) > 6 else "contiguous"
-FORMATS = {"contiguous": torch.contiguous_format, "channels_last": torch.channels_last}
-SWEEP_SECONDS = 0.5
 torch.set_num_threads(threads)
 torch.manual_seed(0)
 if name == "resnet18_cifar":
@@ -46,36 +48,11 @@ u = torch.cat([u, -u])
 n = len(u) * len(etas)
 
 
-def in_format(f):
-    """Puts the model's weights in format f; returns the conversion for its inputs."""
-    m.to(memory_format=FORMATS[f])
-    return lambda t: t.contiguous(memory_format=FORMATS[f])
-
-
 if rows <= 0:
-    # Rounds over all candidates, best of each kept: the VMs this runs on change speed by tens of
-    # percent within minutes, and a one-shot sweep then picks a configuration by luck.
     # (beyond 340 rows PyTorch only slowed down: 17.3 ms per image at 85, 21.0 at 1360 at 32x32)
     cands = [r for r in (4, 8, 17, 34, 85, 170, 340) if r * d <= (16 << 20) and r <= n] or [1]
-    best = {}
-    with torch.no_grad():
-        for rnd in range(3):  # round 0 warms up
-            for f in FORMATS:
-                conv = in_format(f)
-                for r in cands:
-                    xb = conv(torch.rand(r, 3, size, size))
-                    # at least SWEEP_SECONDS of forwards per timing: one forward of 4 rows at 224
-                    # takes ~0.15 s, and timing single forwards picked ResNet-50's configuration
-                    # by noise (4 rows contiguous in one run, 8 channels_last in the next)
-                    reps, t0 = 0, time.perf_counter()
-                    while reps == 0 or (rnd > 0 and time.perf_counter() - t0 < SWEEP_SECONDS):
-                        m(xb)
-                        reps += 1
-                    per = (time.perf_counter() - t0) / (reps * r)
-                    if rnd > 0 and per < best.get((r, f), float("inf")):
-                        best[(r, f)] = per
-    rows, fmt = min(best, key=best.get)
-conv = in_format(fmt)
+    rows, fmt = sweep(m, lambda r: torch.rand(r, 3, size, size), cands)
+conv = in_format(m, fmt)
 print(f"rows {rows} format {fmt}")
 
 t0 = time.perf_counter()

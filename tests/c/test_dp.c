@@ -1,0 +1,413 @@
+/* test_dp.c - data-parallel training without MPI: two "processes" are two
+ * threads, each with its own copy of a model and its shard of a batch, and
+ * the sum hook adds their buffers across a barrier.  Synchronised
+ * BatchNorm and sr_train_step must then give what one process gives on the
+ * whole batch (whose derivatives test_norm.c checks against finite
+ * differences and the adjoint identity), to float64 rounding. */
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/rng.h"
+#include "base/threads.h"
+#include "nn/layers.h"
+#include "train/train.h"
+#include "check.h"
+#include "test.h"
+
+/* Two parties' sum, taking turns: only the party holding the baton runs
+ * (OpenBLAS and OpenMP are never entered by both threads at once, which
+ * the pthreads build of OpenBLAS does not promise to survive).  The first
+ * to reach a sum leaves its buffer and hands the baton over; the second
+ * adds both, writes the sum into both and runs on. */
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    void *buf[2];
+    int deposited, turn;
+    long done, calls;
+} pair;
+
+#define PAIR_INIT {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, {NULL, NULL}, 0, 0, 0, 0}
+
+typedef struct {
+    pair *p;
+    int me;
+    long gen;
+} party;
+
+static void take_turn(party *q)
+{
+    pthread_mutex_lock(&q->p->mu);
+    while (q->p->turn != q->me)
+        pthread_cond_wait(&q->p->cv, &q->p->mu);
+    pthread_mutex_unlock(&q->p->mu);
+}
+
+static void end_turn(party *q)
+{
+    pthread_mutex_lock(&q->p->mu);
+    q->p->turn = 1 - q->me;
+    pthread_cond_broadcast(&q->p->cv);
+    pthread_mutex_unlock(&q->p->mu);
+}
+
+static int pair_sum(void *buf, int64_t n, sr_dtype dt, void *ctx)
+{
+    party *q = ctx;
+    pair *p = q->p;
+    pthread_mutex_lock(&p->mu);
+    q->gen++;
+    p->buf[q->me] = buf;
+    if (++p->deposited == 2) {
+        for (int64_t e = 0; e < n; e++) {
+            if (dt == SR_F64) {
+                double s = ((double *)p->buf[0])[e] + ((double *)p->buf[1])[e];
+                ((double *)p->buf[0])[e] = ((double *)p->buf[1])[e] = s;
+            } else {
+                float s = ((float *)p->buf[0])[e] + ((float *)p->buf[1])[e];
+                ((float *)p->buf[0])[e] = ((float *)p->buf[1])[e] = s;
+            }
+        }
+        p->deposited = 0;
+        p->done = q->gen;
+        p->calls++;
+        pthread_mutex_unlock(&p->mu);
+        return 0;
+    }
+    p->turn = 1 - q->me;
+    pthread_cond_broadcast(&p->cv);
+    while (!(p->done >= q->gen && p->turn == q->me))
+        pthread_cond_wait(&p->cv, &p->mu);
+    pthread_mutex_unlock(&p->mu);
+    return 0;
+}
+
+/* rows [lo, lo + n) of x into out (a copy). */
+static int rows_of(sr_tensor *out, const sr_tensor *x, int64_t lo, int64_t n)
+{
+    sr_tensor v = SR_TENSOR_INIT;
+    int rc = sr_tensor_narrow(&v, x, lo, n) || sr_tensor_copy(out, &v);
+    sr_tensor_free(&v);
+    return rc;
+}
+
+/* conv(1 -> 3) [-> batchnorm] -> relu -> avgpool(2) -> flatten -> linear(12 -> 4), float64. */
+static sr_module *make_net(int bn, uint64_t seed)
+{
+    sr_module *seq = sr_sequential_new();
+    sr_module *parts[6];
+    int n = 0;
+    parts[n++] = check_layer("conv2d", (const char *[]){"in_channels", "1", "out_channels", "3", "kernel_size", "3",
+                                                        "padding", "1", NULL});
+    if (bn)
+        parts[n++] = check_layer("batchnorm2d", (const char *[]){"num_features", "3", NULL});
+    parts[n++] = check_layer("relu", (const char *[]){NULL});
+    parts[n++] = check_layer("adaptive_avgpool2d", (const char *[]){"output_size", "2", NULL});
+    parts[n++] = check_layer("flatten", (const char *[]){NULL});
+    parts[n++] = check_layer("linear", (const char *[]){"in_features", "12", "out_features", "4", NULL});
+    for (int i = 0; i < n; i++) {
+        if (!parts[i])
+            return NULL;
+        char name[8];
+        snprintf(name, sizeof name, "%d", i);
+        sr_module_add_child(seq, name, parts[i]);
+        sr_module_release(parts[i]);
+    }
+    sr_rng r;
+    sr_rng_seed(&r, seed);
+    sr_module_reset(seq, &r);
+    if (sr_module_to_dtype(seq, SR_F64)) {
+        sr_module_release(seq);
+        return NULL;
+    }
+    sr_module_set_training(seq, 1);
+    return seq;
+}
+
+/* --- synchronised batchnorm ------------------------------------------------ */
+
+typedef struct {
+    party q;
+    sr_module *m;
+    const sr_tensor *x, *gy;
+    int rc;
+} bn_job;
+
+static void *bn_shard(void *arg)
+{
+    bn_job *j = arg;
+    sr_sum_hook h = {pair_sum, &j->q};
+    sr_run run = SR_RUN_INIT;
+    run.save = 1;
+    run.param_grads = 1;
+    run.sync = &h;
+    take_turn(&j->q);
+    j->rc = sr_module_forward(j->m, j->x, &run) || sr_module_backward(j->m, j->gy, &run);
+    end_turn(&j->q);
+    return NULL;
+}
+
+TEST(batchnorm_synchronised_over_shards_equals_the_whole_batch)
+{
+    int threads = sr_threads_get();
+    sr_threads_set(1);
+    sr_module *whole = MAKE_F64(sr_batchnorm2d_create, "batchnorm2d", "num_features", "3");
+    sr_module *sh[2] = {MAKE_F64(sr_batchnorm2d_create, "batchnorm2d", "num_features", "3"),
+                        MAKE_F64(sr_batchnorm2d_create, "batchnorm2d", "num_features", "3")};
+    CHECK(whole && sh[0] && sh[1], "create: %s", sr_errmsg());
+    check_fill_params(whole, 4, 1);
+    check_fill_params(sh[0], 4, 1);
+    check_fill_params(sh[1], 4, 1);
+    sr_tensor x = SR_TENSOR_INIT, gy = SR_TENSOR_INIT, xs[2] = {SR_TENSOR_INIT, SR_TENSOR_INIT},
+              gs[2] = {SR_TENSOR_INIT, SR_TENSOR_INIT};
+    int64_t shape[4] = {6, 3, 2, 3};
+    CHECK_OK(check_randn(&x, 4, shape, 1));
+    CHECK_OK(check_randn(&gy, 4, shape, 2));
+    for (int64_t e = 0; e < sr_numel(&x); e++)
+        sr_f64(&x)[e] = 1.5 * sr_f64(&x)[e] + 0.7; /* statistics away from (0, 1) */
+    sr_module_set_training(whole, 1);
+    sr_run run = SR_RUN_INIT;
+    run.save = 1;
+    run.param_grads = 1;
+    CHECK_OK(sr_module_forward(whole, &x, &run));
+    CHECK_OK(sr_module_backward(whole, &gy, &run));
+    /* uneven shards: 2 and 4 rows */
+    int64_t lo[2] = {0, 2}, n[2] = {2, 4};
+    pair p = PAIR_INIT;
+    bn_job jobs[2];
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++) {
+        CHECK_OK(rows_of(&xs[i], &x, lo[i], n[i]));
+        CHECK_OK(rows_of(&gs[i], &gy, lo[i], n[i]));
+        sr_module_set_training(sh[i], 1);
+        jobs[i] = (bn_job){{&p, i, 0}, sh[i], &xs[i], &gs[i], 0};
+        pthread_create(&t[i], NULL, bn_shard, &jobs[i]);
+    }
+    for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+    CHECK(!jobs[0].rc && !jobs[1].rc, "shards failed: %s", sr_errmsg());
+    CHECK(p.calls == 3, "%ld sums (forward: sums and squares; backward: one)", p.calls);
+    double worst = 0;
+    for (int i = 0; i < 2; i++) {
+        sr_tensor y = SR_TENSOR_INIT, g = SR_TENSOR_INIT;
+        CHECK_OK(rows_of(&y, &whole->out, lo[i], n[i]));
+        CHECK_OK(rows_of(&g, &whole->gin, lo[i], n[i]));
+        worst = fmax(worst, check_rel_diff(&sh[i]->out, &y));
+        worst = fmax(worst, check_rel_diff(&sh[i]->gin, &g));
+        /* running statistics: the whole batch's on both */
+        for (int k = 2; k < 5; k++)
+            worst = fmax(worst, check_rel_diff(&sh[i]->params[k].value, &whole->params[k].value));
+        sr_tensor_free(&y);
+        sr_tensor_free(&g);
+    }
+    /* each shard keeps its share of the parameter gradients: they add up */
+    for (int k = 0; k < 2; k++) {
+        sr_tensor s = SR_TENSOR_INIT;
+        CHECK_OK(sr_tensor_copy(&s, &sh[0]->params[k].grad));
+        for (int64_t e = 0; e < sr_numel(&s); e++)
+            sr_f64(&s)[e] += sr_f64(&sh[1]->params[k].grad)[e];
+        worst = fmax(worst, check_rel_diff(&s, &whole->params[k].grad));
+        sr_tensor_free(&s);
+    }
+    CHECK(worst < 1e-13, "synchronised shards vs the whole batch: %g", worst);
+    for (int i = 0; i < 2; i++) {
+        sr_tensor_free(&xs[i]);
+        sr_tensor_free(&gs[i]);
+        sr_module_release(sh[i]);
+    }
+    sr_tensor_free(&x);
+    sr_tensor_free(&gy);
+    sr_module_release(whole);
+    sr_threads_set(threads);
+}
+
+/* --- sr_train_step ----------------------------------------------------------- */
+
+typedef struct {
+    party q;
+    sr_module *m;
+    sr_optim o;
+    const sr_tensor *x;
+    const int64_t *lab;
+    int64_t rows;
+    int sync_bn, steps, rc;
+} step_job;
+
+static void *step_shard(void *arg)
+{
+    step_job *j = arg;
+    sr_sum_hook h = {pair_sum, &j->q};
+    sr_data_parallel dp = {&h, j->rows, 2, j->sync_bn, 7}; /* bucket of 7 values: packed runs and in-place sums */
+    take_turn(&j->q);
+    for (int s = 0; s < j->steps && !j->rc; s++) {
+        double loss;
+        int64_t correct;
+        j->rc = sr_train_step(j->m, &j->o, j->x, j->lab, &dp, &loss, &correct);
+    }
+    end_turn(&j->q);
+    return NULL;
+}
+
+/* max relative difference between two models' parameters and buffers. */
+typedef struct {
+    sr_module *other;
+    double worst;
+} cmp_state;
+
+static int cmp_cb(const char *path, sr_param *p, sr_module *owner, void *ud)
+{
+    (void)owner;
+    cmp_state *c = ud;
+    sr_param *q = sr_module_find_param(c->other, path);
+    if (!q)
+        return sr_fail("no %s", path);
+    c->worst = fmax(c->worst, check_rel_diff(&p->value, &q->value));
+    return 0;
+}
+
+static double model_diff(sr_module *a, sr_module *b)
+{
+    cmp_state c = {b, 0};
+    if (sr_module_walk_params(a, cmp_cb, &c))
+        return INFINITY;
+    return c.worst;
+}
+
+/* 3 SGD steps (momentum, weight decay) on 8 rows in one process, and on
+ * shards of 5 and 3 rows in two. */
+static double dp_vs_one(int bn, int sync_bn, double *replicas)
+{
+    int64_t lab[8] = {0, 3, 1, 2, 2, 0, 3, 1}, lo[2] = {0, 5}, n[2] = {5, 3};
+    sr_tensor x = SR_TENSOR_INIT, xs[2] = {SR_TENSOR_INIT, SR_TENSOR_INIT};
+    double diff = INFINITY;
+    sr_module *one = make_net(bn, 9), *m[2] = {make_net(bn, 9), make_net(bn, 9)};
+    sr_optim o1;
+    if (!one || !m[0] || !m[1] || check_randn(&x, 4, (int64_t[]){8, 1, 5, 5}, 3))
+        goto done;
+    sr_optim_init(&o1, SR_OPT_SGD);
+    for (int s = 0; s < 3; s++) {
+        double loss;
+        int64_t correct;
+        if (sr_train_step(one, &o1, &x, lab, NULL, &loss, &correct))
+            goto done;
+    }
+    pair p = PAIR_INIT;
+    step_job jobs[2];
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++) {
+        if (rows_of(&xs[i], &x, lo[i], n[i]))
+            goto done;
+        jobs[i] = (step_job){{&p, i, 0}, m[i], {0}, &xs[i], lab + lo[i], 8, sync_bn, 3, 0};
+        sr_optim_init(&jobs[i].o, SR_OPT_SGD);
+        pthread_create(&t[i], NULL, step_shard, &jobs[i]);
+    }
+    for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+    if (!jobs[0].rc && !jobs[1].rc) {
+        diff = model_diff(m[0], one);
+        *replicas = model_diff(m[0], m[1]);
+    }
+    for (int i = 0; i < 2; i++)
+        sr_optim_free(&jobs[i].o);
+    sr_optim_free(&o1);
+done:
+    for (int i = 0; i < 2; i++) {
+        sr_tensor_free(&xs[i]);
+        sr_module_release(m[i]);
+    }
+    sr_tensor_free(&x);
+    sr_module_release(one);
+    return diff;
+}
+
+TEST(train_step_data_parallel_equals_one_process)
+{
+    int threads = sr_threads_get();
+    sr_threads_set(1);
+    double rep = -1;
+    double d = dp_vs_one(0, 0, &rep);
+    CHECK(d < 1e-13 && rep == 0, "no batchnorm: vs one process %g, between replicas %g", d, rep);
+    d = dp_vs_one(1, 1, &rep);
+    CHECK(d < 1e-13 && rep == 0, "synchronised batchnorm: vs one process %g, between replicas %g", d, rep);
+    /* per-shard statistics: another trajectory, but the replicas stay one
+     * model (the running statistics are averaged) */
+    d = dp_vs_one(1, 0, &rep);
+    CHECK(d > 1e-6 && rep == 0, "per-shard batchnorm: vs one process %g, between replicas %g", d, rep);
+    sr_threads_set(threads);
+}
+
+/* Gradient sums in buckets: with a hook that doubles (two identical
+ * replicas) every gradient doubles exactly, however the buckets cut. */
+static int double_sum(void *buf, int64_t n, sr_dtype dt, void *ctx)
+{
+    int64_t *calls = ctx;
+    ++*calls;
+    for (int64_t e = 0; e < n; e++) {
+        if (dt == SR_F64)
+            ((double *)buf)[e] *= 2;
+        else
+            ((float *)buf)[e] *= 2;
+    }
+    return 0;
+}
+
+static int fail_sum(void *buf, int64_t n, sr_dtype dt, void *ctx)
+{
+    (void)buf, (void)n, (void)dt, (void)ctx;
+    return sr_fail("mpi: MPI_Allreduce failed on rank 1 of 2: test");
+}
+
+TEST(grads_sum_buckets_and_errors)
+{
+    sr_module *m = make_net(1, 2);
+    CHECK(m, "net: %s", sr_errmsg());
+    sr_tensor x = SR_TENSOR_INIT;
+    CHECK_OK(check_randn(&x, 4, (int64_t[]){4, 1, 5, 5}, 1));
+    int64_t lab[4] = {0, 1, 2, 3};
+    double loss;
+    CHECK_OK(sr_ce_pass(m, &x, lab, NULL, 1, &loss, NULL, NULL));
+    /* trainable gradients: conv 27 + 3, bn 3 + 3, linear 48 + 4 values */
+    sr_tensor before[6];
+    int np = 0;
+    for (int c = 0; c < 6; c++)
+        before[c] = (sr_tensor)SR_TENSOR_INIT;
+    const char *names[6] = {"0.weight", "0.bias", "1.weight", "1.bias", "5.weight", "5.bias"};
+    for (int c = 0; c < 6; c++) {
+        sr_param *p = sr_module_find_param(m, names[c]);
+        CHECK(p && p->grad.storage, "no gradient for %s", names[c]);
+        CHECK_OK(sr_tensor_copy(&before[np++], &p->grad));
+    }
+    for (int64_t bucket = 1; bucket <= 64; bucket *= 4) {
+        int64_t calls = 0;
+        sr_sum_hook h = {double_sum, &calls};
+        CHECK_OK(sr_grads_sum(m, &h, bucket));
+        for (int c = 0; c < 6; c++) {
+            sr_param *p = sr_module_find_param(m, names[c]);
+            for (int64_t e = 0; e < sr_numel(&p->grad); e++) {
+                CHECK(sr_f64(&p->grad)[e] == 2 * sr_f64(&before[c])[e], "bucket %lld: %s[%lld]", (long long)bucket,
+                      names[c], (long long)e);
+                sr_f64(&p->grad)[e] = sr_f64(&before[c])[e];
+            }
+        }
+        /* 1 and 4: every gradient alone (27, 48 and 4 in place); 16: 27 | 3+3+3 | 48 | 4;
+         * 64: 27+3+3+3 | 48+4 */
+        int64_t want = bucket <= 4 ? 6 : bucket == 16 ? 4 : 2;
+        CHECK(calls == want, "bucket %lld: %lld sums, want %lld", (long long)bucket, (long long)calls, (long long)want);
+    }
+    sr_sum_hook bad = {fail_sum, NULL};
+    CHECK(sr_grads_sum(m, &bad, 0) != 0, "a failing sum passed");
+    CHECK(strstr(sr_errmsg(), "summing gradients over the processes") && strstr(sr_errmsg(), "MPI_Allreduce failed"),
+          "message: %s", sr_errmsg());
+    sr_optim o;
+    sr_optim_init(&o, SR_OPT_SGD);
+    sr_data_parallel dp = {NULL, 3, 1, 0, 0};
+    CHECK(sr_train_step(m, &o, &x, lab, &dp, &loss, NULL) != 0 && strstr(sr_errmsg(), "a shard of 4 rows of a batch of 3"),
+          "shard larger than the batch: %s", sr_errmsg());
+    sr_optim_free(&o);
+    for (int c = 0; c < 6; c++)
+        sr_tensor_free(&before[c]);
+    sr_tensor_free(&x);
+    sr_module_release(m);
+}
