@@ -121,7 +121,8 @@ $(BUILD)/bench_%: tests/bench/bench_%.c $(BUILD)/libsrgeo_core.a
 FUZZ_SECONDS ?= 60
 FUZZ_RSS_MB ?= 2048
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
-FUZZ_CC := clang -g -O1 -Wno-pass-failed -fopenmp -D_GNU_SOURCE -std=c11 -Icore -I$(GEN) $(PKG_CFLAGS)
+# `=`, not `:=`: PKG_CFLAGS may only be asked for by a recipe (see pkg above).
+FUZZ_CC = clang -g -O1 -Wno-pass-failed -fopenmp -D_GNU_SOURCE -std=c11 -Icore -I$(GEN) $(PKG_CFLAGS)
 FUZZ_OBJ := $(CORE_SRC:%.c=build/fuzz/obj/%.o) build/fuzz/obj/$(GEN)/onnx.pb-c.o
 build/fuzz/obj/%.o: %.c
 	@mkdir -p $(dir $@)

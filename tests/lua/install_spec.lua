@@ -232,3 +232,21 @@ end)
 T.test("install: (remove the scratch folder)", function()
   T.truthy(os.execute("rm -rf " .. q(tmp)))
 end)
+
+-- README's first command on a machine without the packages: make reads the
+-- Makefile before `make deps` has installed pkg-config or any .pc file, so
+-- (make -n deps reads the whole Makefile and runs nothing that needs them)
+-- no variable expanded while reading it may ask pkg-config (a `:=` that
+-- named $(PKG_CFLAGS) stopped `make demo` at once on a fresh machine).
+T.test("install: make reads its Makefile without pkg-config (make demo's first step on a fresh machine)", function()
+  local bin = tmp .. "/nopkg"
+  assert(os.execute("mkdir -p " .. q(bin)))
+  T.write(bin .. "/pkg-config", "#!/bin/sh\necho 'pkg-config: not installed' >&2\nexit 127\n")
+  assert(os.execute("chmod +x " .. q(bin .. "/pkg-config")))
+  for _, target in ipairs { "deps", "clean" } do
+    local out, code = sh(string.format("%s PATH=%s:\"$PATH\" make -n --no-print-directory BUILD=%s %s", CLEAN_ENV, q(bin),
+      q(tmp .. "/nobuild"), target))
+    T.truthy(not out:find("pkg-config cannot find", 1, true), "make -n " .. target .. " asked pkg-config while reading the Makefile:\n" .. out)
+    T.eq(code, 0, "make -n " .. target .. ":\n" .. out)
+  end
+end)
