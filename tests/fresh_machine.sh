@@ -23,13 +23,15 @@ if [ ! -x "$dir/base/bin/sh" ]; then
 fi
 r=$dir/run
 cleanup() {
-    for m in proc dev/pts dev; do umount "$r/$m" 2>/dev/null || true; done
+    for m in proc sys dev/pts dev; do umount "$r/$m" 2>/dev/null || true; done
 }
 cleanup
 rm -rf "$r"
 cp -a "$dir/base" "$r"
 trap cleanup EXIT
 mount -t proc proc "$r/proc"
+# a real machine has sysfs: Open MPI's hwloc reads the CPU topology there
+mount -t sysfs sysfs "$r/sys"
 mount --bind /dev "$r/dev"
 mount --bind /dev/pts "$r/dev/pts"
 cp /etc/resolv.conf "$r/etc/resolv.conf"

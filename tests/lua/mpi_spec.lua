@@ -230,17 +230,19 @@ T.test("mpi: bump.lua sharded over 1, 2 and 3 ranks writes what one process writ
   end
 end)
 
-local function quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
-
--- The pid of rank `r` of a running job whose command line contains `pattern`.
+-- The PID of rank r of the job whose command line holds `pattern`, read
+-- from /proc (procps' pgrep is not on a minimal Debian).
 local function rank_pid(pattern, r)
-  local p = io.popen("pgrep -f -- " .. quote(pattern))
+  local ls = io.popen("ls /proc")
   local pid
-  for l in p:lines() do
-    local env = T.read("/proc/" .. l .. "/environ") or ""
-    if ("\0" .. env):find("\0OMPI_COMM_WORLD_RANK=" .. r .. "\0", 1, true) then pid = l end
+  for l in ls:lines() do
+    if l:match("^%d+$") then
+      local cmd = (T.read("/proc/" .. l .. "/cmdline") or ""):gsub("%z", " ")
+      local env = T.read("/proc/" .. l .. "/environ") or ""
+      if cmd:find(pattern, 1, true) and ("\0" .. env):find("\0OMPI_COMM_WORLD_RANK=" .. r .. "\0", 1, true) then pid = l end
+    end
   end
-  p:close()
+  ls:close()
   return pid
 end
 
