@@ -143,8 +143,6 @@ FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=build/fuzz/%)
 fuzz-build: $(FUZZ_BIN)
 fuzz: fuzz-build
 	@sh tests/fuzz/run.sh $(FUZZ_SECONDS)
-fuzz-ci:
-	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=20
 
 layers:
 	@lua5.4 tests/layers.lua
@@ -222,5 +220,5 @@ uninstall:
 	      $(D)$(LIBDIR)/pkgconfig/srgeo.pc $(D)$(MANDIR)/man1/srgeo.1
 	rm -rf $(D)$(DATADIR) $(D)$(INCDIR)
 
-.PHONY: all layers deps test sanitize bench demo fixtures fuzz fuzz-build fuzz-ci models install uninstall clean
+.PHONY: all layers deps test sanitize bench demo fixtures fuzz fuzz-build models install uninstall clean
 -include $(CORE_OBJ:.o=.d) $(LUA_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/core/shell/shell.d

@@ -255,7 +255,7 @@ local TOPIC_OF_MODULE = { nn = "nn", models = "models", profile = "profile", plo
   cache = "experiment", report = "experiment", notebook = "notebook", mpi = "mpi",
   image = "data", npy = "tensors", safetensors = "models", onnx = "onnx", bump = "profile",
   stats = "library", util = "library", json = "library", markdown = "library", html = "library", identity = "library",
-  index = "library", augment = "train", optim = "train", help = "library" }
+  index = "library", augment = "train", optim = "train" }
 
 local function find_path(v)
   if v == srgeo then return "srgeo" end
@@ -302,7 +302,7 @@ end
 
 --- H.text_of([topic]) -> the text help(topic) prints.
 function H.text_of(x)
-  if x == nil then return write(topics_text()) end
+  if x == nil or x == H then return write(topics_text()) end
   if type(x) == "string" then
     local key = x:gsub("^srgeo%.", "")
     if key == "tensor" then key = "tensors" end

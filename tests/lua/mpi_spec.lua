@@ -154,33 +154,34 @@ T.test("mpi: threads per rank default to the rank's cores; SRGEO_THREADS overrid
   T.eq(out, "3\n3\n")
 end)
 
-T.test("mpi: srgeo.profile over 2 and 3 ranks gives one process's profile bit for bit", function()
-  local d = fresh("profile")
-  local out, code = run(exe() .. " tests/lua/mpi/profile.lua " .. d .. "/p0.json")
+-- tests/lua/mpi/profile.lua's profile (its extra argument: `what`) in one
+-- process, then on each count of `ranks`, each compared bit for bit with the
+-- first; returns the one-process profile.
+local function profile_on_ranks(name, what, ranks)
+  local d = fresh(name)
+  local script = exe() .. " tests/lua/mpi/profile.lua "
+  local out, code = run(script .. d .. "/p0.json " .. what)
   T.eq(code, 0, out)
   local ref = unpack_file(d .. "/p0.json.bin")
-  T.eq(ref.n_images, 5)
-  for _, n in ipairs { 2, 3 } do
-    out, code = mpirun(n, exe() .. " tests/lua/mpi/profile.lua " .. d .. "/p" .. n .. ".json")
+  for _, n in ipairs(ranks) do
+    out, code = mpirun(n, script .. d .. "/p" .. n .. ".json " .. what)
     T.eq(code, 0, out)
     local ok, where = same(unpack_file(d .. "/p" .. n .. ".json.bin"), ref)
     T.truthy(ok, n .. " ranks: " .. tostring(where))
   end
+  return ref
+end
+
+T.test("mpi: srgeo.profile over 2 and 3 ranks gives one process's profile bit for bit", function()
+  T.eq(profile_on_ranks("profile", "", { 2, 3 }).n_images, 5)
 end)
 
 T.test("mpi: a sequential profile with range = \"auto\" over 2 ranks gives one process's profile bit for bit", function()
   -- the pilot step, each round of steps and the rungs range auto adds are spread over the ranks
-  local d = fresh("profile_seq")
-  local out, code = run(exe() .. " tests/lua/mpi/profile.lua " .. d .. "/s0.json sequential")
-  T.eq(code, 0, out)
-  local ref = unpack_file(d .. "/s0.json.bin")
+  local ref = profile_on_ranks("profile_seq", "sequential", { 2 })
   T.eq(ref.estimator.mode, "sequential")
   T.truthy(ref.range.added > 0, "range auto added no rung")
   T.truthy(ref.estimator.calls > 2 * ref.n_images, "the sequential estimator took no second step")
-  out, code = mpirun(2, exe() .. " tests/lua/mpi/profile.lua " .. d .. "/s2.json sequential")
-  T.eq(code, 0, out)
-  local ok, where = same(unpack_file(d .. "/s2.json.bin"), ref)
-  T.truthy(ok, "2 ranks: " .. tostring(where))
 end)
 
 -- The files of an experiment folder, with what differs between any two runs
