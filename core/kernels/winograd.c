@@ -53,6 +53,26 @@ static void SR_FN(wino_pad_row)(real *restrict p, const real *restrict xc, int64
         p[i] = xr[i];
 }
 
+/* Rows ih0 .. ih0 + rows − 1 of plane xc (zero outside it), padded by g
+ * and split into their even and odd columns: E and O, rows of n =
+ * wino_row_len(g->tw) at s + 2·n·most (P, the padded rows, first; its
+ * padding zeroed by the caller).  Passes, not one row at a time: see
+ * wino_in. */
+static void SR_FN(wino_split_rows)(real *s, int64_t most, const real *xc, int64_t ih0, int64_t rows,
+                                   const sr_wino_geom *g, real **E, real **O)
+{
+    const int64_t n = wino_row_len(g->tw);
+    real *P = s, *e = s + 2 * n * most, *od = e + n * rows;
+    for (int64_t i = 0; i < rows; i++)
+        SR_FN(wino_pad_row)(P + 2 * n * i, xc, ih0 + i, g);
+    WINO_SIMD
+    for (int64_t i = 0; i < n * rows; i++) {
+        e[i] = P[2 * i];
+        od[i] = P[2 * i + 1];
+    }
+    *E = e, *O = od;
+}
+
 /* V[ξ][c][t] = (Bᵀ d B)[ξ] for every channel and every tile of tile rows
  * [R0, R1), t = (R − R0)·tw + tj; ld columns per V[ξ] row.  With strips,
  * each V[ξ] is instead in gemm.c's strips of NR tiles, C x NR blocks
@@ -80,16 +100,8 @@ static void SR_FN(wino_in)(real *V, int64_t ld, int strips, const real *x, const
         for (int64_t Ra = R0, Rb; Ra < R1; Ra = Rb) {
             const int64_t img = Ra / g->th, ti0 = Ra % g->th, ih0 = 2 * ti0 - g->ph;
             Rb = (img + 1) * g->th < R1 ? (img + 1) * g->th : R1;
-            const int64_t rows = 2 * (Rb - Ra) + 2;
-            const real *xc = x + (img * C + c) * plane;
-            real *P = s, *E = s + 2 * n * most, *O = E + n * rows; /* P's padding stays zero */
-            for (int64_t i = 0; i < rows; i++)
-                SR_FN(wino_pad_row)(P + 2 * n * i, xc, ih0 + i, g);
-            WINO_SIMD
-            for (int64_t i = 0; i < n * rows; i++) {
-                E[i] = P[2 * i];
-                O[i] = P[2 * i + 1];
-            }
+            real *E, *O;
+            SR_FN(wino_split_rows)(s, most, x + (img * C + c) * plane, ih0, 2 * (Rb - Ra) + 2, g, &E, &O);
             for (int64_t R = Ra; R < Rb; R++) {
                 const int64_t t0 = (R - R0) * tw, r = 2 * (R - Ra) * n;
                 const real *e0 = E + r, *o0 = O + r, *e1 = e0 + n, *o1 = o0 + n;
@@ -316,27 +328,33 @@ WINO_INLINE void SR_FN(wino_gy_tile)(real *m, int64_t ms, int64_t j, real g00, r
 /* Mg for tile rows [R0, R1): zero past the output's edge.  Channel
  * outermost, as in wino_out: an image's rows of one channel are then read
  * in order (rows of 28 floats, one channel after another, left the
- * prefetcher behind: half this transform's time was in those loads). */
-static void SR_FN(wino_gy)(real *Mg, int64_t ld, const real *gy, const sr_wino_geom *g, int64_t R0, int64_t R1)
+ * prefetcher behind: half this transform's time was in those loads).  As
+ * in wino_in, each image's run of gy rows is first split into even and odd
+ * columns (the plane gy as an input of ho x wo, unpadded), so each tile row
+ * is one loop of whole vectors, its extra tiles landing where later writes
+ * replace them (next tile row, channel o + 1's row, the plane's skew).
+ * s: wino_scratch elements. */
+static void SR_FN(wino_gy)(real *Mg, int64_t ld, const real *gy, const sr_wino_geom *g, int64_t R0, int64_t R1,
+                           real *s)
 {
-    const int64_t tw = g->tw, O = g->o, ms = wino_plane(O, ld), P = g->ho * g->wo, wo = g->wo, pairs = wo / 2;
+    const int64_t tw = g->tw, O = g->o, ms = wino_plane(O, ld), P = g->ho * g->wo, n = wino_row_len(tw);
+    const int64_t most = 2 * (R1 - R0 < g->th ? R1 - R0 : g->th) + 2, jv = (tw + WINO_VW - 1) / WINO_VW * WINO_VW;
+    const sr_wino_geom gg = {.h = g->ho, .w = g->wo, .tw = tw}; /* gy as a plane, no padding */
+    memset(s, 0, (size_t)(2 * n * most) * sizeof(real));
     for (int64_t o = 0; o < O; o++) {
-        for (int64_t R = R0; R < R1; R++) {
-            int64_t img = R / g->th, ti = R % g->th, t0 = (R - R0) * tw;
-            int two = 2 * ti + 1 < g->ho;
-            const real *g0 = gy + (img * O + o) * P + 2 * ti * wo, *g1 = g0 + wo;
-            real *m = Mg + o * ld + t0;
-            if (two) {
+        for (int64_t Ra = R0, Rb; Ra < R1; Ra = Rb) {
+            const int64_t img = Ra / g->th;
+            Rb = (img + 1) * g->th < R1 ? (img + 1) * g->th : R1;
+            real *E, *Od;
+            SR_FN(wino_split_rows)(s, most, gy + (img * O + o) * P, 2 * (Ra % g->th), 2 * (Rb - Ra), &gg, &E, &Od);
+            for (int64_t R = Ra; R < Rb; R++) {
+                const int64_t r = 2 * (R - Ra) * n;
+                const real *e0 = E + r, *o0 = Od + r, *e1 = e0 + n, *o1 = o0 + n;
+                real *m = Mg + o * ld + (R - R0) * tw;
                 WINO_SIMD
-                for (int64_t j = 0; j < pairs; j++)
-                    SR_FN(wino_gy_tile)(m, ms, j, g0[2 * j], g0[2 * j + 1], g1[2 * j], g1[2 * j + 1]);
-            } else {
-                WINO_SIMD
-                for (int64_t j = 0; j < pairs; j++)
-                    SR_FN(wino_gy_tile)(m, ms, j, g0[2 * j], g0[2 * j + 1], 0, 0);
+                for (int64_t j = 0; j < jv; j++)
+                    SR_FN(wino_gy_tile)(m, ms, j, e0[j], o0[j], e1[j], o1[j]);
             }
-            if (wo % 2)
-                SR_FN(wino_gy_tile)(m, ms, tw - 1, g0[wo - 1], 0, two ? g1[wo - 1] : 0, 0);
         }
     }
 }
@@ -444,7 +462,7 @@ static int SR_FN(wino_bwd_part)(const wino_ctx *cx, int t)
         if (sr_interrupted())
             return -1;
         int64_t R1 = R + cx->rpc < cx->R[t + 1] ? R + cx->rpc : cx->R[t + 1], T = (R1 - R) * g->tw;
-        SR_FN(wino_gy)(M, ld, cx->gy, g, R, R1);
+        SR_FN(wino_gy)(M, ld, cx->gy, g, R, R1, s);
         if (dU) {
             SR_FN(wino_in)(V, ld, 0, cx->x, g, R, R1, s);
             for (int xi = 0; xi < 16; xi++)
