@@ -334,6 +334,18 @@ T.test("mpi: data-parallel training on 2 and 3 ranks gives one process's weights
   T.truthy(gap(train(2, "gauss2", "plain float64 objective=gaussian steps=3"), ref) <= 1e-13, "gaussian")
 end)
 
+T.test("mpi: gradient sums overlapped with backward give the bits of sums after it (2 and 3 ranks, 4 buckets)", function()
+  -- bucket=50: fc.bias packed | fc.weight (240) in place | bn1, conv1.bias packed | conv1.weight (54) in place
+  for _, c in ipairs { { 2, "plain float32" }, { 3, "plain float32" }, { 3, "bn float32 sync_bn=true" } } do
+    local n, args = c[1], c[2] .. " steps=4 bucket=50"
+    local name = args:gsub("[ =]", "_")
+    local on = train(n, name .. "_on" .. n, args .. " overlap=true")
+    local off = train(n, name .. "_off" .. n, args .. " overlap=false")
+    T.eq(gap(on, off), 0, string.format("%s on %d ranks: overlapped vs after backward", args, n))
+    T.eq(gap(off, on), 0)
+  end
+end)
+
 T.test("mpi: synchronised BatchNorm gives one process's weights and running statistics; per-rank BatchNorm does not", function()
   for _, dt in ipairs { "float64", "float32" } do
     local tol = dt == "float64" and 1e-13 or 2e-6
