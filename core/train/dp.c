@@ -11,6 +11,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef struct {
     sr_tensor *t;
@@ -30,6 +31,7 @@ typedef struct {
 struct sr_grad_sync {
     const sr_sum_hook *h;
     sr_pool *pool;
+    double seconds; /* spent in the sums' calls (packing, starting, progress, waiting, unpacking) */
     int n, cap, nb, started;
     grad_entry *e;
     grad_bucket *b;
@@ -123,8 +125,14 @@ static int plan(sr_grad_sync *s, int64_t bucket)
     return 0;
 }
 
-int sr_grad_sync_new(sr_grad_sync **out, sr_module *m, const sr_sum_hook *h, int64_t bucket, int overlap,
-                     sr_run *run)
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int sr_grad_sync_new(sr_grad_sync **out, sr_module *m, const sr_sum_hook *h, int64_t bucket, sr_run *run)
 {
     *out = NULL;
     sr_grad_sync *s = calloc(1, sizeof *s);
@@ -140,7 +148,7 @@ int sr_grad_sync_new(sr_grad_sync **out, sr_module *m, const sr_sum_hook *h, int
     /* Overlap only with a plan that backward cannot change: every trainable
      * parameter has its gradient already (from the first step on), so the
      * buckets are those a plan made after backward would have. */
-    if (run && !(overlap && h->start && !missing)) {
+    if (run && !(h->start && !missing)) {
         sync_free(s);
         return 0;
     }
@@ -184,6 +192,7 @@ static int start_ready(sr_grad_sync *s)
 int sr_grad_sync_final(const sr_module *m, void *ctx)
 {
     sr_grad_sync *s = ctx;
+    double t0 = now();
     int any = 0;
     for (int i = 0; i < s->n; i++)
         if (s->e[i].owner == m && !s->e[i].final) {
@@ -191,13 +200,14 @@ int sr_grad_sync_final(const sr_module *m, void *ctx)
             s->b[s->e[i].bucket].pending--;
             any = 1;
         }
-    if ((any && start_ready(s)) || (s->started && s->h->progress && s->h->progress(s->h->ctx)))
-        return sr_fail_context("train: summing gradients over the processes during backward");
-    return 0;
+    int rc = (any && start_ready(s)) || (s->started && s->h->progress && s->h->progress(s->h->ctx));
+    s->seconds += now() - t0;
+    return rc ? sr_fail_context("train: summing gradients over the processes during backward") : 0;
 }
 
-int sr_grad_sync_finish(sr_grad_sync *s)
+int sr_grad_sync_finish(sr_grad_sync *s, double *seconds)
 {
+    double t0 = now();
     for (int i = 0; i < s->nb; i++)
         s->b[i].pending = 0;
     int rc = start_ready(s) || (s->h->start && s->h->wait(s->h->ctx));
@@ -210,6 +220,8 @@ int sr_grad_sync_finish(sr_grad_sync *s)
             q += bytes;
         }
     }
+    if (seconds)
+        *seconds = s->seconds + (now() - t0);
     sync_free(s);
     return rc ? sr_fail_context("train: summing gradients over the processes") : 0;
 }
@@ -231,7 +243,7 @@ void sr_grad_sync_abandon(sr_grad_sync *s)
 int sr_grads_sum(sr_module *m, const sr_sum_hook *h, int64_t bucket)
 {
     sr_grad_sync *s;
-    return sr_grad_sync_new(&s, m, h, bucket, 0, NULL) ? -1 : sr_grad_sync_finish(s);
+    return sr_grad_sync_new(&s, m, h, bucket, NULL) ? -1 : sr_grad_sync_finish(s, NULL);
 }
 
 int sr_buffers_mean(sr_module *m, const sr_sum_hook *h, int nproc)

@@ -469,7 +469,7 @@ int sr_train_step(sr_module *m, sr_optim *o, const sr_tensor *x, const int64_t *
             w[i] = 1.0 / (double)dp->rows;
     }
     sr_grad_sync *gs = NULL;
-    if (sum && o && dp->overlap && sr_grad_sync_new(&gs, m, sum, dp->bucket, 1, &run)) {
+    if (sum && o && dp->overlap && sr_grad_sync_new(&gs, m, sum, dp->bucket, &run)) {
         free(w);
         return -1;
     }
@@ -481,7 +481,7 @@ int sr_train_step(sr_module *m, sr_optim *o, const sr_tensor *x, const int64_t *
     }
     if (!o)
         return 0;
-    if (sum && ((gs ? sr_grad_sync_finish(gs) : sr_grads_sum(m, sum, dp->bucket)) ||
+    if (sum && ((!gs && sr_grad_sync_new(&gs, m, sum, dp->bucket, NULL)) || sr_grad_sync_finish(gs, dp->sum_seconds) ||
                 (!dp->sync_bn && sr_buffers_mean(m, sum, dp->nproc))))
         return -1;
     if (sr_optim_step(o, m))

@@ -73,6 +73,8 @@ typedef struct sr_data_parallel {
     int64_t bucket;         /* gradient values per sum; 0: SR_GRAD_BUCKET */
     int overlap;            /* start each bucket's sum as soon as backward has finished its gradients
                              * (when sum->start is given), instead of all after backward: the same bits */
+    double *sum_seconds;    /* out (may be NULL): the step's seconds in the gradient sums' calls (packing,
+                             * starting, progress during backward, then waiting): the time they add */
 } sr_data_parallel;
 
 /* 2^20 values (4 MB of float32) per sum: past the latency-bound sizes.
@@ -95,20 +97,20 @@ int sr_train_step(sr_module *m, sr_optim *o, const sr_tensor *x, const int64_t *
  * process). */
 int sr_grads_sum(sr_module *m, const sr_sum_hook *h, int64_t bucket);
 
-/* The same sums overlapped with a backward (core/train/dp.c).  new plans
- * them when it can: with h->start, and every trainable parameter already
- * has a gradient (so the plan is the one sr_grads_sum would make after
- * backward; else *s = NULL: call sr_grads_sum after backward).  It sets
- * run->grads_final, which starts each bucket's sum once its gradients are
- * final and every earlier bucket has started, and lets the started sums
- * progress.  After the backward, finish starts the rest, waits, unpacks
- * and frees; after a failed backward, abandon frees what no sum is still
- * writing.  (With run NULL, new always plans, and nothing overlaps.) */
+/* The same sums, overlapped with a backward or not (core/train/dp.c).
+ * With run NULL, new plans the sums of the gradients there are (call it
+ * after backward).  With a run it plans them only when it can before
+ * backward: h->start is given and every trainable parameter already has a
+ * gradient, so the plan is the one made after backward would be (else
+ * *s = NULL); it sets run->grads_final, which starts each bucket's sum
+ * once its gradients are final and every earlier bucket has started, and
+ * lets the started sums progress.  finish starts the rest, waits, unpacks,
+ * frees, and gives the seconds spent in all these calls (seconds may be
+ * NULL); after a failed backward, abandon frees what no sum still writes. */
 typedef struct sr_grad_sync sr_grad_sync;
-int sr_grad_sync_new(sr_grad_sync **s, sr_module *m, const sr_sum_hook *h, int64_t bucket, int overlap,
-                     sr_run *run);
+int sr_grad_sync_new(sr_grad_sync **s, sr_module *m, const sr_sum_hook *h, int64_t bucket, sr_run *run);
 int sr_grad_sync_final(const sr_module *m, void *ctx);
-int sr_grad_sync_finish(sr_grad_sync *s);
+int sr_grad_sync_finish(sr_grad_sync *s, double *seconds);
 void sr_grad_sync_abandon(sr_grad_sync *s);
 /* Replace every buffer by its mean over nproc processes (summed in double). */
 int sr_buffers_mean(sr_module *m, const sr_sum_hook *h, int nproc);

@@ -283,7 +283,7 @@ static void *step_shard(void *arg)
     if (j->overlap >= 0)
         h = (sr_sum_hook){nb_sum, j, nb_start, nb_progress, nb_wait};
     /* bucket of 7 values: packed runs and in-place sums */
-    sr_data_parallel dp = {&h, j->rows, 2, j->sync_bn, 7, j->overlap > 0};
+    sr_data_parallel dp = {&h, j->rows, 2, j->sync_bn, 7, j->overlap > 0, NULL};
     take_turn(&j->q);
     for (int s = 0; s < j->steps && !j->rc; s++) {
         double loss;
@@ -477,7 +477,7 @@ TEST(grads_sum_buckets_and_errors)
           "message: %s", sr_errmsg());
     sr_optim o;
     sr_optim_init(&o, SR_OPT_SGD);
-    sr_data_parallel dp = {NULL, 3, 1, 0, 0, 0};
+    sr_data_parallel dp = {NULL, 3, 1, 0, 0, 0, NULL};
     CHECK(sr_train_step(m, &o, &x, lab, &dp, &loss, NULL) != 0 && strstr(sr_errmsg(), "a shard of 4 rows of a batch of 3"),
           "shard larger than the batch: %s", sr_errmsg());
     sr_optim_free(&o);

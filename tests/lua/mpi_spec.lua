@@ -379,6 +379,27 @@ T.test("mpi: training resumes with another number of ranks; rank 0 alone writes 
   T.truthy(gap(train(0, "resume_d", "bn float64 sync_bn=true out=" .. ROOT .. "/train_run2"), ref) <= 1e-13)
 end)
 
+T.test("mpi: a rank killed while training (sums in flight) fails the job with the message", function()
+  local d = fresh("train_kill")
+  local log = d .. ".log"
+  local args = " tests/lua/mpi/train.lua " .. d .. "/w plain float32 steps=1000000 bucket=50"
+  os.execute("mkdir -p " .. d)
+  os.execute(string.format("(%s %s -np 2 %s%s > %s 2>&1; echo \"status $?\" >> %s) &", ENV, MPIRUN, exe(), args, log, log))
+  local pid, t0 = nil, srgeo._clock()
+  while not pid and srgeo._clock() - t0 < 30 do
+    os.execute("sleep 0.2")
+    pid = rank_pid(args, 1)
+  end
+  T.truthy(pid, "rank 1 not found")
+  os.execute("sleep 1; kill -9 " .. pid)
+  t0 = srgeo._clock()
+  while not (T.read(log) or ""):find("status %d+") and srgeo._clock() - t0 < 60 do os.execute("sleep 0.05") end
+  local text = T.read(log) or ""
+  local status = tonumber(text:match("status (%d+)"))
+  T.truthy(status and status ~= 0, text)
+  T.truthy(text:find("srgeo: stopped by mpirun (another rank failed or was killed)", 1, true), text)
+end)
+
 T.test("mpi: training refuses batches the ranks cannot share and objectives it cannot split", function()
   local out, code = mpirun(3, exe() .. " tests/lua/mpi/train.lua " .. ROOT .. "/x plain float32 batch=2")
   T.truthy(code ~= 0, out)
