@@ -64,7 +64,7 @@ local o = cli.run({
     { "robust_eps", { 0.5, 1.0 }, "radii for --robust-eval (L2, 7 steps)" },
     { "threads", 0, "threads (0: SRGEO_THREADS or the default)", min = 0, max = 4096 },
     { "sync_bn", false, "under mpirun: BatchNorm statistics over the whole batch, not each rank's shard" },
-    { "overlap", true, "under mpirun: sum each bucket of gradients while backward goes on (same weights either way)" },
+    { "overlap", false, "under mpirun: sum each bucket of gradients while backward goes on (same weights either way)" },
     { "ship", "", "copy the final checkpoint to this .safetensors path and write a model card beside it", metavar = "PATH" },
     { "ship_run", "", "also copy a log-spaced subset of the run's checkpoints into this folder", metavar = "DIR" },
     { "ship_per_decade", 2, "checkpoints per decade in --ship-run (plus step 0 and the final step)", min = 1 },
