@@ -382,7 +382,7 @@ end)
 T.test("mpi: a rank killed while training (sums in flight) fails the job with the message", function()
   local d = fresh("train_kill")
   local log = d .. ".log"
-  local args = " tests/lua/mpi/train.lua " .. d .. "/w plain float32 steps=1000000 bucket=50"
+  local args = " tests/lua/mpi/train.lua " .. d .. "/w plain float32 steps=1000000 bucket=50 overlap=true"
   os.execute("mkdir -p " .. d)
   os.execute(string.format("(%s %s -np 2 %s%s > %s 2>&1; echo \"status $?\" >> %s) &", ENV, MPIRUN, exe(), args, log, log))
   local pid, t0 = nil, srgeo._clock()
