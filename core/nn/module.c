@@ -3,6 +3,7 @@
  * are in containers.c, the leaf layers in their own files. */
 #include "nn/module.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -485,6 +486,74 @@ static int walk_params(sr_module *m, const char *prefix, sr_param_visitor fn, vo
 int sr_module_walk_params(sr_module *m, sr_param_visitor fn, void *ud)
 {
     return walk_params(m, "", fn, ud);
+}
+
+/* The parameters seen so far, an open-addressed set of pointers (a tree
+ * has hundreds at most, but a linear scan per visit would be quadratic). */
+typedef struct {
+    sr_param_visitor fn;
+    void *ud;
+    const sr_param **slot;
+    size_t cap, n;
+    int repeats;
+} once_state;
+
+static size_t ptr_hash(const void *p, size_t cap)
+{
+    uint64_t h = (uint64_t)(uintptr_t)p * 0x9E3779B97F4A7C15u;
+    return (size_t)(h >> 32) & (cap - 1);
+}
+
+/* Insert p: 1 if it was new, 0 if already there, -1 out of memory. */
+static int once_insert(once_state *s, const sr_param *p)
+{
+    if (2 * (s->n + 1) > s->cap) {
+        size_t cap = s->cap ? 2 * s->cap : 64;
+        const sr_param **slot = calloc(cap, sizeof *slot);
+        if (!slot)
+            return -1;
+        for (size_t i = 0; i < s->cap; i++) {
+            if (!s->slot[i])
+                continue;
+            size_t k = ptr_hash(s->slot[i], cap);
+            while (slot[k])
+                k = (k + 1) & (cap - 1);
+            slot[k] = s->slot[i];
+        }
+        free(s->slot);
+        s->slot = slot;
+        s->cap = cap;
+    }
+    size_t k = ptr_hash(p, s->cap);
+    for (; s->slot[k]; k = (k + 1) & (s->cap - 1))
+        if (s->slot[k] == p)
+            return 0;
+    s->slot[k] = p;
+    s->n++;
+    return 1;
+}
+
+static int once_cb(const char *path, sr_param *p, sr_module *owner, void *ud)
+{
+    once_state *s = ud;
+    int fresh = once_insert(s, p);
+    if (fresh < 0)
+        return sr_fail("%s: out of memory listing parameters", owner->ops->kind);
+    if (!fresh) {
+        s->repeats++;
+        return 0;
+    }
+    return s->fn(path, p, owner, s->ud);
+}
+
+int sr_module_walk_params_once(sr_module *m, sr_param_visitor fn, void *ud, int *repeats)
+{
+    once_state s = {fn, ud, NULL, 0, 0, 0};
+    int r = walk_params(m, "", once_cb, &s);
+    free(s.slot);
+    if (repeats)
+        *repeats = s.repeats;
+    return r;
 }
 
 static int walk(sr_module *m, const char *path, int depth, sr_module_visitor fn, void *ud)

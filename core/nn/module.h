@@ -299,6 +299,13 @@ int64_t sr_module_count_params(const sr_module *m, int recurse, int *ntensors);
 /* Visit every parameter with its dotted path ("layer1.0.conv1.weight"). */
 typedef int (*sr_param_visitor)(const char *path, sr_param *p, sr_module *owner, void *ud);
 int sr_module_walk_params(sr_module *m, sr_param_visitor fn, void *ud);
+/* The same, visiting each distinct parameter once, under its first path: a
+ * module used twice in a tree (modules are refcounted; sequential{l, relu,
+ * l}, two graph nodes of one module) lists its parameters under each path
+ * in the walk above, as a state_dict does, but is trained once.
+ * *repeats (may be NULL): the visits skipped.  Parameters are told apart
+ * by their sr_param (no two share a value tensor's storage). */
+int sr_module_walk_params_once(sr_module *m, sr_param_visitor fn, void *ud, int *repeats);
 /* Visit every module with its dotted path ("" for the root). */
 typedef int (*sr_module_visitor)(const char *path, sr_module *m, int depth, void *ud);
 int sr_module_walk(sr_module *m, sr_module_visitor fn, void *ud);

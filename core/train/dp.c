@@ -67,12 +67,14 @@ static int list_cb(const char *path, sr_param *p, sr_module *owner, void *ud)
 }
 
 /* The tensors of m (trainable: the gradients, else the buffers) in
- * parameter order into s->e; *missing: trainable parameters without a
- * gradient. */
-static int list_tensors(sr_grad_sync *s, sr_module *m, int trainable, int *missing)
+ * parameter order into s->e, each distinct parameter's once (a gradient
+ * listed twice would be summed twice in place); *missing: trainable
+ * parameters without a gradient; *repeats: parameters met again (a module
+ * used twice in the tree). */
+static int list_tensors(sr_grad_sync *s, sr_module *m, int trainable, int *missing, int *repeats)
 {
     list_state l = {trainable, s, 0};
-    if (sr_module_walk_params(m, list_cb, &l))
+    if (sr_module_walk_params_once(m, list_cb, &l, repeats))
         return -1;
     if (missing)
         *missing = l.missing;
@@ -140,15 +142,17 @@ int sr_grad_sync_new(sr_grad_sync **out, sr_module *m, const sr_sum_hook *h, int
         return sr_fail("train: out of memory");
     s->h = h;
     s->pool = &m->pool;
-    int missing = 0;
-    if (list_tensors(s, m, 1, &missing) || plan(s, bucket > 0 ? bucket : SR_GRAD_BUCKET)) {
+    int missing = 0, repeats = 0;
+    if (list_tensors(s, m, 1, &missing, &repeats) || plan(s, bucket > 0 ? bucket : SR_GRAD_BUCKET)) {
         sync_free(s);
         return -1;
     }
     /* Overlap only with a plan that backward cannot change: every trainable
      * parameter has its gradient already (from the first step on), so the
-     * buckets are those a plan made after backward would have. */
-    if (run && !(h->start && !missing)) {
+     * buckets are those a plan made after backward would have.  And never
+     * with a module used twice: its backward for one use returns (and would
+     * report its gradients final) before the other use has added its part. */
+    if (run && !(h->start && !missing && !repeats)) {
         sync_free(s);
         return 0;
     }
@@ -249,7 +253,7 @@ int sr_grads_sum(sr_module *m, const sr_sum_hook *h, int64_t bucket)
 int sr_buffers_mean(sr_module *m, const sr_sum_hook *h, int nproc)
 {
     sr_grad_sync l = {0};
-    if (list_tensors(&l, m, 0, NULL)) {
+    if (list_tensors(&l, m, 0, NULL, NULL)) {
         free(l.e);
         return -1;
     }

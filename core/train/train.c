@@ -330,12 +330,22 @@ typedef struct {
     void *ud;
 } step_state;
 
-/* State slots follow the order of trainable parameters in the tree walk,
- * which is fixed for a given architecture. */
+static int count_trainable(const char *path, sr_param *p, sr_module *owner, void *ud)
+{
+    (void)path, (void)owner;
+    *(int *)ud += p->trainable != 0;
+    return 0;
+}
+
+/* State slots follow the order of the distinct trainable parameters in the
+ * tree walk, which is fixed for a given architecture.  A parameter shared
+ * by two places in the tree has one slot and one update per step, with its
+ * one gradient, where backward adds every use's part. */
 static int ensure_slots(sr_optim *o, sr_module *m)
 {
-    int n;
-    sr_module_count_params(m, 1, &n);
+    int n = 0;
+    if (sr_module_walk_params_once(m, count_trainable, &n, NULL))
+        return -1;
     if (o->nstate == n)
         return 0;
     if (o->nstate)
@@ -409,8 +419,7 @@ int sr_optim_step(sr_optim *o, sr_module *m)
     if (ensure_slots(o, m))
         return -1;
     step_state s = {o, 0, 0, NULL, NULL};
-    sr_module_walk_params(m, update_cb, &s);
-    if (s.rc)
+    if (sr_module_walk_params_once(m, update_cb, &s, NULL) || s.rc)
         return -1;
     o->step++;
     return 0;
@@ -442,8 +451,7 @@ int sr_optim_walk_state(sr_optim *o, sr_module *m, sr_state_visitor fn, void *ud
     if (ensure_slots(o, m))
         return -1;
     step_state s = {o, 0, 0, fn, ud};
-    sr_module_walk_params(m, state_cb, &s);
-    return s.rc;
+    return sr_module_walk_params_once(m, state_cb, &s, NULL) || s.rc ? -1 : 0;
 }
 
 /* --- data-parallel steps ---------------------------------------------------- */
