@@ -93,20 +93,33 @@ static int rows_of(sr_tensor *out, const sr_tensor *x, int64_t lo, int64_t n)
     return rc;
 }
 
-/* conv(1 -> 3) [-> batchnorm] -> relu -> avgpool(2) -> flatten -> linear(12 -> 4), float64. */
-static sr_module *make_net(int bn, uint64_t seed)
+/* make_net's flags */
+enum { NET_BN = 1, NET_SHARED = 2 };
+
+/* conv(1 -> 3) [-> batchnorm] -> relu -> avgpool(2) -> flatten -> linear(12 -> 4)
+ * [-> relu -> l -> relu -> l, one linear(4 -> 4) used twice], float64. */
+static sr_module *make_net(int flags, uint64_t seed)
 {
     sr_module *seq = sr_sequential_new();
-    sr_module *parts[6];
+    sr_module *parts[10];
     int n = 0;
     parts[n++] = check_layer("conv2d", (const char *[]){"in_channels", "1", "out_channels", "3", "kernel_size", "3",
                                                         "padding", "1", NULL});
-    if (bn)
+    if (flags & NET_BN)
         parts[n++] = check_layer("batchnorm2d", (const char *[]){"num_features", "3", NULL});
     parts[n++] = check_layer("relu", (const char *[]){NULL});
     parts[n++] = check_layer("adaptive_avgpool2d", (const char *[]){"output_size", "2", NULL});
     parts[n++] = check_layer("flatten", (const char *[]){NULL});
     parts[n++] = check_layer("linear", (const char *[]){"in_features", "12", "out_features", "4", NULL});
+    if (flags & NET_SHARED) {
+        sr_module *l = check_layer("linear", (const char *[]){"in_features", "4", "out_features", "4", NULL});
+        parts[n++] = check_layer("relu", (const char *[]){NULL});
+        parts[n++] = l;
+        parts[n++] = check_layer("relu", (const char *[]){NULL});
+        if (l)
+            sr_module_retain(l);
+        parts[n++] = l;
+    }
     for (int i = 0; i < n; i++) {
         if (!parts[i])
             return NULL;
@@ -321,14 +334,14 @@ static double model_diff(sr_module *a, sr_module *b)
 
 /* 3 SGD steps (momentum, weight decay) on 8 rows in one process, and on
  * shards of 5 and 3 rows in two, with the sums blocking (overlap -1) or
- * started, after backward (0) or during it (1).  *progress: the first
+ * started, after backward (0) or during it (1); net: make_net's flags.  *progress: the first
  * replica's progress calls; keep: its model. */
-static double dp_vs_one(int bn, int sync_bn, int overlap, double *replicas, long *progress, sr_module **keep)
+static double dp_vs_one(int net, int sync_bn, int overlap, double *replicas, long *progress, sr_module **keep)
 {
     int64_t lab[8] = {0, 3, 1, 2, 2, 0, 3, 1}, lo[2] = {0, 5}, n[2] = {5, 3};
     sr_tensor x = SR_TENSOR_INIT, xs[2] = {SR_TENSOR_INIT, SR_TENSOR_INIT};
     double diff = INFINITY;
-    sr_module *one = make_net(bn, 9), *m[2] = {make_net(bn, 9), make_net(bn, 9)};
+    sr_module *one = make_net(net, 9), *m[2] = {make_net(net, 9), make_net(net, 9)};
     sr_optim o1;
     if (!one || !m[0] || !m[1] || check_randn(&x, 4, (int64_t[]){8, 1, 5, 5}, 3))
         goto done;
@@ -409,6 +422,95 @@ TEST(train_step_overlapped_sums_equal_sums_after_backward)
               on && off ? model_diff(on, off) : -1.0);
         sr_module_release(on);
         sr_module_release(off);
+    }
+    sr_threads_set(threads);
+}
+
+/* A module used twice (make_net's NET_SHARED: sequential{..., l, relu,
+ * l}): its gradients are listed once, so the summed gradient is the sum
+ * over the replicas, whether summed in place (the weight, 16 values, with
+ * buckets of 1 and 8) or packed (the bias; everything with 64); and the
+ * sums are never planned to start during backward, where l's backward for
+ * one use returns before the other use has added its part.  The gradients
+ * are set by hand (backward through a module used twice is refused:
+ * test_train.c). */
+typedef struct {
+    party q;
+    sr_module *m;
+    int64_t bucket;
+    int rc;
+} sum_job;
+
+static void *sum_shard(void *arg)
+{
+    sum_job *j = arg;
+    sr_sum_hook h = {pair_sum, &j->q, NULL, NULL, NULL};
+    take_turn(&j->q);
+    j->rc = sr_grads_sum(j->m, &h, j->bucket);
+    end_turn(&j->q);
+    return NULL;
+}
+
+static int fill_grad(const char *path, sr_param *p, sr_module *owner, void *ud)
+{
+    (void)path;
+    sr_rng *r = ud;
+    if (!p->trainable || !sr_param_grad(owner, p))
+        return p->trainable ? -1 : 0;
+    for (int64_t e = 0; e < sr_numel(&p->grad); e++)
+        sr_set_flat(&p->grad, e, sr_rng_normal(r));
+    return 0;
+}
+
+TEST(grads_sum_shared_parameter_once)
+{
+    int threads = sr_threads_get();
+    sr_threads_set(1);
+    const char *names[2] = {"6.weight", "6.bias"};
+    for (int64_t bucket = 1; bucket <= 64; bucket *= 8) {
+        sr_module *m[2] = {make_net(NET_SHARED, 9), make_net(NET_SHARED, 9)};
+        CHECK(m[0] && m[1], "net: %s", sr_errmsg());
+        sr_tensor want[2] = {SR_TENSOR_INIT, SR_TENSOR_INIT};
+        for (int i = 0; i < 2; i++) {
+            sr_rng r;
+            sr_rng_seed(&r, 20 + (uint64_t)i);
+            CHECK_OK(sr_module_walk_params(m[i], fill_grad, &r));
+        }
+        for (int c = 0; c < 2; c++) {
+            sr_param *p0 = sr_module_find_param(m[0], names[c]), *p1 = sr_module_find_param(m[1], names[c]);
+            CHECK(p0 && p0 == sr_module_find_param(m[0], c ? "8.bias" : "8.weight"), "%s: one shared parameter",
+                  names[c]);
+            CHECK_OK(sr_tensor_copy(&want[c], &p0->grad));
+            for (int64_t e = 0; e < sr_numel(&want[c]); e++)
+                sr_f64(&want[c])[e] += sr_f64(&p1->grad)[e];
+        }
+        /* every gradient there, nonblocking sums: only the sharing stops an overlapped plan */
+        step_job nb = {{NULL, 0, 0}, NULL, {0}, NULL, NULL, 0, 0, 0, 0, 1, {{0}}, 0, 0};
+        sr_sum_hook h = {nb_sum, &nb, nb_start, nb_progress, nb_wait};
+        sr_run run = SR_RUN_INIT;
+        sr_grad_sync *gs = NULL;
+        CHECK_OK(sr_grad_sync_new(&gs, m[0], &h, bucket, &run));
+        CHECK(!gs && !run.grads_final, "bucket %lld: sums planned to start during backward", (long long)bucket);
+        pair p = PAIR_INIT;
+        sum_job jobs[2];
+        pthread_t t[2];
+        for (int i = 0; i < 2; i++) {
+            jobs[i] = (sum_job){{&p, i, 0}, m[i], bucket, 0};
+            pthread_create(&t[i], NULL, sum_shard, &jobs[i]);
+        }
+        for (int i = 0; i < 2; i++)
+            pthread_join(t[i], NULL);
+        CHECK(!jobs[0].rc && !jobs[1].rc, "sums failed: %s", sr_errmsg());
+        for (int c = 0; c < 2; c++)
+            for (int i = 0; i < 2; i++) {
+                double d = check_rel_diff(&sr_module_find_param(m[i], names[c])->grad, &want[c]);
+                CHECK(d < 1e-15, "bucket %lld, replica %d, %s: summed vs sum over replicas %g", (long long)bucket, i,
+                      names[c], d);
+            }
+        for (int i = 0; i < 2; i++) {
+            sr_tensor_free(&want[i]);
+            sr_module_release(m[i]);
+        }
     }
     sr_threads_set(threads);
 }

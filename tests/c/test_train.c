@@ -246,6 +246,84 @@ TEST(train_optimizer_state_walk)
     sr_module_release(m);
 }
 
+/* sequential{l, relu, l}: one linear(3 -> 3) used twice, float64. */
+static sr_module *make_shared(uint64_t seed)
+{
+    sr_module *seq = sr_sequential_new();
+    sr_module *l = check_layer("linear", (const char *[]){"in_features", "3", "out_features", "3", NULL});
+    sr_module *r = check_layer("relu", (const char *[]){NULL});
+    if (!seq || !l || !r)
+        return NULL;
+    sr_module_add_child(seq, "0", l);
+    sr_module_add_child(seq, "1", r);
+    sr_module_add_child(seq, "2", l);
+    sr_module_release(l);
+    sr_module_release(r);
+    sr_rng g;
+    sr_rng_seed(&g, seed);
+    sr_module_reset(seq, &g);
+    if (sr_module_to_dtype(seq, SR_F64)) {
+        sr_module_release(seq);
+        return NULL;
+    }
+    return seq;
+}
+
+/* A module used twice in a tree: the optimiser steps each distinct
+ * parameter once, by its one gradient (set by hand: backward through a
+ * module used twice is refused, below). */
+TEST(train_shared_module_is_stepped_once)
+{
+    sr_tensor w0 = SR_TENSOR_INIT;
+    for (int kind = 0; kind < 2; kind++) {
+        sr_module *m = make_shared(5);
+        CHECK(m, "create: %s", sr_errmsg());
+        sr_param *w = sr_module_find_param(m, "0.weight");
+        CHECK(w && w == sr_module_find_param(m, "2.weight"), "the two paths name one parameter");
+        /* g[e] = (e − 4)/10 − 0.05: signs of both kinds, none zero */
+        CHECK(sr_param_grad(m->children[0].m, w), "grad: %s", sr_errmsg());
+        for (int64_t e = 0; e < sr_numel(&w->value); e++)
+            sr_set_flat(&w->grad, e, (double)(e - 4) / 10 - 0.05);
+        CHECK_OK(sr_tensor_copy(&w0, &w->value));
+        sr_optim o;
+        sr_optim_init(&o, kind ? SR_OPT_ADAMW : SR_OPT_SGD);
+        o.lr = 0.1;
+        o.weight_decay = 0;
+        CHECK_OK(sr_optim_step(&o, m));
+        CHECK(o.nstate == 2, "%s: %d state slots for 2 distinct parameters", kind ? "adamw" : "sgd", o.nstate);
+        for (int64_t e = 0; e < sr_numel(&w0); e++) {
+            /* AdamW's first step without decay: w − lr·g/(|g| + eps) */
+            double ge = sr_get_flat(&w->grad, e), step = kind ? ge / (fabs(ge) + o.eps) : ge;
+            double want = sr_get_flat(&w0, e) - 0.1 * step;
+            CHECK(fabs(sr_get_flat(&w->value, e) - want) < 1e-15, "%s: w[%lld] %.17g want %.17g (w0 %.17g, g %.17g)",
+                  kind ? "adamw" : "sgd", (long long)e, sr_get_flat(&w->value, e), want, sr_get_flat(&w0, e), ge);
+        }
+        int n = 0;
+        CHECK_OK(sr_optim_walk_state(&o, m, count_state, &n));
+        CHECK(n == (kind ? 4 : o.momentum > 0 ? 2 : 0), "%s: %d state tensors", kind ? "adamw" : "sgd", n);
+        sr_optim_free(&o);
+        sr_module_release(m);
+    }
+    sr_tensor_free(&w0);
+}
+
+/* Backward through a module used twice: the module keeps one saved input,
+ * the second use's, and gives it back after that use's backward, so the
+ * first use's backward fails with a message (never a gradient computed
+ * from the wrong input). */
+TEST(train_shared_module_backward_is_refused)
+{
+    sr_module *m = make_shared(5);
+    CHECK(m, "create: %s", sr_errmsg());
+    sr_tensor x = SR_TENSOR_INIT;
+    CHECK_OK(check_randn(&x, 2, (int64_t[]){6, 3}, 4));
+    int64_t lab[6] = {0, 2, 1, 1, 0, 2};
+    double loss;
+    CHECK_ERR(sr_ce_pass(m, &x, lab, NULL, 1, &loss, NULL, NULL), "linear backward: forward was not run with save");
+    sr_tensor_free(&x);
+    sr_module_release(m);
+}
+
 TEST(train_permutation_is_seeded_permutation)
 {
     int64_t a[1000], b[1000], c[1000];
