@@ -64,6 +64,7 @@ local o = cli.run({
     { "robust_eps", { 0.5, 1.0 }, "radii for --robust-eval (L2, 7 steps)" },
     { "threads", 0, "threads (0: SRGEO_THREADS or the default)", min = 0, max = 4096 },
     { "sync_bn", false, "under mpirun: BatchNorm statistics over the whole batch, not each rank's shard" },
+    { "overlap", false, "under mpirun: sum each bucket of gradients while backward goes on (same weights either way)" },
     { "ship", "", "copy the final checkpoint to this .safetensors path and write a model card beside it", metavar = "PATH" },
     { "ship_run", "", "also copy a log-spaced subset of the run's checkpoints into this folder", metavar = "DIR" },
     { "ship_per_decade", 2, "checkpoints per decade in --ship-run (plus step 0 and the final step)", min = 1 },
@@ -116,7 +117,7 @@ local opts = {
   per_decade = o.per_decade, seed = o.seed, out = o.out ~= "" and o.out or ("runs/" .. o.model),
   resume = o.resume, eval_train = o.eval_train, eval_test = o.eval_test > 0 and o.eval_test or nil,
   log_every = o.log_every, command = command, progress = srgeo._isatty(2) or "lines",
-  name = o.name ~= "" and o.name or nil, sync_bn = o.sync_bn or nil,
+  name = o.name ~= "" and o.name or nil, sync_bn = o.sync_bn or nil, overlap = o.overlap,
 }
 if o.epochs > 0 then opts.epochs = o.epochs else opts.steps = o.steps end
 if o.optimizer == "sgd" then opts.momentum, opts.nesterov = o.momentum, o.nesterov end

@@ -1834,127 +1834,139 @@ static int do_expand(ctx *c)
     return alias(c->I, out_name(c, 0), x) ? 0 : -1;
 }
 
-static const struct {
-    const char *op, *layer;
-} pointwise[] = {
-    {"Relu", "relu"}, {"Sigmoid", "sigmoid"}, {"Tanh", "tanh"}, {"HardSigmoid", "hardsigmoid"},
-    {"HardSwish", "hardswish"}, {"LeakyRelu", "leaky_relu"}, {"Elu", "elu"}, {"Softplus", "softplus"},
-    {"Erf", "erf"}, {"Sqrt", "sqrt"}, {"Exp", "exp"}, {"Log", "log"}, {"Abs", "abs"}, {"Neg", "neg"},
-    {"Reciprocal", "reciprocal"}, {"Clip", "clip"}, {"Pow", "pow"}, {"Gelu", "gelu"},
-};
-
-static const char *const dynamic_ops[] = {
-    "Identity", "Dropout", "Cast", "CastLike", "Add", "Sub", "Mul", "Div", "Sum", "Max", "Min", "MatMul", "Gemm",
-    "Conv", "BatchNormalization", "MaxPool", "AveragePool", "GlobalAveragePool", "Flatten", "Reshape", "Squeeze",
-    "Unsqueeze", "Transpose", "Concat", "Split", "Slice", "Gather", "ReduceMean", "ReduceSum", "ReduceMax",
-    "ReduceMin", "Softmax", "LayerNormalization", "Pad", "Shape", "Size", "Expand", "Constant", NULL,
-};
-
-int sr_onnx_op_supported(const char *op)
+/* --- the dispatch: one table says which ops the importer takes and how ------- */
+static int op_pointwise(ctx *c, const char *layer)
 {
-    for (size_t i = 0; i < sizeof pointwise / sizeof *pointwise; i++)
-        if (!strcmp(pointwise[i].op, op))
-            return SR_ONNX_OP_VALUES;
-    for (const char *const *p = dynamic_ops; *p; p++)
-        if (!strcmp(*p, op))
-            return SR_ONNX_OP_VALUES;
-    return sr_fold_knows(op) ? SR_ONNX_OP_CONSTANTS : 0;
+    if (!dyn_in(c, 0))
+        return UNSUPPORTED("%s of a constant by a value", c->n->op_type);
+    return do_pointwise(c, layer);
 }
 
-static int translate_dynamic(ctx *c)
+/* x ^ (one number) is a pointwise layer; anything else a pow_of */
+static int op_pow(ctx *c, const char *arg)
 {
-    const char *op = c->n->op_type;
-    const ival *x = dyn_in(c, 0);
     double e;
-    /* x ^ (one number) is a pointwise layer; anything else a pow_of */
-    if (!strcmp(op, "Pow") && (!x || c->nin < 2 || !c->in[1] || c->in[1]->store != V_STATIC || scalar_of(c->in[1], &e)))
+    if (!dyn_in(c, 0) || c->nin < 2 || !c->in[1] || c->in[1]->store != V_STATIC || scalar_of(c->in[1], &e))
         return do_arith(c, "pow_of");
-    for (size_t i = 0; i < sizeof pointwise / sizeof *pointwise; i++)
-        if (!strcmp(pointwise[i].op, op)) {
-            if (!x)
-                return UNSUPPORTED("%s of a constant by a value", op);
-            return do_pointwise(c, pointwise[i].layer);
-        }
-    if (!strcmp(op, "Dropout")) {
-        /* in training mode it drops at random: not a function of the input,
-         * unless its ratio is 0 */
-        double t = 0, ratio = af(c->n, "ratio", 0.5);
-        int training = (c->nin > 2 && c->in[2] && (c->in[2]->store != V_STATIC || scalar_of(c->in[2], &t) || t != 0)) ||
-                       (c->I->m->opset < 7 && !ai(c->n, "is_test", 0));
-        if (c->nin > 1 && c->in[1] && (c->in[1]->store != V_STATIC || scalar_of(c->in[1], &ratio)))
-            ratio = 0.5;
-        if (training && ratio != 0)
-            return UNSUPPORTED("Dropout in training mode");
-        if (only_first_output(c))
-            return -1;
-    }
-    if (!strcmp(op, "Identity") || !strcmp(op, "Dropout"))
-        return alias(c->I, out_name(c, 0), x) ? 0 : -1;
-    if (!strcmp(op, "CastLike") && !x) { /* a constant cast like a value: the value's type is float */
+    return op_pointwise(c, arg);
+}
+
+static int op_alias(ctx *c, const char *arg)
+{
+    (void)arg;
+    return alias(c->I, out_name(c, 0), dyn_in(c, 0)) ? 0 : -1;
+}
+
+static int op_dropout(ctx *c, const char *arg)
+{
+    /* in training mode it drops at random: not a function of the input,
+     * unless its ratio is 0 */
+    double t = 0, ratio = af(c->n, "ratio", 0.5);
+    int training = (c->nin > 2 && c->in[2] && (c->in[2]->store != V_STATIC || scalar_of(c->in[2], &t) || t != 0)) ||
+                   (c->I->m->opset < 7 && !ai(c->n, "is_test", 0));
+    if (c->nin > 1 && c->in[1] && (c->in[1]->store != V_STATIC || scalar_of(c->in[1], &ratio)))
+        ratio = 0.5;
+    if (training && ratio != 0)
+        return UNSUPPORTED("Dropout in training mode");
+    if (only_first_output(c))
+        return -1;
+    return op_alias(c, arg);
+}
+
+/* Cast / CastLike (arg "like") */
+static int op_cast(ctx *c, const char *arg)
+{
+    const ival *x = dyn_in(c, 0);
+    if (arg && !x) { /* a constant cast like a value: the value's type is float */
         ival *v = define(c->I, out_name(c, 0));
         if (!v || sr_fold_val_set(&v->s, SR_ONNX_DOUBLE, &c->in[0]->s.v[0]))
             return -1;
         v->store = V_STATIC;
         return 0;
     }
-    if (!strcmp(op, "Cast") || !strcmp(op, "CastLike")) {
-        /* to float or double: the graph computes in its own precision; a
-         * rounding to 16 bits would be a layer of its own */
-        int to = !strcmp(op, "Cast") ? (int)ai(c->n, "to", SR_ONNX_FLOAT)
-               : c->nin > 1 && c->in[1] && c->in[1]->store == V_STATIC ? c->in[1]->s.type : SR_ONNX_FLOAT;
-        if (x && to != SR_ONNX_FLOAT && to != SR_ONNX_DOUBLE)
-            return UNSUPPORTED("%s of a value to %s", op, sr_onnx_type_name(to));
-    }
-    if (!strcmp(op, "Cast") || !strcmp(op, "CastLike"))
-        return alias(c->I, out_name(c, 0), x) ? 0 : -1;
-    if (!strcmp(op, "Add") || !strcmp(op, "Sub") || !strcmp(op, "Mul") || !strcmp(op, "Div"))
-        return do_arith(c, !strcmp(op, "Add") ? "add" : !strcmp(op, "Sub") ? "sub" : !strcmp(op, "Mul") ? "mul" : "div");
-    if (!strcmp(op, "Sum") || !strcmp(op, "Max") || !strcmp(op, "Min"))
-        return do_variadic(c, op[1] == 'u' ? "add" : op[1] == 'a' ? "max" : "min");
-    if (!strcmp(op, "MatMul"))
-        return do_matmul(c);
-    if (!strcmp(op, "Gemm"))
-        return do_gemm(c);
-    if (!strcmp(op, "Concat"))
-        return do_concat(c);
-    if (!x)
+    /* to float or double: the graph computes in its own precision; a
+     * rounding to 16 bits would be a layer of its own */
+    int to = !arg ? (int)ai(c->n, "to", SR_ONNX_FLOAT)
+           : c->nin > 1 && c->in[1] && c->in[1]->store == V_STATIC ? c->in[1]->s.type : SR_ONNX_FLOAT;
+    if (x && to != SR_ONNX_FLOAT && to != SR_ONNX_DOUBLE)
+        return UNSUPPORTED("%s of a value to %s", c->n->op_type, sr_onnx_type_name(to));
+    return op_alias(c, arg);
+}
+
+/* The translators that take no argument, or a flag, behind the table's one
+ * signature. */
+#define OP_PLAIN(f) \
+    static int op_##f(ctx *c, const char *arg) { (void)arg; return do_##f(c); }
+OP_PLAIN(matmul) OP_PLAIN(gemm) OP_PLAIN(concat) OP_PLAIN(conv) OP_PLAIN(batchnorm) OP_PLAIN(global_pool)
+OP_PLAIN(flatten) OP_PLAIN(reshape) OP_PLAIN(transpose) OP_PLAIN(split) OP_PLAIN(slice) OP_PLAIN(gather)
+OP_PLAIN(softmax) OP_PLAIN(layernorm) OP_PLAIN(pad) OP_PLAIN(expand)
+#undef OP_PLAIN
+static int op_pool(ctx *c, const char *arg) { return do_pool(c, !strcmp(arg, "max")); }
+static int op_squeeze(ctx *c, const char *arg) { return do_squeeze(c, arg != NULL); }
+static int op_shape(ctx *c, const char *arg) { return do_shape(c, arg != NULL); }
+
+/* Every op the importer takes on values.  VALUE_FIRST: the op needs a value
+ * (not a constant) as its first input.  A NULL translator: the op only ever
+ * makes constants (folded before dispatch). */
+enum { VALUE_FIRST = 1 };
+static const struct {
+    const char *op;
+    int (*fn)(ctx *c, const char *arg);
+    const char *arg;
+    int flags;
+} ops[] = {
+    {"Relu", op_pointwise, "relu", 0}, {"Sigmoid", op_pointwise, "sigmoid", 0}, {"Tanh", op_pointwise, "tanh", 0},
+    {"HardSigmoid", op_pointwise, "hardsigmoid", 0}, {"HardSwish", op_pointwise, "hardswish", 0},
+    {"LeakyRelu", op_pointwise, "leaky_relu", 0}, {"Elu", op_pointwise, "elu", 0},
+    {"Softplus", op_pointwise, "softplus", 0}, {"Erf", op_pointwise, "erf", 0}, {"Sqrt", op_pointwise, "sqrt", 0},
+    {"Exp", op_pointwise, "exp", 0}, {"Log", op_pointwise, "log", 0}, {"Abs", op_pointwise, "abs", 0},
+    {"Neg", op_pointwise, "neg", 0}, {"Reciprocal", op_pointwise, "reciprocal", 0},
+    {"Clip", op_pointwise, "clip", 0}, {"Gelu", op_pointwise, "gelu", 0}, {"Pow", op_pow, "pow", 0},
+    {"Identity", op_alias, NULL, 0}, {"Dropout", op_dropout, NULL, 0},
+    {"Cast", op_cast, NULL, 0}, {"CastLike", op_cast, "like", 0},
+    {"Add", do_arith, "add", 0}, {"Sub", do_arith, "sub", 0}, {"Mul", do_arith, "mul", 0},
+    {"Div", do_arith, "div", 0},
+    {"Sum", do_variadic, "add", 0}, {"Max", do_variadic, "max", 0}, {"Min", do_variadic, "min", 0},
+    {"MatMul", op_matmul, NULL, 0}, {"Gemm", op_gemm, NULL, 0}, {"Concat", op_concat, NULL, 0},
+    {"Conv", op_conv, NULL, VALUE_FIRST}, {"BatchNormalization", op_batchnorm, NULL, VALUE_FIRST},
+    {"MaxPool", op_pool, "max", VALUE_FIRST}, {"AveragePool", op_pool, "average", VALUE_FIRST},
+    {"GlobalAveragePool", op_global_pool, NULL, VALUE_FIRST}, {"Flatten", op_flatten, NULL, VALUE_FIRST},
+    {"Reshape", op_reshape, NULL, VALUE_FIRST}, {"Squeeze", op_squeeze, NULL, VALUE_FIRST},
+    {"Unsqueeze", op_squeeze, "un", VALUE_FIRST}, {"Transpose", op_transpose, NULL, VALUE_FIRST},
+    {"Split", op_split, NULL, VALUE_FIRST}, {"Slice", op_slice, NULL, VALUE_FIRST},
+    {"Gather", op_gather, NULL, VALUE_FIRST},
+    {"ReduceMean", do_reduce, "mean", VALUE_FIRST}, {"ReduceSum", do_reduce, "sum", VALUE_FIRST},
+    {"ReduceMax", do_reduce, "max", VALUE_FIRST}, {"ReduceMin", do_reduce, "min", VALUE_FIRST},
+    {"Softmax", op_softmax, NULL, VALUE_FIRST}, {"LayerNormalization", op_layernorm, NULL, VALUE_FIRST},
+    {"Pad", op_pad, NULL, VALUE_FIRST}, {"Shape", op_shape, NULL, VALUE_FIRST},
+    {"Size", op_shape, "size", VALUE_FIRST}, {"Expand", op_expand, NULL, VALUE_FIRST},
+    {"Constant", NULL, NULL, 0},
+};
+
+static int op_index(const char *op)
+{
+    for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
+        if (!strcmp(ops[i].op, op))
+            return (int)i;
+    return -1;
+}
+
+int sr_onnx_op_supported(const char *op)
+{
+    if (op_index(op) >= 0)
+        return SR_ONNX_OP_VALUES;
+    return sr_fold_knows(op) ? SR_ONNX_OP_CONSTANTS : 0;
+}
+
+static int translate_dynamic(ctx *c)
+{
+    const char *op = c->n->op_type;
+    int i = op_index(op);
+    if (i < 0 || !ops[i].fn)
+        return sr_fail("unsupported op %s", op);
+    if ((ops[i].flags & VALUE_FIRST) && !dyn_in(c, 0))
         return UNSUPPORTED("%s with a value in other than its first input", op);
-    if (!strcmp(op, "Conv"))
-        return do_conv(c);
-    if (!strcmp(op, "BatchNormalization"))
-        return do_batchnorm(c);
-    if (!strcmp(op, "MaxPool") || !strcmp(op, "AveragePool"))
-        return do_pool(c, op[1] == 'a');
-    if (!strcmp(op, "GlobalAveragePool"))
-        return do_global_pool(c);
-    if (!strcmp(op, "Flatten"))
-        return do_flatten(c);
-    if (!strcmp(op, "Reshape"))
-        return do_reshape(c);
-    if (!strcmp(op, "Squeeze") || !strcmp(op, "Unsqueeze"))
-        return do_squeeze(c, op[0] == 'U');
-    if (!strcmp(op, "Transpose"))
-        return do_transpose(c);
-    if (!strcmp(op, "Split"))
-        return do_split(c);
-    if (!strcmp(op, "Slice"))
-        return do_slice(c);
-    if (!strcmp(op, "Gather"))
-        return do_gather(c);
-    if (!strcmp(op, "ReduceMean") || !strcmp(op, "ReduceSum") || !strcmp(op, "ReduceMax") || !strcmp(op, "ReduceMin"))
-        return do_reduce(c, !strcmp(op, "ReduceMean") ? "mean" : !strcmp(op, "ReduceSum") ? "sum"
-                          : !strcmp(op, "ReduceMax")  ? "max" : "min");
-    if (!strcmp(op, "Softmax"))
-        return do_softmax(c);
-    if (!strcmp(op, "LayerNormalization"))
-        return do_layernorm(c);
-    if (!strcmp(op, "Pad"))
-        return do_pad(c);
-    if (!strcmp(op, "Shape") || !strcmp(op, "Size"))
-        return do_shape(c, op[1] == 'i');
-    if (!strcmp(op, "Expand"))
-        return do_expand(c);
-    return sr_fail("unsupported op %s", op);
+    return ops[i].fn(c, ops[i].arg);
 }
 
 /* Folding may make what a file only describes (ConstantOfShape, Expand,

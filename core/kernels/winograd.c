@@ -53,6 +53,26 @@ static void SR_FN(wino_pad_row)(real *restrict p, const real *restrict xc, int64
         p[i] = xr[i];
 }
 
+/* Rows ih0 .. ih0 + rows − 1 of plane xc (zero outside it), padded by g
+ * and split into their even and odd columns: E and O, rows of n =
+ * wino_row_len(g->tw) at s + 2·n·most (P, the padded rows, first; its
+ * padding zeroed by the caller).  Passes, not one row at a time: see
+ * wino_in. */
+static void SR_FN(wino_split_rows)(real *s, int64_t most, const real *xc, int64_t ih0, int64_t rows,
+                                   const sr_wino_geom *g, real **E, real **O)
+{
+    const int64_t n = wino_row_len(g->tw);
+    real *P = s, *e = s + 2 * n * most, *od = e + n * rows;
+    for (int64_t i = 0; i < rows; i++)
+        SR_FN(wino_pad_row)(P + 2 * n * i, xc, ih0 + i, g);
+    WINO_SIMD
+    for (int64_t i = 0; i < n * rows; i++) {
+        e[i] = P[2 * i];
+        od[i] = P[2 * i + 1];
+    }
+    *E = e, *O = od;
+}
+
 /* V[ξ][c][t] = (Bᵀ d B)[ξ] for every channel and every tile of tile rows
  * [R0, R1), t = (R − R0)·tw + tj; ld columns per V[ξ] row.  With strips,
  * each V[ξ] is instead in gemm.c's strips of NR tiles, C x NR blocks
@@ -80,16 +100,8 @@ static void SR_FN(wino_in)(real *V, int64_t ld, int strips, const real *x, const
         for (int64_t Ra = R0, Rb; Ra < R1; Ra = Rb) {
             const int64_t img = Ra / g->th, ti0 = Ra % g->th, ih0 = 2 * ti0 - g->ph;
             Rb = (img + 1) * g->th < R1 ? (img + 1) * g->th : R1;
-            const int64_t rows = 2 * (Rb - Ra) + 2;
-            const real *xc = x + (img * C + c) * plane;
-            real *P = s, *E = s + 2 * n * most, *O = E + n * rows; /* P's padding stays zero */
-            for (int64_t i = 0; i < rows; i++)
-                SR_FN(wino_pad_row)(P + 2 * n * i, xc, ih0 + i, g);
-            WINO_SIMD
-            for (int64_t i = 0; i < n * rows; i++) {
-                E[i] = P[2 * i];
-                O[i] = P[2 * i + 1];
-            }
+            real *E, *O;
+            SR_FN(wino_split_rows)(s, most, x + (img * C + c) * plane, ih0, 2 * (Rb - Ra) + 2, g, &E, &O);
             for (int64_t R = Ra; R < Rb; R++) {
                 const int64_t t0 = (R - R0) * tw, r = 2 * (R - Ra) * n;
                 const real *e0 = E + r, *o0 = O + r, *e1 = e0 + n, *o1 = o0 + n;
@@ -180,9 +192,10 @@ static void SR_FN(wino_put_row)(real *gc, const real *e, const real *od, int64_t
  * into ∂t_a at columns 2q, 2q + 1; then the rows, of t0 = d0 − d2,
  * t1 = d1 + d2, t2 = d2 − d1, t3 = d1 − d3, give the patch rows ∂d_k.
  * ∂d0, ∂d1 complete the rows carried in s (c0, c1) into r0, r1; ∂d2, ∂d3
- * become the new carried rows.  s: 8 rows of n1, the even then the odd
- * columns of c0, c1, r0, r1.  Scalars only: gcc vectorises this over q. */
-WINO_INLINE void SR_FN(wino_adj_col)(real *restrict s, int64_t n1, const real *gv, int64_t vs, int64_t q,
+ * become the new carried rows.  s: 8 rows of n (wino_row_len), the even
+ * then the odd columns of c0, c1, r0, r1.  Scalars only: gcc vectorises
+ * this over q, the tile reads masked by prev and cur. */
+WINO_INLINE void SR_FN(wino_adj_col)(real *restrict s, int64_t n, const real *gv, int64_t vs, int64_t q,
                                    int prev, int cur)
 {
 #define WINO_ADJ_T(a, E, O)                                                     \
@@ -199,9 +212,9 @@ WINO_INLINE void SR_FN(wino_adj_col)(real *restrict s, int64_t n1, const real *g
     WINO_ADJ_T(2, e2, o2)
     WINO_ADJ_T(3, e3, o3)
 #undef WINO_ADJ_T
-    real *restrict c0e = s, *restrict c0o = s + n1, *restrict c1e = s + 2 * n1, *restrict c1o = s + 3 * n1;
-    real *restrict r0e = s + 4 * n1, *restrict r0o = s + 5 * n1, *restrict r1e = s + 6 * n1,
-                   *restrict r1o = s + 7 * n1;
+    real *restrict c0e = s, *restrict c0o = s + n, *restrict c1e = s + 2 * n, *restrict c1o = s + 3 * n;
+    real *restrict r0e = s + 4 * n, *restrict r0o = s + 5 * n, *restrict r1e = s + 6 * n,
+                   *restrict r1o = s + 7 * n;
     r0e[q] = c0e[q] + e0, r0o[q] = c0o[q] + o0;
     r1e[q] = c1e[q] + e1 - e2 + e3, r1o[q] = c1o[q] + o1 - o2 + o3;
     c0e[q] = e1 + e2 - e0, c0o[q] = o1 + o2 - o0;
@@ -215,11 +228,17 @@ WINO_INLINE void SR_FN(wino_adj_col)(real *restrict s, int64_t n1, const real *g
  * carried (rows 2, 3 of one are rows 0, 1 of the next), so each tile row
  * is one pass over its columns plus the stores of the two rows it
  * completes.  A tile row that begins a call in mid-image adds to the two
- * rows the previous call stored. */
+ * rows the previous call stored.  The pass runs whole vectors of 8 over
+ * columns [0, qn) of s's rows, qn the tw + 1 columns rounded up to 8
+ * (columns past tw read no tile and stay zero): the tw + 1 columns (5 at
+ * 7x7) were a scalar head, a vector body too short to run and a scalar
+ * tail; in vectors of 16 over the rows' n columns 7x7 did 3x the work and
+ * lost. */
 static void SR_FN(wino_in_adj)(real *gx, const real *GV, int64_t ld, const sr_wino_geom *g, int64_t R0,
                                int64_t R1, real *s)
 {
-    const int64_t tw = g->tw, n1 = tw + 1, C = g->c, plane = g->h * g->w, vs = wino_plane(C, ld);
+    const int64_t tw = g->tw, n = wino_row_len(tw), C = g->c, plane = g->h * g->w, vs = wino_plane(C, ld);
+    const int64_t qn = (tw + 8) / 8 * 8;
     for (int64_t c = 0; c < C; c++) {
         for (int64_t R = R0; R < R1; R++) {
             int64_t img = R / g->th, ti = R % g->th, ih = 2 * ti - g->ph;
@@ -227,17 +246,15 @@ static void SR_FN(wino_in_adj)(real *gx, const real *GV, int64_t ld, const sr_wi
             real *gc = gx + (img * C + c) * plane;
             int add = R == R0 && ti > 0;
             if (R == R0 || ti == 0)
-                memset(s, 0, (size_t)(4 * n1) * sizeof(real));
-            SR_FN(wino_adj_col)(s, n1, gv, vs, 0, 0, 1);
-            WINO_SIMD
-            for (int64_t q = 1; q < tw; q++)
-                SR_FN(wino_adj_col)(s, n1, gv, vs, q, 1, 1);
-            SR_FN(wino_adj_col)(s, n1, gv, vs, tw, 1, 0);
-            SR_FN(wino_put_row)(gc, s + 4 * n1, s + 5 * n1, ih, add, g);
-            SR_FN(wino_put_row)(gc, s + 6 * n1, s + 7 * n1, ih + 1, add, g);
+                memset(s, 0, (size_t)(4 * n) * sizeof(real));
+            _Pragma("omp simd simdlen(8)")
+            for (int64_t q = 0; q < qn; q++)
+                SR_FN(wino_adj_col)(s, n, gv, vs, q, q > 0, q < tw);
+            SR_FN(wino_put_row)(gc, s + 4 * n, s + 5 * n, ih, add, g);
+            SR_FN(wino_put_row)(gc, s + 6 * n, s + 7 * n, ih + 1, add, g);
             if (ti == g->th - 1 || R == R1 - 1) {
-                SR_FN(wino_put_row)(gc, s, s + n1, ih + 2, 0, g);
-                SR_FN(wino_put_row)(gc, s + 2 * n1, s + 3 * n1, ih + 3, 0, g);
+                SR_FN(wino_put_row)(gc, s, s + n, ih + 2, 0, g);
+                SR_FN(wino_put_row)(gc, s + 2 * n, s + 3 * n, ih + 3, 0, g);
             }
         }
     }
@@ -316,27 +333,33 @@ WINO_INLINE void SR_FN(wino_gy_tile)(real *m, int64_t ms, int64_t j, real g00, r
 /* Mg for tile rows [R0, R1): zero past the output's edge.  Channel
  * outermost, as in wino_out: an image's rows of one channel are then read
  * in order (rows of 28 floats, one channel after another, left the
- * prefetcher behind: half this transform's time was in those loads). */
-static void SR_FN(wino_gy)(real *Mg, int64_t ld, const real *gy, const sr_wino_geom *g, int64_t R0, int64_t R1)
+ * prefetcher behind: half this transform's time was in those loads).  As
+ * in wino_in, each image's run of gy rows is first split into even and odd
+ * columns (the plane gy as an input of ho x wo, unpadded), so each tile row
+ * is one loop of whole vectors, its extra tiles landing where later writes
+ * replace them (next tile row, channel o + 1's row, the plane's skew).
+ * s: wino_scratch elements. */
+static void SR_FN(wino_gy)(real *Mg, int64_t ld, const real *gy, const sr_wino_geom *g, int64_t R0, int64_t R1,
+                           real *s)
 {
-    const int64_t tw = g->tw, O = g->o, ms = wino_plane(O, ld), P = g->ho * g->wo, wo = g->wo, pairs = wo / 2;
+    const int64_t tw = g->tw, O = g->o, ms = wino_plane(O, ld), P = g->ho * g->wo, n = wino_row_len(tw);
+    const int64_t most = 2 * (R1 - R0 < g->th ? R1 - R0 : g->th) + 2, jv = (tw + WINO_VW - 1) / WINO_VW * WINO_VW;
+    const sr_wino_geom gg = {.h = g->ho, .w = g->wo, .tw = tw}; /* gy as a plane, no padding */
+    memset(s, 0, (size_t)(2 * n * most) * sizeof(real));
     for (int64_t o = 0; o < O; o++) {
-        for (int64_t R = R0; R < R1; R++) {
-            int64_t img = R / g->th, ti = R % g->th, t0 = (R - R0) * tw;
-            int two = 2 * ti + 1 < g->ho;
-            const real *g0 = gy + (img * O + o) * P + 2 * ti * wo, *g1 = g0 + wo;
-            real *m = Mg + o * ld + t0;
-            if (two) {
+        for (int64_t Ra = R0, Rb; Ra < R1; Ra = Rb) {
+            const int64_t img = Ra / g->th;
+            Rb = (img + 1) * g->th < R1 ? (img + 1) * g->th : R1;
+            real *E, *Od;
+            SR_FN(wino_split_rows)(s, most, gy + (img * O + o) * P, 2 * (Ra % g->th), 2 * (Rb - Ra), &gg, &E, &Od);
+            for (int64_t R = Ra; R < Rb; R++) {
+                const int64_t r = 2 * (R - Ra) * n;
+                const real *e0 = E + r, *o0 = Od + r, *e1 = e0 + n, *o1 = o0 + n;
+                real *m = Mg + o * ld + (R - R0) * tw;
                 WINO_SIMD
-                for (int64_t j = 0; j < pairs; j++)
-                    SR_FN(wino_gy_tile)(m, ms, j, g0[2 * j], g0[2 * j + 1], g1[2 * j], g1[2 * j + 1]);
-            } else {
-                WINO_SIMD
-                for (int64_t j = 0; j < pairs; j++)
-                    SR_FN(wino_gy_tile)(m, ms, j, g0[2 * j], g0[2 * j + 1], 0, 0);
+                for (int64_t j = 0; j < jv; j++)
+                    SR_FN(wino_gy_tile)(m, ms, j, e0[j], o0[j], e1[j], o1[j]);
             }
-            if (wo % 2)
-                SR_FN(wino_gy_tile)(m, ms, tw - 1, g0[wo - 1], 0, two ? g1[wo - 1] : 0, 0);
         }
     }
 }
@@ -444,7 +467,7 @@ static int SR_FN(wino_bwd_part)(const wino_ctx *cx, int t)
         if (sr_interrupted())
             return -1;
         int64_t R1 = R + cx->rpc < cx->R[t + 1] ? R + cx->rpc : cx->R[t + 1], T = (R1 - R) * g->tw;
-        SR_FN(wino_gy)(M, ld, cx->gy, g, R, R1);
+        SR_FN(wino_gy)(M, ld, cx->gy, g, R, R1, s);
         if (dU) {
             SR_FN(wino_in)(V, ld, 0, cx->x, g, R, R1, s);
             for (int xi = 0; xi < 16; xi++)

@@ -589,11 +589,31 @@ static int hook_sum(void *buf, int64_t n, sr_dtype dt, void *ctx)
     return 0;
 }
 
+static int hook_start(void *buf, int64_t n, sr_dtype dt, void *ctx)
+{
+    (void)ctx;
+    if (comm->iallreduce(buf, n, dt == SR_F64 ? SR_COMM_F64 : SR_COMM_F32, SR_COMM_SUM))
+        return sr_fail("%s", comm->error());
+    return 0;
+}
+
+static int hook_progress(void *ctx)
+{
+    (void)ctx;
+    return comm->itest() ? sr_fail("%s", comm->error()) : 0;
+}
+
+static int hook_wait(void *ctx)
+{
+    (void)ctx;
+    return comm->iwait() ? sr_fail("%s", comm->error()) : 0;
+}
+
 int sr_lua_mpi_size(void) { return world_size; }
 
 const sr_sum_hook *sr_lua_mpi_sum(void)
 {
-    static const sr_sum_hook hook = {hook_sum, NULL};
+    static const sr_sum_hook hook = {hook_sum, NULL, hook_start, hook_progress, hook_wait};
     return comm && world_size > 1 ? &hook : NULL;
 }
 

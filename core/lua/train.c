@@ -4,7 +4,7 @@
  *   opt = srgeo.optim.sgd{lr=0.1, momentum=0.9, nesterov=false, weight_decay=5e-4}
  *   opt = srgeo.optim.adamw{lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.05}
  *   opt:step(model)  opt:set_lr(lr)  opt:state(model) -> {name = tensor}  opt.steps
- *   loss, correct [, gx] = srgeo._train_step(model, opt|nil, X, labels [, {input_grad=false, rows=, sync_bn=, bucket=}])
+ *   loss, correct [, gx] = srgeo._train_step(model, opt|nil, X, labels [, {input_grad=false, rows=, sync_bn=, bucket=, overlap=false, timing=}])
  *   opt:load_state(model, {name = tensor})
  *   loss, correct, losses, gx = srgeo._grad_pass(model, X, labels, {weights=, param_grads=, input_grad=})
  *   loss_sum, correct = srgeo._eval_batch(model, X, labels)
@@ -182,10 +182,12 @@ static int opt_set_steps(lua_State *L)
  * `rows` rows (the loss is the whole batch's mean: this returns the shard's
  * share), the gradients are summed over the ranks, and sync_bn=true
  * normalises train-mode BatchNorm over the whole batch; bucket: gradient
- * values per sum. */
+ * values per sum; overlap=true starts each bucket's sum during backward
+ * (the same bits); timing: a table that gets sum_seconds, the seconds the step
+ * spent in the gradient sums' calls (the all-reduce time not hidden). */
 static int l_train_step(lua_State *L)
 {
-    static const char *const keys[] = {"input_grad", "rows", "sync_bn", "bucket", NULL};
+    static const char *const keys[] = {"input_grad", "rows", "sync_bn", "bucket", "overlap", "timing", NULL};
     lua_settop(L, 5);
     sr_module *m = sr_lua_check_module(L, 1);
     sr_optim *o = lua_isnil(L, 2) ? NULL : check_opt(L, 2);
@@ -193,16 +195,28 @@ static int l_train_step(lua_State *L)
     sr_tensor *x = check_batch(L, 3, "train_step", &lab);
     sr_lua_check_keys(L, 5, "train_step", keys);
     int input_grad = sr_lua_opt_boolean(L, 5, "train_step", "input_grad", 0);
-    sr_data_parallel dp = {NULL, 0, sr_lua_mpi_size(), 0, 0};
+    double sum_seconds = 0;
+    sr_data_parallel dp = {NULL, 0, sr_lua_mpi_size(), 0, 0, 0, &sum_seconds};
     dp.rows = sr_lua_opt_integer_in(L, 5, "train_step", "rows", 0, 0, INT64_MAX);
     if (dp.rows) /* a shard: the ranks of the MPI world train together */
         dp.sum = sr_lua_mpi_sum();
     dp.sync_bn = sr_lua_opt_boolean(L, 5, "train_step", "sync_bn", 0);
     dp.bucket = sr_lua_opt_integer_in(L, 5, "train_step", "bucket", 0, 0, INT64_MAX);
+    dp.overlap = sr_lua_opt_boolean(L, 5, "train_step", "overlap", 0);
     double loss;
     int64_t correct;
     if (sr_train_step(m, o, x, lab, &dp, &loss, &correct))
         return sr_lua_fail(L);
+    if (lua_istable(L, 5)) {
+        int t = lua_getfield(L, 5, "timing");
+        if (t == LUA_TTABLE) {
+            lua_pushnumber(L, sum_seconds);
+            lua_setfield(L, -2, "sum_seconds");
+        } else if (t != LUA_TNIL) {
+            return luaL_error(L, "train_step: timing must be a table, got %s", luaL_typename(L, -1));
+        }
+        lua_pop(L, 1);
+    }
     lua_pushnumber(L, loss);
     lua_pushinteger(L, correct);
     if (input_grad) {

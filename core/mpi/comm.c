@@ -90,18 +90,56 @@ static int comm_bcast(void *buf, int64_t bytes, int root)
     return 0;
 }
 
-static int comm_allreduce(void *buf, int64_t n, sr_comm_type t, sr_comm_op op)
+static MPI_Request *reqs; /* the started nonblocking reductions */
+static int nreqs, capreqs;
+
+/* Blocking, or nonblocking with the requests appended to reqs. */
+static int reduce(void *buf, int64_t n, sr_comm_type t, sr_comm_op op, int nonblocking)
 {
     MPI_Datatype dt = t == SR_COMM_F64 ? MPI_DOUBLE : t == SR_COMM_F32 ? MPI_FLOAT : MPI_INT64_T;
     size_t es = t == SR_COMM_F32 ? 4 : 8;
     MPI_Op mop = op == SR_COMM_SUM ? MPI_SUM : op == SR_COMM_MAX ? MPI_MAX : MPI_MIN;
     for (int64_t at = 0; at < n; at += PIECE) {
         int k = (int)(n - at < PIECE ? n - at : PIECE);
-        if (check(MPI_Allreduce(MPI_IN_PLACE, (char *)buf + (size_t)at * es, k, dt, mop, MPI_COMM_WORLD),
-                  "MPI_Allreduce"))
+        void *p = (char *)buf + (size_t)at * es;
+        if (!nonblocking) {
+            if (check(MPI_Allreduce(MPI_IN_PLACE, p, k, dt, mop, MPI_COMM_WORLD), "MPI_Allreduce"))
+                return -1;
+            continue;
+        }
+        if (nreqs == capreqs) {
+            int cap = capreqs ? 2 * capreqs : 64;
+            MPI_Request *r = realloc(reqs, sizeof *r * (size_t)cap);
+            if (!r)
+                return fail("mpi: out of memory for %d pending reductions", cap);
+            reqs = r;
+            capreqs = cap;
+        }
+        if (check(MPI_Iallreduce(MPI_IN_PLACE, p, k, dt, mop, MPI_COMM_WORLD, &reqs[nreqs]), "MPI_Iallreduce"))
             return -1;
+        nreqs++;
     }
     return 0;
+}
+
+static int comm_allreduce(void *buf, int64_t n, sr_comm_type t, sr_comm_op op) { return reduce(buf, n, t, op, 0); }
+static int comm_iallreduce(void *buf, int64_t n, sr_comm_type t, sr_comm_op op) { return reduce(buf, n, t, op, 1); }
+
+static int comm_itest(void)
+{
+    int done = 0;
+    if (nreqs && check(MPI_Testall(nreqs, reqs, &done, MPI_STATUSES_IGNORE), "MPI_Testall"))
+        return -1;
+    if (done)
+        nreqs = 0;
+    return 0;
+}
+
+static int comm_iwait(void)
+{
+    int n = nreqs;
+    nreqs = 0;
+    return n ? check(MPI_Waitall(n, reqs, MPI_STATUSES_IGNORE), "MPI_Waitall") : 0;
 }
 
 static int comm_gather(const void *bytes, int64_t len, int root, void **out, int64_t *lens)
@@ -391,6 +429,9 @@ static const sr_comm_api api = {
     .barrier = comm_barrier,
     .bcast = comm_bcast,
     .allreduce = comm_allreduce,
+    .iallreduce = comm_iallreduce,
+    .itest = comm_itest,
+    .iwait = comm_iwait,
     .gather = comm_gather,
     .dynamic = comm_dynamic,
     .serve_begin = comm_serve_begin,

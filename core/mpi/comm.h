@@ -28,7 +28,7 @@
 
 #include <stdint.h>
 
-#define SR_COMM_API_VERSION 1
+#define SR_COMM_API_VERSION 2
 
 typedef enum { SR_COMM_SUM = 0, SR_COMM_MAX = 1, SR_COMM_MIN = 2 } sr_comm_op;
 typedef enum { SR_COMM_F64 = 0, SR_COMM_F32 = 1, SR_COMM_I64 = 2 } sr_comm_type;
@@ -45,6 +45,13 @@ typedef struct sr_comm_api {
     /* buf (n values of type t) is replaced by the reduction over ranks;
      * every rank receives the same bits. */
     int (*allreduce)(void *buf, int64_t n, sr_comm_type t, sr_comm_op op);
+    /* The same, nonblocking (MPI_Iallreduce): buf must stay untouched until
+     * iwait returns.  itest advances the started reductions (Open MPI has
+     * no progress thread: they move only inside MPI calls); iwait
+     * completes them all. */
+    int (*iallreduce)(void *buf, int64_t n, sr_comm_type t, sr_comm_op op);
+    int (*itest)(void);
+    int (*iwait)(void);
     /* Rank `root` receives every rank's bytes (malloc'ed *out, lens[size]
      * in rank order; free(*out) after); elsewhere *out = NULL. */
     int (*gather)(const void *bytes, int64_t len, int root, void **out, int64_t *lens);

@@ -302,13 +302,20 @@ static int check_grad(const sr_module *m, const sr_tensor *gy)
     return 0;
 }
 
+static int grads_final(const sr_module *m, sr_run *run)
+{
+    return run->param_grads && run->grads_final ? run->grads_final(m, run->grads_ctx) : 0;
+}
+
 int sr_module_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
 {
     if (!m->ops->backward)
         return sr_fail("%s: backward is not implemented", m->ops->kind);
     if (check_grad(m, gy))
         return -1;
-    return run_op(m, gy, run, backward_op);
+    if (run_op(m, gy, run, backward_op))
+        return -1;
+    return grads_final(m, run);
 }
 
 /* --- several inputs ------------------------------------------------------ */
@@ -371,7 +378,7 @@ int sr_module_backward_n(sr_module *m, const sr_tensor *gy, int nin, sr_tensor *
         return -1;
     int root = sr_run_begin(m, run), rc = m->ops->backward_n(m, gy, nin, gin, run);
     sr_run_end(run, root);
-    return rc;
+    return rc ? rc : grads_final(m, run);
 }
 
 /* --- tree utilities ---------------------------------------------------- */

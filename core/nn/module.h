@@ -56,6 +56,15 @@ typedef struct sr_param {
 typedef struct sr_sum_hook {
     int (*sum)(void *buf, int64_t n, sr_dtype dt, void *ctx);
     void *ctx;
+    /* Optional, the same sum without waiting (MPI_Iallreduce): start
+     * begins summing buf in place (nobody touches buf until wait returns),
+     * progress lets the started sums advance (Open MPI moves a nonblocking
+     * collective only inside an MPI call), wait completes every started
+     * sum.  Every process starts the same sums in the same order.  NULL:
+     * the trainer calls sum. */
+    int (*start)(void *buf, int64_t n, sr_dtype dt, void *ctx);
+    int (*progress)(void *ctx);
+    int (*wait)(void *ctx);
 } sr_sum_hook;
 
 typedef struct sr_run {
@@ -95,6 +104,12 @@ typedef struct sr_run {
      * statistics of the whole batch, its shards summed over the processes
      * by sync (NULL: this process's rows alone). */
     const sr_sum_hook *sync;
+    /* Backward with param_grads: called by sr_module_backward (_n) once a
+     * module's backward has returned, when the gradients of its parameters
+     * and its subtree's are final for the pass, so a data-parallel trainer
+     * starts summing them while backward goes on (core/train/train.c). */
+    int (*grads_final)(const sr_module *m, void *ctx);
+    void *grads_ctx;
 } sr_run;
 
 /* A run with nothing set: a plain forward or backward, no taps. */

@@ -55,6 +55,32 @@ static void SR_FN(bn_sums)(double *sum, double *sq, const double *mean, const re
     }
 }
 
+/* Per channel over the first n rows (M = n·P values): the mean and the
+ * (biased) variance in one sweep, as sums of d = x − k and d² with k the
+ * channel's first value: the shift keeps Σd² − (Σd)²/M from cancelling
+ * (off by (mean − k)²/var units of double rounding, not mean²/var).  Two
+ * sweeps (bn_sums twice) read each train-mode input twice. */
+static void SR_FN(bn_moments)(double *mean, double *var, const real *x, int64_t n, int64_t C, int64_t P)
+{
+    const double M = (double)(n * P);
+    #pragma omp parallel for schedule(static) if (n * C * P > NORM_OMP_MIN)
+    for (int64_t c = 0; c < C; c++) {
+        double k = x[c * P], s = 0, q = 0;
+        for (int64_t i = 0; i < n; i++) {
+            const real *xc = x + (i * C + c) * P;
+            #pragma omp simd reduction(+ : s, q)
+            for (int64_t p = 0; p < P; p++) {
+                double d = xc[p] - k;
+                s += d;
+                q += d * d;
+            }
+        }
+        double m = s / M, v = q / M - m * m;
+        mean[c] = k + m;
+        var[c] = v > 0 ? v : 0;
+    }
+}
+
 /* Tangents of train-mode batchnorm: dy = w·P(v) per channel, the means in P
  * running over the joint tangent j (rows n + i·k + j for all i). */
 static void SR_FN(bn_train_tangents)(real *y, const real *xv, int64_t n, int64_t k, int64_t C,
@@ -489,12 +515,7 @@ static int bn_run(sr_module *m, const sr_tensor *xv, int64_t n, int64_t k, sr_ru
         if (M < 2)
             return sr_fail("batchnorm2d: training needs more than one value per channel (input %s%s)",
                            SR_SHAPE(xv), jvp ? ", stacked" : "");
-        SR_DISPATCH(xv->dtype, bn_sums, c->sums, NULL, NULL, sr_data(xv), n, C, P);
-        for (int64_t ch = 0; ch < C; ch++)
-            c->mu[ch] = c->sums[ch] / M;
-        SR_DISPATCH(xv->dtype, bn_sums, NULL, c->var, c->mu, sr_data(xv), n, C, P);
-        for (int64_t ch = 0; ch < C; ch++)
-            c->var[ch] /= M;
+        SR_DISPATCH(xv->dtype, bn_moments, c->mu, c->var, sr_data(xv), n, C, P);
     }
     bn_affine(m);
     int64_t rows = xv->shape[0];

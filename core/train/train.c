@@ -448,105 +448,6 @@ int sr_optim_walk_state(sr_optim *o, sr_module *m, sr_state_visitor fn, void *ud
 
 /* --- data-parallel steps ---------------------------------------------------- */
 
-typedef struct {
-    int trainable;  /* which parameters: gradients of trainable ones, or the buffers */
-    int n, cap;
-    sr_tensor **t;
-} tensor_list;
-
-static int list_cb(const char *path, sr_param *p, sr_module *owner, void *ud)
-{
-    (void)path;
-    (void)owner;
-    tensor_list *l = ud;
-    sr_tensor *t = l->trainable ? (p->trainable && p->grad.storage ? &p->grad : NULL)
-                                : (!p->trainable && p->value.storage ? &p->value : NULL);
-    if (!t)
-        return 0;
-    if (l->n == l->cap) {
-        int cap = l->cap ? 2 * l->cap : 64;
-        sr_tensor **g = realloc(l->t, sizeof *g * (size_t)cap);
-        if (!g)
-            return sr_fail("train: out of memory listing %d tensors", cap);
-        l->t = g;
-        l->cap = cap;
-    }
-    l->t[l->n++] = t;
-    return 0;
-}
-
-int sr_grads_sum(sr_module *m, const sr_sum_hook *h, int64_t bucket)
-{
-    tensor_list l = {1, 0, 0, NULL};
-    if (sr_module_walk_params(m, list_cb, &l)) {
-        free(l.t);
-        return -1;
-    }
-    if (bucket <= 0)
-        bucket = SR_GRAD_BUCKET;
-    int rc = 0;
-    sr_tensor buf = SR_TENSOR_INIT;
-    /* Runs of gradients packed into one bucket; a gradient larger than a
-     * bucket is summed in place. */
-    for (int i = 0; i < l.n && !rc;) {
-        sr_dtype dt = l.t[i]->dtype;
-        size_t es = sr_dtype_size(dt);
-        int64_t len = sr_numel(l.t[i]);
-        if (len >= bucket) {
-            rc = h->sum(sr_data(l.t[i]), len, dt, h->ctx);
-            i++;
-            continue;
-        }
-        int j = i;
-        int64_t fill = 0;
-        while (j < l.n && l.t[j]->dtype == dt && fill + sr_numel(l.t[j]) <= bucket)
-            fill += sr_numel(l.t[j++]);
-        if ((rc = sr_tensor_ensure(&buf, dt, 1, &fill)) != 0)
-            break;
-        char *p = sr_data(&buf);
-        for (int k = i; k < j; k++) {
-            memcpy(p, sr_data(l.t[k]), (size_t)sr_numel(l.t[k]) * es);
-            p += (size_t)sr_numel(l.t[k]) * es;
-        }
-        if ((rc = h->sum(sr_data(&buf), fill, dt, h->ctx)) != 0)
-            break;
-        p = sr_data(&buf);
-        for (int k = i; k < j; k++) {
-            memcpy(sr_data(l.t[k]), p, (size_t)sr_numel(l.t[k]) * es);
-            p += (size_t)sr_numel(l.t[k]) * es;
-        }
-        i = j;
-    }
-    sr_tensor_free(&buf);
-    free(l.t);
-    return rc ? sr_fail_context("train: summing gradients over the processes") : 0;
-}
-
-int sr_buffers_mean(sr_module *m, const sr_sum_hook *h, int nproc)
-{
-    tensor_list l = {0, 0, 0, NULL};
-    if (sr_module_walk_params(m, list_cb, &l)) {
-        free(l.t);
-        return -1;
-    }
-    int64_t n = 0;
-    for (int i = 0; i < l.n; i++)
-        n += sr_numel(l.t[i]);
-    double *v = malloc(sizeof *v * (size_t)(n > 0 ? n : 1));
-    int rc = v ? 0 : sr_fail("train: out of memory for %lld buffer values", (long long)n);
-    for (int i = 0, at = 0; !rc && i < l.n; i++)
-        for (int64_t e = 0; e < sr_numel(l.t[i]); e++)
-            v[at++] = sr_get_flat(l.t[i], e);
-    if (!rc && n > 0 && (rc = h->sum(v, n, SR_F64, h->ctx)) != 0)
-        sr_fail_context("train: averaging the buffers over the processes");
-    for (int i = 0, at = 0; !rc && i < l.n; i++)
-        for (int64_t e = 0; e < sr_numel(l.t[i]); e++)
-            sr_set_flat(l.t[i], e, v[at++] / nproc);
-    free(v);
-    free(l.t);
-    return rc;
-}
-
 int sr_train_step(sr_module *m, sr_optim *o, const sr_tensor *x, const int64_t *labels, const sr_data_parallel *dp,
                   double *loss, int64_t *correct)
 {
@@ -567,11 +468,21 @@ int sr_train_step(sr_module *m, sr_optim *o, const sr_tensor *x, const int64_t *
         for (int64_t i = 0; i < n; i++)
             w[i] = 1.0 / (double)dp->rows;
     }
+    sr_grad_sync *gs = NULL;
+    if (sum && o && dp->overlap && sr_grad_sync_new(&gs, m, sum, dp->bucket, &run)) {
+        free(w);
+        return -1;
+    }
     int rc = ce_pass_run(m, x, labels, w, &run, loss, correct, NULL);
     free(w);
-    if (rc || !o)
-        return rc;
-    if (sum && (sr_grads_sum(m, sum, dp->bucket) || (!dp->sync_bn && sr_buffers_mean(m, sum, dp->nproc))))
+    if (rc) {
+        sr_grad_sync_abandon(gs);
+        return -1;
+    }
+    if (!o)
+        return 0;
+    if (sum && ((!gs && sr_grad_sync_new(&gs, m, sum, dp->bucket, NULL)) || sr_grad_sync_finish(gs, dp->sum_seconds) ||
+                (!dp->sync_bn && sr_buffers_mean(m, sum, dp->nproc))))
         return -1;
     if (sr_optim_step(o, m))
         return -1;
@@ -1154,6 +1065,10 @@ const sr_opt_spec sr_train_specs[] = {
      .offset = TRAIN(threads), .help = "threads for the run"},
     {.name = "sync_bn", .type = SR_OPT_BOOL, .def = 0, .offset = TRAIN(sync_bn),
      .help = "under mpirun: BatchNorm's batch statistics over the whole batch, not each rank's shard"},
+    {.name = "overlap", .type = SR_OPT_BOOL, .def = 0, .offset = TRAIN(overlap),
+     .help = "under mpirun: sum each bucket of gradients while backward goes on, not after it (same bits)"},
+    {.name = "bucket", .type = SR_OPT_INT, .lo = 1, .hi = 1e15, .def = SR_GRAD_BUCKET, .offset = TRAIN(bucket),
+     .help = "under mpirun: gradient values per sum"},
     TRAIN_OTHER("name", "a string", "model name (recorded in the metadata)"),
     TRAIN_OTHER("command", "a string", "the command line (recorded in the metadata)"),
     TRAIN_OTHER("on_checkpoint", "a function", "called with (entry, model) after each checkpoint"),

@@ -71,10 +71,15 @@ typedef struct sr_data_parallel {
     int nproc;              /* processes (the mean of the buffers) */
     int sync_bn;            /* train-mode batchnorm2d normalises over the whole batch */
     int64_t bucket;         /* gradient values per sum; 0: SR_GRAD_BUCKET */
+    int overlap;            /* start each bucket's sum as soon as backward has finished its gradients
+                             * (when sum->start is given), instead of all after backward: the same bits */
+    double *sum_seconds;    /* out (may be NULL): the step's seconds in the gradient sums' calls (packing,
+                             * starting, progress during backward, then waiting): the time they add */
 } sr_data_parallel;
 
-/* 2^20 values (4 MB of float32) per sum: past the latency-bound sizes,
- * small enough to keep a second copy of the gradients out of memory. */
+/* 2^20 values (4 MB of float32) per sum: past the latency-bound sizes.
+ * The packed buckets of a step are in flight together (a second copy of
+ * the small gradients, lent by the model's pool). */
 #define SR_GRAD_BUCKET (1 << 20)
 
 /* One step: forward (saving) in the model's mode, L = Σ_i ℓ_i / rows over
@@ -85,10 +90,28 @@ typedef struct sr_data_parallel {
  * dL/dx is left in m->gin. */
 int sr_train_step(sr_module *m, sr_optim *o, const sr_tensor *x, const int64_t *labels, const sr_data_parallel *dp,
                   double *loss, int64_t *correct);
-/* Sum every trainable parameter's gradient over the processes, in the
- * tree's parameter order, packed into buckets of at most `bucket` values
- * (parameters without a gradient are skipped, as on every process). */
+/* Sum every trainable parameter's gradient over the processes, in reverse
+ * parameter order (as backward finishes them), packed into buckets of at
+ * most `bucket` values; a gradient of `bucket` values or more is summed
+ * alone, in place (parameters without a gradient are skipped, as on every
+ * process). */
 int sr_grads_sum(sr_module *m, const sr_sum_hook *h, int64_t bucket);
+
+/* The same sums, overlapped with a backward or not (core/train/dp.c).
+ * With run NULL, new plans the sums of the gradients there are (call it
+ * after backward).  With a run it plans them only when it can before
+ * backward: h->start is given and every trainable parameter already has a
+ * gradient, so the plan is the one made after backward would be (else
+ * *s = NULL); it sets run->grads_final, which starts each bucket's sum
+ * once its gradients are final and every earlier bucket has started, and
+ * lets the started sums progress.  finish starts the rest, waits, unpacks,
+ * frees, and gives the seconds spent in all these calls (seconds may be
+ * NULL); after a failed backward, abandon frees what no sum still writes. */
+typedef struct sr_grad_sync sr_grad_sync;
+int sr_grad_sync_new(sr_grad_sync **s, sr_module *m, const sr_sum_hook *h, int64_t bucket, sr_run *run);
+int sr_grad_sync_final(const sr_module *m, void *ctx);
+int sr_grad_sync_finish(sr_grad_sync *s, double *seconds);
+void sr_grad_sync_abandon(sr_grad_sync *s);
 /* Replace every buffer by its mean over nproc processes (summed in double). */
 int sr_buffers_mean(sr_module *m, const sr_sum_hook *h, int nproc);
 
@@ -205,7 +228,8 @@ typedef struct sr_train_opts {
         log_every, stop_at, threads;
     double gamma, blur;
     int optimizer, schedule, labels, data_kind, objective, keep_optim;
-    int blur_test, resume, drop_last, epoch_checkpoints, sync_bn;
+    int blur_test, resume, drop_last, epoch_checkpoints, sync_bn, overlap;
+    int64_t bucket;
 } sr_train_opts;
 extern const sr_opt_spec sr_train_specs[];
 

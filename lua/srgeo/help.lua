@@ -178,7 +178,8 @@ Under mpirun every rank runs the same script (Open MPI; README "Running on a clu
   mpirun -np 4 srgeo train --model small_resnet --epochs 4 --out runs/r      (sbatch: scripts/srgeo.sbatch)
 srgeo.profile, ex:run and srgeo.train spread their work over the ranks by themselves: the images of each
 stage of a profile, unit after unit (half handed out in turn, the rest to whichever rank asks first), or each rank a shard
-of every training batch (gradients summed; sync_bn = true for BatchNorm over the whole batch).
+of every training batch (gradients summed in buckets after backward; overlap = true starts each while backward
+goes on, with the same bits; sync_bn = true for BatchNorm over the whole batch).
 Rank 0 writes the files and prints; every rank returns the same results.  Outputs are those of one
 process with the same seed and threads per process; a rerun resumes from the unit cache with any N.
   mpi = srgeo.mpi      mpi.rank()  mpi.size()  mpi.root()  mpi.active()  mpi.barrier()

@@ -451,6 +451,8 @@ local function resolve(opts, check_only)
   c.log_every = v.log_every
   c.keep_optim = v.keep_optim
   c.sync_bn = v.sync_bn or nil -- only when set: older runs' trajectories lack it
+  c.overlap = v.overlap
+  c.bucket = v.bucket
   return c
 end
 
@@ -774,7 +776,7 @@ function T.train(opts)
       lo, cnt = #idx * rank // ranks + 1, #idx * (rank + 1) // ranks - #idx * rank // ranks
       Xb = Xb:narrow(1, lo, cnt)
       lab = table.move(lab, lo, lo + cnt - 1, 1, {})
-      step_opts = { rows = #idx, sync_bn = c.sync_bn }
+      step_opts = { rows = #idx, sync_bn = c.sync_bn, overlap = c.overlap, bucket = c.bucket }
     end
     if obj == "ce" or obj == "gaussian" then
       loss, correct = srgeo._train_step(m, opt, Xb, lab, step_opts)

@@ -5,6 +5,9 @@
 --   training        srgeo.train steps: 1 x 2 threads vs 2 ranks x 1 thread
 --   all-reduce      one step's gradient sum (MPI_Allreduce of every
 --                   trainable parameter, float32) on 2 ranks, by model
+--   overlap         data-parallel steps on 2 ranks with the gradient sums
+--                   overlapped with backward vs after it, alternating in
+--                   one run, over shared memory and over TCP
 --   per unit        seconds per image of the paper preset on ResNet-50 at
 --                   224 (measured on a few directions, scaled by forwards)
 --                   and per training step of resnet18_cifar by batch
@@ -21,8 +24,9 @@ local o = cli.run({
     { "rounds", 3, "alternating rounds (best kept)" },
     { "images", 16, "images of the profile sweep" },
     { "steps", 8, "timed training steps" },
+    { "overlap_steps", 6, "steps per variant of the overlap comparison" },
     { "skip_units", false, "skip the per-unit timings (ResNet-50 at 224: minutes)" },
-    { "child", type = "string", help = "internal: profile, train, allreduce, unit" },
+    { "child", type = "string", help = "internal: profile, train, allreduce, overlap, unit" },
     { "model", "small_resnet", "internal: the child's model" },
     { "batch", 128, "internal: the child's batch" },
   },
@@ -64,6 +68,41 @@ elseif o.child == "allreduce" then
     best = math.min(best, srgeo._clock() - t0)
   end
   if mpi.root() then print(string.format("RESULT %d %.6g", n, best)) end
+  os.exit(0)
+elseif o.child == "overlap" then
+  -- Data-parallel steps with the gradient sums overlapped with backward and
+  -- after it, alternating step by step in one run; per variant the median
+  -- step time and the median seconds the step spent in the sums' calls (the
+  -- all-reduce time not hidden), the larger of the ranks'.
+  local m = srgeo.models[o.model] {}
+  m:train()
+  local B_, size, rank = o.batch, mpi.size(), mpi.rank()
+  local lo, hi = B_ * rank // size, B_ * (rank + 1) // size
+  local X = srgeo.rand(table.move(B.input_shape(o.model), 1, 3, 2, { hi - lo }), 1 + rank)
+  local lab = {}
+  for i = 1, hi - lo do lab[i] = (lo + i) % 10 end
+  local opt = srgeo.optim.sgd { lr = 1e-3 }
+  for _ = 1, 2 do srgeo._train_step(m, opt, X, lab, { rows = B_ }) end -- the first step makes the gradients
+  local times = { [true] = { step = {}, sum = {} }, [false] = { step = {}, sum = {} } }
+  for s = 1, o.steps do
+    for _, ov in ipairs(s % 2 == 1 and { true, false } or { false, true }) do
+      local tm = {}
+      mpi.barrier()
+      local t0 = srgeo._clock()
+      srgeo._train_step(m, opt, X, lab, { rows = B_, overlap = ov, timing = tm })
+      local t = mpi.allreduce(srgeo._clock() - t0, "max")
+      local r = times[ov]
+      r.step[#r.step + 1], r.sum[#r.sum + 1] = t, mpi.allreduce(tm.sum_seconds, "max")
+    end
+  end
+  local function median(v)
+    table.sort(v)
+    return #v % 2 == 1 and v[(#v + 1) // 2] or (v[#v // 2] + v[#v // 2 + 1]) / 2
+  end
+  if mpi.root() then
+    print(string.format("RESULT %.6g %.6g %.6g %.6g", median(times[false].step), median(times[true].step),
+      median(times[false].sum), median(times[true].sum)))
+  end
   os.exit(0)
 elseif o.child == "unit" then
   local m = srgeo.models.resnet50 {}
@@ -115,6 +154,18 @@ for _, name in ipairs { "small_resnet", "resnet18_cifar", "resnet50" } do
   local n, t = result(string.format("SRGEO_THREADS=1 %s -np 2 %s --child allreduce --model %s", MPIRUN, self, name))
   print(string.format("  %-15s %10d parameters  %8.1f MB  %8.2f ms  (%.2f GB/s)", name, n, 4 * n / 1e6, 1e3 * t,
     4 * n / t / 1e9))
+end
+
+print(string.format("gradient sums overlapped with backward vs after it, 2 ranks x 1 thread, batch %d, median of %d "
+  .. "alternating steps (exposed: the step's seconds in the sums' calls, the larger rank's):", o.batch, o.overlap_steps))
+for _, net in ipairs { { "shared memory", "" }, { "TCP", "--mca btl tcp,self" } } do
+  for _, name in ipairs { "small_resnet", "resnet18_cifar" } do
+    local s_off, s_on, x_off, x_on = result(string.format("SRGEO_THREADS=1 %s %s -np 2 %s --child overlap --model %s "
+      .. "--batch %d --steps %d", MPIRUN, net[2], self, name, o.batch, o.overlap_steps))
+    print(string.format("  %-13s %-15s step %.3f s after vs %.3f s overlapped (%.3fx); exposed all-reduce %.1f ms vs "
+      .. "%.1f ms (%.0f%% hidden)", net[1], name, s_off, s_on, s_off / s_on, 1e3 * x_off, 1e3 * x_on,
+      100 * (1 - x_on / x_off)))
+  end
 end
 
 if not o.skip_units then

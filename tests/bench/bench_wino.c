@@ -5,7 +5,11 @@
  * best of N alternating runs, and which one algo = "auto" picks.  The
  * figures behind conv.c's per-direction choice.
  *
- *   build/bench_wino [runs [threads]]     (threads: 1 or 2; default both) */
+ *   build/bench_wino [runs [threads [cpu]]]     (threads: 1 or 2, 0 both: the default)
+ *
+ * With cpu, times are the process's CPU time instead of the wall clock: on
+ * a machine others share (load above the cores), wall times of one thread
+ * jump by whole scheduler slices, CPU times stay within a few percent. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,10 +34,12 @@ static const shape shapes[] = {
 static const char *const algos[] = {"auto", "winograd", "im2col", "taps"};
 #define NALGO 4
 
+static clockid_t clock_id = CLOCK_MONOTONIC;
+
 static double now(void)
 {
     struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
+    clock_gettime(clock_id, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
@@ -71,8 +77,10 @@ int main(int argc, char **argv)
     if (runs < 1)
         runs = 7;
     int only = argc > 2 ? atoi(argv[2]) : 0;
-    printf("3x3 stride-1 convolutions at batch 128: forward and backward (input + weight gradients), ms, best of "
-           "%d alternating runs\n", runs);
+    if (argc > 3 && strcmp(argv[3], "cpu") == 0)
+        clock_id = CLOCK_PROCESS_CPUTIME_ID;
+    printf("3x3 stride-1 convolutions at batch 128: forward and backward (input + weight gradients), ms (%s), best "
+           "of %d alternating runs\n", clock_id == CLOCK_MONOTONIC ? "wall" : "process CPU time", runs);
     for (int th = 1; th <= 2; th++) {
         if (only && th != only)
             continue;

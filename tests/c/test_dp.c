@@ -138,7 +138,7 @@ typedef struct {
 static void *bn_shard(void *arg)
 {
     bn_job *j = arg;
-    sr_sum_hook h = {pair_sum, &j->q};
+    sr_sum_hook h = {pair_sum, &j->q, NULL, NULL, NULL};
     sr_run run = SR_RUN_INIT;
     run.save = 1;
     run.param_grads = 1;
@@ -233,13 +233,57 @@ typedef struct {
     const int64_t *lab;
     int64_t rows;
     int sync_bn, steps, rc;
+    int overlap; /* the nonblocking hooks below, and sums started during backward */
+    struct {
+        void *buf;
+        int64_t n;
+        sr_dtype dt;
+    } pend[64];
+    int npend;
+    long progress; /* progress calls: a sum was started while backward had more to do */
 } step_job;
+
+/* Nonblocking sums as MPI does them: start queues, wait sums in start order. */
+static int nb_start(void *buf, int64_t n, sr_dtype dt, void *ctx)
+{
+    step_job *j = ctx;
+    if (j->npend == 64)
+        return sr_fail("test: more than 64 sums started");
+    j->pend[j->npend].buf = buf;
+    j->pend[j->npend].n = n;
+    j->pend[j->npend++].dt = dt;
+    return 0;
+}
+
+static int nb_progress(void *ctx)
+{
+    ((step_job *)ctx)->progress++;
+    return 0;
+}
+
+static int nb_wait(void *ctx)
+{
+    step_job *j = ctx;
+    for (int i = 0; i < j->npend; i++)
+        if (pair_sum(j->pend[i].buf, j->pend[i].n, j->pend[i].dt, &j->q))
+            return -1;
+    j->npend = 0;
+    return 0;
+}
+
+static int nb_sum(void *buf, int64_t n, sr_dtype dt, void *ctx)
+{
+    return pair_sum(buf, n, dt, &((step_job *)ctx)->q);
+}
 
 static void *step_shard(void *arg)
 {
     step_job *j = arg;
-    sr_sum_hook h = {pair_sum, &j->q};
-    sr_data_parallel dp = {&h, j->rows, 2, j->sync_bn, 7}; /* bucket of 7 values: packed runs and in-place sums */
+    sr_sum_hook h = {pair_sum, &j->q, NULL, NULL, NULL};
+    if (j->overlap >= 0)
+        h = (sr_sum_hook){nb_sum, j, nb_start, nb_progress, nb_wait};
+    /* bucket of 7 values: packed runs and in-place sums */
+    sr_data_parallel dp = {&h, j->rows, 2, j->sync_bn, 7, j->overlap > 0, NULL};
     take_turn(&j->q);
     for (int s = 0; s < j->steps && !j->rc; s++) {
         double loss;
@@ -276,8 +320,10 @@ static double model_diff(sr_module *a, sr_module *b)
 }
 
 /* 3 SGD steps (momentum, weight decay) on 8 rows in one process, and on
- * shards of 5 and 3 rows in two. */
-static double dp_vs_one(int bn, int sync_bn, double *replicas)
+ * shards of 5 and 3 rows in two, with the sums blocking (overlap -1) or
+ * started, after backward (0) or during it (1).  *progress: the first
+ * replica's progress calls; keep: its model. */
+static double dp_vs_one(int bn, int sync_bn, int overlap, double *replicas, long *progress, sr_module **keep)
 {
     int64_t lab[8] = {0, 3, 1, 2, 2, 0, 3, 1}, lo[2] = {0, 5}, n[2] = {5, 3};
     sr_tensor x = SR_TENSOR_INIT, xs[2] = {SR_TENSOR_INIT, SR_TENSOR_INIT};
@@ -299,7 +345,7 @@ static double dp_vs_one(int bn, int sync_bn, double *replicas)
     for (int i = 0; i < 2; i++) {
         if (rows_of(&xs[i], &x, lo[i], n[i]))
             goto done;
-        jobs[i] = (step_job){{&p, i, 0}, m[i], {0}, &xs[i], lab + lo[i], 8, sync_bn, 3, 0};
+        jobs[i] = (step_job){{&p, i, 0}, m[i], {0}, &xs[i], lab + lo[i], 8, sync_bn, 3, 0, overlap, {{0}}, 0, 0};
         sr_optim_init(&jobs[i].o, SR_OPT_SGD);
         pthread_create(&t[i], NULL, step_shard, &jobs[i]);
     }
@@ -308,6 +354,10 @@ static double dp_vs_one(int bn, int sync_bn, double *replicas)
     if (!jobs[0].rc && !jobs[1].rc) {
         diff = model_diff(m[0], one);
         *replicas = model_diff(m[0], m[1]);
+        if (progress)
+            *progress = jobs[0].progress;
+        if (keep)
+            sr_module_retain(*keep = m[0]);
     }
     for (int i = 0; i < 2; i++)
         sr_optim_free(&jobs[i].o);
@@ -327,14 +377,39 @@ TEST(train_step_data_parallel_equals_one_process)
     int threads = sr_threads_get();
     sr_threads_set(1);
     double rep = -1;
-    double d = dp_vs_one(0, 0, &rep);
+    double d = dp_vs_one(0, 0, -1, &rep, NULL, NULL);
     CHECK(d < 1e-13 && rep == 0, "no batchnorm: vs one process %g, between replicas %g", d, rep);
-    d = dp_vs_one(1, 1, &rep);
+    d = dp_vs_one(1, 1, -1, &rep, NULL, NULL);
     CHECK(d < 1e-13 && rep == 0, "synchronised batchnorm: vs one process %g, between replicas %g", d, rep);
     /* per-shard statistics: another trajectory, but the replicas stay one
      * model (the running statistics are averaged) */
-    d = dp_vs_one(1, 0, &rep);
+    d = dp_vs_one(1, 0, -1, &rep, NULL, NULL);
     CHECK(d > 1e-6 && rep == 0, "per-shard batchnorm: vs one process %g, between replicas %g", d, rep);
+    sr_threads_set(threads);
+}
+
+/* Sums started while backward goes on (sr_grad_sync) give the bits of sums
+ * started after it: the same buckets, the same sums in the same order. */
+TEST(train_step_overlapped_sums_equal_sums_after_backward)
+{
+    int threads = sr_threads_get();
+    sr_threads_set(1);
+    for (int bn = 0; bn < 2; bn++) {
+        sr_module *on = NULL, *off = NULL;
+        double rep = -1, rep2 = -1;
+        long progress_on = -1, progress_off = -1;
+        double d = dp_vs_one(bn, bn, 1, &rep, &progress_on, &on);
+        double d2 = dp_vs_one(bn, bn, 0, &rep2, &progress_off, &off);
+        CHECK(d < 1e-13 && rep == 0 && d2 < 1e-13 && rep2 == 0,
+              "bn %d: vs one process %g / %g, between replicas %g / %g", bn, d, d2, rep, rep2);
+        /* steps 2 and 3 overlap (the first makes the gradients) */
+        CHECK(progress_on > 0 && progress_off == 0, "bn %d: progress called %ld times overlapped, %ld not", bn,
+              progress_on, progress_off);
+        CHECK(on && off && model_diff(on, off) == 0, "bn %d: overlapped vs not: %g", bn,
+              on && off ? model_diff(on, off) : -1.0);
+        sr_module_release(on);
+        sr_module_release(off);
+    }
     sr_threads_set(threads);
 }
 
@@ -381,7 +456,7 @@ TEST(grads_sum_buckets_and_errors)
     }
     for (int64_t bucket = 1; bucket <= 64; bucket *= 4) {
         int64_t calls = 0;
-        sr_sum_hook h = {double_sum, &calls};
+        sr_sum_hook h = {double_sum, &calls, NULL, NULL, NULL};
         CHECK_OK(sr_grads_sum(m, &h, bucket));
         for (int c = 0; c < 6; c++) {
             sr_param *p = sr_module_find_param(m, names[c]);
@@ -391,18 +466,18 @@ TEST(grads_sum_buckets_and_errors)
                 sr_f64(&p->grad)[e] = sr_f64(&before[c])[e];
             }
         }
-        /* 1 and 4: every gradient alone (27, 48 and 4 in place); 16: 27 | 3+3+3 | 48 | 4;
-         * 64: 27+3+3+3 | 48+4 */
+        /* in reverse order 4, 48, 3, 3, 3, 27; 1 and 4: every gradient alone (4, 48, 27 in
+         * place); 16: 4 | 48 | 3+3+3 | 27; 64: 4+48+3+3+3 | 27 */
         int64_t want = bucket <= 4 ? 6 : bucket == 16 ? 4 : 2;
         CHECK(calls == want, "bucket %lld: %lld sums, want %lld", (long long)bucket, (long long)calls, (long long)want);
     }
-    sr_sum_hook bad = {fail_sum, NULL};
+    sr_sum_hook bad = {fail_sum, NULL, NULL, NULL, NULL};
     CHECK(sr_grads_sum(m, &bad, 0) != 0, "a failing sum passed");
     CHECK(strstr(sr_errmsg(), "summing gradients over the processes") && strstr(sr_errmsg(), "MPI_Allreduce failed"),
           "message: %s", sr_errmsg());
     sr_optim o;
     sr_optim_init(&o, SR_OPT_SGD);
-    sr_data_parallel dp = {NULL, 3, 1, 0, 0};
+    sr_data_parallel dp = {NULL, 3, 1, 0, 0, 0, NULL};
     CHECK(sr_train_step(m, &o, &x, lab, &dp, &loss, NULL) != 0 && strstr(sr_errmsg(), "a shard of 4 rows of a batch of 3"),
           "shard larger than the batch: %s", sr_errmsg());
     sr_optim_free(&o);

@@ -182,6 +182,43 @@ TEST(batchnorm_running_stats_match_naive)
     sr_module_release(m);
 }
 
+/* Train-mode statistics take one sweep (sums of x − k and (x − k)², k a
+ * value of the channel): on values 10⁶ ± 10⁻² the plain one-sweep
+ * E[x²] − E[x]² in double would lose every digit of the variance (the
+ * mean itself is good to 10⁻¹⁰ either way, hence 10⁻⁶ in y). */
+TEST(batchnorm_train_statistics_of_offset_values)
+{
+    sr_module *m = MAKE_F64(sr_batchnorm2d_create, "batchnorm2d", "num_features", "2");
+    CHECK(m, "create");
+    randomize(m, 5);
+    sr_tensor x = SR_TENSOR_INIT;
+    CHECK_OK(check_randn(&x, 4, (int64_t[]){3, 2, 4, 5}, 6));
+    double *xd = sr_f64(&x);
+    for (int64_t e = 0; e < 120; e++)
+        xd[e] = 1e6 + 1e-2 * xd[e];
+    sr_run run = SR_RUN_INIT;
+    sr_module_set_training(m, 1);
+    CHECK_OK(sr_module_forward(m, &x, &run));
+    for (int c = 0; c < 2; c++) {
+        double mu = 0, var = 0, w = sr_get_flat(&m->params[0].value, c), b = sr_get_flat(&m->params[1].value, c);
+        for (int64_t i = 0; i < 3; i++)
+            for (int64_t p = 0; p < 20; p++)
+                mu += xd[(i * 2 + c) * 20 + p] / 60;
+        for (int64_t i = 0; i < 3; i++)
+            for (int64_t p = 0; p < 20; p++)
+                var += (xd[(i * 2 + c) * 20 + p] - mu) * (xd[(i * 2 + c) * 20 + p] - mu) / 60;
+        for (int64_t i = 0; i < 3; i++)
+            for (int64_t p = 0; p < 20; p++) {
+                int64_t e = (i * 2 + c) * 20 + p;
+                double want = (xd[e] - mu) / sqrt(var + 1e-5) * w + b;
+                CHECK(fabs(sr_f64(&m->out)[e] - want) < 1e-6, "y[%lld] %.17g, two sweeps %.17g",
+                      (long long)e, sr_f64(&m->out)[e], want);
+            }
+    }
+    sr_tensor_free(&x);
+    sr_module_release(m);
+}
+
 TEST(batchnorm_train_eval_switch)
 {
     sr_module *m = MAKE_F64(sr_batchnorm2d_create, "batchnorm2d", "num_features", "2");

@@ -334,6 +334,18 @@ T.test("mpi: data-parallel training on 2 and 3 ranks gives one process's weights
   T.truthy(gap(train(2, "gauss2", "plain float64 objective=gaussian steps=3"), ref) <= 1e-13, "gaussian")
 end)
 
+T.test("mpi: gradient sums overlapped with backward give the bits of sums after it (2 and 3 ranks, 4 buckets)", function()
+  -- bucket=50: fc.bias packed | fc.weight (240) in place | bn1, conv1.bias packed | conv1.weight (54) in place
+  for _, c in ipairs { { 2, "plain float32" }, { 3, "plain float32" }, { 3, "bn float32 sync_bn=true" } } do
+    local n, args = c[1], c[2] .. " steps=4 bucket=50"
+    local name = args:gsub("[ =]", "_")
+    local on = train(n, name .. "_on" .. n, args .. " overlap=true")
+    local off = train(n, name .. "_off" .. n, args .. " overlap=false")
+    T.eq(gap(on, off), 0, string.format("%s on %d ranks: overlapped vs after backward", args, n))
+    T.eq(gap(off, on), 0)
+  end
+end)
+
 T.test("mpi: synchronised BatchNorm gives one process's weights and running statistics; per-rank BatchNorm does not", function()
   for _, dt in ipairs { "float64", "float32" } do
     local tol = dt == "float64" and 1e-13 or 2e-6
@@ -365,6 +377,27 @@ T.test("mpi: training resumes with another number of ranks; rank 0 alone writes 
   -- and one process resumes what ranks wrote
   train(3, "resume_c", "bn float64 sync_bn=true stop_at=3 out=" .. fresh("train_run2"))
   T.truthy(gap(train(0, "resume_d", "bn float64 sync_bn=true out=" .. ROOT .. "/train_run2"), ref) <= 1e-13)
+end)
+
+T.test("mpi: a rank killed while training (sums in flight) fails the job with the message", function()
+  local d = fresh("train_kill")
+  local log = d .. ".log"
+  local args = " tests/lua/mpi/train.lua " .. d .. "/w plain float32 steps=1000000 bucket=50 overlap=true"
+  os.execute("mkdir -p " .. d)
+  os.execute(string.format("(%s %s -np 2 %s%s > %s 2>&1; echo \"status $?\" >> %s) &", ENV, MPIRUN, exe(), args, log, log))
+  local pid, t0 = nil, srgeo._clock()
+  while not pid and srgeo._clock() - t0 < 30 do
+    os.execute("sleep 0.2")
+    pid = rank_pid(args, 1)
+  end
+  T.truthy(pid, "rank 1 not found")
+  os.execute("sleep 1; kill -9 " .. pid)
+  t0 = srgeo._clock()
+  while not (T.read(log) or ""):find("status %d+") and srgeo._clock() - t0 < 60 do os.execute("sleep 0.05") end
+  local text = T.read(log) or ""
+  local status = tonumber(text:match("status (%d+)"))
+  T.truthy(status and status ~= 0, text)
+  T.truthy(text:find("srgeo: stopped by mpirun (another rank failed or was killed)", 1, true), text)
 end)
 
 T.test("mpi: training refuses batches the ranks cannot share and objectives it cannot split", function()

@@ -3,14 +3,14 @@
 -- parameters and buffers (packed) to OUT.bin and the run's log rows to
 -- OUT.rows.  Every rank must end with the same bits, checked here.
 --   srgeo train.lua OUT KIND(plain|bn) DTYPE(float32|float64) [key=value ...]
--- keys: sync_bn, objective (ce|gaussian|pgd), steps, stop_at, out (a run folder), batch
+-- keys: sync_bn, objective (ce|gaussian|pgd), steps, stop_at, out (a run folder), batch, overlap, bucket
 local srgeo = require "srgeo"
 local nn = srgeo.nn
 local path, kind, dtype = arg[1], arg[2], arg[3]
 local o = {}
 for i = 4, #arg do
   local k, v = arg[i]:match("^([%w_]+)=(.*)$")
-  o[k] = tonumber(v) or (v == "true" and true) or (v == "false" and false) or v
+  if v == "false" then o[k] = false else o[k] = tonumber(v) or v == "true" or v end
 end
 local layers = { { "conv1", nn.conv2d { in_channels = 1, out_channels = 6, kernel_size = 3, padding = 1 } } }
 if kind == "bn" then layers[#layers + 1] = { "bn1", nn.batchnorm2d { num_features = 6 } } end
@@ -25,6 +25,7 @@ local objective = o.objective or "ce"
 local run = srgeo.train {
   model = m, data = ds, steps = o.steps or 6, stop_at = o.stop_at, batch = o.batch or 12, lr = 0.1,
   augment = { crop = 1, flip = true }, progress = false, eval_train = 20, seed = 2, sync_bn = o.sync_bn,
+  overlap = o.overlap, bucket = o.bucket,
   objective = objective, pgd = objective == "pgd" and { eps = 0.3, steps = 2 } or nil,
   gaussian = objective == "gaussian" and { sigma = 0.1 } or nil,
   out = o.out, checkpoints = o.out and { 2 } or nil, log_every = 1, eval_every = 2,
