@@ -188,7 +188,8 @@ B.MIN_IMAGES = 8
 --- bump.classify(t) -> shape.  t: scales and either rows (per-image r, each
 --- a list over the rungs: the median profile is tested, by a smoothed
 --- bootstrap over the images of t.bootstrap resamples, default 1000, seed
---- t.seed) or values and se (one image's r per rung and each rung's
+--- t.seed, or the curves t.boots of bump.smoothed_bootstrap already drawn)
+--- or values and se (one image's r per rung and each rung's
 --- standard error); alpha (default 0.05); bound (the ladder reached the
 --- physical bound).  NaN rungs are skipped.
 function B.classify(t)
@@ -210,7 +211,7 @@ function B.classify(t)
     why = string.format("%d images: the test over images needs at least %d (each image's own call is in "
       .. "p.image_shapes)", n, B.MIN_IMAGES)
   elseif t.rows then
-    boots = B.smoothed_bootstrap(t.rows, t.bootstrap or 1000, t.seed)
+    boots = t.boots or B.smoothed_bootstrap(t.rows, t.bootstrap or 1000, t.seed)
   end
   if why then
     shape.text = "undetermined: " .. why

@@ -598,11 +598,17 @@ local function aggregate(p)
   local level = o.ci or 0.95
   local lo_q, hi_q = (1 - level) / 2, 1 - (1 - level) / 2
   p.lo, p.hi = {}, {}
-  local boots
+  -- The band: pointwise quantiles of the smoothed bootstrap the shape test
+  -- draws its simultaneous bounds from (the plain bootstrap of a median puts
+  -- each end on one image's value, so the band jumps with any image's
+  -- estimate and is too narrow for small n: bump.smoothed_bootstrap).  The
+  -- descriptors' CIs resample whole curves, unjittered (boots).
+  local boots, sboots
   if #rows >= 2 and (o.bootstrap or 0) > 0 then
     boots = stats.bootstrap(rows, function(sample) return median_curve(sample, ns) end, o.bootstrap, (o.seed or 0) + 17)
+    sboots = bump.smoothed_bootstrap(rows, o.bootstrap, (o.seed or 0) + 29)
     for s = 1, ns do
-      local col = stats.column(boots, s)
+      local col = stats.column(sboots, s)
       p.lo[s], p.hi[s] = stats.quantile(col, lo_q), stats.quantile(col, hi_q)
     end
   else
@@ -619,8 +625,8 @@ local function aggregate(p)
   if #rows == 1 then
     p.shape = image_shape(1)
   else
-    p.shape = bump.classify { scales = p.scales, rows = rows, bootstrap = o.bootstrap, seed = (o.seed or 0) + 29,
-                              alpha = alpha, bound = bound }
+    p.shape = bump.classify { scales = p.scales, rows = rows, boots = sboots, bootstrap = o.bootstrap,
+                              seed = (o.seed or 0) + 29, alpha = alpha, bound = bound }
   end
   p.image_shapes = {}
   for i = 1, #rows do

@@ -68,6 +68,40 @@ T.test("bump.classify: known shapes over images (bump, rise, edge, fall, flat, u
   T.truthy(p.shape.class ~= "bump", p.shape.text)
 end)
 
+T.test("profile band: smooth in each image's estimate (smoothed bootstrap, shared with the shape test)", function()
+  -- 32 images spread like a normal sample over three flat rungs; then the
+  -- image nearest the band's lower end moves by a tenth of the band.  A
+  -- plain bootstrap puts that end on one image's value, so it would move by
+  -- the whole step (or half of it): here it must move by less than a
+  -- quarter.  The band is also the shape test's resamples: its ends are
+  -- their pointwise quantiles.
+  local n, rows = 32, {}
+  for i = 1, n do
+    local v = 2 + 0.5 * require("srgeo.stats").qnorm((i - 0.5) / n)
+    rows[i] = { v, v, v }
+  end
+  local function band(r)
+    local p = srgeo.profile.aggregate { scales = scales_of(3), per_image = r,
+      options = { ci = 0.95, bootstrap = 1000, seed = 3 } }
+    return p.lo[2], p.hi[2], p
+  end
+  local lo, hi, p = band(rows)
+  T.truthy(lo < p.median[2] and p.median[2] < hi, "median inside its band")
+  local near, dist = 1, math.huge
+  for i = 1, n do
+    if math.abs(rows[i][2] - lo) < dist then near, dist = i, math.abs(rows[i][2] - lo) end
+  end
+  local step = 0.1 * (hi - lo)
+  local moved = {}
+  for i = 1, n do moved[i] = { rows[i][1], rows[i][2] + (i == near and step or 0), rows[i][3] } end
+  local lo2 = band(moved)
+  T.truthy(math.abs(lo2 - lo) < 0.25 * step, string.format("band end moved %.3g for a step of %.3g", lo2 - lo, step))
+  local boots = B.smoothed_bootstrap(rows, 1000, 3 + 29)
+  local col = {}
+  for b = 1, #boots do col[b] = boots[b][2] end
+  T.close(lo, require("srgeo.stats").quantile(col, 0.025), 1e-12, "band = the shape test's resamples")
+end)
+
 T.test("bump.classify: one image from its rungs' standard errors", function()
   local scales = scales_of(8)
   local r = { 1, 1, 1, 1.5, 3, 2, 1.2, 1 }
