@@ -107,7 +107,7 @@ typedef struct sr_run {
     /* Backward with param_grads: called by sr_module_backward (_n) once a
      * module's backward has returned, when the gradients of its parameters
      * and its subtree's are final for the pass, so a data-parallel trainer
-     * starts summing them while backward goes on (core/train/train.c). */
+     * starts summing them while backward goes on (core/train/dp.c). */
     int (*grads_final)(const sr_module *m, void *ctx);
     void *grads_ctx;
 } sr_run;

@@ -339,8 +339,9 @@ static int count_trainable(const char *path, sr_param *p, sr_module *owner, void
 
 /* State slots follow the order of the distinct trainable parameters in the
  * tree walk, which is fixed for a given architecture.  A parameter shared
- * by two places in the tree has one slot and one update per step, with its
- * one gradient, where backward adds every use's part. */
+ * by two places in the tree has one slot and one update per step, from its
+ * one gradient (backward through a module used twice is refused: it keeps
+ * one saved input). */
 static int ensure_slots(sr_optim *o, sr_module *m)
 {
     int n = 0;
