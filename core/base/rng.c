@@ -11,6 +11,13 @@ static uint64_t splitmix64(uint64_t *x)
     return z ^ (z >> 31);
 }
 
+double sr_rng_hash_unit(uint64_t seed, uint64_t i)
+{
+    uint64_t x = seed + i * 0x9e3779b97f4a7c15ull;
+    uint64_t h = splitmix64(&x);
+    return (double)(2 * (int64_t)(h >> 40) + 1 - (1 << 24)) * 0x1.0p-24;
+}
+
 void sr_rng_seed(sr_rng *r, uint64_t seed)
 {
     uint64_t x = seed;

@@ -257,6 +257,26 @@ static int random_tensor(lua_State *L, int normal)
     return tracked(L);
 }
 
+/* hashrand(shape, seed [, offset [, scale [, dtype]]]): element i is
+ * offset + scale * sr_rng_hash_unit(seed, i), reproducible outside srgeo
+ * (fixtures built in NumPy regenerate here without being committed) */
+static int l_hashrand(lua_State *L)
+{
+    int64_t shape[SR_MAXDIM];
+    luaL_checktype(L, 1, LUA_TTABLE);
+    int nd = sr_lua_check_shape(L, 1, shape);
+    uint64_t seed = (uint64_t)luaL_checkinteger(L, 2);
+    double offset = luaL_optnumber(L, 3, 0), scale = luaL_optnumber(L, 4, 1);
+    if (!isfinite(offset) || !isfinite(scale))
+        return luaL_error(L, "hashrand: offset %f and scale %f must be finite", offset, scale);
+    sr_dtype dt = sr_lua_opt_dtype(L, 5, SR_F32);
+    sr_tensor *t = sr_lua_new_tensor(L);
+    if (sr_tensor_alloc(t, dt, nd, shape))
+        return sr_lua_fail(L);
+    sr_tensor_fill_hash(t, seed, offset, scale);
+    return tracked(L);
+}
+
 static int l_randn(lua_State *L) { return random_tensor(L, 1); }
 static int l_rand(lua_State *L) { return random_tensor(L, 0); }
 
@@ -1162,6 +1182,7 @@ static const luaL_Reg tensor_funcs[] = {
     {"full", l_full},
     {"randn", l_randn},
     {"rand", l_rand},
+    {"hashrand", l_hashrand},
     {"arange", l_arange},
     {"cat", l_cat},
     {"stack", l_stack},

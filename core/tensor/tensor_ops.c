@@ -1048,6 +1048,13 @@ void sr_tensor_fill_uniform(sr_tensor *t, sr_rng *r, double lo, double hi)
         sr_set_flat(t, i, lo + (hi - lo) * sr_rng_uniform(r));
 }
 
+void sr_tensor_fill_hash(sr_tensor *t, uint64_t seed, double offset, double scale)
+{
+    int64_t n = sr_numel(t);
+    for (int64_t i = 0; i < n; i++)
+        sr_set_flat(t, i, offset + scale * sr_rng_hash_unit(seed, (uint64_t)i));
+}
+
 void sr_tensor_fill_normal(sr_tensor *t, sr_rng *r, double mean, double std)
 {
     int64_t n = sr_numel(t);

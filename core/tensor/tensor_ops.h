@@ -125,6 +125,9 @@ const char *sr_index_str(const sr_tensor *t, int64_t flat, int base, char *buf, 
 /* Element by element in flat order from r: the same seed gives the same
  * tensor whatever the thread count. */
 void sr_tensor_fill_uniform(sr_tensor *t, sr_rng *r, double lo, double hi);
+/* offset + scale * sr_rng_hash_unit(seed, i) at flat index i, computed in
+ * double and rounded once to t's dtype */
+void sr_tensor_fill_hash(sr_tensor *t, uint64_t seed, double offset, double scale);
 void sr_tensor_fill_normal(sr_tensor *t, sr_rng *r, double mean, double std);
 
 #endif

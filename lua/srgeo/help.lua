@@ -37,6 +37,8 @@ TEXT.tensors = [[
 Tensors: contiguous, refcounted, float32 (default) or float64, images as (N,C,H,W) in raw [0,1].
   t = srgeo.tensor{{1, 2}, {3, 4}}      srgeo.zeros{2, 3}   srgeo.ones{2, 3}   srgeo.full({2, 3}, 7)
   srgeo.rand({2, 3}, seed)  uniform [0,1)      srgeo.randn({2, 3}, seed)  standard normal
+  srgeo.hashrand({2, 3}, seed [, offset, scale])  offset + scale * v, v in (-1,1): element i from (seed, i) alone
+    (v = (2 (h >> 40) + 1 - 2^24) / 2^24, h = splitmix64 finaliser of seed + (i+1) * 0x9e3779b97f4a7c15; NumPy can redo it)
   srgeo.arange(n)   srgeo.cat({a, b}, dim)   srgeo.stack({a, b})
   t:shape() -> (2,3)   t:dim()   t:numel()   #t (size of dim 1)   t:dtype()   t:float()   t:double()
   t:get(i, j)  t:set(v, i, j)   t:totable()   t:narrow(dim, start, len)   t:slice(...)   t:row(i)
@@ -353,7 +355,7 @@ function H.text_of(x)
     if ty == "function" then
       local d, args = doc_comment(x)
       if d then return write(path .. (args or "") .. "\n" .. d) end
-      if mod == "tensor" or ({ zeros = 1, ones = 1, rand = 1, randn = 1, full = 1, arange = 1, cat = 1, stack = 1 })[mod] then
+      if mod == "tensor" or ({ zeros = 1, ones = 1, rand = 1, randn = 1, hashrand = 1, full = 1, arange = 1, cat = 1, stack = 1 })[mod] then
         return write(TEXT.tensors)
       end
       return write(path .. ": a C function; see help() for the topics")

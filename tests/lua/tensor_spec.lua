@@ -87,6 +87,33 @@ T.test("randn / rand: seeded, reproducible, rand in [0,1)", function()
   T.close((n * n):mean(), 1, 0.05)
 end)
 
+T.test("hashrand: element i from (seed, i) alone, the documented formula bit for bit", function()
+  -- values from an independent NumPy implementation of help's formula
+  -- (tests/fixtures/gen_models.py hash_unit; the large model fixtures rest on it)
+  local want = { -0.77309936285018921, 0.40058702230453491, 0.22594934701919556, -0.85426658391952515,
+                 -0.56712180376052856 }
+  local d = srgeo.hashrand({ 5 }, 3, 0, 1, "float64")
+  for i, w in ipairs(want) do T.eq(d:get(i), w, "element " .. i) end
+  -- a prefix of a longer fill and any shape hold the same values
+  local long = srgeo.hashrand({ 2, 4 }, 3, 0, 1, "float64"):reshape { 8 }
+  for i = 1, 5 do T.eq(long:get(i), want[i], "element " .. i .. " of a (2,4) fill") end
+  -- 24 significant bits: v * 2^24 is an odd integer, so float32 holds v exactly
+  local f = srgeo.hashrand({ 1000 }, 9, 0, 1)
+  local g = srgeo.hashrand({ 1000 }, 9, 0, 1, "float64")
+  T.eq((f:double() - g):abs():max(), 0, "float32 fill equals float64 fill")
+  for i = 1, 1000, 37 do
+    local k = g:get(i) * 2 ^ 24
+    T.truthy(k == math.floor(k) and math.floor(k) % 2 == 1, "odd multiple of 2^-24 at " .. i)
+  end
+  local u = srgeo.hashrand({ 20000 }, 11, 0.5, 0.25, "float64")
+  T.truthy(u:min() > 0.25 and u:max() < 0.75, "offset +- scale")
+  T.close(u:mean(), 0.5, 0.005)
+  T.truthy((srgeo.hashrand({ 8 }, 4) - srgeo.hashrand({ 8 }, 5)):abs():max() > 0, "seeds differ")
+  T.raises(function() srgeo.hashrand({ 3 }) end, "number expected")
+  T.raises(function() srgeo.hashrand({ 3 }, 1, 0 / 0) end, "must be finite")
+  T.raises(function() srgeo.hashrand({ 3 }, 1, 0, math.huge) end, "must be finite")
+end)
+
 T.test("shape, size, dim, numel, #, dtype; size(d) is 1-based", function()
   local t = srgeo.zeros(2, 3, 4)
   T.eq(#t, 2)
