@@ -222,10 +222,15 @@ void sr_module_ran(sr_module *m, sr_run *run)
 }
 
 /* The checks every entry point makes before it runs an op. */
-static int check_input(sr_module *m, const sr_tensor *x, const sr_run *run, int jvp)
+static int check_input(sr_module *m, const sr_tensor *x, sr_run *run, int jvp)
 {
     if (sr_interrupted() || sr_module_check_dtype(m, x))
         return -1;
+    if (!jvp && run->save && !run->single_use_checked) {
+        run->single_use_checked = 1;
+        if (sr_module_check_single_use(m))
+            return -1;
+    }
     if (jvp && !m->ops->jvp && !m->ops->jvp_n)
         return sr_fail("%s: jvp is not implemented", m->ops->kind);
     return jvp ? sr_run_check_stacked(m, x, run) : 0;
@@ -573,6 +578,63 @@ static int walk(sr_module *m, const char *path, int depth, sr_module_visitor fn,
 }
 
 int sr_module_walk(sr_module *m, sr_module_visitor fn, void *ud) { return walk(m, "", 0, fn, ud); }
+
+/* Only a module with more than one reference can sit in two places (the
+ * others are skipped); trees are small, so a list suffices. */
+typedef struct {
+    const sr_module **seen;
+    int n, cap;
+    const sr_module *dup;
+    char at[SR_PATHMAX], first[SR_PATHMAX];
+} single_use_state;
+
+static int single_use_cb(const char *path, sr_module *m, int depth, void *ud)
+{
+    (void)depth;
+    single_use_state *s = ud;
+    if (m->refcount < 2)
+        return 0;
+    for (int i = 0; i < s->n; i++)
+        if (s->seen[i] == m) {
+            s->dup = m;
+            snprintf(s->at, sizeof s->at, "%s", path);
+            return 1;
+        }
+    if (s->n == s->cap) {
+        int cap = s->cap ? 2 * s->cap : 64;
+        const sr_module **seen = realloc(s->seen, sizeof *seen * (size_t)cap);
+        if (!seen)
+            return sr_fail("%s: out of memory listing modules", m->ops->kind);
+        s->seen = seen;
+        s->cap = cap;
+    }
+    s->seen[s->n++] = m;
+    return 0;
+}
+
+static int first_use_cb(const char *path, sr_module *m, int depth, void *ud)
+{
+    (void)depth;
+    single_use_state *s = ud;
+    if (m != s->dup)
+        return 0;
+    snprintf(s->first, sizeof s->first, "%s", path);
+    return 1;
+}
+
+int sr_module_check_single_use(sr_module *m)
+{
+    single_use_state s = {0};
+    int r = walk(m, "", 0, single_use_cb, &s);
+    free(s.seen);
+    if (!s.dup)
+        return r;
+    walk(m, "", 0, first_use_cb, &s);
+    return sr_fail("backward: the %s at '%s' is also at '%s' (one module used twice); backward needs each "
+                   "use's saved input and a module keeps one, so a pass that saves for backward (training, "
+                   "vjp) cannot run through it: give each use its own module",
+                   s.dup->ops->kind, s.first, s.at);
+}
 
 typedef struct {
     const char *want;

@@ -110,6 +110,9 @@ typedef struct sr_run {
      * starts summing them while backward goes on (core/train/dp.c). */
     int (*grads_final)(const sr_module *m, void *ctx);
     void *grads_ctx;
+    /* Set by the first forward of a pass with save, once it has checked
+     * that no module is used twice (sr_module_check_single_use). */
+    int single_use_checked;
 } sr_run;
 
 /* A run with nothing set: a plain forward or backward, no taps. */
@@ -309,6 +312,11 @@ int sr_module_walk_params_once(sr_module *m, sr_param_visitor fn, void *ud, int 
 /* Visit every module with its dotted path ("" for the root). */
 typedef int (*sr_module_visitor)(const char *path, sr_module *m, int depth, void *ud);
 int sr_module_walk(sr_module *m, sr_module_visitor fn, void *ud);
+/* Fail, naming both places, when a module appears twice in m's tree: a
+ * pass that saves for backward cannot run through it (backward needs each
+ * use's saved input, and a module keeps one).  Forward with run->save
+ * checks this once per pass. */
+int sr_module_check_single_use(sr_module *m);
 /* Lookup by dotted path; NULL (with error set) if absent. */
 sr_param *sr_module_find_param(sr_module *m, const char *path);
 /* Module at a dotted path or at one of the root's aliases; "" is the root. */

@@ -53,6 +53,25 @@ T.test("nn: vjp from a tap backpropagates from that module only", function()
   T.eq(table.concat(m:vjp(x, srgeo.randn({ 3, 2 }, 2)):shape(), ","), "3,4")
 end)
 
+T.test("nn: a module used twice runs forward and jvp; vjp and training are refused naming both places", function()
+  local l = nn.linear { in_features = 3, out_features = 3, seed = 2 }
+  local m = nn.sequential { { "a", l }, { "relu", nn.relu {} }, { "b", l } }
+  local x = srgeo.randn({ 2, 3 }, 1)
+  local y = m:forward(x)
+  local y2 = l:forward(l:forward(x):clamp(0, math.huge))
+  T.eq((y - y2):abs():max(), 0, "forward through both uses")
+  T.eq(table.concat(m:jvp(x, srgeo.randn({ 2, 3 }, 3)):shape(), ","), "2,3")
+  local msg = "the linear at 'a' is also at 'b' (one module used twice)"
+  T.raises(function() m:vjp(x, srgeo.randn({ 2, 3 }, 4)) end, msg)
+  m:train()
+  T.raises(function() srgeo._train_step(m, srgeo.optim.sgd { lr = 0.1 }, x, { 0, 1 }) end, msg)
+  -- two nodes of a graph holding one module, one level down
+  local g = nn.graph { { "p", nn.sequential { { "inner", l } } }, { "q", l, "p" } }
+  T.raises(function() g:vjp(x, srgeo.randn({ 2, 3 }, 5)) end, "the linear at 'p.inner' is also at 'q'")
+  -- a tree without repeats is unaffected, and so is m after the refusal
+  T.eq(table.concat(m:forward(x):shape(), ","), "2,3")
+end)
+
 T.test("nn.graph: a DAG from Lua, inputs by name, taps, the same output as the residual it spells", function()
   local conv = function(i, o, k) return nn.conv2d { in_channels = i, out_channels = o, kernel_size = k, padding = k // 2 } end
   local g = nn.graph {
