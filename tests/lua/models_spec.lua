@@ -12,10 +12,13 @@
 -- the JVP changes by that unit's whole contribution.  PyTorch's own float32
 -- JVP is 1e-3..5e-2 from its float64 one on ResNet-50/101, WRN-28-10 and
 -- the VGG-BNs (recorded per case as jvp_f32_torch, four inputs), and which
--- units flip changes whenever a kernel's summation order does.  So for those
--- networks the float32 JVP gets a sanity bound (KINKED: catches a misrouted
--- or dropped tangent, not a subtle error) and the float64 check, strict for
--- every network, is what shows the JVP is exact; networks without kinks
+-- units flip changes whenever a kernel's summation order does: ResNet-101's
+-- float32 JVP of one of its two images is 0.015 from the reference in the
+-- normal build and 0.32 in make sanitize's (-O1, other kernels, other
+-- flips), while its float64 JVP agrees to 3.4e-8 in both.  So for those
+-- networks the float32 JVP gets a sanity bound (KINKED: catches a tangent
+-- lost or misrouted wholesale, not a subtle error) and the float64 check,
+-- strict for every network, is what shows the JVP is exact; networks without kinks
 -- (ViTs, ConvNeXts) are held to 1e-4 in float32 too.
 -- Cases whose weights are too large to commit are counter-based fills
 -- (srgeo.hashrand) that gen_models.py made in NumPy and this spec rebuilds
@@ -27,7 +30,7 @@ local json = require "srgeo.json"
 
 local DIR = "tests/fixtures/models/"
 local PY = os.getenv("SRGEO_PYTHON") or "/usr/bin/python3"
-local TOL32, TOL64, KINKED = 1e-4, 1e-6, 0.25
+local TOL32, TOL64, KINKED = 1e-4, 1e-6, 0.5
 
 local has_torch
 local function torch_available()
