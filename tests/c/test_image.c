@@ -600,7 +600,7 @@ TEST(image_bombs_are_refused_before_decoding)
     unsigned char row[64] = {0};
     const char *p = "build/test_bomb.png";
     CHECK(bomb_png(p, 100000, 100000, row, sizeof row) == 0, "write");
-    sr_image_opts big = {0, 0, 65536, 0, 0};
+    sr_image_opts big = {.resize = 65536};
     CHECK_ERR(sr_image_load(&t, p, &big), "100000x100000 image, 10000000000 pixels to decode: more than max_pixels = 100000000");
     CHECK_ERR(sr_image_load(&t, p, NULL), "pixels to decode");
     CHECK_ERR(sr_image_check(p), "pixels to decode");
@@ -611,15 +611,15 @@ TEST(image_bombs_are_refused_before_decoding)
      * (this wrapped, clamped to 1 and gave a black crop without an error) */
     CHECK(bomb_png(p, 100000, 1, row, sizeof row) == 0, "write");
     CHECK_ERR(sr_image_load(&t, p, &big), "resize=65536 makes the 100000x1 image 6553600000 pixels long");
-    sr_image_opts wide = {0, 0, 1000, 0, 0};
+    sr_image_opts wide = {.resize = 1000};
     CHECK_ERR(sr_image_load(&t, p, &wide), "pixels after the resize");
     /* the bound is an option: a 100x100 image over 5000, under 10000 */
     CHECK(bomb_png(p, 100, 100, row, sizeof row) == 0, "write");
-    sr_image_opts small = {0, 0, 0, 0, 5000};
+    sr_image_opts small = {.max_pixels = 5000};
     CHECK_ERR(sr_image_load(&t, p, &small), "10000 pixels to decode: more than max_pixels = 5000");
     small.max_pixels = 10000;
     CHECK(sr_image_load(&t, p, &small) != 0 && !strstr(sr_errmsg(), "max_pixels"), "the bound let it through");
-    sr_image_opts crop = {20000, 20000, 0, 0, 0};
+    sr_image_opts crop = {.crop_h = 20000, .crop_w = 20000};
     CHECK_ERR(sr_image_load(&t, p, &crop), "400000000 pixels in the crop");
     /* JPEG shrink-on-load: 10240x10240 (105 MP) decodes at 1/8 for a 256 resize */
     const char *j = "build/test_bomb.jpg";
@@ -628,7 +628,7 @@ TEST(image_bombs_are_refused_before_decoding)
     sr_image_opts thumb = SR_IMAGE_OPTS_INIT;
     CHECK_OK(sr_image_load(&t, j, &thumb));
     CHECK(t.shape[2] == 224 && t.shape[3] == 224, "shape %s", SR_SHAPE(&t));
-    sr_image_opts native = {0, 0, 0, 3, 0};
+    sr_image_opts native = {.channels = 3};
     CHECK_ERR(sr_image_load(&t, j, &native), "104857600 pixels to decode");
     remove(p);
     remove(j);
