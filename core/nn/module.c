@@ -493,15 +493,12 @@ int sr_module_walk_params(sr_module *m, sr_param_visitor fn, void *ud)
     return walk_params(m, "", fn, ud);
 }
 
-/* The parameters seen so far, an open-addressed set of pointers (a tree
- * has hundreds at most, but a linear scan per visit would be quadratic). */
+/* Pointers seen so far (parameters, modules), an open-addressed set: a tree
+ * has hundreds at most, but a linear scan per visit would be quadratic. */
 typedef struct {
-    sr_param_visitor fn;
-    void *ud;
-    const sr_param **slot;
+    const void **slot;
     size_t cap, n;
-    int repeats;
-} once_state;
+} ptr_set;
 
 static size_t ptr_hash(const void *p, size_t cap)
 {
@@ -510,11 +507,11 @@ static size_t ptr_hash(const void *p, size_t cap)
 }
 
 /* Insert p: 1 if it was new, 0 if already there, -1 out of memory. */
-static int once_insert(once_state *s, const sr_param *p)
+static int ptr_set_insert(ptr_set *s, const void *p)
 {
     if (2 * (s->n + 1) > s->cap) {
         size_t cap = s->cap ? 2 * s->cap : 64;
-        const sr_param **slot = calloc(cap, sizeof *slot);
+        const void **slot = calloc(cap, sizeof *slot);
         if (!slot)
             return -1;
         for (size_t i = 0; i < s->cap; i++) {
@@ -538,10 +535,17 @@ static int once_insert(once_state *s, const sr_param *p)
     return 1;
 }
 
+typedef struct {
+    sr_param_visitor fn;
+    void *ud;
+    ptr_set seen;
+    int repeats;
+} once_state;
+
 static int once_cb(const char *path, sr_param *p, sr_module *owner, void *ud)
 {
     once_state *s = ud;
-    int fresh = once_insert(s, p);
+    int fresh = ptr_set_insert(&s->seen, p);
     if (fresh < 0)
         return sr_fail("%s: out of memory listing parameters", owner->ops->kind);
     if (!fresh) {
@@ -553,9 +557,9 @@ static int once_cb(const char *path, sr_param *p, sr_module *owner, void *ud)
 
 int sr_module_walk_params_once(sr_module *m, sr_param_visitor fn, void *ud, int *repeats)
 {
-    once_state s = {fn, ud, NULL, 0, 0, 0};
+    once_state s = {fn, ud, {NULL, 0, 0}, 0};
     int r = walk_params(m, "", once_cb, &s);
-    free(s.slot);
+    free(s.seen.slot);
     if (repeats)
         *repeats = s.repeats;
     return r;
@@ -580,10 +584,9 @@ static int walk(sr_module *m, const char *path, int depth, sr_module_visitor fn,
 int sr_module_walk(sr_module *m, sr_module_visitor fn, void *ud) { return walk(m, "", 0, fn, ud); }
 
 /* Only a module with more than one reference can sit in two places (the
- * others are skipped); trees are small, so a list suffices. */
+ * others are skipped). */
 typedef struct {
-    const sr_module **seen;
-    int n, cap;
+    ptr_set seen;
     const sr_module *dup;
     char at[SR_PATHMAX], first[SR_PATHMAX];
 } single_use_state;
@@ -594,21 +597,14 @@ static int single_use_cb(const char *path, sr_module *m, int depth, void *ud)
     single_use_state *s = ud;
     if (m->refcount < 2)
         return 0;
-    for (int i = 0; i < s->n; i++)
-        if (s->seen[i] == m) {
-            s->dup = m;
-            snprintf(s->at, sizeof s->at, "%s", path);
-            return 1;
-        }
-    if (s->n == s->cap) {
-        int cap = s->cap ? 2 * s->cap : 64;
-        const sr_module **seen = realloc(s->seen, sizeof *seen * (size_t)cap);
-        if (!seen)
-            return sr_fail("%s: out of memory listing modules", m->ops->kind);
-        s->seen = seen;
-        s->cap = cap;
+    int fresh = ptr_set_insert(&s->seen, m);
+    if (fresh < 0)
+        return sr_fail("%s: out of memory listing modules", m->ops->kind);
+    if (!fresh) {
+        s->dup = m;
+        snprintf(s->at, sizeof s->at, "%s", path);
+        return 1;
     }
-    s->seen[s->n++] = m;
     return 0;
 }
 
@@ -626,7 +622,7 @@ int sr_module_check_single_use(sr_module *m)
 {
     single_use_state s = {0};
     int r = walk(m, "", 0, single_use_cb, &s);
-    free(s.seen);
+    free(s.seen.slot);
     if (!s.dup)
         return r;
     walk(m, "", 0, first_use_cb, &s);
