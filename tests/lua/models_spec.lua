@@ -18,12 +18,12 @@
 -- flips), while its float64 JVP agrees to 3.4e-8 in both.  So for those
 -- networks the float32 JVP gets a sanity bound (KINKED: catches a tangent
 -- lost or misrouted wholesale, not a subtle error) and the float64 check,
--- strict for every network, is what shows the JVP is exact; networks without kinks
--- (ViTs, ConvNeXts) are held to 1e-4 in float32 too.
+-- strict for every network, is what shows the JVP is exact; networks
+-- without kinks (ViTs, ConvNeXts) are held to 1e-4 in float32 too.
 -- Cases whose weights are too large to commit are counter-based fills
 -- (srgeo.hashrand) that gen_models.py made in NumPy and this spec rebuilds
--- without torch; SRGEO_TEST_LARGE=0 skips them.  SRGEO_PYTHON names the interpreter
--- with torch (default /usr/bin/python3, Debian's).
+-- without torch; SRGEO_TEST_LARGE=0 skips them.  SRGEO_PYTHON names the
+-- interpreter with torch (default /usr/bin/python3, Debian's).
 local T = ...
 local srgeo = require "srgeo"
 local json = require "srgeo.json"
@@ -101,10 +101,9 @@ local function weights(name, ref)
     local t = srgeo.hashrand(h.shape, h.seed, h.offset, h.scale)
     -- the generator's sum, to float64 summation error: a drifted formula
     -- (or seed) fails here by name instead of as a wrong output
-    local n = t:numel()
-    local tol = 1e-12 * n * (math.abs(h.offset) + h.scale)
-    T.truthy(math.abs(t:sum() - h.sum) <= tol, string.format("%s %s: hashrand sum %.17g, the generator's %.17g",
-      name, key, t:sum(), h.sum))
+    local sum, tol = t:sum(), 1e-12 * t:numel() * (math.abs(h.offset) + h.scale)
+    T.truthy(math.abs(sum - h.sum) <= tol, string.format("%s %s: hashrand sum %.17g, the generator's %.17g",
+      name, key, sum, h.sum))
     tensors[key] = t
   end
   local path = tmpfile(".safetensors")
