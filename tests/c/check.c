@@ -47,6 +47,25 @@ sr_module *check_reset(sr_module *m, uint64_t seed)
     return m;
 }
 
+sr_module *check_sequential(sr_module *const *parts, int n, uint64_t seed, sr_dtype dt)
+{
+    sr_module *seq = sr_sequential_new();
+    int ok = seq != NULL;
+    for (int i = 0; i < n; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "%d", i);
+        ok = ok && parts[i] && sr_module_add_child(seq, name, parts[i]) == 0;
+        sr_module_release(parts[i]);
+    }
+    if (ok && (!check_reset(seq, seed) || (dt == SR_F64 && sr_module_to_dtype(seq, SR_F64) != 0)))
+        ok = 0;
+    if (!ok) {
+        sr_module_release(seq);
+        return NULL;
+    }
+    return seq;
+}
+
 typedef struct {
     sr_rng rng;
     double std;

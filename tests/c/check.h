@@ -45,6 +45,12 @@ sr_module *check_layer(const char *name, const char *const *kv);
  * test's layer does not depend on what ran before; passes NULL through. */
 sr_module *check_reset(sr_module *m, uint64_t seed);
 
+/* A sequential of the n parts, children "0" .. "n-1", taking one
+ * reference of each part per place (a part used twice: retain it once
+ * more), re-initialised from seed and converted to dt; NULL (releasing
+ * what it holds) if a part is NULL or a step fails. */
+sr_module *check_sequential(sr_module *const *parts, int n, uint64_t seed, sr_dtype dt);
+
 /* Every parameter and buffer of the tree N(0, std) (not the init values,
  * which leave biases at zero and would hide bias bugs). */
 void check_fill_params(sr_module *m, uint64_t seed, double std);

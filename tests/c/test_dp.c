@@ -100,7 +100,6 @@ enum { NET_BN = 1, NET_SHARED = 2 };
  * [-> relu -> l -> relu -> l, one linear(4 -> 4) used twice], float64. */
 static sr_module *make_net(int flags, uint64_t seed)
 {
-    sr_module *seq = sr_sequential_new();
     sr_module *parts[10];
     int n = 0;
     parts[n++] = check_layer("conv2d", (const char *[]){"in_channels", "1", "out_channels", "3", "kernel_size", "3",
@@ -120,22 +119,9 @@ static sr_module *make_net(int flags, uint64_t seed)
             sr_module_retain(l);
         parts[n++] = l;
     }
-    for (int i = 0; i < n; i++) {
-        if (!parts[i])
-            return NULL;
-        char name[8];
-        snprintf(name, sizeof name, "%d", i);
-        sr_module_add_child(seq, name, parts[i]);
-        sr_module_release(parts[i]);
-    }
-    sr_rng r;
-    sr_rng_seed(&r, seed);
-    sr_module_reset(seq, &r);
-    if (sr_module_to_dtype(seq, SR_F64)) {
-        sr_module_release(seq);
-        return NULL;
-    }
-    sr_module_set_training(seq, 1);
+    sr_module *seq = check_sequential(parts, n, seed, SR_F64);
+    if (seq)
+        sr_module_set_training(seq, 1);
     return seq;
 }
 

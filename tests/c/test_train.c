@@ -14,26 +14,12 @@
  * with non-zero second derivatives (what LLR's outer gradient needs). */
 static sr_module *make_mlp(const char *din, const char *k, sr_dtype dt, uint64_t seed)
 {
-    sr_module *seq = sr_sequential_new();
-    sr_module *l1 = check_layer("linear", (const char *[]){"in_features", din, "out_features", "4", NULL});
-    sr_module *g = check_layer("gelu", (const char *[]){NULL});
-    sr_module *l2 = check_layer("linear", (const char *[]){"in_features", "4", "out_features", k, NULL});
-    if (!seq || !l1 || !g || !l2)
-        return NULL;
-    sr_module_add_child(seq, "0", l1);
-    sr_module_add_child(seq, "1", g);
-    sr_module_add_child(seq, "2", l2);
-    sr_module_release(l1);
-    sr_module_release(g);
-    sr_module_release(l2);
-    sr_rng r;
-    sr_rng_seed(&r, seed);
-    sr_module_reset(seq, &r);
-    if (dt == SR_F64 && sr_module_to_dtype(seq, SR_F64)) {
-        sr_module_release(seq);
-        return NULL;
-    }
-    return seq;
+    sr_module *parts[3] = {
+        check_layer("linear", (const char *[]){"in_features", din, "out_features", "4", NULL}),
+        check_layer("gelu", (const char *[]){NULL}),
+        check_layer("linear", (const char *[]){"in_features", "4", "out_features", k, NULL}),
+    };
+    return check_sequential(parts, 3, seed, dt);
 }
 
 TEST(train_cross_entropy_hand_example)
@@ -249,24 +235,11 @@ TEST(train_optimizer_state_walk)
 /* sequential{l, relu, l}: one linear(3 -> 3) used twice, float64. */
 static sr_module *make_shared(uint64_t seed)
 {
-    sr_module *seq = sr_sequential_new();
     sr_module *l = check_layer("linear", (const char *[]){"in_features", "3", "out_features", "3", NULL});
-    sr_module *r = check_layer("relu", (const char *[]){NULL});
-    if (!seq || !l || !r)
-        return NULL;
-    sr_module_add_child(seq, "0", l);
-    sr_module_add_child(seq, "1", r);
-    sr_module_add_child(seq, "2", l);
-    sr_module_release(l);
-    sr_module_release(r);
-    sr_rng g;
-    sr_rng_seed(&g, seed);
-    sr_module_reset(seq, &g);
-    if (sr_module_to_dtype(seq, SR_F64)) {
-        sr_module_release(seq);
-        return NULL;
-    }
-    return seq;
+    if (l)
+        sr_module_retain(l);
+    sr_module *parts[3] = {l, check_layer("relu", (const char *[]){NULL}), l};
+    return check_sequential(parts, 3, seed, SR_F64);
 }
 
 /* A module used twice in a tree: the optimiser steps each distinct
