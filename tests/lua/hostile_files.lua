@@ -176,6 +176,36 @@ function M.write(dir)
   return cases
 end
 
+-- Hostile text: strings a user, a file name or a model's node name can put
+-- in a title, a label, a key entry, a tic, a run name or an output path.
+-- Each tries to run `touch CANARY` (a relative name: gnuplot runs in the
+-- figure's folder) through one way text can turn into a command: gnuplot's
+-- backquotes, system(), @macros and `!`, breaking out of a single- or
+-- double-quoted string, a newline or CR ending the command, a backslash
+-- continuing it; and HTML's tags, attributes and URLs.  with_controls =
+-- false leaves out those with control characters (an output path refuses
+-- them).
+function M.text(canary, with_controls)
+  local c = canary or "PWNED"
+  local t = {
+    "m`touch " .. c .. "`.safetensors",
+    'system("touch ' .. c .. '")',
+    "x'.system('touch " .. c .. "').'y",
+    'x".system("touch ' .. c .. '")."y',
+    "@OUT @DATA `touch " .. c .. "`",
+    "back\\slash\\",
+    "a_b^c {d} & @e ~f",
+    "%s %d %q %%",
+    "<script>alert(1)</script>&amp;\"",
+  }
+  if with_controls ~= false then
+    t[#t + 1] = "a\nsystem 'touch " .. c .. "'\n#"
+    t[#t + 1] = "a\\\n!touch " .. c
+    t[#t + 1] = "cr\r!touch " .. c .. "\rtab\tnul\0esc\27"
+  end
+  return t
+end
+
 -- Standalone: write the corpus and list it.
 if arg and arg[0] and arg[0]:match("hostile_files%.lua$") then
   local cases = M.write(arg[1] or "build/hostile")
