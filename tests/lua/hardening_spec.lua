@@ -315,3 +315,64 @@ T.test("unit cache: a second process on the same folder waits for a unit's lock 
   end
   T.eq(computed, 2, "units computed by the two processes:\n" .. first .. "\n---\n" .. out)
 end)
+
+-- ---------------------------------------------------------------------------
+-- srgeo report on a hostile tree
+
+-- The tree of tests/lua/hostile_files.lua (report_tree): links to ".",
+-- "..", "/" and a link loop (six links to "." once gave 335,923 runs or a
+-- hang at 1.9 GB, a link to / walked the whole file system), a summary.txt
+-- linked to a secret outside the tree (its text reached index.html), FIFOs
+-- (a read blocks forever), a tree deeper than the walk goes, and 20
+-- results.json files of the wrong shape (units: [1] stopped the whole
+-- index with "attempt to index a number value").  The index is written in
+-- well under a second, holds no secret, follows no link to a folder, and
+-- lists every skipped run and every thing left out with the reason, on the
+-- page and on the console.
+T.test("report: a hostile tree (links to . .. /, FIFOs, a secret linked in, bad results.json) is indexed, confined", function()
+  local hostile = dofile("tests/lua/hostile_files.lua")
+  local dir = ROOT .. "/report-tree"
+  local good, bad = hostile.report_tree(dir)
+  local index = require "srgeo.index"
+  local t0 = srgeo._clock()
+  local r = index.write(dir)
+  local dt = srgeo._clock() - t0
+  T.truthy(dt < 5, string.format("index took %.1f s", dt))
+  T.eq(r.runs, #good + #bad, "runs found (no run reached twice through a link)")
+  T.eq(r.skipped, #bad, "runs skipped")
+  local html = T.read(r.path)
+  local notes = table.concat(r.notes, "\n")
+  T.truthy(not html:find("SECRET-CANARY", 1, true), "the secret outside the tree reached index.html")
+  T.truthy(not html:find("root:x:0:0", 1, true), "/etc/passwd reached index.html")
+  T.truthy(not html:find("secret", 1, true), "a link to the secret is on the page")
+  for _, b in ipairs(bad) do
+    local line = notes:match("run " .. b.rel:gsub("%p", "%%%0") .. " skipped: [^\n]*")
+    T.truthy(line and line:find(b.needle, 1, true), b.rel .. ": " .. tostring(line))
+    T.truthy(html:find('id="run-' .. b.rel:gsub("_", "-") .. '"', 1, true), b.rel .. " is listed on the page")
+  end
+  for _, g in ipairs(good) do
+    T.truthy(html:find('id="run-' .. g.rel .. '"', 1, true), g.rel .. " is shown")
+    T.truthy(not notes:find("run " .. g.rel .. " ", 1, true), g.rel .. " was skipped")
+  end
+  for _, l in ipairs { "loop", "up", "fsroot", "alias", "good/back", "good/again" } do
+    T.truthy(notes:find(l .. ": a symbolic link to a folder (", 1, true), l .. " not noted:\n" .. notes)
+  end
+  T.truthy(notes:find("d1/d2/d3/d4/d5/d6/d7/d8/d9: not searched: deeper than 8 levels", 1, true), notes)
+  T.truthy(html:find("summary.txt left out: not a regular file (a fifo)", 1, true), "the FIFO summary.txt")
+  T.truthy(html:find("summary.txt left out: it leads outside ", 1, true), "the linked summary.txt")
+  T.truthy(html:find("a fine summary", 1, true), "a regular summary.txt is shown")
+  T.truthy(html:find("<h2>Left out</h2>", 1, true), "the page lists what was left out")
+  -- the folder bound: a wide tree stops with a note, the index is still written
+  local saved = index.LIMITS.folders
+  index.LIMITS.folders = 5
+  local ok, r2 = pcall(index.write, dir)
+  index.LIMITS.folders = saved
+  T.truthy(ok, tostring(r2))
+  T.truthy(table.concat(r2.notes, "\n"):find("the walk stops after 5 folders", 1, true), table.concat(r2.notes, "\n"))
+  -- the command: exit 0, every skipped run and left-out thing on the console
+  local out, code = sh("timeout 60 " .. exe() .. " scripts/report.lua " .. dir)
+  T.eq(code, 0, out)
+  T.truthy(out:find(string.format("%d runs (%d skipped)", #good + #bad, #bad), 1, true), out)
+  T.truthy(out:find("left out: run units_numbers skipped: results.json.units[1] is a number, expected an object", 1, true), out)
+  T.truthy(out:find("left out: fsroot: a symbolic link to a folder (/): not followed", 1, true), out)
+end)

@@ -206,6 +206,81 @@ function M.text(canary, with_controls)
   return t
 end
 
+-- A hostile results tree for `srgeo report` (srgeo.index) at dir, beside a
+-- secret file outside it (dir .. ".secret", holding SECRET-CANARY): links
+-- to ".", "..", "/" and a loop; a run whose summary.txt, figure and unit
+-- files are links to the secret or name it through ".."; FIFOs as
+-- summary.txt, results.json and a notebook report; a tree deeper than the
+-- walk goes; and results.json files of every wrong shape.  Returns the
+-- runs that must show ({rel =}) and those that must be skipped ({rel =,
+-- needle = text of the reason}).
+function M.report_tree(dir)
+  os.execute("rm -rf '" .. dir .. "' && mkdir -p '" .. dir .. "'")
+  local secret = dir .. ".secret"
+  write(secret, "SECRET-CANARY\n")
+  local function sh(cmd) assert(os.execute(cmd), cmd) end
+  local function run(rel, body)
+    sh("mkdir -p '" .. dir .. "/" .. rel .. "'")
+    write(dir .. "/" .. rel .. "/results.json", body)
+  end
+  local ok_body = '{"format": "srgeo.experiment/1", "name": "fine", "units": [], "figures": []}'
+  local good, bad = {}, {}
+  run("good", ok_body)
+  write(dir .. "/good/summary.txt", "a fine summary\n")
+  good[#good + 1] = { rel = "good" }
+  -- links to folders: never followed
+  sh("cd '" .. dir .. "' && ln -s . loop && ln -s .. up && ln -s / fsroot && ln -s good alias && ln -s a b && ln -s b a")
+  sh("cd '" .. dir .. "/good' && ln -s .. back && ln -s ../good again")
+  -- files out of the tree
+  run("leak", '{"format": "srgeo.experiment/1", "name": "leak", "units": [{"label": "u", "json": "../../'
+    .. secret:match("[^/]+$") .. '", "csv": "/etc/passwd"}], "figures": [{"name": "f", "files": ["../../'
+    .. secret:match("[^/]+$") .. '.png", "shadow.png"]}]}')
+  local abs_secret = secret:sub(1, 1) == "/" and secret or os.getenv("PWD") .. "/" .. secret
+  sh("cd '" .. dir .. "/leak' && ln -s '" .. abs_secret .. "' summary.txt && ln -s '" .. abs_secret .. "' shadow.png"
+    .. " && ln -s '" .. abs_secret .. "' profiles.csv && ln -s /etc/passwd descriptors.csv")
+  good[#good + 1] = { rel = "leak" }
+  run("linkedjson", ok_body)
+  os.remove(dir .. "/linkedjson/results.json")
+  sh("cd '" .. dir .. "/linkedjson' && ln -s '" .. abs_secret .. "' results.json")
+  bad[#bad + 1] = { rel = "linkedjson", needle = "it leads outside" }
+  -- FIFOs: a read would block forever
+  run("fifo", ok_body)
+  sh("mkfifo '" .. dir .. "/fifo/summary.txt' '" .. dir .. "/fifo/nb.html'")
+  good[#good + 1] = { rel = "fifo" }
+  sh("mkdir -p '" .. dir .. "/fifojson' && mkfifo '" .. dir .. "/fifojson/results.json'")
+  bad[#bad + 1] = { rel = "fifojson", needle = "not a regular file (a fifo)" }
+  -- deeper than the walk goes
+  run("d1/d2/d3/d4/d5/d6/d7/d8/d9/d10/d11", ok_body)
+  -- results.json of the wrong shape (each once aborted the whole index)
+  local shapes = {
+    { "units_numbers", '{"units": [1]}', "results.json.units[1] is a number, expected an object" },
+    { "figures_numbers", '{"figures": [5]}', "results.json.figures[1] is a number, expected an object" },
+    { "units_object", '{"units": {"a": 1}}', "results.json.units is an object, expected an array" },
+    { "units_string", '{"units": "many"}', "results.json.units is a string, expected an array" },
+    { "files_numbers", '{"figures": [{"files": [1, 2]}]}', "results.json.figures[1].files[1] is a number" },
+    { "files_object", '{"figures": [{"files": {"a": "b.png"}}]}', "files is an object, expected an array" },
+    { "name_object", '{"name": {"x": 1}}', "results.json.name is an object, expected text" },
+    { "options_array", '{"options": [1, 2]}', "results.json.options is an array, expected an object" },
+    { "identity_number", '{"units": [{"identity": 3}]}', "results.json.units[1].identity is a number" },
+    { "descriptor_string", '{"units": [{"descriptors": {"peak_eta": "high"}}]}', "descriptors.peak_eta is a string" },
+    { "label_bool", '{"units": [{"label": true}]}', "results.json.units[1].label is a boolean, expected text" },
+    { "json_number", '{"units": [{"json": 7}]}', "results.json.units[1].json is a number, expected a string" },
+    { "seconds_string", '{"seconds": "long"}', "results.json.seconds is a string, expected a number" },
+    { "command_array", '{"command": ["a"]}', "results.json.command is an array, expected text" },
+  }
+  for _, c in ipairs(shapes) do
+    run(c[1], '{"format": "srgeo.experiment/1", ' .. c[2]:sub(2))
+    bad[#bad + 1] = { rel = c[1], needle = c[3] }
+  end
+  for _, c in ipairs { { "top_array", "[1, 2]" }, { "top_number", "5" }, { "top_null", "null" },
+                       { "format_number", '{"format": 1}' }, { "empty", "" }, { "truncated", '{"format": "srgeo.ex' } } do
+    run(c[1], c[2])
+    bad[#bad + 1] = { rel = c[1], needle = c[1]:match("^top") and "not an srgeo experiment" or
+      (c[1] == "format_number" and "not an srgeo experiment" or "could not be read") }
+  end
+  return good, bad, secret
+end
+
 -- Standalone: write the corpus and list it.
 if arg and arg[0] and arg[0]:match("hostile_files%.lua$") then
   local cases = M.write(arg[1] or "build/hostile")

@@ -432,7 +432,7 @@ T.test("report: an index of every run, its figures, units' identity and descript
   T.truthy(html:find("<td>noise:3@0</td>", 1, true), "the evaluation set")
   T.truthy(html:find(string.format("%.3g", u.descriptors.plateau.value) .. '<span class="ci">[', 1, true), "descriptors, CIs")
   T.truthy(html:find('class="bump-' .. u.bump_kind .. '"', 1, true), "the bump verdict")
-  T.truthy(html:find("results.json could not be read", 1, true), "a broken run is listed as such")
+  T.truthy(html:find("skipped: results.json could not be read", 1, true), "a broken run is listed as such")
   T.truthy(html:find('<a href="notebooks/tree_nb/tree_nb.html">notebooks/tree_nb/tree_nb.html</a> — A &lt;notebook&gt; &amp; more',
     1, true), "the notebook report, its title escaped once")
   T.truthy(not html:find("<script", 1, true) and not html:find("http", 1, true), "no scripts, nothing from elsewhere")
@@ -446,7 +446,8 @@ T.test("report: an index of every run, its figures, units' identity and descript
   end
   local log, code = sh(exe() .. " scripts/report.lua " .. root)
   T.eq(code, 0, log)
-  T.truthy(log:find("3 runs (1 with an unreadable results.json), 1 notebook report", 1, true), log)
+  T.truthy(log:find("3 runs (1 skipped), 1 notebook report", 1, true), log)
+  T.truthy(log:find("left out: run broken skipped: results.json could not be read", 1, true), log)
 end)
 
 T.test("report: the index renders in headless Chromium: no console errors, every thumbnail loads, tables scroll", function()
