@@ -206,6 +206,58 @@ function M.text(canary, with_controls)
   return t
 end
 
+-- Markdown that tries to put a script, an event handler, a script URL or a
+-- remote resource into a notebook report (each once reached the report,
+-- and Chromium ran it).  Each script sets the page's class to "pwned", so a
+-- browser that ran one shows it.  A list of {name, markdown}.
+function M.markdown()
+  local js = "document.documentElement.className='pwned'"
+  return {
+    { "img_onerror", '<img src=x onerror="' .. js .. '">' },
+    { "img_onerror_inline", 'text <img src=x onerror="' .. js .. '"> more' },
+    { "svg_onbegin", '<svg><animate onbegin="' .. js .. '" attributeName=x dur=1s /></svg>' },
+    { "svg_onload", '<svg onload="' .. js .. '"></svg>' },
+    { "details_ontoggle", '<details open ontoggle="' .. js .. '"><summary>s</summary>x</details>' },
+    { "body_onload", '<body onload="' .. js .. '">' },
+    { "script", "<script>" .. js .. "</script>" },
+    { "script_split", "<scr<script>ipt>" .. js .. "</script>" },
+    { "iframe", '<iframe src="javascript:' .. js .. '"></iframe>' },
+    { "iframe_srcdoc", '<iframe srcdoc="<script>' .. js .. '</script>"></iframe>' },
+    { "object", '<object data="data:text/html,<script>' .. js .. '</script>"></object>' },
+    { "embed", '<embed src="data:text/html,x">' },
+    { "meta_refresh", '<meta http-equiv="refresh" content="0;url=javascript:' .. js .. '">' },
+    { "base", '<base href="http://example.com/">' },
+    { "link_css", '<link rel="stylesheet" href="http://example.com/x.css">' },
+    { "style", "<style>body{background:url(http://example.com/x.png)}</style>" },
+    { "form", '<form action="http://example.com/"><input name=a autofocus onfocus="' .. js .. '"></form>' },
+    { "raw_a_js", '<a href="javascript:' .. js .. '">raw link</a>' },
+    { "md_js", "[click](javascript:" .. js .. ")" },
+    { "md_js_case", "[click](JaVaScRiPt:" .. js .. ")" },
+    { "md_js_entity", "[click](jav&#x61;script:" .. js .. ")" },
+    { "md_js_tab", "[click](&#9;javascript:" .. js .. ")" },
+    { "md_js_angle", "[click](<javascript:" .. js .. ">)" },
+    { "md_vbscript", "[click](vbscript:msgbox)" },
+    { "md_data_html", "[click](data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==)" },
+    { "md_file", "[click](file:///etc/passwd)" },
+    { "md_ref_js", "[click][r]\n\n[r]: javascript:" .. js },
+    { "autolink_js", "<javascript:" .. js .. ">" },
+    { "img_js", "![x](javascript:" .. js .. ")" },
+    { "img_svg_data", "![x](data:image/svg+xml;base64,PHN2ZyBvbmxvYWQ9YWxlcnQoMSk+)" },
+    { "img_remote", "![remote](http://example.com/x.png)" },
+    { "img_remote_https", "![remote](https://example.com/x.png)" },
+    { "img_protocol_relative", "![remote](//example.com/x.png)" },
+    { "img_raw_remote", '<img src="http://example.com/y.png">' },
+    { "alt_quote", '![x" onerror="' .. js .. '](a.png)' },
+    { "title_quote", '[a](b "x\" onmouseover=\"' .. js .. '")' },
+    { "heading_html", '# <img src=x onerror="' .. js .. '"> heading' },
+    { "table_cell", '| a |\n|---|\n| <img src=x onerror="' .. js .. '"> |' },
+    { "footnote", 'note[^1]\n\n[^1]: <img src=x onerror="' .. js .. '">' },
+    { "comment_breakout", '<!-- x --><img src=x onerror="' .. js .. '">' },
+    { "cdata", '<![CDATA[<img src=x onerror="' .. js .. '">]]>' },
+    { "processing", '<?php echo 1; ?><img src=x onerror="' .. js .. '">' },
+  }
+end
+
 -- A hostile results tree for `srgeo report` (srgeo.index) at dir, beside a
 -- secret file outside it (dir .. ".secret", holding SECRET-CANARY): links
 -- to ".", "..", "/" and a loop; a run whose summary.txt, figure and unit
