@@ -351,7 +351,7 @@ T.test("report: a hostile tree (links to . .. /, FIFOs, a secret linked in, bad 
     T.truthy(html:find('id="run-' .. b.rel:gsub("_", "-") .. '"', 1, true), b.rel .. " is listed on the page")
   end
   for _, g in ipairs(good) do
-    T.truthy(html:find('id="run-' .. g.rel .. '"', 1, true), g.rel .. " is shown")
+    T.truthy(html:find('id="run-' .. g.rel:gsub("_", "-") .. '"', 1, true), g.rel .. " is shown")
     T.truthy(not notes:find("run " .. g.rel .. " ", 1, true), g.rel .. " was skipped")
   end
   for _, l in ipairs { "loop", "up", "fsroot", "alias", "good/back", "good/again" } do
@@ -362,6 +362,9 @@ T.test("report: a hostile tree (links to . .. /, FIFOs, a secret linked in, bad 
   T.truthy(html:find("summary.txt left out: it leads outside ", 1, true), "the linked summary.txt")
   T.truthy(html:find("a fine summary", 1, true), "a regular summary.txt is shown")
   T.truthy(html:find("<h2>Left out</h2>", 1, true), "the page lists what was left out")
+  -- hostile text in every field of a run is shown, escaped
+  T.truthy(html:find("&lt;script&gt;alert(1)&lt;/script&gt;", 1, true), "hostile text shown escaped")
+  T.truthy(not html:find("<script", 1, true) and not html:find('" onmouseover=', 1, true), "hostile text reached the page as HTML")
   -- the folder bound: a wide tree stops with a note, the index is still written
   local saved = index.LIMITS.folders
   index.LIMITS.folders = 5
@@ -375,4 +378,31 @@ T.test("report: a hostile tree (links to . .. /, FIFOs, a secret linked in, bad 
   T.truthy(out:find(string.format("%d runs (%d skipped)", #good + #bad, #bad), 1, true), out)
   T.truthy(out:find("left out: run units_numbers skipped: results.json.units[1] is a number, expected an object", 1, true), out)
   T.truthy(out:find("left out: fsroot: a symbolic link to a folder (/): not followed", 1, true), out)
+end)
+
+-- The end-to-end case of issue 37: a checkpoint named m`touch PWNED`.safetensors
+-- picked up by `srgeo zoo --models '*.safetensors'` became a key entry and a
+-- tic in the figures' scripts, and gnuplot ran touch on every draw and every
+-- redraw.  Now: the figures are drawn, each kept .gp redraws, the index is
+-- written, and no PWNED appears anywhere.
+T.test("zoo: a checkpoint named m`touch PWNED`.safetensors is drawn and redrawn, and runs no command", function()
+  local d = ROOT .. "/zoo-pwned"
+  os.execute("rm -rf " .. d .. " && mkdir -p " .. d)
+  srgeo.models.build("mlp", { hidden = { 8 }, input = { 1, 8, 8 } }):save(d .. "/m`touch PWNED`.safetensors")
+  local out, code = sh(string.format("%s zoo --models '%s/*.safetensors' --eval noise:4 --images 4 "
+    .. "--directions 16 --jvp-directions all --nscales 7 --bootstrap 50 --out %s/out", exe(), d, d))
+  T.eq(code, 0, out)
+  local gps = 0
+  for _, n in ipairs(srgeo._listdir(d .. "/out")) do
+    if n:match("%.gp$") then
+      gps = gps + 1
+      T.truthy(T.read(d .. "/out/" .. n):find("m`touch PWNED`", 1, true), n .. " names the checkpoint")
+      local log, rc = sh("cd " .. d .. "/out && gnuplot " .. n)
+      T.eq(rc, 0, n .. " redraws: " .. log)
+    end
+  end
+  T.truthy(gps >= 3, "figures: " .. gps)
+  T.eq(sh(exe() .. " scripts/report.lua " .. d .. "/out"):match("report: [^\n]*index%.html"), "report: " .. d .. "/out/index.html")
+  local found = sh("find " .. d .. " . -maxdepth 3 -name PWNED")
+  T.eq(found, "", "a command ran")
 end)

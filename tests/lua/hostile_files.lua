@@ -303,6 +303,20 @@ function M.report_tree(dir)
   bad[#bad + 1] = { rel = "fifojson", needle = "not a regular file (a fifo)" }
   -- deeper than the walk goes
   run("d1/d2/d3/d4/d5/d6/d7/d8/d9/d10/d11", ok_body)
+  -- a run whose every text field holds hostile text: the page shows it, escaped
+  local json = require "srgeo.json"
+  local text = M.text("PWNED", false)
+  text[#text + 1] = 'x" onmouseover="alert(1)'
+  local units = {}
+  for i, t in ipairs(text) do
+    units[i] = { label = t, model = t, eval = t, tap = t, bump_kind = t, key = t,
+                 identity = { model = t, path = t, weights = t, eval = t, tap = t } }
+  end
+  run("hostile_text", json.encode { format = "srgeo.experiment/1", name = text[#text], command = table.concat(text, " "),
+    version = text[1], written = text[2], options = { preset = text[3], images = text[4], seed = text[5] },
+    units = units, figures = { { name = text[9], files = { "a.png" } } } })
+  write(dir .. "/hostile_text/summary.txt", table.concat(text, "\n"))
+  good[#good + 1] = { rel = "hostile_text" }
   -- results.json of the wrong shape (each once aborted the whole index)
   local shapes = {
     { "units_numbers", '{"units": [1]}', "results.json.units[1] is a number, expected an object" },
