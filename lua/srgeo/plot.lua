@@ -491,16 +491,16 @@ function Figure:render()
   local t = TERMINALS[self.term]
   local term_line = t.set:format(self.size[1], self.size[2], gpstr(opts.font or t.font)) -- dumb ignores the font
   local head = {
-    one_line(string.format("# %s: written by srgeo.plot.%s.  Redraw with `gnuplot %s` in this folder", gpname, fn, gpname)),
-    one_line(string.format("# (data: %s; `gnuplot -e \"OUT='other.png'\" %s` draws elsewhere).", datname, gpname)),
+    one_line(string.format("# %s: written by srgeo.plot.%s.  Redraw with `gnuplot ./%s` in this folder", gpname, fn, gpname)),
+    one_line(string.format("# (data: %s; `gnuplot -e \"OUT='other.png'\" ./%s` draws elsewhere).", datname, gpname)),
     "set encoding utf8",
     term_line,
   }
   if keep then
-    head[#head + 1] = string.format("if (!exists(\"OUT\")) OUT = %s", gpstr(base))
+    head[#head + 1] = string.format("if (!exists(\"OUT\")) OUT = %s", gpstr("./" .. base))
     head[#head + 1] = "set output OUT"
   end
-  head[#head + 1] = string.format("if (!exists(\"DATA\")) DATA = %s", gpstr(datname))
+  head[#head + 1] = string.format("if (!exists(\"DATA\")) DATA = %s", gpstr("./" .. datname))
   local script = table.concat(head, "\n") .. "\n" .. table.concat(self.lines, "\n") .. "\n"
     .. (keep and "unset output\n" or "")
   local data = one_line(string.format("# %s: data of %s, written by srgeo.plot.%s (NaN: missing value)",
@@ -561,8 +561,12 @@ function Figure:render()
   if loc == "" then loc = os.getenv("LC_CTYPE") or "" end
   if loc == "" then loc = os.getenv("LANG") or "" end
   local utf8_env = loc:lower():gsub("-", ""):find("utf8", 1, true) and "" or "LC_ALL=C.UTF-8 "
-  local vars = keep and " -e " .. q(string.format("OUT=%s; DATA=%s", gpstr(tmpname), gpstr(select(2, split_path(dattmp))))) or ""
-  local cmd = string.format("cd %s && %s%s%s %s 2>%s", q(dir), utf8_env, q(bin), vars, q(select(2, split_path(gptmp))),
+  -- "./" before every file name: gnuplot reads a data file or script named
+  -- "<cmd" as the output of cmd and writes an output named "|cmd" into
+  -- cmd's input ("+", "-" and "" are special files too)
+  local vars = keep and " -e " .. q(string.format("OUT=%s; DATA=%s", gpstr("./" .. tmpname),
+    gpstr("./" .. select(2, split_path(dattmp))))) or ""
+  local cmd = string.format("cd %s && %s%s%s %s 2>%s", q(dir), utf8_env, q(bin), vars, q("./" .. select(2, split_path(gptmp))),
     q(errfile))
   local p = io.popen(cmd, "r")
   local stdout = p:read("a")

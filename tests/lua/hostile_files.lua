@@ -197,6 +197,8 @@ function M.text(canary, with_controls)
     "a_b^c {d} & @e ~f",
     "%s %d %q %%",
     "<script>alert(1)</script>&amp;\"",
+    "|touch " .. c,
+    "<touch " .. c,
   }
   if with_controls ~= false then
     t[#t + 1] = "a\nsystem 'touch " .. c .. "'\n#"

@@ -59,7 +59,7 @@ local function check_figure(out, ext)
   local dat = T.truthy(read(stem .. ".dat"), stem .. ".dat missing")
   local gp = T.truthy(read(stem .. ".gp"), stem .. ".gp missing")
   T.truthy(dat:find("^# "), "data file starts with a comment")
-  T.truthy(gp:find("DATA = " .. plot._gpstr(name .. ".dat") .. "\n", 1, true), "script reads the data by relative name")
+  T.truthy(gp:find("DATA = " .. plot._gpstr("./" .. name .. ".dat") .. "\n", 1, true), "script reads the data by relative name")
   local p = io.popen("ls -a " .. DIR)
   for f in p:lines() do T.truthy(not f:find("%.tmp"), "temporary left behind: " .. f) end
   p:close()
@@ -72,7 +72,7 @@ local function rerun(out)
   local dir, base = out:match("^(.*)/([^/]+)$")
   local gp = base:gsub("%.%w+$", "") .. ".gp"
   local q = require("srgeo.util").shell_quote
-  local ok = os.execute("cd " .. q(dir) .. " && gnuplot " .. q(gp) .. " 2>/dev/null")
+  local ok = os.execute("cd " .. q(dir) .. " && gnuplot " .. q("./" .. gp) .. " 2>/dev/null")
   T.truthy(ok, "gnuplot " .. gp .. " failed when re-run")
   return read(out)
 end
@@ -402,6 +402,17 @@ T.test("plot: hostile text in every field (backquotes, system(), quotes, newline
     end
   end
   T.eq(figures, 6 * #hostile.text("PWNED"))
+  -- file names gnuplot reads as commands or special files: "<cmd" (data from
+  -- a pipe), "|cmd" (output into a pipe), "+", "-"
+  for _, name in ipairs { "<touch PWNED", "|touch PWNED", "+", "-", "++", "$DATA", "~" } do
+    for _, ext in ipairs { "png", "txt" } do
+      local out = hd .. "/" .. name .. "." .. ext
+      T.eq(plot.lines({ 1, 2, 3 }, { { 1, 3, 2 } }, { out = out, labels = { name } }), out)
+      check_figure(out, ext)
+      T.truthy(#rerun(out) > 0, "redraw of " .. out)
+      T.eq(canaries(), "", out .. " ran a command")
+    end
+  end
   -- a control character in a file name is refused (it cannot be written in a
   -- gnuplot string), and so is a key option that is more than key words
   T.raises(function() plot.profile(trained, { out = hd .. "/a\nb.png" }) end, "opts.out has a control character (byte 10")
