@@ -406,3 +406,72 @@ T.test("zoo: a checkpoint named m`touch PWNED`.safetensors is drawn and redrawn,
   local found = sh("find " .. d .. " . -maxdepth 3 -name PWNED")
   T.eq(found, "", "a command ran")
 end)
+
+-- Wrong types anywhere: 600 copies of a complete results.json, each with one
+-- value somewhere (top level, an option, a unit, an identity, a descriptor,
+-- a figure, a file name) replaced by a value of another type or removed.
+-- The index is written every time; the run is shown, or skipped with the
+-- field and the reason; never an error.
+T.test("report: 600 results.json with a wrong type somewhere: every index written, each run shown or skipped", function()
+  local json = require "srgeo.json"
+  local index = require "srgeo.index"
+  local d = ROOT .. "/report-fuzz"
+  os.execute("rm -rf " .. d .. " && mkdir -p " .. d .. "/run/units")
+  util.write_atomic(d .. "/run/f.png", "x")
+  util.write_atomic(d .. "/run/units/u.json", "{}")
+  local function full()
+    local function est(v) return { value = v, lo = v * 0.9, hi = v * 1.1 } end
+    return {
+      format = "srgeo.experiment/1", name = "zoo", command = "srgeo zoo", version = "0.1", written = "2026",
+      seconds = 3.5, extra = {}, options = { preset = "quick", images = 4, seed = 0, models = { "a", "b" } },
+      units = { { key = "k", label = "m", model = "m.safetensors", eval = "noise:4", tap = "features", json = "units/u.json",
+        csv = "units/u.csv", cached = false, bump_kind = "bump", jacobian_fro = est(2),
+        identity = { model = "m", path = "m.safetensors", weights = "abcdef0123", eval = "noise:4", tap = "features" },
+        descriptors = { plateau = est(1), peak_eta = est(0.3), area = { reason = "edge" }, onset = 0.1 },
+        scales = { 0.1, 1 }, median = { 1, 1.2 } } },
+      figures = { { name = "f", files = { "f.png", "f.svg" } } },
+    }
+  end
+  local POOL = { 1, -1.5, "s", "<b>x</b>", true, false, json.array {}, json.object {}, { 1, 2 }, { a = 1 }, { {} },
+                 { "x", "y" }, "nil" }
+  math.randomseed(37)
+  local function sorted_keys(t)
+    local ks = {}
+    for k in pairs(t) do ks[#ks + 1] = k end
+    table.sort(ks, function(a, b) return tostring(a) < tostring(b) end)
+    return ks
+  end
+  local shown, skipped, bad = 0, 0, {}
+  for i = 1, 600 do
+    local t = full()
+    local parent, key, path = nil, nil, "results.json"
+    local node = t
+    repeat
+      local ks = sorted_keys(node)
+      if #ks == 0 then break end
+      parent, key = node, ks[math.random(#ks)]
+      path = path .. "." .. tostring(key)
+      node = node[key]
+    until type(node) ~= "table" or math.random() < 0.3
+    if parent then
+      local v = POOL[math.random(#POOL)]
+      if v == "nil" then v = nil end
+      if type(key) == "number" and v == nil then v = false end -- no holes in an array
+      parent[key] = type(v) == "table" and util.copy(v) or v
+    end
+    util.write_atomic(d .. "/run/results.json", json.encode(t))
+    local ok, r = pcall(index.write, d)
+    if not ok then
+      bad[#bad + 1] = path .. ": " .. tostring(r)
+    elseif r.skipped == 1 then
+      skipped = skipped + 1
+      local why = r.notes[1] or ""
+      if not why:find("run run skipped: results.json", 1, true) then bad[#bad + 1] = path .. ": no reason: " .. why end
+    else
+      shown = shown + 1
+    end
+  end
+  if os.getenv("SRGEO_VERBOSE") then print(string.format("  600 results.json: %d shown, %d skipped", shown, skipped)) end
+  T.truthy(#bad == 0, #bad .. " failures:\n" .. table.concat(bad, "\n", 1, math.min(#bad, 20)))
+  T.truthy(shown > 50 and skipped > 50, string.format("%d shown, %d skipped", shown, skipped))
+end)
