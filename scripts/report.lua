@@ -30,5 +30,6 @@ if not ok then
   os.exit(1)
 end
 print(string.format("report: %s — %d run%s%s, %d notebook report%s", r.path, r.runs, r.runs == 1 and "" or "s",
-  r.skipped > 0 and string.format(" (%d with an unreadable results.json)", r.skipped) or "", r.notebooks,
+  r.skipped > 0 and string.format(" (%d skipped)", r.skipped) or "", r.notebooks,
   r.notebooks == 1 and "" or "s"))
+for _, n in ipairs(r.notes) do print("  left out: " .. n) end

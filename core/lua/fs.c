@@ -9,9 +9,18 @@
  *                                  (wait: block until it is free); lock:unlock()
  *                                  releases it, as do closing the variable
  *                                  (local l <close>) and the collector.
+ *   srgeo._lstat(path)          -> {kind =, size =} of the entry itself (a link is
+ *                                  not followed; kind "file", "dir", "link",
+ *                                  "fifo", "socket", "device"), or nil, message
+ *   srgeo._realpath(path)       -> the absolute path, every link resolved, or
+ *                                  nil, message: with _lstat, what confines a
+ *                                  tree walk (srgeo.index) to the tree
  */
 #include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -34,6 +43,51 @@ static int l_disk_free(lua_State *L)
     if (statvfs(dir, &sv) != 0)
         return luaL_error(L, "_disk_free %s: %s", dir, strerror(errno));
     lua_pushinteger(L, (lua_Integer)((unsigned long long)sv.f_bavail * sv.f_frsize));
+    return 1;
+}
+
+static const char *file_kind(mode_t m)
+{
+    if (S_ISREG(m))
+        return "file";
+    if (S_ISDIR(m))
+        return "dir";
+    if (S_ISLNK(m))
+        return "link";
+    if (S_ISFIFO(m))
+        return "fifo";
+    if (S_ISSOCK(m))
+        return "socket";
+    return "device";
+}
+
+static int l_lstat(lua_State *L)
+{
+    const char *path = sr_lua_check_cstring(L, 1, "_lstat");
+    struct stat st;
+    if (lstat(path, &st) != 0) {
+        lua_pushnil(L);
+        lua_pushfstring(L, "%s: %s", path, strerror(errno));
+        return 2;
+    }
+    lua_createtable(L, 0, 2);
+    lua_pushstring(L, file_kind(st.st_mode));
+    lua_setfield(L, -2, "kind");
+    lua_pushinteger(L, (lua_Integer)st.st_size);
+    lua_setfield(L, -2, "size");
+    return 1;
+}
+
+static int l_realpath(lua_State *L)
+{
+    const char *path = sr_lua_check_cstring(L, 1, "_realpath");
+    char buf[PATH_MAX];
+    if (!realpath(path, buf)) {
+        lua_pushnil(L);
+        lua_pushfstring(L, "%s: %s", path, strerror(errno));
+        return 2;
+    }
+    lua_pushstring(L, buf);
     return 1;
 }
 
@@ -76,6 +130,8 @@ static const luaL_Reg fs_funcs[] = {
     {"_clean_tmp", l_clean_tmp},
     {"_disk_free", l_disk_free},
     {"_lock", l_lock},
+    {"_lstat", l_lstat},
+    {"_realpath", l_realpath},
     {NULL, NULL},
 };
 

@@ -5,14 +5,20 @@
  *   blocks = srgeo.markdown.code_blocks(text)
  *
  * CommonMark with GitHub's extensions: pipe tables, ~~strikethrough~~,
- * autolinks, task lists and footnotes.  Raw HTML in the text passes through
- * (raw_html = false replaces it by a comment), except for the tags GitHub's
- * tag filter disarms (<script>, <style>, <iframe>, <textarea>, <title>, ...),
- * so a report stays free of scripts.  image, when given, is called with the
- * destination of every image and returns the one to use (a data: URI of a
- * local file, say), false to show a link to it instead (a remote image in a
- * report that loads nothing), or nil to keep it.  Invalid UTF-8 becomes
- * U+FFFD.
+ * autolinks, task lists and footnotes.  The HTML is safe by default: raw
+ * HTML in the text becomes the comment <!-- raw HTML omitted --> (an
+ * <img onerror>, <svg onbegin> or <details ontoggle> in a notebook ran its
+ * script in the reader's browser), a link or image whose destination has a
+ * scheme other than http, https or mailto (javascript:, vbscript:, file:,
+ * data: but for PNG, GIF, JPEG and WebP images) gets an empty one, and an
+ * image from elsewhere (http:, //host) becomes a link to it unless image
+ * decides.  raw_html = true, for text you trust, passes raw HTML and every
+ * destination through, but for the tags GitHub's tag filter disarms
+ * (<script>, <style>, <iframe>, <textarea>, <title>, ...).  image, when
+ * given, is called with the destination of every image (after the checks)
+ * and returns the one to use (a data: URI of a local file, say), false to
+ * show a link to it instead (a remote image in a report that loads
+ * nothing), or nil to keep it.  Invalid UTF-8 becomes U+FFFD.
  *
  * code_blocks lists the document's top-level code blocks, as CommonMark
  * reads them (``` and ~~~ fences, indented blocks; a fence inside a list
@@ -24,6 +30,7 @@
 #include <cmark-gfm-core-extensions.h>
 #include <cmark-gfm.h>
 
+#include <ctype.h>
 #include <string.h>
 
 #include "lua/aux.h"
@@ -73,6 +80,90 @@ static int image_to_link(cmark_node *img)
     cmark_node_replace(img, link);
     cmark_node_free(img);
     return 0;
+}
+
+/* What a link or image destination is, for the safe mode.  Bytes up to
+ * space are skipped first, as browsers skip them ("java\tscript:"). */
+enum { URL_LOCAL, URL_REMOTE, URL_IMAGE_DATA, URL_BAD };
+
+static int url_kind(const char *url)
+{
+    char head[32];
+    size_t n = 0;
+    for (const char *p = url ? url : ""; *p && n < sizeof head - 1; p++)
+        if ((unsigned char)*p > ' ')
+            head[n++] = (char)tolower((unsigned char)*p);
+    head[n] = 0;
+    if (head[0] == '/' && head[1] == '/')
+        return URL_REMOTE; /* //host/x: another site, by the page's scheme */
+    size_t k = 0;
+    while (k < n && (isalnum((unsigned char)head[k]) || head[k] == '+' || head[k] == '-' || head[k] == '.'))
+        k++;
+    if (k == 0 || k == n || head[k] != ':' || !isalpha((unsigned char)head[0]))
+        return URL_LOCAL; /* no scheme: a path relative to the page */
+    head[k] = 0;
+    if (!strcmp(head, "http") || !strcmp(head, "https") || !strcmp(head, "mailto"))
+        return URL_REMOTE;
+    if (!strcmp(head, "data")) {
+        static const char *const ok[] = {"image/png", "image/gif", "image/jpeg", "image/webp"};
+        for (size_t i = 0; i < sizeof ok / sizeof *ok; i++)
+            if (!strncmp(head + k + 1, ok[i], strlen(ok[i])))
+                return URL_IMAGE_DATA;
+    }
+    return URL_BAD;
+}
+
+/* The safe mode on a parsed document: raw HTML nodes become a comment, a
+ * destination of a bad kind an empty one.  Only literals and URLs change,
+ * so the walk can go on over the nodes it changes. */
+static void disarm(lua_State *L, cmark_node *doc)
+{
+    cmark_iter *it = cmark_iter_new(doc);
+    cmark_event_type ev;
+    int oom = 0;
+    while ((ev = cmark_iter_next(it)) != CMARK_EVENT_DONE) {
+        cmark_node *node = cmark_iter_get_node(it);
+        if (ev != CMARK_EVENT_ENTER)
+            continue;
+        cmark_node_type t = cmark_node_get_type(node);
+        if (t == CMARK_NODE_HTML_BLOCK)
+            oom |= !cmark_node_set_literal(node, "<!-- raw HTML omitted -->\n");
+        else if (t == CMARK_NODE_HTML_INLINE)
+            oom |= !cmark_node_set_literal(node, "<!-- raw HTML omitted -->");
+        else if ((t == CMARK_NODE_LINK || t == CMARK_NODE_IMAGE) && url_kind(cmark_node_get_url(node)) == URL_BAD)
+            oom |= !cmark_node_set_url(node, "");
+    }
+    cmark_iter_free(it);
+    if (oom)
+        luaL_error(L, "markdown: out of memory");
+}
+
+/* Safe mode without an image function: an image from elsewhere becomes a
+ * link to it, so the page loads nothing (collected first, as replacing a
+ * node would derail the walk). */
+static void remote_images_to_links(lua_State *L, cmark_node *doc)
+{
+    lua_newtable(L);
+    int list = lua_gettop(L), n = 0;
+    cmark_iter *it = cmark_iter_new(doc);
+    cmark_event_type ev;
+    while ((ev = cmark_iter_next(it)) != CMARK_EVENT_DONE) {
+        cmark_node *node = cmark_iter_get_node(it);
+        if (ev == CMARK_EVENT_ENTER && cmark_node_get_type(node) == CMARK_NODE_IMAGE &&
+            url_kind(cmark_node_get_url(node)) == URL_REMOTE) {
+            lua_pushlightuserdata(L, node);
+            lua_rawseti(L, list, ++n);
+        }
+    }
+    cmark_iter_free(it);
+    for (int i = 1; i <= n; i++) {
+        lua_rawgeti(L, list, i);
+        cmark_node *img = lua_touserdata(L, -1);
+        lua_pop(L, 1);
+        if (image_to_link(img))
+            luaL_error(L, "markdown: out of memory");
+    }
+    lua_pop(L, 1);
 }
 
 /* Call the function at fn with each image's destination: a string result
@@ -156,7 +247,7 @@ static int l_html(lua_State *L)
     const char *text = check_text(L, "markdown.html", &len);
     static const char *const keys[] = {"image", "raw_html", NULL};
     sr_lua_check_keys(L, 2, "markdown.html", keys);
-    int raw = sr_lua_opt_boolean(L, 2, "markdown.html", "raw_html", 1);
+    int raw = sr_lua_opt_boolean(L, 2, "markdown.html", "raw_html", 0);
     int fn = 0;
     if (lua_istable(L, 2)) {
         lua_getfield(L, 2, "image");
@@ -164,12 +255,19 @@ static int l_html(lua_State *L)
             return luaL_error(L, "markdown.html: image must be a function(url) -> url, got a %s", luaL_typename(L, -1));
         fn = lua_isnil(L, -1) ? 0 : lua_gettop(L);
     }
-    int options = CMARK_OPT_FOOTNOTES | CMARK_OPT_VALIDATE_UTF8 | (raw ? CMARK_OPT_UNSAFE : 0);
+    /* cmark-gfm's own safe mode would also blank the data:image/svg+xml URI
+     * of a local SVG figure: the safe mode is done on the tree instead
+     * (disarm), and the renderer prints what is left. */
+    int options = CMARK_OPT_FOOTNOTES | CMARK_OPT_VALIDATE_UTF8 | CMARK_OPT_UNSAFE;
 
     md_doc *d = new_doc(L, options);
     parse(L, d, text, len);
+    if (!raw)
+        disarm(L, d->doc);
     if (fn)
         rewrite_images(L, d->doc, fn);
+    else if (!raw)
+        remote_images_to_links(L, d->doc);
     d->html = cmark_render_html(d->doc, options, cmark_parser_get_syntax_extensions(d->parser));
     if (!d->html)
         return luaL_error(L, "markdown: out of memory");

@@ -120,7 +120,8 @@ r_η = E_u ‖Φ(x+ηu) − Φ(x)‖² / (η² E_u ‖J(x)u‖²): 1 where Φ is
 
 TEXT.plot = [[
 Figures through gnuplot; beside every OUT go OUT's .dat (data) and .gp (script: `gnuplot x.gp` redraws).
-The terminal follows the extension: .png, .svg, .pdf, .txt (text).
+The terminal follows the extension: .png, .svg, .pdf, .txt (text).  Titles, labels and names are literal text
+(single-quoted gnuplot strings: no enhanced-text markup, never run as commands).
   srgeo.plot.profile(p_or_list, {out = "bump.png", labels = {...}, title =, per_image =, band =, logy =})
   srgeo.plot.show(p)                                 -- text rendering in the terminal
   srgeo.plot.multiples({{p1, p2}, {p3, p4}}, {out =, titles = {...}, labels = {...}})   -- one panel each

@@ -58,7 +58,8 @@ local function slug(s)
   return s ~= "" and s or "section"
 end
 
---- Markdown (GitHub-flavoured, cmark-gfm) to HTML.  Images with a local
+--- Markdown (GitHub-flavoured, cmark-gfm) to HTML, in srgeo.markdown's
+--- safe mode (raw HTML omitted, script URLs emptied).  Images with a local
 --- destination (relative to base) are inlined as data URIs; a remote or
 --- missing one becomes a link to it, so the page loads nothing from
 --- elsewhere.  Headings get ids (their text, slugged; repeats numbered).

@@ -20,6 +20,9 @@
 --
 -- The HTML report is one file: CSS inline, images as base64 data URIs, no
 -- scripts and no external resources, so it opens anywhere and can be mailed.
+-- That holds for a notebook someone else wrote: its Markdown is rendered in
+-- srgeo.markdown's safe mode (raw HTML omitted, script URLs emptied, remote
+-- images as links), and outputs are escaped.
 -- Wide tables and outputs scroll sideways in their box.  The Markdown copy
 -- keeps the text and code and adds each block's output, value and figures
 -- (copied next to it under OUT/figures/).
@@ -328,16 +331,18 @@ end
 
 --- N.render_html(cells, meta) -> a self-contained HTML document.  The
 --- Markdown is rendered as one document (so reference links and footnotes
---- work across blocks), each block standing in as an HTML comment that its
---- cell then replaces.
+--- work across blocks), each block standing in as a paragraph of one word
+--- (a token no text holds: raw HTML, an HTML comment included, is omitted
+--- in the safe mode) that its cell then replaces.
 function N.render_html(cells, meta)
   local base = meta.path:match("^(.*)/[^/]*$") or "."
   local md, by_index = {}, {}
+  local token = string.format("srgeocell%08x%08xn", math.random(0, 0x7fffffff), math.random(0, 0x7fffffff))
   for _, c in ipairs(cells) do
     if c.kind == "text" then
       md[#md + 1] = c.text
     else
-      md[#md + 1] = "\n<!--srgeo-cell-" .. c.index .. "-->\n"
+      md[#md + 1] = "\n" .. token .. c.index .. "\n"
       by_index[c.index] = c
     end
   end
@@ -345,7 +350,7 @@ function N.render_html(cells, meta)
   local title = meta.title or body:match("<h1[^>]*>(.-)</h1>")
   title = title and title:gsub("<[^>]*>", ""):gsub("&lt;", "<"):gsub("&gt;", ">"):gsub("&quot;", '"'):gsub("&amp;", "&")
     or meta.name
-  body = body:gsub("<!%-%-srgeo%-cell%-(%d+)%-%->", function(k) return cell_html(by_index[tonumber(k)]) end)
+  body = body:gsub("<p>" .. token .. "(%d+)</p>", function(k) return cell_html(by_index[tonumber(k)]) end)
   local h = {}
   if meta.failed then
     h[#h + 1] = string.format('<p class="banner">This notebook stopped at <a href="#block-%d">block %d (line %d)</a> '

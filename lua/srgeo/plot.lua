@@ -58,6 +58,10 @@ local R_LABEL = "r_η"
 
 local function fail(fn, fmt, ...) error("srgeo.plot." .. fn .. ": " .. string.format(fmt, ...), 0) end
 
+-- Text on one line (comments in the script and data files): a newline in a
+-- file name must not end the comment and start a command.
+local function one_line(s) return (tostring(s):gsub("[%z\1-\31\127]", " ")) end
+
 local function finite(v) return type(v) == "number" and v == v and v ~= HUGE and v ~= -HUGE end
 
 -- The largest positive integer key of t (the length of an array with holes).
@@ -127,6 +131,13 @@ local function check_opts(fn, opts, known)
     if want ~= "any" and type(v) ~= want then
       fail(fn, "option %s must be a %s, got a %s", k, want, type(v))
     end
+  end
+  -- opts.key is gnuplot syntax ("top left", "at 0.5,0.9"), the one option
+  -- written into a script unquoted: keywords and numbers only, so it cannot
+  -- carry a string, a backquote, a macro or a second command.
+  if opts.key and not opts.key:find("^[%w _,.+%-]*$") then
+    fail(fn, "option key must be gnuplot key words and numbers (letters, digits, spaces, _ , . + -), got '%s'",
+      one_line(opts.key))
   end
   return opts
 end
@@ -253,11 +264,11 @@ end
 -- size: default {w, h} in the terminal's unit (pixels, inches, characters).
 local TERMINALS = {
   png = { size = { 800, 500 }, font = "Sans,11",
-          set = 'set terminal pngcairo enhanced size %d,%d font "%s" linewidth 1.2 rounded' },
+          set = 'set terminal pngcairo enhanced size %d,%d font %s linewidth 1.2 rounded' },
   svg = { size = { 800, 500 }, font = "Sans,11",
-          set = 'set terminal svg enhanced size %d,%d dynamic font "%s" linewidth 1.2 rounded background rgb "white"' },
+          set = 'set terminal svg enhanced size %d,%d dynamic font %s linewidth 1.2 rounded background rgb "white"' },
   pdf = { size = { 5, 3.125 }, font = "Sans,9",
-          set = 'set terminal pdfcairo enhanced size %gin,%gin font "%s" linewidth 1.0 rounded' },
+          set = 'set terminal pdfcairo enhanced size %gin,%gin font %s linewidth 1.0 rounded' },
   dumb = { size = { 100, 32 }, set = "set terminal dumb size %d,%d" },
 }
 local BY_EXTENSION = { png = "png", svg = "svg", pdf = "pdf", txt = "dumb" }
@@ -269,15 +280,31 @@ local function split_path(path)
   return dir, base
 end
 
--- A gnuplot double-quoted string literal.
+-- Every string srgeo writes into a gnuplot script (titles, labels, key
+-- entries, tic names, file names, the font) goes through gpstr, and nothing
+-- else puts text there: gnuplot runs `cmd` inside a double-quoted string
+-- (a checkpoint named m`touch X`.safetensors ran touch on every redraw), while
+-- a single-quoted string is inert: no backquote substitution, no @macros, no
+-- backslash escapes, and '' is its only escape.  A newline cannot appear
+-- inside one (it ends the command), so a line break becomes the string
+-- expression 'a'."\n".'b' (accepted wherever gnuplot reads text); other
+-- control characters (NUL, CR, tab, ESC, ...) become spaces.
 local function gpstr(s)
-  s = tostring(s):gsub("\\", "\\\\"):gsub('"', '\\"'):gsub("\n", "\\n")
-  return '"' .. s .. '"'
+  s = tostring(s):gsub("[%z\1-\9\11-\31\127]", " ")
+  local parts = {}
+  for line in (s .. "\n"):gmatch("(.-)\n") do parts[#parts + 1] = "'" .. line:gsub("'", "''") .. "'" end
+  return table.concat(parts, '."\\n".')
 end
+M._gpstr = gpstr
 
 -- Text a user gave (a title, a label, a key entry): literal, so `_` and `^`
 -- in "small_resnet" stay characters rather than enhanced-text subscripts.
 local function literal(s) return gpstr(s) .. " noenhanced" end
+
+-- A tic's name: gnuplot reads an explicit tic label as a format for the
+-- tic's value ("low %g"), so a % in a name is doubled (a name "%s" was
+-- "Bad format character" and no figure).
+local function tic_label(s) return gpstr((tostring(s):gsub("%%", "%%%%"))) end
 
 -- The library's own axis labels, written as enhanced text on purpose
 -- (r_η: r with a subscript η); FIELD_LABELS below adds the descriptors'.
@@ -289,7 +316,7 @@ local function label_text(s) return ENHANCED[s] and gpstr(s) or literal(s) end
 -- A value in a data file: numbers in full precision, NaN when missing,
 -- strings quoted (gnuplot reads "a b" as one column).
 local function datum(v)
-  if type(v) == "string" then return '"' .. v:gsub('"', "'") .. '"' end
+  if type(v) == "string" then return '"' .. one_line(v):gsub('"', "'") .. '"' end
   if not finite(v) then return "NaN" end
   if math.type(v) == "integer" then return tostring(v) end
   return string.format("%.10g", v)
@@ -324,6 +351,10 @@ local function new_figure(fn, opts, size_for)
   end
   if out ~= nil then
     if out == "" then fail(fn, "opts.out is an empty path") end
+    -- The script names its files in gnuplot strings, which hold no control
+    -- characters (see gpstr): such a name is refused, not silently changed.
+    local cc = out:find("[%z\1-\31\127]")
+    if cc then fail(fn, "opts.out has a control character (byte %d at position %d)", out:byte(cc), cc) end
     local ext = out:match("%.(%w+)$")
     local by_ext = ext and BY_EXTENSION[ext:lower()]
     if term == nil then
@@ -351,7 +382,7 @@ end
 -- values).  Returns its gnuplot index (0-based).
 function Figure:block(comment, columns, rows)
   assert(#rows > 0, "srgeo.plot: empty data block")
-  local b = { string.format("# [index %d] %s", #self.blocks, comment), "# " .. table.concat(columns, " ") }
+  local b = { string.format("# [index %d] %s", #self.blocks, one_line(comment)), "# " .. one_line(table.concat(columns, " ")) }
   for _, row in ipairs(rows) do
     local cells = {}
     for j = 1, #columns do cells[j] = datum(row[j]) end
@@ -458,22 +489,22 @@ function Figure:render()
   local datpath, gppath = dir .. "/" .. datname, dir .. "/" .. gpname
 
   local t = TERMINALS[self.term]
-  local term_line = t.set:format(self.size[1], self.size[2], opts.font or t.font) -- dumb ignores the font
+  local term_line = t.set:format(self.size[1], self.size[2], gpstr(opts.font or t.font)) -- dumb ignores the font
   local head = {
-    string.format("# %s: written by srgeo.plot.%s.  Redraw with `gnuplot %s` in this folder", gpname, fn, gpname),
-    string.format("# (data: %s; `gnuplot -e \"OUT='other.png'\" %s` draws elsewhere).", datname, gpname),
+    one_line(string.format("# %s: written by srgeo.plot.%s.  Redraw with `gnuplot ./%s` in this folder", gpname, fn, gpname)),
+    one_line(string.format("# (data: %s; `gnuplot -e \"OUT='other.png'\" ./%s` draws elsewhere).", datname, gpname)),
     "set encoding utf8",
     term_line,
   }
   if keep then
-    head[#head + 1] = string.format("if (!exists(\"OUT\")) OUT = %s", gpstr(base))
+    head[#head + 1] = string.format("if (!exists(\"OUT\")) OUT = %s", gpstr("./" .. base))
     head[#head + 1] = "set output OUT"
   end
-  head[#head + 1] = string.format("if (!exists(\"DATA\")) DATA = %s", gpstr(datname))
+  head[#head + 1] = string.format("if (!exists(\"DATA\")) DATA = %s", gpstr("./" .. datname))
   local script = table.concat(head, "\n") .. "\n" .. table.concat(self.lines, "\n") .. "\n"
     .. (keep and "unset output\n" or "")
-  local data = string.format("# %s: data of %s, written by srgeo.plot.%s (NaN: missing value)\n",
-    datname, keep and base or "a text figure", fn) .. table.concat(self.blocks, "\n\n\n") .. "\n"
+  local data = one_line(string.format("# %s: data of %s, written by srgeo.plot.%s (NaN: missing value)",
+    datname, keep and base or "a text figure", fn)) .. "\n" .. table.concat(self.blocks, "\n\n\n") .. "\n"
 
   -- With an output file, the data, the script and the figure are written
   -- under temporary names (PATH.tmp.PID, util.tmp_name) and renamed into
@@ -530,8 +561,12 @@ function Figure:render()
   if loc == "" then loc = os.getenv("LC_CTYPE") or "" end
   if loc == "" then loc = os.getenv("LANG") or "" end
   local utf8_env = loc:lower():gsub("-", ""):find("utf8", 1, true) and "" or "LC_ALL=C.UTF-8 "
-  local vars = keep and " -e " .. q(string.format("OUT='%s'; DATA='%s'", tmpname, select(2, split_path(dattmp)))) or ""
-  local cmd = string.format("cd %s && %s%s%s %s 2>%s", q(dir), utf8_env, q(bin), vars, q(select(2, split_path(gptmp))),
+  -- "./" before every file name: gnuplot reads a data file or script named
+  -- "<cmd" as the output of cmd and writes an output named "|cmd" into
+  -- cmd's input ("+", "-" and "" are special files too)
+  local vars = keep and " -e " .. q(string.format("OUT=%s; DATA=%s", gpstr("./" .. tmpname),
+    gpstr("./" .. select(2, split_path(dattmp))))) or ""
+  local cmd = string.format("cd %s && %s%s%s %s 2>%s", q(dir), utf8_env, q(bin), vars, q("./" .. select(2, split_path(gptmp))),
     q(errfile))
   local p = io.popen(cmd, "r")
   local stdout = p:read("a")
@@ -813,7 +848,7 @@ end
 --- labels, told apart by their identities), xlabel, ylabel, logy, yrange
 --- {lo, hi}, xrange, per_image (thin line per image), band (false: no CI
 --- band), connect (join lines across discarded rungs; default: a gap), key
---- (a gnuplot `set key` argument), palette ("categorical", the default, or
+--- (a gnuplot `set key` argument: words and numbers), palette ("categorical", the default, or
 --- "ordered": a sequential palette for curves in order, e.g. checkpoints by
 --- step), size {w, h}, font.
 function M.profile(p, opts)
@@ -973,7 +1008,7 @@ end
 
 local function category_tics(fig, axis, tics)
   local parts = {}
-  for i, s in ipairs(tics) do parts[i] = string.format("%s %d", gpstr(s), i) end
+  for i, s in ipairs(tics) do parts[i] = string.format("%s %d", tic_label(s), i) end
   fig:cmd("set %stics (%s) noenhanced", axis, table.concat(parts, ", "))
 end
 
@@ -1218,7 +1253,7 @@ function M.descriptors(profiles, opts)
   fig:labels(opts.xlabel, opts.ylabel or FIELD_LABELS[field] or field)
   if logy then fig:log_axis("y") end
   local parts = {}
-  for g = 1, G do parts[g] = string.format("%s %d", gpstr(tic_names[g]), g - 1) end
+  for g = 1, G do parts[g] = string.format("%s %d", tic_label(tic_names[g]), g - 1) end
   fig:cmd("set xtics (%s) noenhanced", table.concat(parts, ", "))
   fig:cmd("set xtics scale 0")
   fig:cmd("set xrange [-0.6:%g]", G - 0.4)

@@ -475,7 +475,7 @@ T.test("bump.lua: trained + twin; rerun reuses cached units; --force and new opt
   T.truthy(log:find("peak η", 1, true), "prints the descriptor table")
   -- titles are literal text (noenhanced): names appear as typed, not escaped
   local title = read(out .. "/bump.gp"):match("\nset title (.-)\n")
-  T.truthy(title and title:find('"r_η on noise (4 images, seed 0, ', 1, true) and title:find("noenhanced", 1, true)
+  T.truthy(title and title:find("'r_η on noise (4 images, seed 0, ", 1, true) and title:find("noenhanced", 1, true)
     and not title:find("\\", 1, true), tostring(title))
   local unit = out .. "/units/tiny__noise_4@0.json"
   local before = read(unit)
@@ -490,7 +490,7 @@ T.test("bump.lua: trained + twin; rerun reuses cached units; --force and new opt
   log = script("bump", SMALL:gsub("--directions 16", "--directions 8") .. " --model tiny --eval noise --out " .. out
     .. " --title 'tiny_net^2 {x}'")
   T.truthy(log:find("options or model changed", 1, true) and log:find("1 units (1 computed, 0 cached)", 1, true), log)
-  T.truthy(read(out .. "/bump.gp"):find('\nset title "tiny_net^2 {x}" noenhanced\n', 1, true), "--title verbatim")
+  T.truthy(read(out .. "/bump.gp"):find("\nset title 'tiny_net^2 {x}' noenhanced\n", 1, true), "--title verbatim")
 end)
 
 T.test("zoo.lua and init_vs_trained.lua", function()
@@ -520,14 +520,14 @@ T.test("dynamics.lua: checkpoints of a run, heatmap and descriptors vs step", fu
   local lo, hi = gp:match("set cbrange %[([%d.e+-]+):([%d.e+-]+)%]")
   T.truthy(gp:find("set logscale cb", 1, true) and lo and hi, gp)
   T.close(tonumber(lo) * tonumber(hi), 1, 1e-6, "cbrange symmetric about 1 in log")
-  T.truthy(gp:find('set title "r_η on noise (4 images, seed 0, quick preset)"', 1, true), "heatmap titled")
+  T.truthy(gp:find("set title 'r_η on noise (4 images, seed 0, quick preset)'", 1, true), "heatmap titled")
   -- the checkpoints' overlay in an ordered palette: the first curve dark violet, then along viridis
   local colours = {}
   for c in read(out .. "/dynamics_profiles.gp"):gmatch('with linespoints [^\n]-lc rgb "(#%x+)"') do colours[#colours + 1] = c end
   T.eq(#colours, 4)
   T.eq(colours[1], "#440154")
   for i = 1, 4 do T.eq(colours[i], srgeo.plot._ordered_color(i, 4)) end
-  T.truthy(read(out .. "/dynamics_peak.gp"):find('set title "Peak height vs step on noise', 1, true), "descriptor vs step titled")
+  T.truthy(read(out .. "/dynamics_peak.gp"):find("set title 'Peak height vs step on noise", 1, true), "descriptor vs step titled")
 end)
 
 T.test("controls.lua and distributions.lua (with two-sample tests)", function()
@@ -552,8 +552,8 @@ T.test("robustness.lua: ε from names and explicit; layers.lua: one panel per ta
   local r = check_results(out, { "robustness", "robustness_peak_eta", "robustness_jacobian", "robustness_vs_eps" }, 2)
   T.eq(r.extra.eps[1], 0); T.eq(r.extra.eps[2], 0.5)
   -- descriptor charts are titled with the descriptor and the evaluation set
-  T.truthy(read(out .. "/robustness_peak_eta.gp"):find('set title "Peak η on noise:4@0 (preset quick)"', 1, true))
-  T.truthy(read(out .. "/robustness_jacobian.gp"):find('set title "‖J‖_F on noise:4@0 (preset quick)"', 1, true))
+  T.truthy(read(out .. "/robustness_peak_eta.gp"):find("set title 'Peak η on noise:4@0 (preset quick)'", 1, true))
+  T.truthy(read(out .. "/robustness_jacobian.gp"):find("set title '‖J‖_F on noise:4@0 (preset quick)'", 1, true))
   -- its own default ladder: 3.5 decades (log10 η -1 .. 2.5 at 224²), past the paper preset's top,
   -- then range auto's rungs at the same spacing
   local pr = srgeo.profile.load(r.units[1].json)

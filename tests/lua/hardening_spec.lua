@@ -315,3 +315,163 @@ T.test("unit cache: a second process on the same folder waits for a unit's lock 
   end
   T.eq(computed, 2, "units computed by the two processes:\n" .. first .. "\n---\n" .. out)
 end)
+
+-- ---------------------------------------------------------------------------
+-- srgeo report on a hostile tree
+
+-- The tree of tests/lua/hostile_files.lua (report_tree): links to ".",
+-- "..", "/" and a link loop (six links to "." once gave 335,923 runs or a
+-- hang at 1.9 GB, a link to / walked the whole file system), a summary.txt
+-- linked to a secret outside the tree (its text reached index.html), FIFOs
+-- (a read blocks forever), a tree deeper than the walk goes, and 20
+-- results.json files of the wrong shape (units: [1] stopped the whole
+-- index with "attempt to index a number value").  The index is written in
+-- well under a second, holds no secret, follows no link to a folder, and
+-- lists every skipped run and every thing left out with the reason, on the
+-- page and on the console.
+T.test("report: a hostile tree (links to . .. /, FIFOs, a secret linked in, bad results.json) is indexed, confined", function()
+  local hostile = dofile("tests/lua/hostile_files.lua")
+  local dir = ROOT .. "/report-tree"
+  local good, bad = hostile.report_tree(dir)
+  local index = require "srgeo.index"
+  local t0 = srgeo._clock()
+  local r = index.write(dir)
+  local dt = srgeo._clock() - t0
+  T.truthy(dt < 5, string.format("index took %.1f s", dt))
+  T.eq(r.runs, #good + #bad, "runs found (no run reached twice through a link)")
+  T.eq(r.skipped, #bad, "runs skipped")
+  local html = T.read(r.path)
+  local notes = table.concat(r.notes, "\n")
+  T.truthy(not html:find("SECRET-CANARY", 1, true), "the secret outside the tree reached index.html")
+  T.truthy(not html:find("root:x:0:0", 1, true), "/etc/passwd reached index.html")
+  T.truthy(not html:find("secret", 1, true), "a link to the secret is on the page")
+  for _, b in ipairs(bad) do
+    local line = notes:match("run " .. b.rel:gsub("%p", "%%%0") .. " skipped: [^\n]*")
+    T.truthy(line and line:find(b.needle, 1, true), b.rel .. ": " .. tostring(line))
+    T.truthy(html:find('id="run-' .. b.rel:gsub("_", "-") .. '"', 1, true), b.rel .. " is listed on the page")
+  end
+  for _, g in ipairs(good) do
+    T.truthy(html:find('id="run-' .. g.rel:gsub("_", "-") .. '"', 1, true), g.rel .. " is shown")
+    T.truthy(not notes:find("run " .. g.rel .. " ", 1, true), g.rel .. " was skipped")
+  end
+  for _, l in ipairs { "loop", "up", "fsroot", "alias", "good/back", "good/again" } do
+    T.truthy(notes:find(l .. ": a symbolic link to a folder (", 1, true), l .. " not noted:\n" .. notes)
+  end
+  T.truthy(notes:find("d1/d2/d3/d4/d5/d6/d7/d8/d9: not searched: deeper than 8 levels", 1, true), notes)
+  T.truthy(html:find("summary.txt left out: not a regular file (a fifo)", 1, true), "the FIFO summary.txt")
+  T.truthy(html:find("summary.txt left out: it leads outside ", 1, true), "the linked summary.txt")
+  T.truthy(html:find("a fine summary", 1, true), "a regular summary.txt is shown")
+  T.truthy(html:find("<h2>Left out</h2>", 1, true), "the page lists what was left out")
+  -- hostile text in every field of a run is shown, escaped
+  T.truthy(html:find("&lt;script&gt;alert(1)&lt;/script&gt;", 1, true), "hostile text shown escaped")
+  T.truthy(not html:find("<script", 1, true) and not html:find('" onmouseover=', 1, true), "hostile text reached the page as HTML")
+  -- the folder bound: a wide tree stops with a note, the index is still written
+  local saved = index.LIMITS.folders
+  index.LIMITS.folders = 5
+  local ok, r2 = pcall(index.write, dir)
+  index.LIMITS.folders = saved
+  T.truthy(ok, tostring(r2))
+  T.truthy(table.concat(r2.notes, "\n"):find("the walk stops after 5 folders", 1, true), table.concat(r2.notes, "\n"))
+  -- the command: exit 0, every skipped run and left-out thing on the console
+  local out, code = sh("timeout 60 " .. exe() .. " scripts/report.lua " .. dir)
+  T.eq(code, 0, out)
+  T.truthy(out:find(string.format("%d runs (%d skipped)", #good + #bad, #bad), 1, true), out)
+  T.truthy(out:find("left out: run units_numbers skipped: results.json.units[1] is a number, expected an object", 1, true), out)
+  T.truthy(out:find("left out: fsroot: a symbolic link to a folder (/): not followed", 1, true), out)
+end)
+
+-- The end-to-end case of issue 37: a checkpoint named m`touch PWNED`.safetensors
+-- picked up by `srgeo zoo --models '*.safetensors'` became a key entry and a
+-- tic in the figures' scripts, and gnuplot ran touch on every draw and every
+-- redraw.  Now: the figures are drawn, each kept .gp redraws, the index is
+-- written, and no PWNED appears anywhere.
+T.test("zoo: a checkpoint named m`touch PWNED`.safetensors is drawn and redrawn, and runs no command", function()
+  local d = ROOT .. "/zoo-pwned"
+  os.execute("rm -rf " .. d .. " && mkdir -p " .. d)
+  srgeo.models.build("mlp", { hidden = { 8 }, input = { 1, 8, 8 } }):save(d .. "/m`touch PWNED`.safetensors")
+  local out, code = sh(string.format("%s zoo --models '%s/*.safetensors' --eval noise:4 --images 4 "
+    .. "--directions 16 --jvp-directions all --nscales 7 --bootstrap 50 --out %s/out", exe(), d, d))
+  T.eq(code, 0, out)
+  local gps = 0
+  for _, n in ipairs(srgeo._listdir(d .. "/out")) do
+    if n:match("%.gp$") then
+      gps = gps + 1
+      T.truthy(T.read(d .. "/out/" .. n):find("m`touch PWNED`", 1, true), n .. " names the checkpoint")
+      local log, rc = sh("cd " .. d .. "/out && gnuplot " .. n)
+      T.eq(rc, 0, n .. " redraws: " .. log)
+    end
+  end
+  T.truthy(gps >= 3, "figures: " .. gps)
+  T.eq(sh(exe() .. " scripts/report.lua " .. d .. "/out"):match("report: [^\n]*index%.html"), "report: " .. d .. "/out/index.html")
+  local found = sh("find " .. d .. " . -maxdepth 3 -name PWNED")
+  T.eq(found, "", "a command ran")
+end)
+
+-- Wrong types anywhere: 600 copies of a complete results.json, each with one
+-- value somewhere (top level, an option, a unit, an identity, a descriptor,
+-- a figure, a file name) replaced by a value of another type or removed.
+-- The index is written every time; the run is shown, or skipped with the
+-- field and the reason; never an error.
+T.test("report: 600 results.json with a wrong type somewhere: every index written, each run shown or skipped", function()
+  local json = require "srgeo.json"
+  local index = require "srgeo.index"
+  local d = ROOT .. "/report-fuzz"
+  os.execute("rm -rf " .. d .. " && mkdir -p " .. d .. "/run/units")
+  util.write_atomic(d .. "/run/f.png", "x")
+  util.write_atomic(d .. "/run/units/u.json", "{}")
+  local function full()
+    local function est(v) return { value = v, lo = v * 0.9, hi = v * 1.1 } end
+    return {
+      format = "srgeo.experiment/1", name = "zoo", command = "srgeo zoo", version = "0.1", written = "2026",
+      seconds = 3.5, extra = {}, options = { preset = "quick", images = 4, seed = 0, models = { "a", "b" } },
+      units = { { key = "k", label = "m", model = "m.safetensors", eval = "noise:4", tap = "features", json = "units/u.json",
+        csv = "units/u.csv", cached = false, bump_kind = "bump", jacobian_fro = est(2),
+        identity = { model = "m", path = "m.safetensors", weights = "abcdef0123", eval = "noise:4", tap = "features" },
+        descriptors = { plateau = est(1), peak_eta = est(0.3), area = { reason = "edge" }, onset = 0.1 },
+        scales = { 0.1, 1 }, median = { 1, 1.2 } } },
+      figures = { { name = "f", files = { "f.png", "f.svg" } } },
+    }
+  end
+  local POOL = { 1, -1.5, "s", "<b>x</b>", true, false, json.array {}, json.object {}, { 1, 2 }, { a = 1 }, { {} },
+                 { "x", "y" }, "nil" }
+  math.randomseed(37)
+  local function sorted_keys(t)
+    local ks = {}
+    for k in pairs(t) do ks[#ks + 1] = k end
+    table.sort(ks, function(a, b) return tostring(a) < tostring(b) end)
+    return ks
+  end
+  local shown, skipped, bad = 0, 0, {}
+  for i = 1, 600 do
+    local t = full()
+    local parent, key, path = nil, nil, "results.json"
+    local node = t
+    repeat
+      local ks = sorted_keys(node)
+      if #ks == 0 then break end
+      parent, key = node, ks[math.random(#ks)]
+      path = path .. "." .. tostring(key)
+      node = node[key]
+    until type(node) ~= "table" or math.random() < 0.3
+    if parent then
+      local v = POOL[math.random(#POOL)]
+      if v == "nil" then v = nil end
+      if type(key) == "number" and v == nil then v = false end -- no holes in an array
+      parent[key] = type(v) == "table" and util.copy(v) or v
+    end
+    util.write_atomic(d .. "/run/results.json", json.encode(t))
+    local ok, r = pcall(index.write, d)
+    if not ok then
+      bad[#bad + 1] = path .. ": " .. tostring(r)
+    elseif r.skipped == 1 then
+      skipped = skipped + 1
+      local why = r.notes[1] or ""
+      if not why:find("run run skipped: results.json", 1, true) then bad[#bad + 1] = path .. ": no reason: " .. why end
+    else
+      shown = shown + 1
+    end
+  end
+  if os.getenv("SRGEO_VERBOSE") then print(string.format("  600 results.json: %d shown, %d skipped", shown, skipped)) end
+  T.truthy(#bad == 0, #bad .. " failures:\n" .. table.concat(bad, "\n", 1, math.min(#bad, 20)))
+  T.truthy(shown > 50 and skipped > 50, string.format("%d shown, %d skipped", shown, skipped))
+end)

@@ -176,6 +176,179 @@ function M.write(dir)
   return cases
 end
 
+-- Hostile text: strings a user, a file name or a model's node name can put
+-- in a title, a label, a key entry, a tic, a run name or an output path.
+-- Each tries to run `touch CANARY` (a relative name: gnuplot runs in the
+-- figure's folder) through one way text can turn into a command: gnuplot's
+-- backquotes, system(), @macros and `!`, breaking out of a single- or
+-- double-quoted string, a newline or CR ending the command, a backslash
+-- continuing it; and HTML's tags, attributes and URLs.  with_controls =
+-- false leaves out those with control characters (an output path refuses
+-- them).
+function M.text(canary, with_controls)
+  local c = canary or "PWNED"
+  local t = {
+    "m`touch " .. c .. "`.safetensors",
+    'system("touch ' .. c .. '")',
+    "x'.system('touch " .. c .. "').'y",
+    'x".system("touch ' .. c .. '")."y',
+    "@OUT @DATA `touch " .. c .. "`",
+    "back\\slash\\",
+    "a_b^c {d} & @e ~f",
+    "%s %d %q %%",
+    "<script>alert(1)</script>&amp;\"",
+    "|touch " .. c,
+    "<touch " .. c,
+  }
+  if with_controls ~= false then
+    t[#t + 1] = "a\nsystem 'touch " .. c .. "'\n#"
+    t[#t + 1] = "a\\\n!touch " .. c
+    t[#t + 1] = "cr\r!touch " .. c .. "\rtab\tnul\0esc\27"
+  end
+  return t
+end
+
+-- Markdown that tries to put a script, an event handler, a script URL or a
+-- remote resource into a notebook report (each once reached the report,
+-- and Chromium ran it).  Each script sets the page's class to "pwned", so a
+-- browser that ran one shows it.  A list of {name, markdown}.
+function M.markdown()
+  local js = "document.documentElement.className='pwned'"
+  return {
+    { "img_onerror", '<img src=x onerror="' .. js .. '">' },
+    { "img_onerror_inline", 'text <img src=x onerror="' .. js .. '"> more' },
+    { "svg_onbegin", '<svg><animate onbegin="' .. js .. '" attributeName=x dur=1s /></svg>' },
+    { "svg_onload", '<svg onload="' .. js .. '"></svg>' },
+    { "details_ontoggle", '<details open ontoggle="' .. js .. '"><summary>s</summary>x</details>' },
+    { "body_onload", '<body onload="' .. js .. '">' },
+    { "script", "<script>" .. js .. "</script>" },
+    { "script_split", "<scr<script>ipt>" .. js .. "</script>" },
+    { "iframe", '<iframe src="javascript:' .. js .. '"></iframe>' },
+    { "iframe_srcdoc", '<iframe srcdoc="<script>' .. js .. '</script>"></iframe>' },
+    { "object", '<object data="data:text/html,<script>' .. js .. '</script>"></object>' },
+    { "embed", '<embed src="data:text/html,x">' },
+    { "meta_refresh", '<meta http-equiv="refresh" content="0;url=javascript:' .. js .. '">' },
+    { "base", '<base href="http://example.com/">' },
+    { "link_css", '<link rel="stylesheet" href="http://example.com/x.css">' },
+    { "style", "<style>body{background:url(http://example.com/x.png)}</style>" },
+    { "form", '<form action="http://example.com/"><input name=a autofocus onfocus="' .. js .. '"></form>' },
+    { "raw_a_js", '<a href="javascript:' .. js .. '">raw link</a>' },
+    { "md_js", "[click](javascript:" .. js .. ")" },
+    { "md_js_case", "[click](JaVaScRiPt:" .. js .. ")" },
+    { "md_js_entity", "[click](jav&#x61;script:" .. js .. ")" },
+    { "md_js_tab", "[click](&#9;javascript:" .. js .. ")" },
+    { "md_js_angle", "[click](<javascript:" .. js .. ">)" },
+    { "md_vbscript", "[click](vbscript:msgbox)" },
+    { "md_data_html", "[click](data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==)" },
+    { "md_file", "[click](file:///etc/passwd)" },
+    { "md_ref_js", "[click][r]\n\n[r]: javascript:" .. js },
+    { "autolink_js", "<javascript:" .. js .. ">" },
+    { "img_js", "![x](javascript:" .. js .. ")" },
+    { "img_svg_data", "![x](data:image/svg+xml;base64,PHN2ZyBvbmxvYWQ9YWxlcnQoMSk+)" },
+    { "img_remote", "![remote](http://example.com/x.png)" },
+    { "img_remote_https", "![remote](https://example.com/x.png)" },
+    { "img_protocol_relative", "![remote](//example.com/x.png)" },
+    { "img_raw_remote", '<img src="http://example.com/y.png">' },
+    { "alt_quote", '![x" onerror="' .. js .. '](a.png)' },
+    { "title_quote", '[a](b "x\" onmouseover=\"' .. js .. '")' },
+    { "heading_html", '# <img src=x onerror="' .. js .. '"> heading' },
+    { "table_cell", '| a |\n|---|\n| <img src=x onerror="' .. js .. '"> |' },
+    { "footnote", 'note[^1]\n\n[^1]: <img src=x onerror="' .. js .. '">' },
+    { "comment_breakout", '<!-- x --><img src=x onerror="' .. js .. '">' },
+    { "cdata", '<![CDATA[<img src=x onerror="' .. js .. '">]]>' },
+    { "processing", '<?php echo 1; ?><img src=x onerror="' .. js .. '">' },
+  }
+end
+
+-- A hostile results tree for `srgeo report` (srgeo.index) at dir, beside a
+-- secret file outside it (dir .. ".secret", holding SECRET-CANARY): links
+-- to ".", "..", "/" and a loop; a run whose summary.txt, figure and unit
+-- files are links to the secret or name it through ".."; FIFOs as
+-- summary.txt, results.json and a notebook report; a tree deeper than the
+-- walk goes; and results.json files of every wrong shape.  Returns the
+-- runs that must show ({rel =}) and those that must be skipped ({rel =,
+-- needle = text of the reason}).
+function M.report_tree(dir)
+  os.execute("rm -rf '" .. dir .. "' && mkdir -p '" .. dir .. "'")
+  local secret = dir .. ".secret"
+  write(secret, "SECRET-CANARY\n")
+  local function sh(cmd) assert(os.execute(cmd), cmd) end
+  local function run(rel, body)
+    sh("mkdir -p '" .. dir .. "/" .. rel .. "'")
+    write(dir .. "/" .. rel .. "/results.json", body)
+  end
+  local ok_body = '{"format": "srgeo.experiment/1", "name": "fine", "units": [], "figures": []}'
+  local good, bad = {}, {}
+  run("good", ok_body)
+  write(dir .. "/good/summary.txt", "a fine summary\n")
+  good[#good + 1] = { rel = "good" }
+  -- links to folders: never followed
+  sh("cd '" .. dir .. "' && ln -s . loop && ln -s .. up && ln -s / fsroot && ln -s good alias && ln -s a b && ln -s b a")
+  sh("cd '" .. dir .. "/good' && ln -s .. back && ln -s ../good again")
+  -- files out of the tree
+  run("leak", '{"format": "srgeo.experiment/1", "name": "leak", "units": [{"label": "u", "json": "../../'
+    .. secret:match("[^/]+$") .. '", "csv": "/etc/passwd"}], "figures": [{"name": "f", "files": ["../../'
+    .. secret:match("[^/]+$") .. '.png", "shadow.png"]}]}')
+  local abs_secret = secret:sub(1, 1) == "/" and secret or os.getenv("PWD") .. "/" .. secret
+  sh("cd '" .. dir .. "/leak' && ln -s '" .. abs_secret .. "' summary.txt && ln -s '" .. abs_secret .. "' shadow.png"
+    .. " && ln -s '" .. abs_secret .. "' profiles.csv && ln -s /etc/passwd descriptors.csv")
+  good[#good + 1] = { rel = "leak" }
+  run("linkedjson", ok_body)
+  os.remove(dir .. "/linkedjson/results.json")
+  sh("cd '" .. dir .. "/linkedjson' && ln -s '" .. abs_secret .. "' results.json")
+  bad[#bad + 1] = { rel = "linkedjson", needle = "it leads outside" }
+  -- FIFOs: a read would block forever
+  run("fifo", ok_body)
+  sh("mkfifo '" .. dir .. "/fifo/summary.txt' '" .. dir .. "/fifo/nb.html'")
+  good[#good + 1] = { rel = "fifo" }
+  sh("mkdir -p '" .. dir .. "/fifojson' && mkfifo '" .. dir .. "/fifojson/results.json'")
+  bad[#bad + 1] = { rel = "fifojson", needle = "not a regular file (a fifo)" }
+  -- deeper than the walk goes
+  run("d1/d2/d3/d4/d5/d6/d7/d8/d9/d10/d11", ok_body)
+  -- a run whose every text field holds hostile text: the page shows it, escaped
+  local json = require "srgeo.json"
+  local text = M.text("PWNED", false)
+  text[#text + 1] = 'x" onmouseover="alert(1)'
+  local units = {}
+  for i, t in ipairs(text) do
+    units[i] = { label = t, model = t, eval = t, tap = t, bump_kind = t, key = t,
+                 identity = { model = t, path = t, weights = t, eval = t, tap = t } }
+  end
+  run("hostile_text", json.encode { format = "srgeo.experiment/1", name = text[#text], command = table.concat(text, " "),
+    version = text[1], written = text[2], options = { preset = text[3], images = text[4], seed = text[5] },
+    units = units, figures = { { name = text[9], files = { "a.png" } } } })
+  write(dir .. "/hostile_text/summary.txt", table.concat(text, "\n"))
+  good[#good + 1] = { rel = "hostile_text" }
+  -- results.json of the wrong shape (each once aborted the whole index)
+  local shapes = {
+    { "units_numbers", '{"units": [1]}', "results.json.units[1] is a number, expected an object" },
+    { "figures_numbers", '{"figures": [5]}', "results.json.figures[1] is a number, expected an object" },
+    { "units_object", '{"units": {"a": 1}}', "results.json.units is an object, expected an array" },
+    { "units_string", '{"units": "many"}', "results.json.units is a string, expected an array" },
+    { "files_numbers", '{"figures": [{"files": [1, 2]}]}', "results.json.figures[1].files[1] is a number" },
+    { "files_object", '{"figures": [{"files": {"a": "b.png"}}]}', "files is an object, expected an array" },
+    { "name_object", '{"name": {"x": 1}}', "results.json.name is an object, expected text" },
+    { "options_array", '{"options": [1, 2]}', "results.json.options is an array, expected an object" },
+    { "identity_number", '{"units": [{"identity": 3}]}', "results.json.units[1].identity is a number" },
+    { "descriptor_string", '{"units": [{"descriptors": {"peak_eta": "high"}}]}', "descriptors.peak_eta is a string" },
+    { "label_bool", '{"units": [{"label": true}]}', "results.json.units[1].label is a boolean, expected text" },
+    { "json_number", '{"units": [{"json": 7}]}', "results.json.units[1].json is a number, expected a string" },
+    { "seconds_string", '{"seconds": "long"}', "results.json.seconds is a string, expected a number" },
+    { "command_array", '{"command": ["a"]}', "results.json.command is an array, expected text" },
+  }
+  for _, c in ipairs(shapes) do
+    run(c[1], '{"format": "srgeo.experiment/1", ' .. c[2]:sub(2))
+    bad[#bad + 1] = { rel = c[1], needle = c[3] }
+  end
+  for _, c in ipairs { { "top_array", "[1, 2]" }, { "top_number", "5" }, { "top_null", "null" },
+                       { "format_number", '{"format": 1}' }, { "empty", "" }, { "truncated", '{"format": "srgeo.ex' } } do
+    run(c[1], c[2])
+    bad[#bad + 1] = { rel = c[1], needle = c[1]:match("^top") and "not an srgeo experiment" or
+      (c[1] == "format_number" and "not an srgeo experiment" or "could not be read") }
+  end
+  return good, bad, secret
+end
+
 -- Standalone: write the corpus and list it.
 if arg and arg[0] and arg[0]:match("hostile_files%.lua$") then
   local cases = M.write(arg[1] or "build/hostile")

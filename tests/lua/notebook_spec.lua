@@ -99,7 +99,7 @@ end
 -- srgeo.markdown
 
 T.test("markdown: cmark-gfm renders indented code, nested lists, ~~~ fences, raw HTML, entities, tables", function()
-  local html = srgeo.markdown.html([[
+  local text = [[
 # Title &amp; more
 
     srgeo scripts/notebook.lua notebooks/x.md
@@ -120,7 +120,8 @@ raw <b>bold</b>, &amp; once, &copy; &#x2192; <script>alert(1)</script> ~~gone~~
 | a | 1.2 |
 
 - [x] done
-]])
+]]
+  local html = srgeo.markdown.html(text, { raw_html = true })
   T.truthy(html:find("<pre><code>srgeo scripts/notebook.lua notebooks/x.md\n</code></pre>", 1, true), "indented code block:\n" .. html)
   T.truthy(html:find("<li>a\n<ul>\n<li>nested b</li>\n<li>nested c</li>\n</ul>\n</li>", 1, true), "nested list:\n" .. html)
   T.truthy(html:find('<pre><code class="language-sh">make test\n</code></pre>', 1, true), "~~~ fence")
@@ -130,6 +131,8 @@ raw <b>bold</b>, &amp; once, &copy; &#x2192; <script>alert(1)</script> ~~gone~~
   T.truthy(html:find("<del>gone</del>", 1, true) and html:find('<td align="right">1.2</td>', 1, true), "strikethrough, table")
   T.truthy(html:find('<input type="checkbox" checked="" disabled="" />', 1, true), "task list")
   T.eq(srgeo.markdown.html("a <b>x</b>", { raw_html = false }), "<p>a <!-- raw HTML omitted -->x<!-- raw HTML omitted --></p>\n")
+  T.eq(srgeo.markdown.html("a <b>x</b>"), "<p>a <!-- raw HTML omitted -->x<!-- raw HTML omitted --></p>\n", "safe by default")
+  T.truthy(srgeo.markdown.html(text):find("raw <!-- raw HTML omitted -->bold<!-- raw HTML omitted -->, &amp; once, © →", 1, true))
   -- images: the callback rewrites each destination (string), makes a link (false) or keeps it (nil)
   local seen = {}
   html = srgeo.markdown.html("![one](a.png) ![two *x*](http://h/b.png) ![three](c.png)", { image = function(u)
@@ -375,6 +378,103 @@ T.test("notebook: the report renders in headless Chromium: no console errors, wi
 end)
 
 -- ---------------------------------------------------------------------------
+-- hostile Markdown: the report runs no script and loads nothing
+
+local BAD_TAGS = { script = 1, iframe = 1, object = 1, embed = 1, svg = 1, math = 1, form = 1, base = 1, link = 1,
+  frame = 1, frameset = 1, applet = 1, audio = 1, video = 1, source = 1, animate = 1, set = 1, textarea = 1, style = 1 }
+
+local function entities(v)
+  return (v:gsub("&#[xX](%x+);?", function(h) return utf8.char(tonumber(h, 16)) end)
+    :gsub("&#(%d+);?", function(d) return utf8.char(tonumber(d)) end)
+    :gsub("&quot;", '"'):gsub("&lt;", "<"):gsub("&gt;", ">"):gsub("&amp;", "&"))
+end
+
+-- What in a page could run a script or load from elsewhere: a tag that
+-- can, an on* attribute, a script URL, an image or resource not inlined.
+-- The page's own <style> in its head is the one style allowed.
+local function unsafe_html(html)
+  local bad = {}
+  local body = html:gsub("^.-</head>", "")
+  for tag, attrs in body:gmatch("<(%a[%w:-]*)([^>]*)>") do
+    local t = tag:lower()
+    local where = "<" .. tag .. attrs:sub(1, 60) .. ">"
+    if BAD_TAGS[t] then bad[#bad + 1] = "tag " .. where end
+    if t == "meta" or (t == "input" and not attrs:find('type="checkbox"', 1, true)) then bad[#bad + 1] = "tag " .. where end
+    -- the attributes as a browser reads them: name, name=value, "value" or 'value'
+    local list, i = {}, 1
+    while true do
+      local s, e, name = attrs:find("^[%s/]*([^%s/>=\"']+)", i)
+      if not s then break end
+      i = e + 1
+      local v = ""
+      local s2, e2, q = attrs:find("^%s*=%s*([\"']?)", i)
+      if s2 then
+        local close = q ~= "" and q or "[%s>]"
+        local e3 = q ~= "" and attrs:find(q, e2 + 1, true) or attrs:find(close, e2 + 1) or #attrs + 1
+        v = attrs:sub(e2 + 1, e3 - 1)
+        i = e3 + (q ~= "" and 1 or 0)
+      end
+      list[#list + 1] = { name, v }
+    end
+    for _, a in ipairs(list) do
+      local name, v = a[1]:lower(), a[2]
+      if name:find("^on") then bad[#bad + 1] = "event handler " .. where end
+      local u = entities(v):gsub("[%z\1-\32]", ""):lower()
+      local scheme = u:match("^(%a[%w+.-]*):")
+      if name == "href" then
+        if scheme and scheme ~= "http" and scheme ~= "https" and scheme ~= "mailto" then bad[#bad + 1] = "href " .. where end
+      elseif name == "src" then
+        if u:find("^//") or (scheme and not u:find("^data:image/")) then bad[#bad + 1] = "src " .. where end
+      elseif name == "action" or name == "formaction" or name == "data" or name == "srcdoc" or name == "xlink:href"
+        or name == "style" then
+        bad[#bad + 1] = name .. " " .. where
+      end
+    end
+  end
+  return bad
+end
+
+-- 42 payloads of tests/lua/hostile_files.lua (img onerror, svg onbegin,
+-- details ontoggle, script and iframe tags, javascript: links in every
+-- spelling, remote images ...): each through srgeo.markdown.html (safe by
+-- default) and srgeo.html.markdown, then all of them in one notebook whose
+-- blocks also print HTML; the report holds no script, no handler, no script
+-- URL and nothing remote, and in headless Chromium no script runs.
+T.test("notebook: hostile Markdown (raw HTML, event handlers, javascript: and remote URLs) runs no script", function()
+  local hostile = dofile("tests/lua/hostile_files.lua")
+  local H = require "srgeo.html"
+  local cases = hostile.markdown()
+  T.truthy(#cases >= 40, "payloads: " .. #cases)
+  local parts = { "# Hostile `<notebook>` & co\n" }
+  for _, c in ipairs(cases) do
+    for _, html in ipairs { srgeo.markdown.html(c[2]), H.markdown(c[2], ROOT) } do
+      local bad = unsafe_html(html)
+      T.truthy(#bad == 0, c[1] .. ": " .. table.concat(bad, "; ") .. "\n" .. html)
+    end
+    parts[#parts + 1] = "## " .. c[1] .. "\n\n" .. c[2] .. "\n"
+  end
+  -- trusted text may keep raw HTML (raw_html = true); GitHub's tag filter still disarms <script>
+  T.truthy(srgeo.markdown.html("<b>x</b><script>y</script>", { raw_html = true }):find("<b>x</b>&lt;script>y&lt;/script>", 1, true))
+  parts[#parts + 1] = "```lua\nprint('<img src=x onerror=\"document.documentElement.className=1\">')\n"
+    .. "return '<script>document.documentElement.className=2</script>'\n```\n"
+  parts[#parts + 1] = "After the block.\n\n```lua\nprint(1)\n```\n\n<!-- an unclosed comment swallows the rest\n\n```lua\nprint('last block')\n```\n"
+  local path = write_nb("hostile", table.concat(parts, "\n"))
+  local r = N.run(path, { out = ROOT .. "/hostile_out", quiet = true })
+  local html = read(r.html)
+  local bad = unsafe_html(html)
+  T.truthy(#bad == 0, table.concat(bad, "\n"))
+  T.truthy(html:find("&lt;img src=x onerror=", 1, true), "printed HTML is shown as text")
+  T.truthy(html:find("<title>Hostile &lt;notebook&gt; &amp; co</title>", 1, true), "title escaped")
+  T.eq(select(2, html:gsub('<div class="cell"', "")), 2, "every block is placed (the fence in the unclosed comment is not one)")
+  T.truthy(html:find("<pre>1\n</pre>", 1, true) and not html:find("last block", 1, true), "the comment swallows the rest")
+  T.truthy(not html:find("srgeocell", 1, true), "no placeholder left")
+  if not exists(CHROMIUM) then return end
+  local dom = chromium("--virtual-time-budget=3000 --dump-dom file://" .. abspath(r.html))
+  T.truthy(dom:find("Hostile", 1, true), "Chromium loaded the report:\n" .. dom:sub(1, 500))
+  T.truthy(not dom:find('class="pwned"', 1, true) and not dom:find('<html lang="en" class=', 1, true), "a script ran")
+end)
+
+-- ---------------------------------------------------------------------------
 -- the output-folder index (srgeo report DIR, scripts/report.lua)
 
 local index = require "srgeo.index"
@@ -432,7 +532,7 @@ T.test("report: an index of every run, its figures, units' identity and descript
   T.truthy(html:find("<td>noise:3@0</td>", 1, true), "the evaluation set")
   T.truthy(html:find(string.format("%.3g", u.descriptors.plateau.value) .. '<span class="ci">[', 1, true), "descriptors, CIs")
   T.truthy(html:find('class="bump-' .. u.bump_kind .. '"', 1, true), "the bump verdict")
-  T.truthy(html:find("results.json could not be read", 1, true), "a broken run is listed as such")
+  T.truthy(html:find("skipped: results.json could not be read", 1, true), "a broken run is listed as such")
   T.truthy(html:find('<a href="notebooks/tree_nb/tree_nb.html">notebooks/tree_nb/tree_nb.html</a> — A &lt;notebook&gt; &amp; more',
     1, true), "the notebook report, its title escaped once")
   T.truthy(not html:find("<script", 1, true) and not html:find("http", 1, true), "no scripts, nothing from elsewhere")
@@ -446,7 +546,8 @@ T.test("report: an index of every run, its figures, units' identity and descript
   end
   local log, code = sh(exe() .. " scripts/report.lua " .. root)
   T.eq(code, 0, log)
-  T.truthy(log:find("3 runs (1 with an unreadable results.json), 1 notebook report", 1, true), log)
+  T.truthy(log:find("3 runs (1 skipped), 1 notebook report", 1, true), log)
+  T.truthy(log:find("left out: run broken skipped: results.json could not be read", 1, true), log)
 end)
 
 T.test("report: the index renders in headless Chromium: no console errors, every thumbnail loads, tables scroll", function()

@@ -59,7 +59,7 @@ local function check_figure(out, ext)
   local dat = T.truthy(read(stem .. ".dat"), stem .. ".dat missing")
   local gp = T.truthy(read(stem .. ".gp"), stem .. ".gp missing")
   T.truthy(dat:find("^# "), "data file starts with a comment")
-  T.truthy(gp:find('DATA = "' .. name .. '.dat"', 1, true), "script reads the data by relative name")
+  T.truthy(gp:find("DATA = " .. plot._gpstr("./" .. name .. ".dat") .. "\n", 1, true), "script reads the data by relative name")
   local p = io.popen("ls -a " .. DIR)
   for f in p:lines() do T.truthy(not f:find("%.tmp"), "temporary left behind: " .. f) end
   p:close()
@@ -71,7 +71,8 @@ end
 local function rerun(out)
   local dir, base = out:match("^(.*)/([^/]+)$")
   local gp = base:gsub("%.%w+$", "") .. ".gp"
-  local ok = os.execute("cd '" .. dir .. "' && gnuplot '" .. gp .. "' 2>/dev/null")
+  local q = require("srgeo.util").shell_quote
+  local ok = os.execute("cd " .. q(dir) .. " && gnuplot " .. q("./" .. gp) .. " 2>/dev/null")
   T.truthy(ok, "gnuplot " .. gp .. " failed when re-run")
   return read(out)
 end
@@ -85,7 +86,7 @@ T.test("plot.profile png: figure, data, script; re-running the script redraws it
   T.truthy(dat:find("profile 2: random init", 1, true), "blocks are labelled")
   T.truthy(gp:find("set logscale x", 1, true) and gp:find("filledcurves", 1, true), "log axis and bands")
   T.truthy(gp:find("1 with lines dt 2", 1, true), "dashed r = 1 line")
-  T.truthy(gp:find('title "trained_net" noenhanced', 1, true), "labels are literal (no subscripts)")
+  T.truthy(gp:find("title 'trained_net' noenhanced", 1, true), "labels are literal (no subscripts)")
   T.eq(rerun(out), body, "re-running the script reproduces the figure")
 end)
 
@@ -197,7 +198,7 @@ T.test("plot: user titles, labels, key entries and tics are literal text; r_η s
   local _, gp = draw("profile", plot.profile, { net, other }, { out = DIR .. "/literal_profile.svg",
     title = "small_resnet vs x_{init}", xlabel = "eta_pixel" })
   literal("profile", { "small_resnet vs x_{init}", "eta_pixel", "small_resnet", "vit_s^16" })
-  T.truthy(gp:find('set ylabel "r_η"\n', 1, true), "the default y label is enhanced text")
+  T.truthy(gp:find("set ylabel 'r_η'\n", 1, true), "the default y label is enhanced text")
   T.truthy(svgs.profile:find('>r</tspan><tspan[^>]*dy="[%d.]+px">η<'), "r_η is drawn with a subscript η")
   draw("multiples", plot.multiples, { net, other }, { out = DIR .. "/literal_multiples.svg",
     title = "all_models", titles = { "panel_a", "panel_b" }, ylabel = "ratio_r" })
@@ -224,7 +225,7 @@ T.test("plot.heatmap: step × η with a diverging palette; categories, NaN cells
   local _, dat, gp = check_figure(out, "png")
   T.truthy(dat:find("# x y x_lo x_hi y_lo y_hi r", 1, true), "cell columns named")
   T.truthy(gp:find("palette defined", 1, true) and gp:find("boxxyerror", 1, true), "palette cells")
-  T.truthy(gp:find('set cblabel "r_η"', 1, true), "colour-bar label")
+  T.truthy(gp:find("set cblabel 'r_η'", 1, true), "colour-bar label")
   T.truthy(gp:find('set datafile missing "NaN"', 1, true), "a NaN cell is skipped (grey), not painted")
   -- Symmetric about 1: cbrange [1 - d : 1 + d].
   local lo, hi = gp:match("set cbrange %[([^:]+):([^%]]+)%]")
@@ -243,7 +244,7 @@ T.test("plot.multiples: one panel per entry, shared y, titles, layout", function
   T.eq(plot.multiples(entries, { out = out, labels = nil, titles = { "layer1", "layer2", "layer3" } }), out)
   local _, _, gp = check_figure(out, "png")
   T.truthy(gp:find("set multiplot layout 2,2", 1, true), "near-square layout")
-  T.truthy(gp:find('set title "layer3" noenhanced', 1, true), "panel titles")
+  T.truthy(gp:find("set title 'layer3' noenhanced", 1, true), "panel titles")
   local ys = {}
   for r in gp:gmatch("set yrange (%b[])") do ys[#ys + 1] = r end
   T.eq(#ys, 3)
@@ -273,7 +274,7 @@ T.test("plot.descriptors: bars with error bars, grouped points, numbers and {val
     { out = out2, field = "peak_eta", groups = { "tap1", "tap2" }, labels = { "trained", "random" } }), out2)
   local _, _, gp2 = check_figure(out2, "svg")
   T.truthy(gp2:find("set logscale y", 1, true) and gp2:find("with points", 1, true), "η field: log axis, points")
-  T.truthy(gp2:find('"tap2" 1', 1, true), "group tics")
+  T.truthy(gp2:find("'tap2' 1", 1, true), "group tics")
   local _, text = plot.descriptors({ trained, random }, { terminal = "dumb", field = "area" })
   T.truthy(text:find("trained_net", 1, true) and text:find("area above", 1, true))
 end)
@@ -348,4 +349,76 @@ T.test("plot: a missing gnuplot and a failing script are clear errors", function
   T.truthy(err:find("gpfail.gp", 1, true), "names the script")
   T.eq(read(bad), nil, "no partial figure")
   check_figure(DIR .. "/profile.png", "png") -- and no temporaries left in the folder
+end)
+
+-- Text never becomes a gnuplot command.  A checkpoint named
+-- m`touch PWNED`.safetensors became a curve's key entry, written into the
+-- script as "m`touch PWNED`.safetensors": gnuplot runs backquotes inside
+-- double quotes, so drawing the figure, and every redraw of the kept .gp,
+-- ran touch.  Every hostile string of tests/lua/hostile_files.lua goes into
+-- every text field of every figure (title, key entries, axis labels, tics,
+-- panel titles, colour-bar label, a left-out reason, the font, the output
+-- and data file names); gnuplot draws each for real and redraws each kept
+-- script, and no canary appears.
+T.test("plot: hostile text in every field (backquotes, system(), quotes, newlines, \\, @) runs no command", function()
+  local hostile = dofile("tests/lua/hostile_files.lua")
+  local hd = DIR .. "/hostile"
+  os.execute("rm -rf '" .. hd .. "' && mkdir -p '" .. hd .. "'")
+  local function canaries()
+    local found = {}
+    for _, d in ipairs { hd, ".", DIR } do
+      local p = io.popen("ls -a '" .. d .. "'")
+      for f in p:lines() do if f:find("PWNED", 1, true) and not f:find("%.") then found[#found + 1] = d .. "/" .. f end end
+      p:close()
+    end
+    return table.concat(found, " ")
+  end
+  local names = hostile.text("PWNED", false)
+  local figures = 0
+  for i, s in ipairs(hostile.text("PWNED")) do
+    -- a file name: the same text without control characters or slashes
+    local fname = names[(i - 1) % #names + 1]:gsub("/", "_")
+    local p1, p2 = bump(s, 0.5, 0, 2), bump("b" .. s, 0.2, 0.5, 2)
+    local left = bump(s, 0.1, 0)
+    left.descriptors.peak_eta = { value = NAN, reason = s }
+    local figs = {
+      { "png", function(out) return plot.profile({ p1, p2 }, { out = out, title = s, xlabel = s, ylabel = s, font = s }) end },
+      { "svg", function(out) return plot.profile(p1, { out = out, labels = { s } }) end },
+      { "pdf", function(out) return plot.multiples({ p1, { p1, p2 } }, { out = out, title = s, titles = { s, s } }) end },
+      { "svg", function(out) return plot.heatmap({ { 1, 2 }, { 2, 1 } }, { out = out, rows = { s, "r2" }, cols = { "c1", s },
+        title = s, ylabel = s, cblabel = s }) end },
+      { "svg", function(out) return plot.descriptors({ { p1, p2 }, { left, p2 } }, { out = out, groups = { s, "g2" },
+        labels = { s, "l2" }, title = s }) end },
+      { "txt", function(out) return plot.lines({ 1, 2, 3 }, { { 1, 2, 3 } }, { out = out, labels = { s }, ylabel = s .. s }) end },
+    }
+    for j, f in ipairs(figs) do
+      local out = string.format("%s/%d_%d %s.%s", hd, i, j, fname, f[1])
+      T.eq(f[2](out), out, "figure " .. j .. " of payload " .. i)
+      figures = figures + 1
+      check_figure(out, f[1])
+      T.eq(canaries(), "", "payload " .. i .. " figure " .. j .. " ran a command")
+      T.truthy(#rerun(out) > 0, "redraw of figure " .. j .. " of payload " .. i)
+      T.eq(canaries(), "", "redrawing payload " .. i .. " figure " .. j .. " ran a command")
+    end
+  end
+  T.eq(figures, 6 * #hostile.text("PWNED"))
+  -- file names gnuplot reads as commands or special files: "<cmd" (data from
+  -- a pipe), "|cmd" (output into a pipe), "+", "-"
+  for _, name in ipairs { "<touch PWNED", "|touch PWNED", "+", "-", "++", "$DATA", "~" } do
+    for _, ext in ipairs { "png", "txt" } do
+      local out = hd .. "/" .. name .. "." .. ext
+      T.eq(plot.lines({ 1, 2, 3 }, { { 1, 3, 2 } }, { out = out, labels = { name } }), out)
+      check_figure(out, ext)
+      T.truthy(#rerun(out) > 0, "redraw of " .. out)
+      T.eq(canaries(), "", out .. " ran a command")
+    end
+  end
+  -- a control character in a file name is refused (it cannot be written in a
+  -- gnuplot string), and so is a key option that is more than key words
+  T.raises(function() plot.profile(trained, { out = hd .. "/a\nb.png" }) end, "opts.out has a control character (byte 10")
+  T.raises(function() plot.profile(trained, { out = hd .. "/x.png", key = "top'.system('touch PWNED').'" }) end,
+    "option key must be gnuplot key words")
+  T.raises(function() plot.profile(trained, { out = hd .. "/x.png", key = "top\n!touch PWNED" }) end,
+    "option key must be gnuplot key words")
+  T.eq(canaries(), "")
 end)
