@@ -173,8 +173,12 @@ static void print_usage(FILE *f, const char *badoption)
             "Environment: SRGEO_THREADS (thread count), SRGEO_ROOT (library root),\n"
             "SRGEO_HISTORY (history file, default ~/" HISTORY_FILE "),\n" INIT_VAR
             " (chunk or @file run first), SRGEO_PROGRESS (seconds between\n"
-            "progress lines when stderr is not a terminal; 0: none).\n",
-            PROGNAME, PROGNAME, PROGNAME, PROGNAME);
+            "progress lines when stderr is not a terminal; 0: none).\n"
+            "OpenBLAS: unless OPENBLAS_CORETYPE is set, %s gives OpenBLAS the\n"
+            "kernels of the CPU's widest vectors when its own table picked older ones\n"
+            "(it re-executes itself once); an OPENBLAS_CORETYPE you set is kept, with\n"
+            "a warning when the CPU could run newer kernels.  --version names both.\n",
+            PROGNAME, PROGNAME, PROGNAME, PROGNAME, PROGNAME);
     fflush(f);
 }
 
