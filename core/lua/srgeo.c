@@ -169,6 +169,21 @@ static void set_int(lua_State *L, const char *k, lua_Integer v)
     lua_setfield(L, -2, k);
 }
 
+/* srgeo._describe([load]): config().summary, with the load average when
+ * `load` is true (the bench headers: tests/bench/common.lua). */
+static void push_describe(lua_State *L, int load)
+{
+    char lines[1024];
+    sr_blas_describe(lines, sizeof lines, load);
+    lua_pushstring(L, lines);
+}
+
+static int l_describe(lua_State *L)
+{
+    push_describe(L, lua_toboolean(L, 1));
+    return 1;
+}
+
 /* srgeo.config(): what runs the arithmetic (base/cpu.h, base/blas.h). */
 static int l_config(lua_State *L)
 {
@@ -208,14 +223,14 @@ static int l_config(lua_State *L)
     lua_pushboolean(L, 0);
     lua_setfield(L, -2, "openmp");
 #endif
-    char summary[1024];
-    sr_blas_describe(summary, sizeof summary, 0);
-    set_str(L, "summary", summary);
+    push_describe(L, 0);
+    lua_setfield(L, -2, "summary");
     return 1;
 }
 
 static const luaL_Reg srgeo_funcs[] = {
     {"config", l_config},
+    {"_describe", l_describe},
     {"threads", l_threads},
     {"seed", l_seed},
     {"interrupted", l_interrupted},

@@ -5,7 +5,9 @@
 B=${1:-build}
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 export OPENBLAS_THREAD_TIMEOUT=${OPENBLAS_THREAD_TIMEOUT:-22}
-echo "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-<unset>}  threads: SRGEO_THREADS=${SRGEO_THREADS:-<default>}"
+# Each benchmark starts with the CPU, its features, the BLAS kernels, the
+# threads and the load average (core/base/blas.h, tests/bench/header.h,
+# B.system in common.lua).
 for b in "$B"/bench_*; do
     [ -x "$b" ] || continue
     echo "== $(basename "$b")"

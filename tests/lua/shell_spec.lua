@@ -460,6 +460,11 @@ T.test("shell: srgeo.config() names the CPU, its features, the BLAS, its kernels
   T.eq(c.threads, srgeo.threads())
   T.truthy(math.type(c.openmp) == "integer" or c.openmp == false, "openmp")
   T.truthy(c.summary:find("\nblas: ", 1, true), c.summary)
+  T.truthy(not c.summary:find("load average", 1, true), c.summary)
+  -- the bench headers' lines (tests/bench/common.lua, header.h): the same and the load average
+  local d = srgeo._describe(true)
+  T.eq(d:sub(1, #c.summary), c.summary)
+  T.truthy(d:sub(#c.summary + 1):match("^load average: [%d.]+ [%d.]+ [%d.]+ %(1, 5, 15 min%)\n$"), d)
 end)
 
 T.test("shell: a BLAS that chose kernels older than the CPU's is re-executed with the CPU's best (unknown CPU simulated)", function()
