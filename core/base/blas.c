@@ -75,9 +75,9 @@ void sr_blas_assess(sr_blas_info *b, const sr_cpu *cpu)
                  b->name, b->core, isa, b->best, best_isa);
     else
         snprintf(b->note, n,
-                 "%s chose its %s (%s) kernels, older than this CPU runs: set OPENBLAS_CORETYPE=%s (%s) "
+                 "%s chose its %s (%s) kernels; this CPU could run %s (%s): set OPENBLAS_CORETYPE=%s "
                  "before starting %s (the srgeo shell does this itself)",
-                 b->name, b->core, isa, b->best, best_isa, program_invocation_short_name);
+                 b->name, b->core, isa, b->best, best_isa, b->best, program_invocation_short_name);
 }
 
 const sr_blas_info *sr_blas_get(void)
