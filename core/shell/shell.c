@@ -176,8 +176,10 @@ static void print_usage(FILE *f, const char *badoption)
             "progress lines when stderr is not a terminal; 0: none).\n"
             "OpenBLAS: unless OPENBLAS_CORETYPE is set, %s gives OpenBLAS the\n"
             "kernels of the CPU's widest vectors when its own table picked older ones\n"
-            "(it re-executes itself once); an OPENBLAS_CORETYPE you set is kept, with\n"
-            "a warning when the CPU could run newer kernels.  --version names both.\n",
+            "(it re-executes itself once, marking its choice in SRGEO_BLAS_CORETYPE);\n"
+            "an OPENBLAS_CORETYPE you set is kept, with one warning when the CPU could\n"
+            "run newer kernels (SRGEO_BLAS_WARNED keeps the processes it starts from\n"
+            "repeating it).  --version names the CPU's features and the kernels.\n",
             PROGNAME, PROGNAME, PROGNAME, PROGNAME, PROGNAME);
     fflush(f);
 }
