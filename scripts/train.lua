@@ -164,12 +164,12 @@ opts.model, opts.data, opts.test_data = model, train, test
 
 local function plural(n, word) return string.format("%d %s%s", n, word, n == 1 and "" or "s") end
 
--- The CPU, for the model card (training time means little without it).
-local function cpu_name()
-  local f = io.open("/proc/cpuinfo")
-  local name = f and f:read("a"):match("model name%s*:%s*([^\n]+)")
-  if f then f:close() end
-  return name or "an unknown CPU"
+-- The CPU and the BLAS kernels, for the model card (training time means
+-- little without them).
+local function machine()
+  local c = srgeo.config()
+  return c.cpu.model ~= "" and c.cpu.model or "an unknown CPU", string.format("%s, %s kernels%s", c.blas.name,
+    c.blas.core, c.blas.coretype and ", OPENBLAS_CORETYPE=" .. c.blas.coretype or "")
 end
 
 local mpi = srgeo.mpi
@@ -235,8 +235,7 @@ if o.ship ~= "" and mpi.root() then -- rank 0 holds the run's files
     string.format("| train accuracy | %.4f (seeded subset of %d training images, as trained: same labels/inputs) |",
       last.train_acc or 0 / 0, math.min(o.eval_train, #train)),
     string.format("| training time | %.1f min on %s of %s (%s) |", elapsed / 60, plural(srgeo.threads(), "thread"),
-      cpu_name(), os.getenv("OPENBLAS_CORETYPE") and ("OPENBLAS_CORETYPE=" .. os.getenv("OPENBLAS_CORETYPE"))
-      or "OpenBLAS auto-detect"),
+      machine()),
     string.format("| srgeo version | %s |", srgeo.version),
     string.format("| seed | data/augmentation %d, model init %d |", o.seed, o.model_seed),
   }

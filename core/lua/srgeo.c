@@ -13,6 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/blas.h"
+#include "base/cpu.h"
 #include "base/rng.h"
 #include "base/threads.h"
 #include "lua/aux.h"
@@ -153,7 +155,82 @@ static int root_dir(char *buf, size_t n, char *where, size_t wn)
     return -1;
 }
 
+static void set_str(lua_State *L, const char *k, const char *v)
+{
+    if (v) {
+        lua_pushstring(L, v);
+        lua_setfield(L, -2, k);
+    }
+}
+
+static void set_int(lua_State *L, const char *k, lua_Integer v)
+{
+    lua_pushinteger(L, v);
+    lua_setfield(L, -2, k);
+}
+
+/* srgeo._describe([load]): config().summary, with the load average when
+ * `load` is true (the bench headers: tests/bench/common.lua). */
+static void push_describe(lua_State *L, int load)
+{
+    char lines[1024];
+    sr_blas_describe(lines, sizeof lines, load);
+    lua_pushstring(L, lines);
+}
+
+static int l_describe(lua_State *L)
+{
+    push_describe(L, lua_toboolean(L, 1));
+    return 1;
+}
+
+/* srgeo.config(): what runs the arithmetic (base/cpu.h, base/blas.h). */
+static int l_config(lua_State *L)
+{
+    const sr_cpu *c = sr_cpu_get();
+    const sr_blas_info *b = sr_blas_get();
+    lua_createtable(L, 0, 7);
+    set_str(L, "version", SRGEO_VERSION);
+    lua_createtable(L, 0, 6);
+    set_str(L, "model", c->model);
+    set_str(L, "vendor", c->vendor);
+    set_int(L, "family", c->family);
+    set_int(L, "model_id", c->model_id);
+    set_str(L, "isa", sr_isa_name(sr_cpu_isa(c->features)));
+    lua_newtable(L);
+    for (int i = 0, n = 0; sr_cpu_feature_name(i); i++)
+        if (c->features & (1u << i)) {
+            lua_pushstring(L, sr_cpu_feature_name(i));
+            lua_rawseti(L, -2, ++n);
+        }
+    lua_setfield(L, -2, "features");
+    lua_setfield(L, -2, "cpu");
+    lua_createtable(L, 0, 9);
+    set_str(L, "name", b->name);
+    set_str(L, "core", b->core);
+    set_str(L, "isa", sr_isa_name(b->isa));
+    set_str(L, "config", b->config);
+    set_str(L, "coretype", b->coretype);
+    set_str(L, "coretype_by", b->coretype ? (b->by_srgeo ? "srgeo" : "environment") : NULL);
+    set_str(L, "best", b->best);
+    set_str(L, "warning", b->note[0] ? b->note : NULL);
+    lua_setfield(L, -2, "blas");
+    set_str(L, "gemm_isa", sr_isa_name(sr_cpu_build_isa()));
+    set_int(L, "threads", sr_threads_get());
+#ifdef _OPENMP
+    set_int(L, "openmp", _OPENMP);
+#else
+    lua_pushboolean(L, 0);
+    lua_setfield(L, -2, "openmp");
+#endif
+    push_describe(L, 0);
+    lua_setfield(L, -2, "summary");
+    return 1;
+}
+
 static const luaL_Reg srgeo_funcs[] = {
+    {"config", l_config},
+    {"_describe", l_describe},
     {"threads", l_threads},
     {"seed", l_seed},
     {"interrupted", l_interrupted},
@@ -166,6 +243,7 @@ static const luaL_Reg srgeo_funcs[] = {
 int luaopen_srgeo(lua_State *L)
 {
     sr_threads_init();
+    sr_blas_warn_once();
     luaL_newlib(L, srgeo_funcs);
     lua_pushliteral(L, SRGEO_VERSION);
     lua_setfield(L, -2, "version");

@@ -45,6 +45,7 @@
 #include <lua.h>
 #include <lualib.h>
 
+#include "base/blas.h"
 #include "base/error.h"
 #include "lua/srgeo.h"
 
@@ -172,8 +173,14 @@ static void print_usage(FILE *f, const char *badoption)
             "Environment: SRGEO_THREADS (thread count), SRGEO_ROOT (library root),\n"
             "SRGEO_HISTORY (history file, default ~/" HISTORY_FILE "),\n" INIT_VAR
             " (chunk or @file run first), SRGEO_PROGRESS (seconds between\n"
-            "progress lines when stderr is not a terminal; 0: none).\n",
-            PROGNAME, PROGNAME, PROGNAME, PROGNAME);
+            "progress lines when stderr is not a terminal; 0: none).\n"
+            "OpenBLAS: unless OPENBLAS_CORETYPE is set, %s gives OpenBLAS the\n"
+            "kernels of the CPU's widest vectors when its own table picked older ones\n"
+            "(it re-executes itself once, marking its choice in SRGEO_BLAS_CORETYPE);\n"
+            "an OPENBLAS_CORETYPE you set is kept, with one warning when the CPU could\n"
+            "run newer kernels (SRGEO_BLAS_WARNED keeps the processes it starts from\n"
+            "repeating it).  --version names the CPU's features and the kernels.\n",
+            PROGNAME, PROGNAME, PROGNAME, PROGNAME, PROGNAME);
     fflush(f);
 }
 
@@ -234,7 +241,10 @@ static int docall(lua_State *L, int narg, int nres)
     return status;
 }
 
-static int print_version(lua_State *L)
+/* The version line; with `kernels`, the CPU and BLAS lines after it
+ * (base/blas.h: a warning when the BLAS runs older kernels than the CPU
+ * could). */
+static int print_version(lua_State *L, int kernels)
 {
     lua_getglobal(L, "srgeo");
     const char *v = NULL;
@@ -245,6 +255,11 @@ static int print_version(lua_State *L)
     }
     lua_pop(L, 1);
     printf("%s %s (Lua %s.%s)\n", PROGNAME, v ? v : "?", LUA_VERSION_MAJOR, LUA_VERSION_MINOR);
+    if (kernels) {
+        char lines[1024];
+        sr_blas_describe(lines, sizeof lines, 0);
+        fputs(lines, stdout);
+    }
     fflush(stdout);
     return 0;
 }
@@ -1231,6 +1246,13 @@ static int pmain(lua_State *L)
         lua_setfield(L, LUA_REGISTRYINDEX, "LUA_NOENV");
     }
     luaL_openlibs(L);
+    /* -v, --version and the terminal REPL's banner name the kernels and
+     * print the BLAS warning (if any) on stdout, and --help runs none: the
+     * opener then keeps it off stderr (base/blas.h).  -i, which implies -v
+     * as in lua.c, prints lua.c's one line (its session may be a pipe). */
+    int kernels = (args & has_v && !(args & has_i)) || (script < 1 && !(args & (has_e | has_v)) && isatty(STDIN_FILENO));
+    if (kernels || args & has_h)
+        sr_blas_noted();
     if (args & has_h) { /* the usage even when the library cannot load; its subcommands when it can */
         print_usage(stdout, NULL);
         lua_pushcfunction(L, open_srgeo);
@@ -1244,7 +1266,7 @@ static int pmain(lua_State *L)
     open_srgeo(L);
     open_shell_lua(L);
     if (args & has_v)
-        print_version(L);
+        print_version(L, kernels);
     if (args & has_V) {
         lua_pushboolean(L, 1);
         return 1;
@@ -1262,7 +1284,7 @@ static int pmain(lua_State *L)
         doREPL(L);
     } else if (script < 1 && !(args & (has_e | has_v))) {
         if (isatty(STDIN_FILENO)) {
-            print_version(L);
+            print_version(L, 1);
             printf("Type help() for topics, Tab to complete, Ctrl-D to quit.\n");
             doREPL(L);
         } else if (dofile(L, NULL) != LUA_OK) { /* stdin as a script */
@@ -1284,12 +1306,17 @@ int main(int argc, char **argv)
      * after a threaded sgemm: conv/sgemm 0.61; with 2^22 cycles, ~2 ms, which
      * still bridges back-to-back GEMMs: 0.89).  Both libraries read these only
      * when they load, so set them and re-exec once; values the user chose are
-     * kept. */
+     * kept.  The same re-exec gives OpenBLAS the kernels of the CPU's widest
+     * vectors when its own table does not know the CPU (base/blas.h); the
+     * re-executed process has OPENBLAS_CORETYPE set, so it never loops. */
     int reexec = 0;
     if (!getenv("OMP_WAIT_POLICY"))
         reexec = !setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
     if (!getenv("OPENBLAS_THREAD_TIMEOUT"))
         reexec |= !setenv("OPENBLAS_THREAD_TIMEOUT", "22", 1);
+    const char *core = sr_blas_wanted_core();
+    if (core && !setenv("OPENBLAS_CORETYPE", core, 1))
+        reexec |= !setenv("SRGEO_BLAS_CORETYPE", core, 1);
     if (reexec)
         execv("/proc/self/exe", argv); /* on failure: carry on with the defaults */
     lua_State *L = luaL_newstate();

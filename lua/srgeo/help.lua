@@ -200,6 +200,7 @@ srgeo shell: Lua 5.4 with the srgeo library as the global 'srgeo'.
   srgeo FILE.lua [args] (args in arg and ...)   srgeo -e 'chunk'   srgeo -i FILE.lua   srgeo --version
   srgeo NAME [args] runs scripts/NAME.lua (srgeo bump --help); srgeo --help lists them
   srgeo.threads(n) or SRGEO_THREADS sets the thread count; SRGEO_ROOT the library root
+  srgeo.config(): the CPU, its vector features, the BLAS kernels in use (cfg.summary), threads, OpenMP
   help(x) for any library table or function; srgeo.examples() lists the scripts]]
 
 -- The text is built by H.text_of(x); help(x) prints it and returns nothing

@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include "base/threads.h"
+#include "header.h"
 #include "nn/layers.h"
 #include "tensor/tensor_ops.h"
 
@@ -136,9 +137,9 @@ int main(void)
     for (size_t i = 0; i < gsz; i++)
         s.a[i] = (float)sr_rng_normal(&rng), s.b[i] = (float)sr_rng_normal(&rng), s.c[i] = 0;
 
-    const char *ct = getenv("OPENBLAS_CORETYPE");
-    printf("attention N=%lld T=%lld D=%lld heads=%lld float32, OPENBLAS_CORETYPE=%s\n", (long long)N,
-           (long long)T, (long long)D, (long long)H, ct ? ct : "<unset>");
+    bench_header();
+    printf("attention N=%lld T=%lld D=%lld heads=%lld float32\n", (long long)N, (long long)T, (long long)D,
+           (long long)H);
     printf("forward %.3f GFLOP; reference sgemm %dx%dx%d (same FLOPs)\n", flops * 1e-9, s.gn, s.gn, s.gn);
     int rc = 0;
     for (int threads = 1; threads <= 2; threads++) {

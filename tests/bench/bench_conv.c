@@ -17,10 +17,9 @@
 
 #include "base/threads.h"
 #include "conv3x3.h"
+#include "header.h"
 #include "nn/layers.h"
 #include "tensor/tensor_ops.h"
-
-char *openblas_get_corename(void);
 
 typedef struct {
     const char *name;
@@ -191,8 +190,8 @@ int main(int argc, char **argv)
             return 1;
         }
     }
-    printf("conv2d forward, ResNet-18 3x3 convolutions, 224x224, batch %d, float32; OpenBLAS core %s\n", BATCH,
-           openblas_get_corename());
+    bench_header();
+    printf("conv2d forward, ResNet-18 3x3 convolutions, 224x224, batch %d, float32\n", BATCH);
     printf("median of %d runs; sgemm: square n^3 GEMM with the conv's FLOP count, same run\n", runs);
     double jvp_ratio[2][NCONV] = {{0}}, bwd_ratio[2][NCONV] = {{0}};
     for (int th = th_lo; th <= th_hi; th++) {

@@ -6,6 +6,7 @@
 -- all-pairs).  Bound: 10^6 entries (a 63 MB header) open in under 10 s.
 --   srgeo tests/bench/bench_files.lua [max_entries]
 local srgeo = require "srgeo"
+local B = require "tests.bench.common"
 
 local MAX = tonumber(arg and arg[1]) or 1000000
 local DIR = os.tmpname()
@@ -23,8 +24,7 @@ local function file(n)
   return path, #header
 end
 
-local la = io.open("/proc/loadavg")
-if la then print("load average: " .. la:read("l")) la:close() end
+B.system()
 print(string.format("%10s %10s %10s %12s %8s", "entries", "header MB", "open s", "us/entry", "x prev"))
 local prev
 local n = 10000

@@ -4,6 +4,7 @@
 --   srgeo tests/bench/bench_image.lua [nimages]
 -- Targets (issue 5): images/s >= 0.8x vipsthumbnail; Fashion-MNIST < 1 s.
 local srgeo = require "srgeo"
+local B = require "tests.bench.common"
 local C = srgeo._data
 
 local N = tonumber(arg and arg[1]) or 48
@@ -36,6 +37,7 @@ end
 local threads = srgeo.threads()
 local la = io.open("/proc/loadavg")
 if la then print("load average: " .. la:read("l")) la:close() end
+B.system()
 print(string.format("images: %d JPEGs 500x375 / 375x500 (q90), Resize(256) + CenterCrop(224), %d threads", N, threads))
 
 -- warm-up (libvips start-up, page cache)

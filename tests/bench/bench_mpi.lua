@@ -125,8 +125,7 @@ local function result(cmd)
 end
 
 local ncpu = tonumber(B.run("nproc"))
-print(string.format("%s; %d cores; load average %s", B.run("lscpu | sed -n 's/^Model name: *//p'"):gsub("\n", ""),
-  ncpu, B.run("cut -d' ' -f1-3 /proc/loadavg"):gsub("\n", "")))
+B.system()
 print(string.format("1 process x %d threads vs %d ranks x 1 thread, best of %d alternating rounds", ncpu, ncpu, o.rounds))
 
 local function ab(what, one, many, higher_better)

@@ -18,6 +18,7 @@
 
 #include "base/threads.h"
 #include "conv3x3.h"
+#include "header.h"
 #include "nn/layers.h"
 #include "tensor/tensor_ops.h"
 
@@ -79,6 +80,7 @@ int main(int argc, char **argv)
     int only = argc > 2 ? atoi(argv[2]) : 0;
     if (argc > 3 && strcmp(argv[3], "cpu") == 0)
         clock_id = CLOCK_PROCESS_CPUTIME_ID;
+    bench_header();
     printf("3x3 stride-1 convolutions at batch 128: forward and backward (input + weight gradients), ms (%s), best "
            "of %d alternating runs\n", clock_id == CLOCK_MONOTONIC ? "wall" : "process CPU time", runs);
     for (int th = 1; th <= 2; th++) {

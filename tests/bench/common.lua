@@ -30,11 +30,18 @@ function B.torch_python()
   return py, has_torch
 end
 
--- The first line of a comparison with PyTorch: the BLAS core type and
--- thread count the figures depend on, what runs, and whether PyTorch does.
+-- The first lines of every benchmark: the CPU, its vector features, the
+-- BLAS kernels, srgeo's GEMM, the threads and the load average the figures
+-- depend on (the C benchmarks print the same lines: core/base/blas.h).
+function B.system()
+  io.write(srgeo._describe(true))
+end
+
+-- The first lines of a comparison with PyTorch: B.system(), then what runs
+-- and whether PyTorch does.
 function B.header(what, has_torch)
-  print(string.format("OPENBLAS_CORETYPE=%s, threads %d, %s%s", os.getenv("OPENBLAS_CORETYPE") or "<unset>",
-    srgeo.threads(), what, has_torch and "" or "  (PyTorch not installed: srgeo figures only)"))
+  B.system()
+  print(what .. (has_torch and "" or "  (PyTorch not installed: srgeo figures only)"))
 end
 
 -- The input shape {C, H, W} of a zoo architecture.

@@ -23,11 +23,12 @@ local function tmp(name) return tmpdir .. "/" .. name end
 local readfile, writefile = T.read, T.write
 
 -- Run the shell with a shell-quoted argument string and optional stdin text;
--- the environment keeps history out of the user's home.
-local function run(args, stdin)
+-- the environment keeps history out of the user's home.  `env`: words for
+-- env(1) (-u NAME, NAME=VALUE) that change the child's environment only.
+local function run(args, stdin, env)
   writefile(tmp("in"), stdin or "")
-  local cmd = string.format("SRGEO_HISTORY=%s %s %s <%s >%s 2>%s", q(tmp("hist")), q(SHELL), args,
-    q(tmp("in")), q(tmp("out")), q(tmp("err")))
+  local cmd = string.format("%sSRGEO_HISTORY=%s %s %s <%s >%s 2>%s", env and "env " .. env .. " " or "", q(tmp("hist")),
+    q(SHELL), args, q(tmp("in")), q(tmp("out")), q(tmp("err")))
   local ok, how, code = os.execute(cmd)
   return readfile(tmp("out")), readfile(tmp("err")), how == "exit" and code or -1
 end
@@ -48,13 +49,19 @@ local function has(s, needle, what)
   T.truthy(s and s:find(needle, 1, true), (what or "output") .. " should contain '" .. needle .. "', got:\n" .. tostring(s))
 end
 
-T.test("shell: --version prints srgeo X.Y.Z (Lua 5.4) and exits 0", function()
+T.test("shell: --version prints srgeo X.Y.Z (Lua 5.4), the CPU and the BLAS kernels, and exits 0", function()
   local out, err, code = run("--version")
   T.eq(code, 0)
-  T.eq(out, "srgeo " .. srgeo.version .. " (Lua 5.4)\n")
+  local c = srgeo.config()
+  T.eq(out:match("^[^\n]*\n"), "srgeo " .. srgeo.version .. " (Lua 5.4)\n")
+  T.eq(out:sub(#out:match("^[^\n]*\n") + 1), c.summary, "then srgeo.config().summary")
+  has(out, "\ncpu: " .. c.cpu.model)
+  has(out, table.concat(c.cpu.features, " "))
+  has(out, "\nblas: " .. c.blas.name .. ", " .. c.blas.core .. " kernels (" .. c.blas.isa .. ")")
+  T.eq(err, "", "the BLAS warning, if any, is on stdout")
   T.truthy(srgeo.version:match("^%d+%.%d+%.%d+$"), "version is X.Y.Z")
   local out2 = run("-v")
-  T.eq(out2, out, "-v prints the same line")
+  T.eq(out2, out, "-v prints the same lines")
 end)
 
 T.test("shell: --help and -h list every option and point to help()", function()
@@ -426,6 +433,104 @@ T.test("shell: tab completion, Ctrl-C and Ctrl-D on a terminal (tmux; skipped wi
   has(h, "print(40 + 2)", "history file")
   has(h, "x = srgeo.randn({2,3}, 1)", "history file")
   T.truthy(not h:find("half a line", 1, true), "an abandoned line is not kept")
+end)
+
+-- The BLAS kernels (core/base/blas.h).  Each test sets the child's
+-- environment alone: OPENBLAS_CORETYPE and srgeo's marks removed, then what
+-- the test needs.
+local CLEAN = "-u OPENBLAS_CORETYPE -u SRGEO_BLAS_CORETYPE -u SRGEO_BLAS_WARNED -u SRGEO_TEST_BLAS_CORE"
+local CONFIG = q('local c = srgeo.config() print(c.blas.core, os.getenv("OPENBLAS_CORETYPE"), c.blas.coretype_by)')
+
+-- The OpenBLAS core srgeo should pick on this CPU (nil: none newer than SSE3).
+local function best_core()
+  local c = srgeo.config()
+  if c.cpu.isa == "AVX-512" then return "SkylakeX", c.cpu.isa end
+  if c.cpu.isa == "AVX2" then return c.cpu.vendor == "AuthenticAMD" and "Zen" or "Haswell", c.cpu.isa end
+end
+
+T.test("shell: srgeo.config() names the CPU, its features, the BLAS, its kernels and the threads", function()
+  local c = srgeo.config()
+  T.eq(c.version, srgeo.version)
+  T.eq(type(c.cpu.model), "string")
+  T.eq(type(c.cpu.features), "table")
+  T.truthy(c.blas.name:match("^OpenBLAS %d"), c.blas.name)
+  T.truthy(c.blas.config:find(c.blas.name, 1, true) == 1, c.blas.config)
+  T.eq(type(c.blas.core), "string")
+  T.eq(c.blas.coretype, os.getenv("OPENBLAS_CORETYPE"))
+  T.eq(c.threads, srgeo.threads())
+  T.truthy(math.type(c.openmp) == "integer" or c.openmp == false, "openmp")
+  T.truthy(c.summary:find("\nblas: ", 1, true), c.summary)
+  T.truthy(not c.summary:find("load average", 1, true), c.summary)
+  -- the bench headers' lines (tests/bench/common.lua, header.h): the same and the load average
+  local d = srgeo._describe(true)
+  T.eq(d:sub(1, #c.summary), c.summary)
+  T.truthy(d:sub(#c.summary + 1):match("^load average: [%d.]+ [%d.]+ [%d.]+ %(1, 5, 15 min%)\n$"), d)
+end)
+
+T.test("shell: a BLAS that chose kernels older than the CPU's is re-executed with the CPU's best (unknown CPU simulated)", function()
+  local want, isa = best_core()
+  if not want then T.skip("this CPU has no AVX2: no kernels newer than SSE3 to choose") end
+  -- SRGEO_TEST_BLAS_CORE stands for OpenBLAS's own choice on a CPU its
+  -- table does not know (0.3.21 on an Emerald Rapids: Prescott).
+  local out, err, code = run("-e " .. CONFIG, nil, CLEAN .. " SRGEO_TEST_BLAS_CORE=Prescott OPENBLAS_VERBOSE=2")
+  T.eq(code, 0, err)
+  T.eq(out, want .. "\t" .. want .. "\tsrgeo\n", "the " .. isa .. " kernels, set by srgeo")
+  local last
+  for core in err:gmatch("Core: (%S+)") do last = core end
+  T.eq(last, want, "OpenBLAS's own word (OPENBLAS_VERBOSE=2) on the kernels it loaded:\n" .. err)
+  T.truthy(not err:find("warning", 1, true), "no warning:\n" .. err)
+  T.truthy(not err:find("not found", 1, true), "a core name OpenBLAS takes:\n" .. err)
+  -- kernels already the CPU's level, or a name srgeo does not know: no re-exec
+  for _, core in ipairs { want, "SapphireRapids", "NeoverseN1" } do
+    out, err, code = run("-e " .. CONFIG, nil, CLEAN .. " SRGEO_TEST_BLAS_CORE=" .. core)
+    T.eq(code, 0, err)
+    T.eq(out, core .. "\tnil\tnil\n", core)
+    T.eq(err, "", core)
+  end
+end)
+
+T.test("shell: a user's older OPENBLAS_CORETYPE is kept, with one warning per run of srgeo and the srgeo it starts", function()
+  local want, isa = best_core()
+  if not want then T.skip("this CPU has no AVX2: no kernels newer than SSE3") end
+  writefile(tmp("nest.lua"), string.format([[
+print(srgeo.config().blas.core, srgeo.config().blas.coretype_by)
+io.stdout:flush()
+os.execute(%q)
+]], q(SHELL) .. " -e " .. q("print(srgeo.config().blas.core)")))
+  local out, err, code = run(q(tmp("nest.lua")), nil, CLEAN .. " OPENBLAS_CORETYPE=Prescott")
+  T.eq(code, 0, err)
+  T.eq(out, "Prescott\tenvironment\nPrescott\n", "respected, in the child too")
+  T.eq(err, "srgeo: warning: OPENBLAS_CORETYPE=Prescott runs " .. srgeo.config().blas.name ..
+    "'s Prescott (SSE3) kernels; this CPU could run " .. want .. " (" .. isa .. ")\n", "one warning")
+  -- --version shows it on stdout instead
+  out, err, code = run("--version", nil, CLEAN .. " OPENBLAS_CORETYPE=Prescott")
+  has(out, "\nwarning: OPENBLAS_CORETYPE=Prescott runs ")
+  T.eq(err, "")
+  -- kernels as new as the CPU's: no warning
+  out, err, code = run("-e " .. CONFIG, nil, CLEAN .. " OPENBLAS_CORETYPE=" .. want)
+  T.eq(out, want .. "\t" .. want .. "\tenvironment\n")
+  T.eq(err, "")
+end)
+
+T.test("shell: srgeo.so in a stock lua5.4 cannot re-execute: it names the variable to set, once", function()
+  local want = best_core()
+  if not want then T.skip("this CPU has no AVX2: no kernels newer than SSE3") end
+  local dir = SHELL:match("^(.*)/[^/]*$") or "."
+  if not io.open(dir .. "/srgeo.so") then T.skip("no srgeo.so beside " .. SHELL) end
+  if T.under_asan() or os.execute("command -v lua5.4 >/dev/null 2>&1") ~= true then
+    T.skip("needs a stock lua5.4 (and no sanitizer runtime)")
+  end
+  local lua = "package.cpath = " .. string.format("%q", dir .. "/?.so;") .. " .. package.cpath " ..
+    "local s = require 'srgeo' s.config() print(s.config().blas.core)"
+  local p = io.popen("env " .. CLEAN .. " SRGEO_TEST_BLAS_CORE=Prescott lua5.4 -e " .. q(lua) .. " 2>" .. q(tmp("err")))
+  local out = p:read("a")
+  p:close()
+  T.eq(out, "Prescott\n", "no re-exec in lua5.4")
+  local err = readfile(tmp("err"))
+  local _, n = err:gsub("srgeo: warning:", "")
+  T.eq(n, 1, "one warning:\n" .. err)
+  has(err, "set OPENBLAS_CORETYPE=" .. want .. " ", "stderr")
+  has(err, "before starting lua5.4", "stderr")
 end)
 
 T.test("shell: (remove the scratch directory)", function()
