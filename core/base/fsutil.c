@@ -138,6 +138,62 @@ int sr_tmp_clean(const char *dir, int *removed)
     return 0;
 }
 
+/* What a file of this mode is, for "PATH is a FIFO, not a regular file". */
+static const char *file_kind(mode_t m)
+{
+    return S_ISDIR(m)    ? "a directory"
+           : S_ISFIFO(m) ? "a FIFO"
+           : S_ISCHR(m)  ? "a character device"
+           : S_ISBLK(m)  ? "a block device"
+           : S_ISSOCK(m) ? "a socket"
+                         : "not a regular file";
+}
+
+static int refuse_kind(const char *path, const char *what, mode_t m)
+{
+    const char *k = file_kind(m);
+    if (strcmp(k, "not a regular file") == 0)
+        return sr_fail("%s: %s is not a regular file", what, path);
+    return sr_fail("%s: %s is %s, not a regular file", what, path, k);
+}
+
+FILE *sr_fs_open_regular(const char *path, const char *what)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        sr_fail("%s %s: %s", what, path, strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        sr_fail("%s %s: %s", what, path, strerror(e));
+        return NULL;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        refuse_kind(path, what, st.st_mode);
+        return NULL;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    FILE *fp = fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0 ? NULL : fdopen(fd, "rb");
+    if (!fp) {
+        int e = errno;
+        close(fd);
+        sr_fail("%s %s: %s", what, path, strerror(e));
+    }
+    return fp;
+}
+
+int sr_fs_check_regular(const char *path, const char *what)
+{
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return sr_fail("%s %s: %s", what, path, strerror(errno));
+    return S_ISREG(st.st_mode) ? 0 : refuse_kind(path, what, st.st_mode);
+}
+
 int sr_lock_file(const char *path, int wait)
 {
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);

@@ -69,10 +69,12 @@ static int l_clock(lua_State *L)
     return 1;
 }
 
-/* srgeo._stat(path) -> {size=, mtime=, mtime_nsec=, dir=} or nil, message
- * (mtime in whole seconds, mtime_nsec the nanoseconds within it; links
- * followed): a file's identity for the experiment and dataset caches,
- * without a shell. */
+/* srgeo._stat(path) -> {size=, mtime=, mtime_nsec=, ctime=, ctime_nsec=,
+ * dev=, ino=, dir=, kind=} or nil, message (times in whole seconds and the
+ * nanoseconds within them; links followed; kind "file", "directory",
+ * "FIFO", "socket", "character device" or "block device"): a file's
+ * identity for the experiment and dataset caches, and whether reading it
+ * could block, without a shell. */
 static int l_stat(lua_State *L)
 {
     const char *path = sr_lua_check_cstring(L, 1, "_stat");
@@ -89,8 +91,24 @@ static int l_stat(lua_State *L)
     lua_setfield(L, -2, "mtime");
     lua_pushinteger(L, (lua_Integer)st.st_mtim.tv_nsec);
     lua_setfield(L, -2, "mtime_nsec");
+    lua_pushinteger(L, (lua_Integer)st.st_ctim.tv_sec);
+    lua_setfield(L, -2, "ctime");
+    lua_pushinteger(L, (lua_Integer)st.st_ctim.tv_nsec);
+    lua_setfield(L, -2, "ctime_nsec");
+    lua_pushinteger(L, (lua_Integer)st.st_dev);
+    lua_setfield(L, -2, "dev");
+    lua_pushinteger(L, (lua_Integer)st.st_ino);
+    lua_setfield(L, -2, "ino");
     lua_pushboolean(L, S_ISDIR(st.st_mode));
     lua_setfield(L, -2, "dir");
+    lua_pushstring(L, S_ISREG(st.st_mode)    ? "file"
+                      : S_ISDIR(st.st_mode)  ? "directory"
+                      : S_ISFIFO(st.st_mode) ? "FIFO"
+                      : S_ISSOCK(st.st_mode) ? "socket"
+                      : S_ISCHR(st.st_mode)  ? "character device"
+                      : S_ISBLK(st.st_mode)  ? "block device"
+                                             : "other");
+    lua_setfield(L, -2, "kind");
     return 1;
 }
 

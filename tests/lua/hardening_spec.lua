@@ -120,6 +120,48 @@ T.test("hostile files: every loader reads or refuses the corpus cleanly, in boun
   if not under_asan() then T.truthy(grew < 400, string.format("RSS grew by %.0f MB", grew)) end
 end)
 
+-- A FIFO named as a model, an array, an image or a dataset: every reader
+-- refuses it at once, naming it ("npy: PATH is a FIFO, not a regular
+-- file"); before, fopen waited for a writer forever.  In a child process
+-- under timeout, so a regression fails instead of hanging the suite.
+T.test("FIFO: every reader of a user-named file refuses a FIFO at once, naming it", function()
+  local dir = ROOT .. "/fifo"
+  os.execute("rm -rf " .. dir .. " && mkdir -p " .. dir)
+  local fifo = dir .. "/w.safetensors"
+  T.eq(os.execute("mkfifo " .. fifo), true, "mkfifo")
+  local script = dir .. "/read.lua"
+  T.write(script, [[
+local p = ...
+local readers = {
+  { "npy", function() return srgeo.npy.load(p) end },
+  { "safetensors", function() return srgeo.safetensors.open(p) end },
+  { "idx", function() return srgeo.data._idx_images(p) end },
+  { "idx", function() return srgeo.data._idx_labels(p) end },
+  { "cifar", function() return srgeo.data._cifar { p } end },
+  { "image", function() return srgeo.image.load(p) end },
+  { "onnx", function() return srgeo.onnx.load(p) end },
+  { "safetensors", function() return srgeo.models.load(p) end },
+  { "read", function() return require("srgeo.util").read_file(p) end },
+}
+for _, r in ipairs(readers) do
+  local ok, err = pcall(r[2])
+  print(r[1], ok, (tostring(err):gsub("%c", " ")))
+end
+print("done")
+]])
+  local out, code = sh("timeout 30 " .. exe() .. " " .. script .. " " .. fifo)
+  T.eq(code, 0, "exit status (124: a reader blocked on the FIFO)\n" .. out)
+  T.truthy(out:find("done", 1, true), out)
+  local n = 0
+  for what, ok, err in out:gmatch("(%S+)\t(%S+)\t([^\n]*)") do
+    n = n + 1
+    T.eq(ok, "false", what .. " read a FIFO")
+    T.truthy(err:find(what .. ": " .. fifo .. " is a FIFO, not a regular file", 1, true) or
+      (what == "read" and err:find(fifo .. " is a FIFO, not a regular file", 1, true)), err)
+  end
+  T.eq(n, 9, out)
+end)
+
 -- ---------------------------------------------------------------------------
 -- Full disk
 
