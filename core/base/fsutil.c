@@ -186,6 +186,42 @@ FILE *sr_fs_open_regular(const char *path, const char *what)
     return fp;
 }
 
+static int same_file_state(const struct stat *a, const struct stat *b)
+{
+    return a->st_size == b->st_size && a->st_mtim.tv_sec == b->st_mtim.tv_sec &&
+           a->st_mtim.tv_nsec == b->st_mtim.tv_nsec && a->st_ctim.tv_sec == b->st_ctim.tv_sec &&
+           a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+}
+
+int sr_fs_hash_file(const char *path, const char *what, uint64_t *hash, struct stat *out)
+{
+    FILE *fp = sr_fs_open_regular(path, what);
+    if (!fp)
+        return -1;
+    struct stat before, after;
+    unsigned char buf[1 << 16];
+    uint64_t h = 0xcbf29ce484222325ull;
+    int rc = fstat(fileno(fp), &before) != 0 ? sr_fail("%s %s: %s", what, path, strerror(errno)) : 0;
+    size_t n;
+    while (!rc && (n = fread(buf, 1, sizeof buf, fp)) > 0) {
+        for (size_t i = 0; i < n; i++)
+            h = (h ^ buf[i]) * 0x100000001b3ull;
+        if (sr_interrupted())
+            rc = -1;
+    }
+    if (!rc && ferror(fp))
+        rc = sr_fail("%s %s: %s", what, path, strerror(errno));
+    if (!rc && (fstat(fileno(fp), &after) != 0 || !same_file_state(&before, &after)))
+        rc = sr_fail("%s %s: the file changed while it was read", what, path);
+    fclose(fp);
+    if (rc)
+        return -1;
+    *hash = h;
+    if (out)
+        *out = after;
+    return 0;
+}
+
 int sr_fs_check_regular(const char *path, const char *what)
 {
     struct stat st;

@@ -6,7 +6,9 @@
 #ifndef SR_FSUTIL_H
 #define SR_FSUTIL_H
 
+#include <stdint.h>
 #include <stdio.h>
+#include <sys/stat.h>
 
 typedef struct sr_atomic_file {
     FILE *fp;
@@ -43,6 +45,13 @@ int sr_lock_file(const char *path, int wait);
  * blocking again for ordinary reads.  what: the reader's name for errors
  * ("npy", "safetensors", ...). */
 FILE *sr_fs_open_regular(const char *path, const char *what);
+
+/* FNV-1a 64 of a regular file's bytes (opened by sr_fs_open_regular): the
+ * content identity of a weight file in the unit cache, not a
+ * cryptographic hash.  *st (may be NULL) gets the opened file's status;
+ * a file that changes while it is read (size, mtime or ctime) fails, as
+ * does Ctrl-C.  0, or -1 with the error set. */
+int sr_fs_hash_file(const char *path, const char *what, uint64_t *hash, struct stat *st);
 
 /* The same check by name, for paths handed to a library that opens them
  * itself: 0 for a regular file, else -1 with the same message (or the

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/fsutil.h"
 #include "base/rng.h"
 #include "base/threads.h"
 #include "lua/aux.h"
@@ -75,6 +76,35 @@ static int l_clock(lua_State *L)
  * "FIFO", "socket", "character device" or "block device"): a file's
  * identity for the experiment and dataset caches, and whether reading it
  * could block, without a shell. */
+static void push_stat(lua_State *L, const struct stat *st)
+{
+    lua_createtable(L, 0, 10);
+    lua_pushinteger(L, (lua_Integer)st->st_size);
+    lua_setfield(L, -2, "size");
+    lua_pushinteger(L, (lua_Integer)st->st_mtim.tv_sec);
+    lua_setfield(L, -2, "mtime");
+    lua_pushinteger(L, (lua_Integer)st->st_mtim.tv_nsec);
+    lua_setfield(L, -2, "mtime_nsec");
+    lua_pushinteger(L, (lua_Integer)st->st_ctim.tv_sec);
+    lua_setfield(L, -2, "ctime");
+    lua_pushinteger(L, (lua_Integer)st->st_ctim.tv_nsec);
+    lua_setfield(L, -2, "ctime_nsec");
+    lua_pushinteger(L, (lua_Integer)st->st_dev);
+    lua_setfield(L, -2, "dev");
+    lua_pushinteger(L, (lua_Integer)st->st_ino);
+    lua_setfield(L, -2, "ino");
+    lua_pushboolean(L, S_ISDIR(st->st_mode));
+    lua_setfield(L, -2, "dir");
+    lua_pushstring(L, S_ISREG(st->st_mode)    ? "file"
+                      : S_ISDIR(st->st_mode)  ? "directory"
+                      : S_ISFIFO(st->st_mode) ? "FIFO"
+                      : S_ISSOCK(st->st_mode) ? "socket"
+                      : S_ISCHR(st->st_mode)  ? "character device"
+                      : S_ISBLK(st->st_mode)  ? "block device"
+                                              : "other");
+    lua_setfield(L, -2, "kind");
+}
+
 static int l_stat(lua_State *L)
 {
     const char *path = sr_lua_check_cstring(L, 1, "_stat");
@@ -84,32 +114,26 @@ static int l_stat(lua_State *L)
         lua_pushfstring(L, "%s: %s", path, strerror(errno));
         return 2;
     }
-    lua_createtable(L, 0, 4);
-    lua_pushinteger(L, (lua_Integer)st.st_size);
-    lua_setfield(L, -2, "size");
-    lua_pushinteger(L, (lua_Integer)st.st_mtim.tv_sec);
-    lua_setfield(L, -2, "mtime");
-    lua_pushinteger(L, (lua_Integer)st.st_mtim.tv_nsec);
-    lua_setfield(L, -2, "mtime_nsec");
-    lua_pushinteger(L, (lua_Integer)st.st_ctim.tv_sec);
-    lua_setfield(L, -2, "ctime");
-    lua_pushinteger(L, (lua_Integer)st.st_ctim.tv_nsec);
-    lua_setfield(L, -2, "ctime_nsec");
-    lua_pushinteger(L, (lua_Integer)st.st_dev);
-    lua_setfield(L, -2, "dev");
-    lua_pushinteger(L, (lua_Integer)st.st_ino);
-    lua_setfield(L, -2, "ino");
-    lua_pushboolean(L, S_ISDIR(st.st_mode));
-    lua_setfield(L, -2, "dir");
-    lua_pushstring(L, S_ISREG(st.st_mode)    ? "file"
-                      : S_ISDIR(st.st_mode)  ? "directory"
-                      : S_ISFIFO(st.st_mode) ? "FIFO"
-                      : S_ISSOCK(st.st_mode) ? "socket"
-                      : S_ISCHR(st.st_mode)  ? "character device"
-                      : S_ISBLK(st.st_mode)  ? "block device"
-                                             : "other");
-    lua_setfield(L, -2, "kind");
+    push_stat(L, &st);
     return 1;
+}
+
+/* srgeo._file_hash(path) -> FNV-1a 64 of the file's bytes as 16 hex digits,
+ * and the _stat table of the file read (unchanged while it was read): the
+ * content identity of a weight file in the unit cache (lua/srgeo/cache.lua),
+ * which keeps it by that status so big files are not read on every run. */
+static int l_file_hash(lua_State *L)
+{
+    const char *path = sr_lua_check_cstring(L, 1, "_file_hash");
+    uint64_t h;
+    struct stat st;
+    if (sr_fs_hash_file(path, "hash", &h, &st))
+        return sr_lua_fail(L);
+    char hex[20];
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)h);
+    lua_pushstring(L, hex);
+    push_stat(L, &st);
+    return 2;
 }
 
 /* The library root: the folder holding lua/srgeo/init.lua and beside it
@@ -178,6 +202,7 @@ static const luaL_Reg srgeo_funcs[] = {
     {"_isatty", l_isatty},
     {"_clock", l_clock},
     {"_stat", l_stat},
+    {"_file_hash", l_file_hash},
     {NULL, NULL},
 };
 
