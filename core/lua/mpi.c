@@ -13,8 +13,13 @@
  *
  * Threads.  Under mpirun a rank's default thread count is the cores it
  * may run on: its CPU affinity when the launcher bound it, else the
- * node's cores shared by the ranks on the node (SRGEO_THREADS and
- * srgeo.threads override).
+ * node's cores shared by the ranks on the node (SRGEO_THREADS overrides).
+ * Results depend on the thread count (GEMM blocking, reduction order), and
+ * images go to whichever rank asks first, so ranks with different counts
+ * gave a profile matching no single run (and differing between two
+ * identical jobs): at start-up the ranks agree on the smallest count, and
+ * rank 0 says so when they differed.  srgeo.threads(n) afterwards sets n
+ * on the rank that calls it: call it on every rank alike.
  *
  * Values.  bcast, gather and the hand-out send Lua values through pack:
  * nil, booleans, integers and floats (bit-exact, subtype kept), strings,
@@ -703,9 +708,18 @@ static void start(lua_State *L)
         dlopen(self.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
     on_exit(at_exit, NULL);
     signal(SIGTERM, on_term);
-    const char *t = getenv("SRGEO_THREADS");
-    if (!(t && atoi(t) > 0))
+    if (!sr_threads_env())
         sr_threads_set(rank_threads());
+    int64_t lo = sr_threads_get(), hi = lo;
+    if (api->allreduce(&lo, 1, SR_COMM_I64, SR_COMM_MIN) || api->allreduce(&hi, 1, SR_COMM_I64, SR_COMM_MAX))
+        luaL_error(L, "srgeo: %s", api->error());
+    if (lo != hi) {
+        sr_threads_set((int)lo);
+        if (world_rank == 0)
+            fprintf(stderr, "srgeo: the ranks' thread counts differ (%lld to %lld); every rank uses %lld, so results "
+                            "match one process with SRGEO_THREADS=%lld\n", (long long)lo, (long long)hi,
+                    (long long)lo, (long long)lo);
+    }
 }
 
 static const luaL_Reg funcs[] = {

@@ -24,12 +24,25 @@
 #define SRGEO_VERSION "0.1.0"
 #endif
 
+/* A count beyond the CPUs this process may run on is clamped to them, with
+ * a notice (core/base/threads.h: oversubscribed threads spin waiting for
+ * each other; 64 on a 2-core machine stalled for minutes). */
+static int bounded_threads(int n, const char *asked)
+{
+    int cpus = sr_threads_cpus();
+    if (n <= cpus)
+        return n;
+    fprintf(stderr, "srgeo: %s asks for %d threads, but this process may run on %d CPU%s: using %d (more "
+                    "threads only wait for each other)\n", asked, n, cpus, cpus == 1 ? "" : "s", cpus);
+    return cpus;
+}
+
 static int l_threads(lua_State *L)
 {
     if (!lua_isnoneornil(L, 1)) {
         lua_Integer n = luaL_checkinteger(L, 1);
         luaL_argcheck(L, n >= 0 && n <= 1024, 1, "thread count must be in 0..1024 (0 = default)");
-        sr_threads_set((int)n);
+        sr_threads_set(n > 0 ? bounded_threads((int)n, "srgeo.threads") : 0);
     }
     lua_pushinteger(L, sr_threads_get());
     return 1;
@@ -208,6 +221,9 @@ static const luaL_Reg srgeo_funcs[] = {
 
 int luaopen_srgeo(lua_State *L)
 {
+    static int told; /* once per process, not per Lua state */
+    if (!told++ && sr_threads_env() > 0)
+        bounded_threads(sr_threads_env(), "SRGEO_THREADS");
     sr_threads_init();
     luaL_newlib(L, srgeo_funcs);
     lua_pushliteral(L, SRGEO_VERSION);

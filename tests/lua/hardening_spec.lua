@@ -162,6 +162,42 @@ print("done")
   T.eq(n, 9, out)
 end)
 
+-- More threads than CPUs: srgeo.threads(1000) and SRGEO_THREADS=1000 are
+-- clamped to the CPUs the process may run on, with a notice; a forward plus
+-- relu_flips after threads(64) then finishes at once.  Before, 64 threads
+-- on 2 cores (63 OpenMP and 55 OpenBLAS workers busy-waiting for each
+-- other) ran 11x slower and, under load, spun for minutes.
+T.test("threads: a count above the CPUs is clamped with a notice; threads(64) + relu_flips finishes promptly", function()
+  local cpus = tonumber(T.sh("nproc"):match("%d+"))
+  local out, code = sh("timeout 20 " .. exe() .. [[ -e 'print("got", srgeo.threads(1000))']])
+  T.eq(code, 0, out)
+  T.eq(tonumber(out:match("got\t(%d+)")), cpus, out)
+  T.truthy(out:find("srgeo: srgeo.threads asks for 1000 threads, but this process may run on " .. cpus .. " CPU", 1, true),
+    out)
+  out, code = sh("SRGEO_THREADS=1000 timeout 20 " .. exe() .. [[ -e 'print("got", srgeo.threads())']])
+  T.eq(tonumber(out:match("got\t(%d+)")), cpus, out)
+  T.truthy(out:find("SRGEO_THREADS asks for 1000 threads", 1, true), out)
+  local script = ROOT .. "/threads64.lua"
+  T.write(script, [[
+srgeo.threads(64)
+local m = srgeo.models.load("models/shipped/small_resnet.safetensors")
+local x = srgeo.rand({ 1, 1, 28, 28 }, 1)
+m:forward(x)
+local per = srgeo.metrics.relu_flips(m, x, { scales = { 0.01, 0.1, 1 }, directions = 8 })
+local k = 0
+for _ in pairs(srgeo._listdir("/proc/self/task")) do k = k + 1 end
+print("done", srgeo.threads(), k, #per)
+]])
+  local t0 = srgeo._clock()
+  out, code = sh("timeout 60 " .. exe() .. " " .. script)
+  local dt = srgeo._clock() - t0
+  T.eq(code, 0, "status (124: still running after 60 s)\n" .. out)
+  local n, tasks = out:match("done\t(%d+)\t(%d+)\t3")
+  T.eq(tonumber(n), cpus, out)
+  T.truthy(tonumber(tasks) <= 2 * cpus + 2, "OS threads: " .. tostring(tasks))
+  if os.getenv("SRGEO_VERBOSE") then print(string.format("  threads(64) -> %s, %s OS threads, %.2f s", n, tasks, dt)) end
+end)
+
 -- ---------------------------------------------------------------------------
 -- Full disk
 

@@ -150,8 +150,9 @@ T.test("mpi: threads per rank default to the rank's cores; SRGEO_THREADS overrid
   T.eq(out, want .. "\n" .. want .. "\n")
   out = T.sh(MPIRUN .. " -np 1 --bind-to none " .. exe() .. [[ -e 'print(srgeo.threads())']])
   T.eq(out, ncpu .. "\n")
-  out = T.sh("SRGEO_THREADS=3 " .. MPIRUN .. " -np 2 " .. exe() .. [[ -e 'print(srgeo.threads())']])
-  T.eq(out, "3\n3\n")
+  -- never more than the CPUs a rank may run on (each of 2 unbound ranks: all of them)
+  out = T.sh("SRGEO_THREADS=" .. ncpu .. " " .. MPIRUN .. " -np 2 --bind-to none " .. exe() .. [[ -e 'print(srgeo.threads())']])
+  T.eq(out, ncpu .. "\n" .. ncpu .. "\n")
 end)
 
 -- tests/lua/mpi/profile.lua's profile (its extra argument: `what`) in one
@@ -229,6 +230,29 @@ T.test("mpi: bump.lua sharded over 1, 2 and 3 ranks writes what one process writ
     local files = same_outputs(ref, d, n .. " ranks")
     T.truthy(files >= 14, "files compared: " .. files)
   end
+end)
+
+-- Ranks asking for different thread counts (SRGEO_THREADS=1 and 2, as when
+-- the cores per rank differ) agree on the smallest at start-up, and rank 0
+-- says so: bump.lua's whole output folder is then byte-identical to one
+-- process with SRGEO_THREADS=1.  Before, each rank kept its own count and
+-- profiles.csv matched neither the 1- nor the 2-thread run (and two
+-- identical jobs differed in the 6th digit: images go to whichever rank asks).
+T.test("mpi: ranks with different thread counts agree on the smallest and write what one process writes", function()
+  if tonumber((T.sh("nproc"))) < 2 then T.skip("needs 2 CPUs for a 2-thread rank") end
+  local args = " scripts/bump.lua --twin " .. SMALL .. " --out "
+  local ref = fresh("threads_ref")
+  local out, code = run(exe() .. args .. ref)
+  T.eq(code, 0, out)
+  local d = fresh("threads_mixed")
+  out, code = T.sh(string.format("%s --bind-to none -np 1 env SRGEO_THREADS=1 %s%s%s : -np 1 env SRGEO_THREADS=2 %s%s%s",
+    MPIRUN, exe(), args, d, exe(), args, d))
+  T.eq(code, 0, out)
+  T.truthy(out:find("srgeo: the ranks' thread counts differ (1 to 2); every rank uses 1, so results match one process "
+    .. "with SRGEO_THREADS=1", 1, true), out)
+  local _, notices = out:gsub("thread counts differ", "")
+  T.eq(notices, 1, "rank 0 alone says so")
+  T.truthy(same_outputs(ref, d, "threads 1 and 2") >= 14)
 end)
 
 -- The PID of rank r of the job whose command line holds `pattern`, read
