@@ -187,7 +187,8 @@ process with the same seed and threads per process; a rerun resumes from the uni
   mpi = srgeo.mpi      mpi.rank()  mpi.size()  mpi.root()  mpi.active()  mpi.barrier()
   v = mpi.bcast(v [, root])   list = mpi.gather(v [, root])   x = mpi.allreduce(x [, "sum"|"max"|"min"])
   results = mpi.map(n, function(i) ... end [, {on_result = f, static = 0.5, root_only = false}])
-Values travel exactly (numbers, strings, tables, tensors; not functions).  Without mpirun: rank 0 of 1,
+Values travel exactly (numbers, strings, tables, tensors; functions and other userdata are refused,
+in one process too).  Without mpirun: rank 0 of 1,
 the collectives return their argument and MPI is never loaded.  Threads per rank: the cores the rank
 may use (SRGEO_THREADS overrides); ranks asking for different counts all use the smallest (rank 0 says
 so), as results depend on it; SRGEO_MPI=0 keeps a launched process alone.]]

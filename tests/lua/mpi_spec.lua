@@ -96,6 +96,33 @@ T.test("mpi: without mpirun one process: rank 0 of 1, collectives return their a
   T.eq(out, "1\tfalse\n1\tfalse\n")
 end)
 
+-- What cannot travel between ranks is refused in one process too, with the
+-- message mpirun gives (a bcast of a function worked alone and failed only
+-- on a cluster), and mpi.map's arguments are checked alike ("attempt to
+-- call a nil value" for a missing fn; static = 2, NaN or true ran alone).
+T.test("mpi: one process refuses what mpirun cannot send, and mpi.map's bad arguments, with clear messages", function()
+  local SEND = "mpi: cannot send field '(value)': a function (values are nil, booleans, numbers, strings, tables and tensors)"
+  T.raises(function() mpi.bcast(print) end, SEND)
+  T.raises(function() mpi.gather(print) end, SEND)
+  T.raises(function() mpi.bcast({ a = { b = coroutine.create(print) } }) end, "mpi: cannot send field 'b': a thread")
+  T.raises(function() mpi.bcast(io.stdout) end, "mpi: cannot send field '(value)': a userdata")
+  T.raises(function() mpi.map(2, function() return print end) end, SEND)
+  T.eq(mpi.bcast({ x = srgeo.ones({ 2 }) }).x:get(1), 1.0, "tensors pass")
+  local out, code = mpirun(2, exe() .. [[ -e 'srgeo.mpi.bcast(print)']])
+  T.truthy(code ~= 0 and out:find(SEND, 1, true), "under mpirun: " .. out)
+  local id = function(i) return i end
+  T.raises(function() mpi.map(3, nil) end, "mpi.map: fn must be a function (called as fn(i) for i = 1..n), got nil")
+  for _, s in ipairs { 2, -0.5, 0 / 0, true, "0.5" } do
+    T.raises(function() mpi.map(3, id, { static = s }) end, "mpi.map: static must be a number in [0, 1]")
+  end
+  T.raises(function() mpi.map(3, id, { root_only = 1 }) end, "mpi.map: root_only must be a boolean")
+  T.raises(function() mpi.map(3, id, { on_result = 5 }) end, "mpi.map: on_result must be a function")
+  T.raises(function() mpi.map(3, id, 7) end, "mpi.map: opts must be a table")
+  local ok, err = pcall(mpi.map, 3, nil)
+  T.truthy(not ok and not tostring(err):find("mpi.lua", 1, true), "the error names the caller, not mpi.lua: " .. tostring(err))
+  T.eq(#mpi.map(3, id, { static = 1, root_only = false }), 3)
+end)
+
 T.test("mpi: values travel exactly (numbers bit for bit, integers, strings, nested tables, tensors)", function()
   local v = {
     1, 2.5, -0.0, 1 / 0, -1 / 0, math.maxinteger, math.mininteger, 0x1p-1074, 3.0, "a\0b", true, false,
