@@ -23,8 +23,9 @@
 -- unit as soon as it is complete); then every rank returns the list of all
 -- results in item order (opts.root_only: only rank 0 does; the others get
 -- nil).  The arguments, and results that could not travel between ranks,
--- are checked in one process too.  A map inside a map item runs on its rank alone.  A rank that
--- fails ends the whole job (Open MPI's MPI_ABORT message names it).
+-- are checked in one process too.  A map inside a map item runs on its
+-- rank alone.  A rank that fails ends the whole job (Open MPI's MPI_ABORT
+-- message names it).
 local srgeo = require "srgeo"
 local C = srgeo._mpi
 
