@@ -1,4 +1,5 @@
-/* fsutil.c - atomic writes (temp + fsync + rename). */
+/* fsutil.c - atomic writes (temp + fsync + rename), locks, and opening the
+ * files a user names without blocking on a FIFO. */
 #include "base/fsutil.h"
 
 #include <dirent.h>
@@ -138,21 +139,16 @@ int sr_tmp_clean(const char *dir, int *removed)
     return 0;
 }
 
-/* What a file of this mode is, for "PATH is a FIFO, not a regular file". */
-static const char *file_kind(mode_t m)
-{
-    return S_ISDIR(m)    ? "a directory"
-           : S_ISFIFO(m) ? "a FIFO"
-           : S_ISCHR(m)  ? "a character device"
-           : S_ISBLK(m)  ? "a block device"
-           : S_ISSOCK(m) ? "a socket"
-                         : "not a regular file";
-}
-
+/* "WHAT: PATH is a FIFO, not a regular file" (a directory, a device ...). */
 static int refuse_kind(const char *path, const char *what, mode_t m)
 {
-    const char *k = file_kind(m);
-    if (strcmp(k, "not a regular file") == 0)
+    const char *k = S_ISDIR(m)    ? "a directory"
+                    : S_ISFIFO(m) ? "a FIFO"
+                    : S_ISCHR(m)  ? "a character device"
+                    : S_ISBLK(m)  ? "a block device"
+                    : S_ISSOCK(m) ? "a socket"
+                                  : NULL;
+    if (!k)
         return sr_fail("%s: %s is not a regular file", what, path);
     return sr_fail("%s: %s is %s, not a regular file", what, path, k);
 }
