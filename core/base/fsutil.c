@@ -1,4 +1,5 @@
-/* fsutil.c - atomic writes (temp + fsync + rename). */
+/* fsutil.c - atomic writes (temp + fsync + rename), locks, and opening the
+ * files a user names without blocking on a FIFO. */
 #include "base/fsutil.h"
 
 #include <dirent.h>
@@ -136,6 +137,93 @@ int sr_tmp_clean(const char *dir, int *removed)
     }
     closedir(d);
     return 0;
+}
+
+/* "WHAT: PATH is a FIFO, not a regular file" (a directory, a device ...). */
+static int refuse_kind(const char *path, const char *what, mode_t m)
+{
+    const char *k = S_ISDIR(m)    ? "a directory"
+                    : S_ISFIFO(m) ? "a FIFO"
+                    : S_ISCHR(m)  ? "a character device"
+                    : S_ISBLK(m)  ? "a block device"
+                    : S_ISSOCK(m) ? "a socket"
+                                  : NULL;
+    if (!k)
+        return sr_fail("%s: %s is not a regular file", what, path);
+    return sr_fail("%s: %s is %s, not a regular file", what, path, k);
+}
+
+FILE *sr_fs_open_regular(const char *path, const char *what)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        sr_fail("%s %s: %s", what, path, strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        sr_fail("%s %s: %s", what, path, strerror(e));
+        return NULL;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        refuse_kind(path, what, st.st_mode);
+        return NULL;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    FILE *fp = fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0 ? NULL : fdopen(fd, "rb");
+    if (!fp) {
+        int e = errno;
+        close(fd);
+        sr_fail("%s %s: %s", what, path, strerror(e));
+    }
+    return fp;
+}
+
+static int same_file_state(const struct stat *a, const struct stat *b)
+{
+    return a->st_size == b->st_size && a->st_mtim.tv_sec == b->st_mtim.tv_sec &&
+           a->st_mtim.tv_nsec == b->st_mtim.tv_nsec && a->st_ctim.tv_sec == b->st_ctim.tv_sec &&
+           a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+}
+
+int sr_fs_hash_file(const char *path, const char *what, uint64_t *hash, struct stat *out)
+{
+    FILE *fp = sr_fs_open_regular(path, what);
+    if (!fp)
+        return -1;
+    struct stat before, after;
+    unsigned char buf[1 << 16];
+    uint64_t h = 0xcbf29ce484222325ull;
+    int rc = fstat(fileno(fp), &before) != 0 ? sr_fail("%s %s: %s", what, path, strerror(errno)) : 0;
+    size_t n;
+    while (!rc && (n = fread(buf, 1, sizeof buf, fp)) > 0) {
+        for (size_t i = 0; i < n; i++)
+            h = (h ^ buf[i]) * 0x100000001b3ull;
+        if (sr_interrupted())
+            rc = -1;
+    }
+    if (!rc && ferror(fp))
+        rc = sr_fail("%s %s: %s", what, path, strerror(errno));
+    if (!rc && (fstat(fileno(fp), &after) != 0 || !same_file_state(&before, &after)))
+        rc = sr_fail("%s %s: the file changed while it was read", what, path);
+    fclose(fp);
+    if (rc)
+        return -1;
+    *hash = h;
+    if (out)
+        *out = after;
+    return 0;
+}
+
+int sr_fs_check_regular(const char *path, const char *what)
+{
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return sr_fail("%s %s: %s", what, path, strerror(errno));
+    return S_ISREG(st.st_mode) ? 0 : refuse_kind(path, what, st.st_mode);
 }
 
 int sr_lock_file(const char *path, int wait)

@@ -1,11 +1,14 @@
 /* fsutil.h - atomic file writes: write to PATH.tmp.PID, fsync, rename over
  * PATH, so a crash never leaves a half-written result or checkpoint; the
  * temporaries a killed writer leaves are removed by sr_tmp_clean; advisory
- * locks on files (sr_lock_file). */
+ * locks on files (sr_lock_file); opening a file the user named for reading
+ * without blocking on a FIFO (sr_fs_open_regular). */
 #ifndef SR_FSUTIL_H
 #define SR_FSUTIL_H
 
+#include <stdint.h>
 #include <stdio.h>
+#include <sys/stat.h>
 
 typedef struct sr_atomic_file {
     FILE *fp;
@@ -32,5 +35,27 @@ int sr_tmp_clean(const char *dir, int *removed);
  * it) or waiting for it.  Returns the descriptor holding the lock (close it,
  * or exit, to release), or -1 with the error set. */
 int sr_lock_file(const char *path, int wait);
+
+/* Open path for reading ("rb") when it is a regular file (links followed);
+ * anything else fails at once with "WHAT: PATH is a FIFO, not a regular
+ * file" (a directory, a device, a socket likewise), and NULL.  A plain
+ * fopen of a FIFO blocks until a writer appears, forever when none does:
+ * the open is O_NONBLOCK, the check is on the opened descriptor (no race
+ * with a rename between a stat and the open), then the descriptor is made
+ * blocking again for ordinary reads.  what: the reader's name for errors
+ * ("npy", "safetensors", ...). */
+FILE *sr_fs_open_regular(const char *path, const char *what);
+
+/* FNV-1a 64 of a regular file's bytes (opened by sr_fs_open_regular): the
+ * content identity of a weight file in the unit cache, not a
+ * cryptographic hash.  *st (may be NULL) gets the opened file's status;
+ * a file that changes while it is read (size, mtime or ctime) fails, as
+ * does Ctrl-C.  0, or -1 with the error set. */
+int sr_fs_hash_file(const char *path, const char *what, uint64_t *hash, struct stat *st);
+
+/* The same check by name, for paths handed to a library that opens them
+ * itself: 0 for a regular file, else -1 with the same message (or the
+ * stat error). */
+int sr_fs_check_regular(const char *path, const char *what);
 
 #endif

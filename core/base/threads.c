@@ -3,6 +3,7 @@
 
 #include "base/error.h"
 
+#include <sched.h>
 #include <stdlib.h>
 #include <unistd.h>
 #ifdef _OPENMP
@@ -13,13 +14,27 @@ void openblas_set_num_threads(int);
 
 static int nthreads;
 
-static int default_threads(void)
+int sr_threads_cpus(void)
 {
-    const char *e = getenv("SRGEO_THREADS");
-    if (e && atoi(e) > 0)
-        return atoi(e);
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+        return CPU_COUNT(&set);
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n > 0 ? (int)n : 1;
+}
+
+int sr_threads_env(void)
+{
+    const char *e = getenv("SRGEO_THREADS");
+    return e && atoi(e) > 0 ? atoi(e) : 0;
+}
+
+/* SRGEO_THREADS, else the CPUs this process may run on; never more than
+ * those (sr_threads_cpus says why). */
+static int default_threads(void)
+{
+    int cpus = sr_threads_cpus(), e = sr_threads_env();
+    return e > 0 && e < cpus ? e : cpus;
 }
 
 void sr_threads_set(int n)

@@ -7,8 +7,19 @@
 #define SR_THREADS_H
 
 /* Set the thread count (>= 1); 0 means "the default" (SRGEO_THREADS or the
- * number of cores). */
+ * CPUs this process may run on, at most those).  n itself is taken as
+ * given (tests compare 1 and 2 threads on any machine): callers that take
+ * a user's count bound it by sr_threads_cpus(). */
 void sr_threads_set(int n);
+/* The CPUs this process may run on (its affinity mask, else the online
+ * CPUs).  More threads than these only wait for each other: OpenBLAS's
+ * pool busy-waits (sched_yield) for its slowest worker at every GEMM and
+ * OpenMP's for every loop, so 64 threads on 2 cores ran a small_resnet
+ * forward 11x slower than 2 (63 OpenMP + 55 OpenBLAS threads), and under
+ * load spun for minutes. */
+int sr_threads_cpus(void);
+/* SRGEO_THREADS as a positive count, or 0 when unset or not one. */
+int sr_threads_env(void);
 int sr_threads_get(void);
 /* OpenBLAS's own count alone: a kernel that runs one single-threaded GEMM
  * per OpenMP thread sets 1 around its parallel region, then restores

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "base/checked.h"
+#include "base/fsutil.h"
 
 #define CIFAR_PIXELS (SR_CIFAR_RECORD - 1)
 
@@ -15,10 +16,10 @@
 static int cifar_records(const char *path, int64_t *n)
 {
     struct stat st;
+    if (sr_fs_check_regular(path, "cifar"))
+        return -1;
     if (stat(path, &st) != 0)
         return sr_fail("cifar %s: %s", path, strerror(errno));
-    if (S_ISDIR(st.st_mode))
-        return sr_fail("cifar %s: is a directory", path);
     if (st.st_size == 0 || st.st_size % SR_CIFAR_RECORD != 0)
         return sr_fail("cifar %s: size %lld bytes is not a positive multiple of %d (1 label byte + "
                        "3072 pixel bytes per record; a CIFAR-10 batch is 30730000 bytes%s)",
@@ -64,11 +65,9 @@ int sr_cifar_load(const char *const *paths, int npaths, sr_u8images *images, int
     }
     int64_t at = 0;
     for (int i = 0; i < npaths; i++) {
-        fp = fopen(paths[i], "rb");
-        if (!fp) {
-            sr_fail("cifar %s: %s", paths[i], strerror(errno));
+        fp = sr_fs_open_regular(paths[i], "cifar");
+        if (!fp)
             goto done;
-        }
         setvbuf(fp, NULL, _IOFBF, 1 << 20);
         for (int64_t r = 0; r < counts[i]; r++, at++) {
             int c = fgetc(fp);

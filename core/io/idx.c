@@ -9,6 +9,7 @@
 #include <zlib.h>
 
 #include "base/checked.h"
+#include "base/fsutil.h"
 
 #define IDX_IMAGES 0x00000803u
 #define IDX_LABELS 0x00000801u
@@ -70,14 +71,15 @@ static int idx_open(idx_file *x, const char *path)
 {
     x->path = path;
     struct stat st;
-    if (stat(path, &st) != 0)
-        return sr_fail("idx %s: %s", path, strerror(errno));
-    if (S_ISDIR(st.st_mode))
-        return sr_fail("idx %s: is a directory", path);
-    x->fsize = st.st_size;
-    x->fp = fopen(path, "rb");
+    x->fp = sr_fs_open_regular(path, "idx");
     if (!x->fp)
+        return -1;
+    if (fstat(fileno(x->fp), &st) != 0) {
+        fclose(x->fp);
+        x->fp = NULL;
         return sr_fail("idx %s: %s", path, strerror(errno));
+    }
+    x->fsize = st.st_size;
     setvbuf(x->fp, NULL, _IOFBF, 1 << 18);
     size_t k = fread(x->in, 1, 2, x->fp);
     if (k == 2 && x->in[0] == 0x1f && x->in[1] == 0x8b) {

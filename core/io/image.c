@@ -99,13 +99,14 @@ static const char *vips_msg(char *buf, size_t n)
 static int read_file(const char *path, void **buf, size_t *len)
 {
     struct stat st;
-    if (stat(path, &st) != 0)
-        return sr_fail("image %s: %s", path, strerror(errno));
-    if (S_ISDIR(st.st_mode))
-        return sr_fail("image %s: is a directory", path);
-    FILE *fp = fopen(path, "rb");
+    FILE *fp = sr_fs_open_regular(path, "image");
     if (!fp)
-        return sr_fail("image %s: %s", path, strerror(errno));
+        return -1;
+    if (fstat(fileno(fp), &st) != 0) {
+        int e = errno;
+        fclose(fp);
+        return sr_fail("image %s: %s", path, strerror(e));
+    }
     size_t n = (size_t)st.st_size;
     if (n == 0) {
         fclose(fp);

@@ -81,16 +81,16 @@ static int parse_header(const char *path, const char *h, sr_dtype *dt, int *ndim
 
 int sr_npy_load(sr_tensor *out, const char *path)
 {
-    FILE *fp = fopen(path, "rb");
+    FILE *fp = sr_fs_open_regular(path, "npy");
     if (!fp)
-        return sr_fail("npy %s: %s", path, strerror(errno));
+        return -1;
     int rc = -1;
     unsigned char pre[12];
     char *header = NULL;
     sr_tensor t = SR_TENSOR_INIT;
     struct stat st;
-    if (fstat(fileno(fp), &st) != 0 || S_ISDIR(st.st_mode)) {
-        sr_fail("npy %s: %s", path, S_ISDIR(st.st_mode) ? "is a directory" : strerror(errno));
+    if (fstat(fileno(fp), &st) != 0) {
+        sr_fail("npy %s: %s", path, strerror(errno));
         goto done;
     }
     if (fread(pre, 1, 10, fp) != 10 || memcmp(pre, "\x93NUMPY", 6) != 0) {

@@ -15,6 +15,8 @@
 
 #include <onnx.pb-c.h>
 
+#include "base/fsutil.h"
+
 /* A model bigger than this is refused before reading (protobuf itself
  * cannot hold a message over 2 GB; external data may add more). */
 #define ONNX_MAX_FILE ((size_t)2 << 30)
@@ -521,14 +523,14 @@ int sr_onnx_parse(sr_onnx_model *m, const uint8_t *buf, size_t n, const char *di
 /* The whole file in memory (bounded). */
 static int slurp(const char *path, uint8_t **buf, size_t *n)
 {
-    FILE *f = fopen(path, "rb");
+    FILE *f = sr_fs_open_regular(path, "onnx");
     if (!f)
-        return sr_fail("onnx %s: cannot open: %s", path, strerror(errno));
+        return -1;
     struct stat st;
     int rc = 0;
     *buf = NULL;
-    if (fstat(fileno(f), &st) || !S_ISREG(st.st_mode))
-        rc = sr_fail("onnx %s: not a regular file", path);
+    if (fstat(fileno(f), &st))
+        rc = sr_fail("onnx %s: %s", path, strerror(errno));
     else if ((uint64_t)st.st_size > ONNX_MAX_FILE)
         rc = sr_fail("onnx %s: %lld bytes, more than protobuf's 2 GB (keep large weights as external data)", path,
                      (long long)st.st_size);

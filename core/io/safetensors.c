@@ -220,13 +220,15 @@ int sr_st_open_memory(sr_st_file *f, const void *buf, size_t size, const char *l
 int sr_st_open(sr_st_file *f, const char *path)
 {
     memset(f, 0, sizeof *f);
-    int fd = open(path, O_RDONLY);
-    if (fd < 0)
-        return sr_fail("safetensors %s: %s", path, strerror(errno));
+    FILE *fp = sr_fs_open_regular(path, "safetensors");
+    if (!fp)
+        return -1;
+    int fd = fileno(fp); /* mmap takes the descriptor */
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return sr_fail("safetensors %s: not a regular file", path);
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        fclose(fp);
+        return sr_fail("safetensors %s: %s", path, strerror(e));
     }
     f->path = strdup(path);
     f->size = (size_t)st.st_size;
@@ -234,14 +236,14 @@ int sr_st_open(sr_st_file *f, const char *path)
         void *m = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (m == MAP_FAILED) {
             int e = errno;
-            close(fd);
+            fclose(fp);
             sr_st_close(f);
             return sr_fail("safetensors %s: mmap: %s", path, strerror(e));
         }
         f->map = m;
         f->mapped = 1;
     }
-    close(fd);
+    fclose(fp);
     if (!f->path || parse(f)) {
         sr_st_close(f);
         return -1;

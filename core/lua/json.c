@@ -6,7 +6,9 @@
  * Reading is cJSON's (RFC 8259 strings, \u escapes with surrogate pairs;
  * a lone surrogate is an error), after a scan of our own that holds numbers
  * to RFC 8259's grammar (cJSON hands any prefix strtod accepts to strtod:
- * "1.", "01", "+1" would pass) and converts them exactly.  Writing is done
+ * "1.", "01", "+1" would pass) and converts them exactly, and decodes the
+ * strings holding \u0000 (cJSON's C strings end at the NUL; Lua strings
+ * hold it, and encode writes it so: "a\u0000b" round-trips).  Writing is done
  * here, to keep integers exact and the layout of srgeo's files.
  *
  * How Lua values map:
@@ -107,20 +109,87 @@ static int decode_error(lua_State *L, const char *what, const char *s, const cha
     return luaL_error(L, "json.decode: %s at byte %d", what, (int)(at - s) + 1);
 }
 
+static int hex4(const char *s, unsigned *v)
+{
+    *v = 0;
+    for (int i = 0; i < 4; i++) {
+        char c = s[i];
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (d < 0)
+            return 0;
+        *v = *v << 4 | (unsigned)d;
+    }
+    return 1;
+}
+
+/* Push the string literal body s[0..n) (between its quotes) decoded, NULs
+ * and all; 0 (nothing pushed) when an escape is malformed: cJSON's parse
+ * then fails and names the error. */
+static int push_decoded(lua_State *L, const char *s, size_t n)
+{
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] != '\\') {
+            luaL_addchar(&b, s[i]);
+            continue;
+        }
+        if (++i >= n)
+            goto bad;
+        static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
+        const char *simple = s[i] ? strchr(from, s[i]) : NULL;
+        if (simple) {
+            luaL_addchar(&b, to[simple - from]);
+            continue;
+        }
+        unsigned cp, lo;
+        if (s[i] != 'u' || i + 4 >= n || !hex4(s + i + 1, &cp))
+            goto bad;
+        i += 4;
+        if (cp >= 0xD800 && cp <= 0xDBFF) { /* a surrogate pair */
+            if (i + 6 >= n || s[i + 1] != '\\' || s[i + 2] != 'u' || !hex4(s + i + 3, &lo) || lo < 0xDC00 ||
+                lo > 0xDFFF)
+                goto bad;
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+            i += 6;
+        } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
+            goto bad;
+        }
+        char u[4];
+        int k = cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
+        static const unsigned char lead[] = {0, 0, 0xC0, 0xE0, 0xF0};
+        for (int j = k - 1; j > 0; j--, cp >>= 6)
+            u[j] = (char)(0x80 | (cp & 0x3F));
+        u[0] = (char)(lead[k] | cp);
+        luaL_addlstring(&b, u, (size_t)k);
+    }
+    luaL_pushresult(&b);
+    return 1;
+bad:
+    luaL_pushresult(&b);
+    lua_pop(L, 1);
+    return 0;
+}
+
 /* Check the text's numbers and UTF-8, and push a table of the numbers'
- * values in document order (cJSON's tree lists them in the same order). */
+ * values in document order (cJSON's tree lists them in the same order),
+ * then a table of the strings (keys and values) in document order: false,
+ * or the decoded string when it holds \u0000. */
 static void scan(lua_State *L, const char *s, size_t len)
 {
     lua_newtable(L);
-    lua_Integer k = 0;
+    lua_newtable(L);
+    lua_Integer k = 0, ks = 0;
     char tok[512];
     for (size_t i = 0; i < len;) {
         unsigned char c = (unsigned char)s[i];
         if (c == '"') {
+            size_t start = i + 1;
+            int nul = 0;
             for (i++; i < len && s[i] != '"'; i++) {
                 if (s[i] == '\\') {
                     if (i + 5 < len && memcmp(s + i, "\\u0000", 6) == 0)
-                        decode_error(L, "\\u0000 in a string (not representable here)", s, s + i);
+                        nul = 1;
                     i++;
                 } else if ((unsigned char)s[i] < 0x20) {
                     decode_error(L, "a control character in a string (RFC 8259 wants it escaped)", s, s + i);
@@ -131,6 +200,9 @@ static void scan(lua_State *L, const char *s, size_t len)
                     i += n - 1;
                 }
             }
+            if (!(nul && i <= len && push_decoded(L, s + start, i - start)))
+                lua_pushboolean(L, 0);
+            lua_rawseti(L, -2, ++ks);
             i++;
         } else if (c == '-' || (c >= '0' && c <= '9') || c == '+' || c == '.') {
             size_t j = i;
@@ -150,7 +222,7 @@ static void scan(lua_State *L, const char *s, size_t len)
                 lua_pushinteger(L, (lua_Integer)v);
             else
                 lua_pushnumber(L, strtod(tok, &end)); /* past int64: a float, as JSON readers do */
-            lua_rawseti(L, -2, ++k);
+            lua_rawseti(L, -3, ++k);
             i = j;
         } else if (c >= 0x80) {
             decode_error(L, "invalid character outside a string", s, s + i);
@@ -170,17 +242,29 @@ static int tree_gc(lua_State *L)
     return 0;
 }
 
+/* Push string number *ks + 1 of the document: the one scan decoded, else
+ * cJSON's. */
+static void push_string(lua_State *L, int strs, lua_Integer *ks, const char *cjson)
+{
+    if (lua_rawgeti(L, strs, ++*ks) != LUA_TSTRING) {
+        lua_pop(L, 1);
+        lua_pushstring(L, cjson);
+    }
+}
+
 /* Push the Lua value of item; nums (an absolute index) holds the numbers,
- * *k counts those used. */
+ * *k counts those used; strs the strings scan decoded (nums + 1), *ks
+ * counts the strings passed. */
 static void push_item(lua_State *L, const cJSON *item, int nums, lua_Integer *k, int depth)
 {
+    lua_Integer *ks = k + 1;
     luaL_checkstack(L, 4, "json.decode: nested too deep");
     if (depth > MAX_DEPTH)
         luaL_error(L, "json.decode: nested deeper than %d", MAX_DEPTH);
     if (cJSON_IsNumber(item)) {
         lua_rawgeti(L, nums, ++*k);
     } else if (cJSON_IsString(item)) {
-        lua_pushstring(L, item->valuestring);
+        push_string(L, nums + 1, ks, item->valuestring);
     } else if (cJSON_IsTrue(item) || cJSON_IsFalse(item)) {
         lua_pushboolean(L, cJSON_IsTrue(item));
     } else if (cJSON_IsArray(item)) {
@@ -197,10 +281,13 @@ static void push_item(lua_State *L, const cJSON *item, int nums, lua_Integer *k,
     } else if (cJSON_IsObject(item)) {
         lua_createtable(L, 0, cJSON_GetArraySize(item));
         for (const cJSON *c = item->child; c; c = c->next) {
-            if (cJSON_IsNull(c))
+            push_string(L, nums + 1, ks, c->string); /* the key, before its value in the text */
+            if (cJSON_IsNull(c)) {
+                lua_pop(L, 1);
                 continue;
+            }
             push_item(L, c, nums, k, depth + 1);
-            lua_setfield(L, -2, c->string);
+            lua_rawset(L, -3);
         }
     } else {
         lua_pushnil(L); /* null */
@@ -227,7 +314,7 @@ static int l_decode(lua_State *L)
     if (memchr(s, '\0', len))
         return decode_error(L, "NUL byte", s, memchr(s, '\0', len));
     scan(L, s, len);
-    int nums = lua_gettop(L);
+    int nums = lua_gettop(L) - 1; /* the numbers, then the strings */
     cJSON **box = lua_newuserdatauv(L, sizeof *box, 0);
     *box = NULL;
     luaL_setmetatable(L, TREE_MT);
@@ -244,8 +331,8 @@ static int l_decode(lua_State *L)
             what = "invalid string (a bad escape, a lone UTF-16 surrogate or a control character)";
         return decode_error(L, what, s, at);
     }
-    lua_Integer k = 0;
-    push_item(L, *box, nums, &k, 0);
+    lua_Integer k[2] = {0, 0}; /* numbers, strings passed */
+    push_item(L, *box, nums, k, 0);
     cJSON_Delete(*box);
     *box = NULL;
     return 1;

@@ -13,20 +13,26 @@
  *
  * Threads.  Under mpirun a rank's default thread count is the cores it
  * may run on: its CPU affinity when the launcher bound it, else the
- * node's cores shared by the ranks on the node (SRGEO_THREADS and
- * srgeo.threads override).
+ * node's cores shared by the ranks on the node (SRGEO_THREADS overrides).
+ * Results depend on the thread count (GEMM blocking, reduction order), and
+ * images go to whichever rank asks first, so ranks with different counts
+ * gave a profile matching no single run (and differing between two
+ * identical jobs): at start-up the ranks agree on the smallest count, and
+ * rank 0 says so when they differed.  srgeo.threads(n) afterwards sets n
+ * on the rank that calls it: call it on every rank alike.
  *
  * Values.  bcast, gather and the hand-out send Lua values through pack:
  * nil, booleans, integers and floats (bit-exact, subtype kept), strings,
  * tables (keys and values of these kinds; metatables are not sent) and
  * tensors (dtype, shape, data).  Functions and other userdata raise an
- * error naming the field.  Ranks are assumed to share byte order.
+ * error naming the field, in one process too (nothing travels there, but a
+ * script that works alone must not fail first on a cluster).  Ranks are assumed to share byte order.
  *
  *   srgeo._mpi.rank(), .size(), .local_size(), .active(), .dynamic()
  *   .barrier()  .bcast(v [, root])  .gather(v [, root]) -> list on root
  *   .allreduce(x [, "sum"|"max"|"min"]) -> number or new tensor
  *   .bcast_tensors(module or {name = tensor} [, root])   (in place)
- *   .pack(v) -> string, .unpack(s) -> v
+ *   .pack(v) -> string, .unpack(s) -> v, .check(v) -> v (or pack's error)
  *   .serve_begin(first, last), .serve_next() -> i|nil, .serve_put(i, v),
  *   .serve_take(wait) -> i, v (rank 0), .serve_end()   (see core/mpi/comm.h) */
 #include <dlfcn.h>
@@ -80,9 +86,10 @@ static box *box_new(lua_State *L)
     return b;
 }
 
+/* b NULL: only check that the value can travel (pack_check). */
 static void box_add(lua_State *L, box *b, const void *s, size_t n)
 {
-    if (n == 0)
+    if (n == 0 || !b)
         return;
     if (b->n + n > b->cap) {
         size_t cap = b->cap ? b->cap : 256;
@@ -257,6 +264,11 @@ static box *pack_value(lua_State *L, int idx)
     return b;
 }
 
+/* Raise the error pack would for the value at idx, copying nothing: one
+ * process refuses what mpirun could not send (a bcast of a function worked
+ * alone and failed only on a cluster). */
+static void pack_check(lua_State *L, int idx) { pack(L, NULL, lua_absindex(L, idx), 0, "(value)"); }
+
 static void unpack_value(lua_State *L, const void *s, size_t n)
 {
     reader r = {s, (const char *)s + n};
@@ -270,6 +282,16 @@ static int l_pack(lua_State *L)
     luaL_checkany(L, 1);
     box *b = pack_value(L, 1);
     lua_pushlstring(L, b->p, b->n);
+    return 1;
+}
+
+/* check(v): v, or the error sending it would raise (mpi.map's results in
+ * one process). */
+static int l_check(lua_State *L)
+{
+    luaL_checkany(L, 1);
+    lua_settop(L, 1);
+    pack_check(L, 1);
     return 1;
 }
 
@@ -333,8 +355,10 @@ static int l_bcast(lua_State *L)
 {
     int root = check_root(L, 2);
     lua_settop(L, 1);
-    if (!comm)
+    if (!comm) {
+        pack_check(L, 1);
         return 1;
+    }
     int64_t len = 0;
     box *b = NULL;
     if (world_rank == root) {
@@ -366,6 +390,7 @@ static int l_gather(lua_State *L)
     int root = check_root(L, 2);
     lua_settop(L, 1);
     if (!comm) {
+        pack_check(L, 1);
         lua_createtable(L, 1, 0);
         lua_pushvalue(L, 1);
         lua_rawseti(L, -2, 1);
@@ -703,9 +728,18 @@ static void start(lua_State *L)
         dlopen(self.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
     on_exit(at_exit, NULL);
     signal(SIGTERM, on_term);
-    const char *t = getenv("SRGEO_THREADS");
-    if (!(t && atoi(t) > 0))
+    if (!sr_threads_env())
         sr_threads_set(rank_threads());
+    int64_t lo = sr_threads_get(), hi = lo;
+    if (api->allreduce(&lo, 1, SR_COMM_I64, SR_COMM_MIN) || api->allreduce(&hi, 1, SR_COMM_I64, SR_COMM_MAX))
+        luaL_error(L, "srgeo: %s", api->error());
+    if (lo != hi) {
+        sr_threads_set((int)lo);
+        if (world_rank == 0)
+            fprintf(stderr, "srgeo: the ranks' thread counts differ (%lld to %lld); every rank uses %lld, so results "
+                            "match one process with SRGEO_THREADS=%lld\n", (long long)lo, (long long)hi,
+                    (long long)lo, (long long)lo);
+    }
 }
 
 static const luaL_Reg funcs[] = {
@@ -720,6 +754,7 @@ static const luaL_Reg funcs[] = {
     {"allreduce", l_allreduce},
     {"bcast_tensors", l_bcast_tensors},
     {"pack", l_pack},
+    {"check", l_check},
     {"unpack", l_unpack},
     {"serve_begin", l_serve_begin},
     {"serve_next", l_serve_next},

@@ -15,6 +15,7 @@
 
 #include "base/blas.h"
 #include "base/cpu.h"
+#include "base/fsutil.h"
 #include "base/rng.h"
 #include "base/threads.h"
 #include "lua/aux.h"
@@ -25,12 +26,25 @@
 #define SRGEO_VERSION "0.1.0"
 #endif
 
+/* A count beyond the CPUs this process may run on is clamped to them, with
+ * a notice (core/base/threads.h: oversubscribed threads spin waiting for
+ * each other; 64 on a 2-core machine stalled for minutes). */
+static int bounded_threads(int n, const char *asked)
+{
+    int cpus = sr_threads_cpus();
+    if (n <= cpus)
+        return n;
+    fprintf(stderr, "srgeo: %s asks for %d threads, but this process may run on %d CPU%s: using %d (more "
+                    "threads only wait for each other)\n", asked, n, cpus, cpus == 1 ? "" : "s", cpus);
+    return cpus;
+}
+
 static int l_threads(lua_State *L)
 {
     if (!lua_isnoneornil(L, 1)) {
         lua_Integer n = luaL_checkinteger(L, 1);
         luaL_argcheck(L, n >= 0 && n <= 1024, 1, "thread count must be in 0..1024 (0 = default)");
-        sr_threads_set((int)n);
+        sr_threads_set(n > 0 ? bounded_threads((int)n, "srgeo.threads") : 0);
     }
     lua_pushinteger(L, sr_threads_get());
     return 1;
@@ -71,10 +85,41 @@ static int l_clock(lua_State *L)
     return 1;
 }
 
-/* srgeo._stat(path) -> {size=, mtime=, mtime_nsec=, dir=} or nil, message
- * (mtime in whole seconds, mtime_nsec the nanoseconds within it; links
- * followed): a file's identity for the experiment and dataset caches,
- * without a shell. */
+/* srgeo._stat(path) -> {size=, mtime=, mtime_nsec=, ctime=, ctime_nsec=,
+ * dev=, ino=, dir=, kind=} or nil, message (times in whole seconds and the
+ * nanoseconds within them; links followed; kind "file", "directory",
+ * "FIFO", "socket", "character device" or "block device"): a file's
+ * identity for the experiment and dataset caches, and whether reading it
+ * could block, without a shell. */
+static void push_stat(lua_State *L, const struct stat *st)
+{
+    lua_createtable(L, 0, 10);
+    lua_pushinteger(L, (lua_Integer)st->st_size);
+    lua_setfield(L, -2, "size");
+    lua_pushinteger(L, (lua_Integer)st->st_mtim.tv_sec);
+    lua_setfield(L, -2, "mtime");
+    lua_pushinteger(L, (lua_Integer)st->st_mtim.tv_nsec);
+    lua_setfield(L, -2, "mtime_nsec");
+    lua_pushinteger(L, (lua_Integer)st->st_ctim.tv_sec);
+    lua_setfield(L, -2, "ctime");
+    lua_pushinteger(L, (lua_Integer)st->st_ctim.tv_nsec);
+    lua_setfield(L, -2, "ctime_nsec");
+    lua_pushinteger(L, (lua_Integer)st->st_dev);
+    lua_setfield(L, -2, "dev");
+    lua_pushinteger(L, (lua_Integer)st->st_ino);
+    lua_setfield(L, -2, "ino");
+    lua_pushboolean(L, S_ISDIR(st->st_mode));
+    lua_setfield(L, -2, "dir");
+    lua_pushstring(L, S_ISREG(st->st_mode)    ? "file"
+                      : S_ISDIR(st->st_mode)  ? "directory"
+                      : S_ISFIFO(st->st_mode) ? "FIFO"
+                      : S_ISSOCK(st->st_mode) ? "socket"
+                      : S_ISCHR(st->st_mode)  ? "character device"
+                      : S_ISBLK(st->st_mode)  ? "block device"
+                                              : "other");
+    lua_setfield(L, -2, "kind");
+}
+
 static int l_stat(lua_State *L)
 {
     const char *path = sr_lua_check_cstring(L, 1, "_stat");
@@ -84,16 +129,26 @@ static int l_stat(lua_State *L)
         lua_pushfstring(L, "%s: %s", path, strerror(errno));
         return 2;
     }
-    lua_createtable(L, 0, 4);
-    lua_pushinteger(L, (lua_Integer)st.st_size);
-    lua_setfield(L, -2, "size");
-    lua_pushinteger(L, (lua_Integer)st.st_mtim.tv_sec);
-    lua_setfield(L, -2, "mtime");
-    lua_pushinteger(L, (lua_Integer)st.st_mtim.tv_nsec);
-    lua_setfield(L, -2, "mtime_nsec");
-    lua_pushboolean(L, S_ISDIR(st.st_mode));
-    lua_setfield(L, -2, "dir");
+    push_stat(L, &st);
     return 1;
+}
+
+/* srgeo._file_hash(path) -> FNV-1a 64 of the file's bytes as 16 hex digits,
+ * and the _stat table of the file read (unchanged while it was read): the
+ * content identity of a weight file in the unit cache (lua/srgeo/cache.lua),
+ * which keeps it by that status so big files are not read on every run. */
+static int l_file_hash(lua_State *L)
+{
+    const char *path = sr_lua_check_cstring(L, 1, "_file_hash");
+    uint64_t h;
+    struct stat st;
+    if (sr_fs_hash_file(path, "hash", &h, &st))
+        return sr_lua_fail(L);
+    char hex[20];
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)h);
+    lua_pushstring(L, hex);
+    push_stat(L, &st);
+    return 2;
 }
 
 /* The library root: the folder holding lua/srgeo/init.lua and beside it
@@ -237,11 +292,15 @@ static const luaL_Reg srgeo_funcs[] = {
     {"_isatty", l_isatty},
     {"_clock", l_clock},
     {"_stat", l_stat},
+    {"_file_hash", l_file_hash},
     {NULL, NULL},
 };
 
 int luaopen_srgeo(lua_State *L)
 {
+    static int told; /* once per process, not per Lua state */
+    if (!told++ && sr_threads_env() > 0)
+        bounded_threads(sr_threads_env(), "SRGEO_THREADS");
     sr_threads_init();
     sr_blas_warn_once();
     luaL_newlib(L, srgeo_funcs);

@@ -2,8 +2,8 @@
 --
 -- A unit is one profile: model × evaluation set × estimator options × tap.
 -- Its identity is its description (cache.unit: the model by where its
--- weights come from, a file by size and modification time; the evaluation
--- set's key; the resolved options; srgeo's version), and its files live in
+-- weights come from, a file by its path and the FNV-1a 64 of its bytes; the
+-- evaluation set's key; the resolved options; srgeo's version), and its files live in
 -- one folder DIR (a script's OUT/units) under one name KEY (cache.key: model
 -- label, config, evaluation set, tap, made safe for a file system):
 --
@@ -18,6 +18,10 @@
 --   DIR/KEY.lock          the unit's advisory lock (flock): one process
 --                         computes a unit at a time; left in place (removing
 --                         a lock file others may be waiting on would race)
+--   DIR/file-hashes.json  the weight files' hashes by device, inode, size,
+--                         mtime and ctime (nanoseconds), so an unchanged
+--                         file is not read again on the next run (a file
+--                         rewritten in any way has a new ctime)
 --
 -- A rerun with the same description reuses a complete unit and resumes an
 -- unfinished one (byte-identical results: images are seeded by index);
@@ -26,7 +30,7 @@
 -- whoever takes its lock first, the others use its result.
 --
 --   local files = cache.files(dir, key)
---   local unit = cache.unit(ms, es, popts, seed)
+--   local unit = cache.unit(ms, es, popts, seed, dir)
 --   local p, changed = cache.lookup(files, unit)   -- p: the cached profile, or nil
 --   local lock = cache.lock(files [, wait])        -- nil, message when another process holds it
 --   local resume = cache.resume(files, unit)       -- the finished images of an unfinished unit
@@ -39,25 +43,64 @@ local spec = require "srgeo.spec"
 
 local C = {}
 
---- A file's identity for the cache: "SIZE MTIME" (following links), or "?"
---- when it cannot be read.
-function C.file_id(path)
+-- A file's status as a key: what changes whenever its bytes may have
+-- (content written, copied over, renamed onto: a new ctime or inode, which
+-- no user can set back, unlike the mtime `touch -d` or `cp -p` set).
+local function status_key(st)
+  return string.format("%d:%d:%d:%d.%09d:%d.%09d", st.dev, st.ino, st.size, st.mtime, st.mtime_nsec, st.ctime,
+    st.ctime_nsec)
+end
+
+local HASHES = "file-hashes.json"
+local MAX_HASHES = 4096 -- the book starts afresh beyond this (each entry is one hash of a file)
+local hashes = {} -- this process's: status key -> hash
+
+--- A file's identity for the cache: "fnv1a64:HASH" of its bytes (following
+--- links), or "?" when it cannot be read.  Identity by content: two
+--- different weight files with the same size and mtime (1 s on many file
+--- systems, or set by `touch -d`, `cp -p`) once shared their units.  The
+--- hash is kept by the file's status in this process and, given dir (a
+--- unit folder), in DIR/file-hashes.json across runs.
+function C.file_id(path, dir)
   local st = srgeo._stat(path)
-  if not st then return "?" end
-  return string.format("%d %d", st.size, st.mtime)
+  if not st or st.kind ~= "file" then return "?" end
+  local key = status_key(st)
+  local book, bpath
+  if not hashes[key] and dir then
+    bpath = dir .. "/" .. HASHES
+    local ok, b = pcall(json.decode, util.try_read(bpath) or "{}")
+    book = ok and type(b) == "table" and b or {}
+    if type(book[key]) == "string" and book[key]:match("^%x+$") then hashes[key] = book[key] end
+  end
+  if not hashes[key] then
+    local ok, h, st2 = pcall(srgeo._file_hash, path)
+    if not ok then return "?" end
+    key = status_key(st2)
+    hashes[key] = h
+    if book then
+      local n = 0
+      for _ in pairs(book) do n = n + 1 end
+      if n >= MAX_HASHES then book = {} end
+      book[key] = h
+      util.mkdir(dir)
+      pcall(util.write_atomic, bpath, json.encode(book, { indent = true }) .. "\n")
+    end
+  end
+  return "fnv1a64:" .. hashes[key]
 end
 
 --- The cache identity of a model spec: where its weights come from (a file
 --- with its identity, or an architecture with its config), and the init seed
---- of an @init twin.
-function C.model_key(ms, seed)
+--- of an @init twin.  dir: the unit folder whose file-hashes.json keeps the
+--- weight files' hashes (C.file_id).
+function C.model_key(ms, seed, dir)
   ms = spec.parse_model(ms)
   local key
   local path = spec.weights_path(ms)
   if ms.path then
-    key = "file:" .. ms.path .. "#" .. C.file_id(ms.path)
+    key = "file:" .. ms.path .. "#" .. C.file_id(ms.path, dir)
   elseif path then
-    key = "shipped:" .. ms.name .. "#" .. C.file_id(path)
+    key = "shipped:" .. ms.name .. "#" .. C.file_id(path, dir)
   else
     key = "arch:" .. ms.name .. (ms.cfg and json.encode(ms.cfg) or "")
   end
@@ -73,10 +116,11 @@ function C.key(ms, es, tap)
   return sanitize(ms.label .. (ms.cfg and json.encode(ms.cfg) or "") .. "__" .. es.key .. (tap and "__" .. tap or ""))
 end
 
---- What a unit computes: the description compared on reuse.
-function C.unit(ms, es, popts, seed)
+--- What a unit computes: the description compared on reuse.  dir: the unit
+--- folder (keeps the weight files' hashes, C.file_id).
+function C.unit(ms, es, popts, seed, dir)
   -- format 2: profiles carry their shape test, range and estimator (older units recompute)
-  return { format = "srgeo.unit/2", model = C.model_key(ms, seed), eval = es.key, profile = popts,
+  return { format = "srgeo.unit/2", model = C.model_key(ms, seed, dir), eval = es.key, profile = popts,
            version = srgeo.version }
 end
 

@@ -195,7 +195,7 @@ function Ex:unit(mspec, espec, extra)
   local rec = { key = key, label = label, model = ms.spec, model_label = ms.label, eval = es.key,
                 eval_label = extra.eval_label or es.label, tap = popts.tap, json = files.json, csv = files.csv }
   return { ms = ms, es = es, popts = popts, label = label, files = files, rec = rec,
-           desc = cache.unit(ms, es, popts, self.seed) }
+           desc = cache.unit(ms, es, popts, self.seed, self.out .. "/units") }
 end
 
 -- The unit's profile from the cache (nil when it must be computed).

@@ -188,9 +188,11 @@ process with the same seed and threads per process; a rerun resumes from the uni
   mpi = srgeo.mpi      mpi.rank()  mpi.size()  mpi.root()  mpi.active()  mpi.barrier()
   v = mpi.bcast(v [, root])   list = mpi.gather(v [, root])   x = mpi.allreduce(x [, "sum"|"max"|"min"])
   results = mpi.map(n, function(i) ... end [, {on_result = f, static = 0.5, root_only = false}])
-Values travel exactly (numbers, strings, tables, tensors; not functions).  Without mpirun: rank 0 of 1,
+Values travel exactly (numbers, strings, tables, tensors; functions and other userdata are refused,
+in one process too).  Without mpirun: rank 0 of 1,
 the collectives return their argument and MPI is never loaded.  Threads per rank: the cores the rank
-may use (SRGEO_THREADS overrides); SRGEO_MPI=0 keeps a launched process alone.]]
+may use (SRGEO_THREADS overrides); ranks asking for different counts all use the smallest (rank 0 says
+so), as results depend on it; SRGEO_MPI=0 keeps a launched process alone.]]
 
 TEXT.shell = [[
 srgeo shell: Lua 5.4 with the srgeo library as the global 'srgeo'.
@@ -199,7 +201,8 @@ srgeo shell: Lua 5.4 with the srgeo library as the global 'srgeo'.
   Ctrl-C stops a running computation (a profile keeps the images done); Ctrl-D or os.exit() quits
   srgeo FILE.lua [args] (args in arg and ...)   srgeo -e 'chunk'   srgeo -i FILE.lua   srgeo --version
   srgeo NAME [args] runs scripts/NAME.lua (srgeo bump --help); srgeo --help lists them
-  srgeo.threads(n) or SRGEO_THREADS sets the thread count; SRGEO_ROOT the library root
+  srgeo.threads(n) or SRGEO_THREADS sets the thread count (at most the CPUs srgeo may run on: more is
+  clamped with a notice); SRGEO_ROOT the library root
   srgeo.config(): the CPU, its vector features, the BLAS kernels in use (cfg.summary), threads, OpenMP
   help(x) for any library table or function; srgeo.examples() lists the scripts]]
 

@@ -22,8 +22,10 @@
 -- computed; opts.on_result(i, v) runs there, in arrival order (cache a
 -- unit as soon as it is complete); then every rank returns the list of all
 -- results in item order (opts.root_only: only rank 0 does; the others get
--- nil).  A map inside a map item runs on its rank alone.  A rank that
--- fails ends the whole job (Open MPI's MPI_ABORT message names it).
+-- nil).  The arguments, and results that could not travel between ranks,
+-- are checked in one process too.  A map inside a map item runs on its
+-- rank alone.  A rank that fails ends the whole job (Open MPI's MPI_ABORT
+-- message names it).
 local srgeo = require "srgeo"
 local C = srgeo._mpi
 
@@ -43,10 +45,33 @@ local busy = false -- inside a map item: nested maps run locally
 local function local_map(n, fn, opts)
   local out = {}
   for i = 1, n do
-    out[i] = fn(i)
+    out[i] = C.check(fn(i)) -- what could not travel between ranks fails alone too
     if opts.on_result then opts.on_result(i, out[i]) end
   end
   return out
+end
+
+local function callable(f)
+  local mt = getmetatable(f)
+  return type(f) == "function" or (type(mt) == "table" and mt.__call ~= nil)
+end
+
+-- The arguments of mpi.map, checked alike in one process and under mpirun.
+local function check_map(n, fn, opts)
+  local function bad(fmt, ...) error("mpi.map: " .. string.format(fmt, ...), 4) end
+  if math.type(n) ~= "integer" or n < 0 then bad("n must be a non-negative integer, got %s", tostring(n)) end
+  if not callable(fn) then bad("fn must be a function (called as fn(i) for i = 1..n), got %s", type(fn)) end
+  if type(opts) ~= "table" then bad("opts must be a table, got %s", type(opts)) end
+  local s = opts.static
+  if s ~= nil and not (type(s) == "number" and s >= 0 and s <= 1) then
+    bad("static must be a number in [0, 1] (the fraction of items handed out in turn), got %s", tostring(s))
+  end
+  if opts.root_only ~= nil and type(opts.root_only) ~= "boolean" then
+    bad("root_only must be a boolean, got %s", tostring(opts.root_only))
+  end
+  if opts.on_result ~= nil and not callable(opts.on_result) then
+    bad("on_result must be a function, got %s", type(opts.on_result))
+  end
 end
 
 --- mpi.map(n, fn [, opts]) -> results: fn(i) for i = 1..n over the ranks
@@ -55,12 +80,11 @@ end
 --- arrives; every rank returns all n results in order (opts.root_only:
 --- rank 0 only).  fn(i) must return a value srgeo.mpi can send.
 function M.map(n, fn, opts)
-  opts = opts or {}
-  if math.type(n) ~= "integer" or n < 0 then error("mpi.map: n must be a non-negative integer, got " .. tostring(n), 2) end
+  if opts == nil then opts = {} end
+  check_map(n, fn, opts)
   local size, rank = C.size(), C.rank()
   if size == 1 or busy then return local_map(n, fn, opts) end
   local frac = opts.static or 0.5
-  if not (frac >= 0 and frac <= 1) then error("mpi.map: static must be in [0, 1], got " .. tostring(frac), 2) end
   if not C.dynamic() then frac = 1 end
   local nstatic = math.floor(n * frac / size) * size
   if frac == 1 then nstatic = n end

@@ -51,8 +51,22 @@ function M.tmp_name(path)
   return path .. ".tmp." .. tostring(os.time()) .. tostring(math.random(1 << 30))
 end
 
---- A file's contents, or nil and the reason when it cannot be opened.
+-- "PATH is a FIFO, not a regular file" when opening path could block (a
+-- FIFO without a writer blocks io.open forever; a device or socket is no
+-- file a user means), else nil.  Needs the srgeo module (stock Lua: nil).
+local function blocking_kind(path)
+  local ok, srgeo = pcall(require, "srgeo")
+  local st = ok and type(srgeo) == "table" and srgeo._stat and srgeo._stat(path)
+  if st and st.kind ~= "file" and st.kind ~= "directory" then
+    return string.format("%s is %s %s, not a regular file", path, st.kind:match("^[aeiou]") and "an" or "a", st.kind)
+  end
+end
+
+--- A file's contents, or nil and the reason when it cannot be opened (or is
+--- a FIFO, a device or a socket: never blocks on one).
 function M.try_read(path)
+  local bad = blocking_kind(path)
+  if bad then return nil, bad end
   local f, err = io.open(path, "rb")
   if not f then return nil, err end
   local s = f:read("a")
@@ -67,8 +81,10 @@ function M.read_file(path)
   return s
 end
 
---- Can `path` be opened for reading?
+--- Can `path` be opened for reading?  (A FIFO, device or socket counts as
+--- existing without being opened: reading it fails in M.try_read.)
 function M.exists(path)
+  if blocking_kind(path) then return true end
   local f = io.open(path, "rb")
   if f then f:close() return true end
   return false

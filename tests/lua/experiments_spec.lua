@@ -259,8 +259,9 @@ T.test("cache: srgeo._stat gives a file's identity without a shell", function()
   T.eq(srgeo._stat(f.ship).dir, true)
   local none, err = srgeo._stat(f.ship .. "/nope.safetensors")
   T.eq(none, nil); T.truthy(err:find("nope.safetensors", 1, true), err)
-  T.eq(cache.file_id(path), st.size .. " " .. st.mtime)
+  T.eq(cache.file_id(path), "fnv1a64:" .. srgeo._file_hash(path))
   T.eq(cache.file_id(f.ship .. "/nope.safetensors"), "?")
+  T.eq(cache.file_id(f.ship), "?", "a folder")
 end)
 
 T.test("cache: model keys name where the weights come from", function()
@@ -350,6 +351,60 @@ end)
 -- scripts end to end
 
 local function out_dir(name) return ROOT .. "/out/" .. name end
+
+-- Two different weight files with the same size and mtime, one after the
+-- other at the same path (copied in place, then `touch -d`): the second is
+-- recomputed and results.json names its weights.  Units were identified by
+-- size and mtime (1 s), and this run said "0 computed, 1 cached" and kept
+-- the old weights' hash.  An unchanged file's hash comes from
+-- units/file-hashes.json (kept by inode, size, mtime and ctime), not read again.
+T.test("cache: different weights with the same size and mtime are a new unit (identity by content)", function()
+  local f = setup()
+  local out = out_dir("samesize")
+  os.execute("rm -rf " .. out .. " && mkdir -p " .. out)
+  local w = out .. "/w.safetensors"
+  local a, b = read(f.ship .. "/tiny.safetensors"), read(f.ship .. "/tiny_random_labels.safetensors")
+  T.eq(#a, #b, "two checkpoints of one architecture")
+  T.truthy(a ~= b)
+  local function put(bytes)
+    local fh = assert(io.open(w, "r+b") or io.open(w, "wb")) -- in place: the same inode
+    fh:write(bytes); fh:close()
+    T.eq(os.execute("touch -d '2020-01-02 03:04:05' " .. w), true)
+  end
+  local function weights()
+    local r = json.decode(read(out .. "/results.json"))
+    return r.units[1].identity.weights
+  end
+  put(a)
+  local st1 = srgeo._stat(w)
+  local log, code = script("bump", SMALL .. " --model " .. w .. " --eval noise --out " .. out)
+  T.eq(code, 0, log)
+  T.truthy(log:find("1 units (1 computed, 0 cached)", 1, true), log)
+  local wa = weights()
+  T.eq(wa, require("srgeo.identity").weights_hash(srgeo.models.load(f.ship .. "/tiny.safetensors")))
+  put(b)
+  local st2 = srgeo._stat(w)
+  T.eq(st2.size, st1.size); T.eq(st2.mtime, st1.mtime); T.eq(st2.mtime_nsec, st1.mtime_nsec); T.eq(st2.ino, st1.ino)
+  log, code = script("bump", SMALL .. " --model " .. w .. " --eval noise --out " .. out)
+  T.eq(code, 0, log)
+  T.truthy(log:find("1 units (1 computed, 0 cached)", 1, true), log)
+  local wb = weights()
+  T.truthy(wb ~= wa, "results.json names the new weights")
+  T.eq(wb, require("srgeo.identity").weights_hash(srgeo.models.load(f.ship .. "/tiny_random_labels.safetensors")))
+  log, code = script("bump", SMALL .. " --model " .. w .. " --eval noise --out " .. out)
+  T.truthy(log:find("1 units (0 computed, 1 cached)", 1, true), log)
+  -- the hash of the unchanged file comes from the book: a planted value is believed
+  local book = json.decode(read(out .. "/units/file-hashes.json"))
+  local n, key = 0, nil
+  for k, h in pairs(book) do
+    n = n + 1
+    if h == srgeo._file_hash(w) then key = k end
+  end
+  T.truthy(key and key:find(":" .. st2.ino .. ":" .. st2.size .. ":", 1, true), "the book keys the file by its status")
+  book[key] = "0123456789abcdef"
+  util.write_atomic(out .. "/units/file-hashes.json", json.encode(book))
+  T.eq(cache.file_id(w, out .. "/units"), "fnv1a64:0123456789abcdef")
+end)
 
 T.test("experiment: --eval takes an image folder, loaded at the model's input shape", function()
   local dir = ROOT .. "/evalimages"

@@ -120,6 +120,84 @@ T.test("hostile files: every loader reads or refuses the corpus cleanly, in boun
   if not under_asan() then T.truthy(grew < 400, string.format("RSS grew by %.0f MB", grew)) end
 end)
 
+-- A FIFO named as a model, an array, an image or a dataset: every reader
+-- refuses it at once, naming it ("npy: PATH is a FIFO, not a regular
+-- file"); before, fopen waited for a writer forever.  In a child process
+-- under timeout, so a regression fails instead of hanging the suite.
+T.test("FIFO: every reader of a user-named file refuses a FIFO at once, naming it", function()
+  local dir = ROOT .. "/fifo"
+  os.execute("rm -rf " .. dir .. " && mkdir -p " .. dir)
+  local fifo = dir .. "/w.safetensors"
+  T.eq(os.execute("mkfifo " .. fifo), true, "mkfifo")
+  local script = dir .. "/read.lua"
+  T.write(script, [[
+local p = ...
+local readers = {
+  { "npy", function() return srgeo.npy.load(p) end },
+  { "safetensors", function() return srgeo.safetensors.open(p) end },
+  { "idx", function() return srgeo.data._idx_images(p) end },
+  { "idx", function() return srgeo.data._idx_labels(p) end },
+  { "cifar", function() return srgeo.data._cifar { p } end },
+  { "image", function() return srgeo.image.load(p) end },
+  { "onnx", function() return srgeo.onnx.load(p) end },
+  { "safetensors", function() return srgeo.models.load(p) end },
+  { "read", function() return require("srgeo.util").read_file(p) end },
+}
+for _, r in ipairs(readers) do
+  local ok, err = pcall(r[2])
+  print(r[1], ok, (tostring(err):gsub("%c", " ")))
+end
+print("done")
+]])
+  local out, code = sh("timeout 30 " .. exe() .. " " .. script .. " " .. fifo)
+  T.eq(code, 0, "exit status (124: a reader blocked on the FIFO)\n" .. out)
+  T.truthy(out:find("done", 1, true), out)
+  local n = 0
+  for what, ok, err in out:gmatch("(%S+)\t(%S+)\t([^\n]*)") do
+    n = n + 1
+    T.eq(ok, "false", what .. " read a FIFO")
+    T.truthy(err:find(what .. ": " .. fifo .. " is a FIFO, not a regular file", 1, true) or
+      (what == "read" and err:find(fifo .. " is a FIFO, not a regular file", 1, true)), err)
+  end
+  T.eq(n, 9, out)
+end)
+
+-- More threads than CPUs: srgeo.threads(1000) and SRGEO_THREADS=1000 are
+-- clamped to the CPUs the process may run on, with a notice; a forward plus
+-- relu_flips after threads(64) then finishes at once.  Before, 64 threads
+-- on 2 cores (63 OpenMP and 55 OpenBLAS workers busy-waiting for each
+-- other) ran 11x slower and, under load, spun for minutes.
+T.test("threads: a count above the CPUs is clamped with a notice; threads(64) + relu_flips finishes promptly", function()
+  local cpus = tonumber(T.sh("nproc"):match("%d+"))
+  local out, code = sh("timeout 20 " .. exe() .. [[ -e 'print("got", srgeo.threads(1000))']])
+  T.eq(code, 0, out)
+  T.eq(tonumber(out:match("got\t(%d+)")), cpus, out)
+  T.truthy(out:find("srgeo: srgeo.threads asks for 1000 threads, but this process may run on " .. cpus .. " CPU", 1, true),
+    out)
+  out, code = sh("SRGEO_THREADS=1000 timeout 20 " .. exe() .. [[ -e 'print("got", srgeo.threads())']])
+  T.eq(tonumber(out:match("got\t(%d+)")), cpus, out)
+  T.truthy(out:find("SRGEO_THREADS asks for 1000 threads", 1, true), out)
+  local script = ROOT .. "/threads64.lua"
+  T.write(script, [[
+srgeo.threads(64)
+local m = srgeo.models.load("models/shipped/small_resnet.safetensors")
+local x = srgeo.rand({ 1, 1, 28, 28 }, 1)
+m:forward(x)
+local per = srgeo.metrics.relu_flips(m, x, { scales = { 0.01, 0.1, 1 }, directions = 8 })
+local k = 0
+for _ in pairs(srgeo._listdir("/proc/self/task")) do k = k + 1 end
+print("done", srgeo.threads(), k, #per)
+]])
+  local t0 = srgeo._clock()
+  out, code = sh("timeout 60 " .. exe() .. " " .. script)
+  local dt = srgeo._clock() - t0
+  T.eq(code, 0, "status (124: still running after 60 s)\n" .. out)
+  local n, tasks = out:match("done\t(%d+)\t(%d+)\t3")
+  T.eq(tonumber(n), cpus, out)
+  T.truthy(tonumber(tasks) <= 2 * cpus + 2, "OS threads: " .. tostring(tasks))
+  if os.getenv("SRGEO_VERBOSE") then print(string.format("  threads(64) -> %s, %s OS threads, %.2f s", n, tasks, dt)) end
+end)
+
 -- ---------------------------------------------------------------------------
 -- Full disk
 

@@ -96,6 +96,33 @@ T.test("mpi: without mpirun one process: rank 0 of 1, collectives return their a
   T.eq(out, "1\tfalse\n1\tfalse\n")
 end)
 
+-- What cannot travel between ranks is refused in one process too, with the
+-- message mpirun gives (a bcast of a function worked alone and failed only
+-- on a cluster), and mpi.map's arguments are checked alike ("attempt to
+-- call a nil value" for a missing fn; static = 2, NaN or true ran alone).
+T.test("mpi: one process refuses what mpirun cannot send, and mpi.map's bad arguments, with clear messages", function()
+  local SEND = "mpi: cannot send field '(value)': a function (values are nil, booleans, numbers, strings, tables and tensors)"
+  T.raises(function() mpi.bcast(print) end, SEND)
+  T.raises(function() mpi.gather(print) end, SEND)
+  T.raises(function() mpi.bcast({ a = { b = coroutine.create(print) } }) end, "mpi: cannot send field 'b': a thread")
+  T.raises(function() mpi.bcast(io.stdout) end, "mpi: cannot send field '(value)': a userdata")
+  T.raises(function() mpi.map(2, function() return print end) end, SEND)
+  T.eq(mpi.bcast({ x = srgeo.ones({ 2 }) }).x:get(1), 1.0, "tensors pass")
+  local out, code = mpirun(2, exe() .. [[ -e 'srgeo.mpi.bcast(print)']])
+  T.truthy(code ~= 0 and out:find(SEND, 1, true), "under mpirun: " .. out)
+  local id = function(i) return i end
+  T.raises(function() mpi.map(3, nil) end, "mpi.map: fn must be a function (called as fn(i) for i = 1..n), got nil")
+  for _, s in ipairs { 2, -0.5, 0 / 0, true, "0.5" } do
+    T.raises(function() mpi.map(3, id, { static = s }) end, "mpi.map: static must be a number in [0, 1]")
+  end
+  T.raises(function() mpi.map(3, id, { root_only = 1 }) end, "mpi.map: root_only must be a boolean")
+  T.raises(function() mpi.map(3, id, { on_result = 5 }) end, "mpi.map: on_result must be a function")
+  T.raises(function() mpi.map(3, id, 7) end, "mpi.map: opts must be a table")
+  local ok, err = pcall(mpi.map, 3, nil)
+  T.truthy(not ok and not tostring(err):find("mpi.lua", 1, true), "the error names the caller, not mpi.lua: " .. tostring(err))
+  T.eq(#mpi.map(3, id, { static = 1, root_only = false }), 3)
+end)
+
 T.test("mpi: values travel exactly (numbers bit for bit, integers, strings, nested tables, tensors)", function()
   local v = {
     1, 2.5, -0.0, 1 / 0, -1 / 0, math.maxinteger, math.mininteger, 0x1p-1074, 3.0, "a\0b", true, false,
@@ -150,8 +177,9 @@ T.test("mpi: threads per rank default to the rank's cores; SRGEO_THREADS overrid
   T.eq(out, want .. "\n" .. want .. "\n")
   out = T.sh(MPIRUN .. " -np 1 --bind-to none " .. exe() .. [[ -e 'print(srgeo.threads())']])
   T.eq(out, ncpu .. "\n")
-  out = T.sh("SRGEO_THREADS=3 " .. MPIRUN .. " -np 2 " .. exe() .. [[ -e 'print(srgeo.threads())']])
-  T.eq(out, "3\n3\n")
+  -- never more than the CPUs a rank may run on (each of 2 unbound ranks: all of them)
+  out = T.sh("SRGEO_THREADS=" .. ncpu .. " " .. MPIRUN .. " -np 2 --bind-to none " .. exe() .. [[ -e 'print(srgeo.threads())']])
+  T.eq(out, ncpu .. "\n" .. ncpu .. "\n")
 end)
 
 -- tests/lua/mpi/profile.lua's profile (its extra argument: `what`) in one
@@ -229,6 +257,29 @@ T.test("mpi: bump.lua sharded over 1, 2 and 3 ranks writes what one process writ
     local files = same_outputs(ref, d, n .. " ranks")
     T.truthy(files >= 14, "files compared: " .. files)
   end
+end)
+
+-- Ranks asking for different thread counts (SRGEO_THREADS=1 and 2, as when
+-- the cores per rank differ) agree on the smallest at start-up, and rank 0
+-- says so: bump.lua's whole output folder is then byte-identical to one
+-- process with SRGEO_THREADS=1.  Before, each rank kept its own count and
+-- profiles.csv matched neither the 1- nor the 2-thread run (and two
+-- identical jobs differed in the 6th digit: images go to whichever rank asks).
+T.test("mpi: ranks with different thread counts agree on the smallest and write what one process writes", function()
+  if tonumber((T.sh("nproc"))) < 2 then T.skip("needs 2 CPUs for a 2-thread rank") end
+  local args = " scripts/bump.lua --twin " .. SMALL .. " --out "
+  local ref = fresh("threads_ref")
+  local out, code = run(exe() .. args .. ref)
+  T.eq(code, 0, out)
+  local d = fresh("threads_mixed")
+  out, code = T.sh(string.format("%s --bind-to none -np 1 env SRGEO_THREADS=1 %s%s%s : -np 1 env SRGEO_THREADS=2 %s%s%s",
+    MPIRUN, exe(), args, d, exe(), args, d))
+  T.eq(code, 0, out)
+  T.truthy(out:find("srgeo: the ranks' thread counts differ (1 to 2); every rank uses 1, so results match one process "
+    .. "with SRGEO_THREADS=1", 1, true), out)
+  local _, notices = out:gsub("thread counts differ", "")
+  T.eq(notices, 1, "rank 0 alone says so")
+  T.truthy(same_outputs(ref, d, "threads 1 and 2") >= 14)
 end)
 
 -- The PID of rank r of the job whose command line holds `pattern`, read
