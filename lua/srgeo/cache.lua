@@ -75,8 +75,9 @@ end
 
 --- What a unit computes: the description compared on reuse.
 function C.unit(ms, es, popts, seed)
-  -- format 2: profiles carry their shape test, range and estimator (older units recompute)
-  return { format = "srgeo.unit/2", model = C.model_key(ms, seed), eval = es.key, profile = popts,
+  -- format 2: profiles carry their shape test, range and estimator; format 3:
+  -- their JVPs take the directional rule at ties, and count ties (older units recompute)
+  return { format = "srgeo.unit/3", model = C.model_key(ms, seed), eval = es.key, profile = popts,
            version = srgeo.version }
 end
 
