@@ -26,14 +26,15 @@
  * come from regions of exact zeros (a ReLU before zeroed them; every
  * convolution path maps zeros to zeros, bias and BatchNorm shift 0), and a
  * value within rounding of a kink elsewhere is a coincidence, not a tie.
- * Maxima tie within SR_TIE_ULPS units of the dtype's epsilon relative to the
- * maximum (SR_TIED): a window of a constant patch holds the same value in
- * exact arithmetic, but the convolution before it (Winograd's tile
- * transforms, a GEMM's vector lanes) can round its positions apart by an ulp
- * or two, and the first maximum's tangent is then a subgradient branch
- * again.  Measured (core/README.md, "Kinks and ties"): on a constant image
- * through a random-init ResNet-18, the stem's max-pool windows tie exactly
- * in some planes and within a few ulps in others; none differ by 8..64 ulps.
+ * Maxima tie within SR_TIE_ULPS epsilons of the dtype times the largest
+ * magnitude of their plane (SR_TIED): a window of a constant patch holds
+ * the same value in exact arithmetic, but the convolution before it
+ * (Winograd's tile transforms, a GEMM's vector lanes) can round its
+ * positions apart, and the first maximum's tangent is then a subgradient
+ * branch again.  Measured (core/README.md, "Kinks and ties"): constant
+ * images through a random-init ResNet-18, the stem max-pool's windows tie
+ * exactly under some convolution paths and round apart by at most 8 such
+ * ulps under others; the nearest genuine gaps were thousands.
  */
 #ifndef SR_KINK_H
 #define SR_KINK_H

@@ -9,7 +9,9 @@
  *            (a constant exponent), exp, log, abs, neg, reciprocal.  At a kink
  *            the derivative is the one of the side the kink's point belongs to
  *            in torch (leaky_relu, clip and hardsigmoid: 0 or the slope
- *            of the open interval; abs: 0 at 0).
+ *            of the open interval; abs: 0 at 0); under run->directional each
+ *            tangent takes the slope of the side it moves into
+ *            (pointwise_kinks, kernels/kink.h), and ReLU max(0, t) at 0.
  *
  * Elementwise layers have a diagonal Jacobian: tangent rows are the tangent
  * times f'(x) of their primal row.  ReLU's mask and GELU's derivative come

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/threads.h"
 #include "nn/layers.h"
 #include "check.h"
 #include "test.h"
@@ -288,5 +289,45 @@ TEST(kink_fused_conv_bn_relu_directional)
     sr_tensor_free(&V);
     sr_tensor_free(&T);
     sr_tensor_free(&U);
+    sr_module_release(m);
+}
+
+/* The rule's counts and tangents do not depend on the thread count: its
+ * layers, on a batch big enough to split, on an image with flat regions.
+ * (No convolution: its thread split may round differently.) */
+TEST(kink_directional_threads_agree)
+{
+    sr_module *parts[] = {LAYER("relu", NULL), LAYER("maxpool2d", "kernel_size", "3", "stride", "2", "padding", "1"),
+                          LAYER("clip", "min", "0", "max", "0.5"), LAYER("reduce", "dims", "3", "op", "max")};
+    sr_module *m = check_sequential(parts, 4, 21, SR_F32);
+    CHECK(m, "build: %s", sr_errmsg());
+    sr_tensor x = SR_TENSOR_INIT, V = SR_TENSOR_INIT, T[2] = {SR_TENSOR_INIT, SR_TENSOR_INIT}, S = SR_TENSOR_INIT;
+    CHECK_OK(check_randu_dt(&x, SR_F32, 4, (int64_t[]){1, 3, 64, 64}, -1, 1, 22));
+    CHECK_OK(check_randn_dt(&V, SR_F32, 4, (int64_t[]){8, 3, 64, 64}, 23));
+    float *xv = sr_data(&x);
+    for (int64_t e = 0; e < sr_numel(&x); e++)
+        if ((e % 64) < 40)
+            xv[e] = (e / 4096) % 2 ? 0.5f : 0.0f; /* flat: zeros (kinks) and a constant (ties, clip bound) */
+    sr_kinks kinks[2] = {{0, 0, 0}, {0, 0, 0}};
+    int before = sr_threads_get();
+    for (int t = 0; t < 2; t++) {
+        sr_threads_set(t + 1);
+        sr_run run = SR_RUN_INIT;
+        run.n = 1, run.k = 8, run.directional = 1, run.kinks = &kinks[t];
+        CHECK_OK(sr_tensor_stack_jvp(&S, &x, &V));
+        CHECK_OK(sr_module_jvp(m, &S, &run));
+        CHECK_OK(sr_tensor_copy(&T[t], &m->out));
+    }
+    sr_threads_set(before);
+    CHECK(kinks[0].ties > 0 && kinks[0].ties == kinks[1].ties && kinks[0].near == kinks[1].near,
+          "ties %lld / %lld, near %lld / %lld", (long long)kinks[0].ties, (long long)kinks[1].ties,
+          (long long)kinks[0].near, (long long)kinks[1].near);
+    CHECK(memcmp(sr_data(&T[0]), sr_data(&T[1]), (size_t)sr_numel(&T[0]) * sizeof(float)) == 0,
+          "the directional JVP differs between 1 and 2 threads");
+    sr_tensor_free(&x);
+    sr_tensor_free(&V);
+    sr_tensor_free(&S);
+    sr_tensor_free(&T[0]);
+    sr_tensor_free(&T[1]);
     sr_module_release(m);
 }
