@@ -395,6 +395,22 @@ T.test("profile: at ties the directional rule gives r = 1 at tiny eta, the subgr
   T.truthy(dir:summary():find("ties: 1 of 2 images (6 units/windows", 1, true), dir:summary())
 end)
 
+T.test("profile: points without a one-sided derivative are counted and the summary warns", function()
+  -- sqrt(|x|) at x = 0: abs has a kink there (a tie), sqrt an infinite slope (singular)
+  local m = nn.sequential { nn.abs {}, nn.sqrt {}, nn.linear { in_features = 12, out_features = 3, seed = 2 } }
+  local x = srgeo.rand({ 1, 12 }, 3) + 0.5
+  x:set(0, 1, 4)
+  local p = srgeo.profile(m, { x, srgeo.rand({ 1, 12 }, 4) + 0.5 },
+                          { preset = "quick", directions = 8, scales = { 1e-3 }, noise_directions = 0, progress = false })
+  T.eq(p.singular[1], 1)
+  T.eq(p.ties[1], 1)
+  T.eq(p.singular[2], 0)
+  T.truthy(p:summary():find("WARNING: 1 points without a finite one-sided derivative", 1, true), p:summary())
+  local clean = srgeo.profile(m, { srgeo.rand({ 1, 12 }, 4) + 0.5 },
+                              { preset = "quick", directions = 8, scales = { 1e-3 }, noise_directions = 0, progress = false })
+  T.truthy(not clean:summary():find("WARNING", 1, true), clean:summary())
+end)
+
 -- Sequential mode: steps of directions, each rung closing on its own.
 -- The forwards a profile reports, from what it says it ran: per engine call
 -- (p.steps[i]: the base directions of each) the primal, the stacked JVPs
