@@ -582,10 +582,13 @@ int sr_profile_image(sr_module *m, const sr_tensor *x, const sr_profile_opts *o,
         return -1;
     int ns = o->nscales, anti = o->antipodal ? 1 : 0;
     int64_t total = total_dirs(o), batch = o->batch > 0 ? o->batch : auto_batch(sr_numel(x));
-    /* JVPs on the base directions only: J(−u) = −Ju, so an antipode's
-     * energy is its base's, no new sample (counting it would narrow the
-     * CIs).  Paired: every base direction; unpaired: the first njvp of the
-     * set, as far as they are base directions. */
+    /* JVP energies per base direction: with the subgradient rule
+     * J(−u) = −Ju, so an antipode's energy is its base's, no new sample
+     * (counting it would narrow the CIs); with the directional rule at a
+     * tie ‖D⁺Φ(x; −u)‖ ≠ ‖D⁺Φ(x; u)‖, and a unit's energy is the mean of
+     * its two (jac_energies_sided), still one sample.  Paired: every base
+     * direction; unpaired: the first njvp of the set, as far as they are
+     * base directions. */
     int64_t nj = o->paired ? o->ndirs : (o->njvp < o->ndirs ? o->njvp : o->ndirs);
     int rc = -1;
     double *f0 = NULL, *D = NULL, *xdist = NULL, *xjsq = NULL;

@@ -846,6 +846,10 @@ function Profile:kink_lines()
     end
     return n, total, max
   end
+  if o.directional == nil or not self.ties then
+    out[1] = "JVP rule: not recorded (a profile saved before srgeo took the directional rule at ties)"
+    return out
+  end
   if o.directional == false then
     out[1] = "JVP rule: " .. P.SUBGRADIENT_RULE .. "; ties not counted: where an image has them (flat regions) "
       .. "the plateau can sit off 1"
