@@ -917,7 +917,8 @@ static int conv_winograd(const sr_conv_cfg *c, const conv_geom *g, sr_wino_geom 
 }
 
 /* After a stacked JVP with an output map: the ReLU's JVP needs the primal
- * rows' final pattern, so it is one pass over the tangents at the end. */
+ * rows' pre-activations, so it is one pass over the tangents at the end,
+ * then the primal rows' clip (sr_epilogue_jvp_mask). */
 static int conv_mapped_jvp(sr_tensor *y, const sr_tensor *x, int64_t primal_rows, const sr_epilogue *ep, int rc)
 {
     if (!rc && ep && primal_rows < x->shape[0])
@@ -954,12 +955,22 @@ int sr_conv_forward(sr_conv *im, sr_tensor *y, const sr_tensor *x, const sr_tens
         with_base.base = sr_data(y);
         ep = &with_base;
     }
+    /* A stacked JVP's ReLU needs the primal rows before the clip (its rule
+     * at exactly 0): the blocks are mapped without it, and
+     * conv_mapped_jvp clips them once the tangents are done. */
+    sr_epilogue unclipped;
+    const sr_epilogue *blk = ep;
+    if (ep && ep->relu && bias_rows < g.n) {
+        unclipped = *ep;
+        unclipped.relu = 0;
+        blk = &unclipped;
+    }
     int rc;
     if (is_depthwise(&g)) {
         sr_dw_geom dg = dw_geom(&g);
         rc = sr_dw_forward(x->dtype, sr_data(y), sr_data(x), sr_data(w), b, &dg, bias_rows);
         if (!rc && ep)
-            sr_epilogue_apply(x->dtype, sr_data(y), sr_data(y), g.n, bias_rows, g.o, g.P, ep);
+            sr_epilogue_apply(x->dtype, sr_data(y), sr_data(y), g.n, bias_rows, g.o, g.P, blk);
         return conv_mapped_jvp(y, x, bias_rows, ep, rc);
     }
     sr_wino_geom wg;
@@ -967,7 +978,7 @@ int sr_conv_forward(sr_conv *im, sr_tensor *y, const sr_tensor *x, const sr_tens
     if (conv_winograd(&im->cfg, &g, &wg, &wp))
         return conv_mapped_jvp(y, x, bias_rows, ep,
                                sr_wino_forward(x->dtype, sr_data(y), sr_data(x),
-                                               sr_data(w), b, bias_rows, ep, &wg, &wp, pool));
+                                               sr_data(w), b, bias_rows, blk, &wg, &wp, pool));
     conv_part parts[CONV_MAX_PARTS];
     int64_t sz[WS_N];
     const size_t es = sr_dtype_size(x->dtype);
@@ -979,7 +990,7 @@ int sr_conv_forward(sr_conv *im, sr_tensor *y, const sr_tensor *x, const sr_tens
         return -1;
     conv_call call = {.im = im, .g = &g, .parts = parts, .sz = sz, .dt = x->dtype, .x = sr_data(x),
                       .w = sr_data(w), .b = b, .y = sr_data(y), .bias_rows = bias_rows,
-                      .ep = ep, .nparts = T};
+                      .ep = blk, .nparts = T};
     rc = shared_wp ? sr_threads_parts(T, conv_pack_cb, &call) : 0;
     if (!rc)
         rc = sr_threads_parts(T, conv_fwd_cb, &call);

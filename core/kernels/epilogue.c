@@ -83,11 +83,13 @@ static void SR_FN(relu_fwd)(real *y, const real *x, int64_t n)
     }
 }
 
-/* Tangent rows: y_t = v_t where the primal row's x > 0, else 0.  Also the
+/* Tangent rows: y_t = v_t where the primal row's x > 0, else 0, or with
+ * directional max(v_t, 0) where x is 0 (kernels/kink.h).  Also the
  * backward (gx = gy·[x > 0]) with n = k = 1 and the gradient as tangent.
  * Walked in chunks of RELU_CHUNK elements so that a single image with many
  * tangents still spreads over the threads. */
-static void SR_FN(relu_tangents)(real *yt, const real *vt, const real *x, int64_t n, int64_t k, int64_t rs)
+static void SR_FN(relu_tangents)(real *yt, const real *vt, const real *x, int64_t n, int64_t k, int64_t rs,
+                                 int directional, sr_kinks *kinks)
 {
     int64_t nc = (rs + RELU_CHUNK - 1) / RELU_CHUNK;
     #pragma omp parallel for schedule(static) if (n * k * rs > RELU_OMP_MIN)
@@ -95,10 +97,26 @@ static void SR_FN(relu_tangents)(real *yt, const real *vt, const real *x, int64_
         int64_t t = bk / nc, e0 = (bk % nc) * RELU_CHUNK, e1 = e0 + RELU_CHUNK < rs ? e0 + RELU_CHUNK : rs;
         const real *xr = x + (t / k) * rs, *vr = vt + t * rs;
         real *yr = yt + t * rs;
-        #pragma omp simd
-        for (int64_t e = e0; e < e1; e++)
-            yr[e] = xr[e] > 0 ? vr[e] : 0;
+        if (directional) {
+            /* at the kink, the side the tangent moves into: max(0, t) */
+            #pragma omp simd
+            for (int64_t e = e0; e < e1; e++)
+                yr[e] = xr[e] > 0 || (xr[e] == 0 && vr[e] > 0) ? vr[e] : 0;
+        } else {
+            #pragma omp simd
+            for (int64_t e = e0; e < e1; e++)
+                yr[e] = xr[e] > 0 ? vr[e] : 0;
+        }
     }
+    if (directional && kinks)
+        for (int64_t i = 0; i < n; i++) {
+            int64_t z = 0;
+            const real *xr = x + i * rs;
+            #pragma omp simd reduction(+ : z)
+            for (int64_t e = 0; e < rs; e++)
+                z += xr[e] == 0;
+            kinks[i].ties += z;
+        }
 }
 
 static void SR_FN(add_relu)(real *o, const real *p, const real *q, int64_t n, int relu)
@@ -134,14 +152,16 @@ void sr_epilogue_jvp_mask(sr_dtype dt, void *y, int64_t n, int64_t k, int64_t rs
     if (!e->relu)
         return;
     void *yt = (char *)y + (size_t)(n * rs) * sr_dtype_size(dt);
-    sr_relu_tangents(dt, yt, yt, y, n, k, rs);
+    sr_relu_tangents(dt, yt, yt, y, n, k, rs, e->directional, e->kinks);
+    sr_relu_apply(dt, y, y, n * rs);
 }
 
 void sr_relu_apply(sr_dtype dt, void *y, const void *x, int64_t n) { SR_DISPATCH(dt, relu_fwd, y, x, n); }
 
-void sr_relu_tangents(sr_dtype dt, void *yt, const void *vt, const void *x, int64_t n, int64_t k, int64_t rs)
+void sr_relu_tangents(sr_dtype dt, void *yt, const void *vt, const void *x, int64_t n, int64_t k, int64_t rs,
+                      int directional, sr_kinks *kinks)
 {
-    SR_DISPATCH(dt, relu_tangents, yt, vt, x, n, k, rs);
+    SR_DISPATCH(dt, relu_tangents, yt, vt, x, n, k, rs, directional, kinks);
 }
 
 void sr_add_relu(sr_dtype dt, void *out, const void *a, const void *b, int64_t n, int relu)

@@ -15,6 +15,7 @@
 
 #include <stdint.h>
 
+#include "kernels/kink.h"
 #include "tensor/tensor.h"
 
 typedef struct sr_epilogue {
@@ -27,6 +28,10 @@ typedef struct sr_epilogue {
      * place.  NULL: nothing added. */
     const sr_tensor *add;
     const void *base;
+    /* A stacked JVP's ReLU (sr_epilogue_jvp_mask): its rule at 0 and the
+     * tie counts (sr_run.directional, sr_run.kinks). */
+    int directional;
+    sr_kinks *kinks;
 } sr_epilogue;
 
 /* dst[r][0, n) = map(src[r][0, n)) for channels c0 .. c0 + rows − 1, row
@@ -47,9 +52,11 @@ void sr_epilogue_apply(sr_dtype dt, void *y, const void *x, int64_t rows, int64_
                        int64_t P, const sr_epilogue *e);
 
 /* A stacked JVP's output (n primal rows, then k tangents each, rs elements
- * a row), mapped by rows_f32/f64: when e->relu, zero the tangents where
- * their primal output is not > 0 (relu's JVP; its output holds the same
- * pattern as its input). */
+ * a row), mapped by rows_f32/f64 with e->relu cleared: when e->relu, the
+ * ReLU's JVP (sr_relu_tangents with e->directional, e->kinks), which needs
+ * the primal rows before the clip (a kink at exactly 0 is not visible in
+ * max(x, 0)), then the clip of the primal rows.  Bit-identical to clipping
+ * in the map: relu1 on the same rounded value. */
 void sr_epilogue_jvp_mask(sr_dtype dt, void *y, int64_t n, int64_t k, int64_t rs, const sr_epilogue *e);
 
 /* --- ReLU: one expression for the layer, the fused map and the residual's
@@ -57,9 +64,13 @@ void sr_epilogue_jvp_mask(sr_dtype dt, void *y, int64_t n, int64_t k, int64_t rs
 /* y = relu(x) over n elements (y may be x). */
 void sr_relu_apply(sr_dtype dt, void *y, const void *x, int64_t n);
 /* ReLU's JVP on stacked rows: yt = vt where the primal row of x is > 0,
- * else 0 (n primal rows of rs elements, k tangents each; yt may be vt).
- * With n = k = 1 and rs = all elements, the backward gx = gy·[x > 0]. */
-void sr_relu_tangents(sr_dtype dt, void *yt, const void *vt, const void *x, int64_t n, int64_t k, int64_t rs);
+ * 0 where x < 0, and where x is 0 (either sign) 0 or, when directional,
+ * max(vt, 0) (kernels/kink.h); n primal rows of rs elements, k tangents
+ * each; yt may be vt.  kinks (directional only; may be NULL): n counts,
+ * each row's zeros added to ties.  With n = k = 1, rs = all elements and
+ * directional 0, the backward gx = gy·[x > 0]. */
+void sr_relu_tangents(sr_dtype dt, void *yt, const void *vt, const void *x, int64_t n, int64_t k, int64_t rs,
+                      int directional, sr_kinks *kinks);
 /* out = a + b over n elements, clipped by the ReLU when relu (out may be a
  * or b). */
 void sr_add_relu(sr_dtype dt, void *out, const void *a, const void *b, int64_t n, int relu);

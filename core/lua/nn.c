@@ -340,7 +340,9 @@ static int m_forward(lua_State *L)
 }
 
 /* m:jvp(x, v [, opts]) -> y, Jv.  v holds k tangents per input, input-major
- * (tangent j of input i is row i*k + j). */
+ * (tangent j of input i is row i*k + j).  opts.directional: the one-sided
+ * directional derivative at kinks and ties (kernels/kink.h) instead of
+ * PyTorch's subgradient. */
 static int m_jvp(lua_State *L)
 {
     sr_module *m = sr_lua_check_module(L, 1);
@@ -353,6 +355,13 @@ static int m_jvp(lua_State *L)
     sr_run run = SR_RUN_INIT;
     run.n = x->shape[0];
     run.k = v->shape[0] / x->shape[0];
+    if (lua_istable(L, 4)) {
+        lua_getfield(L, 4, "directional");
+        if (!lua_isnil(L, -1) && !lua_isboolean(L, -1))
+            return luaL_error(L, "jvp: opts.directional must be a boolean");
+        run.directional = lua_toboolean(L, -1);
+        lua_pop(L, 1);
+    }
     taps_t t;
     parse_taps(L, m, 4, &t, &run);
     int rc = sr_module_jvp(m, stack, &run);

@@ -121,6 +121,7 @@ static int l_profile_image(lua_State *L)
     double ej = res.jac_energy, secs = res.seconds, njvp_noise = res.noise_jvp;
     lua_Integer nfwd = res.nforward, total = res.ndirs_total, nexact = res.nexact;
     lua_Integer shared = res.shared_layers;
+    sr_kinks kinks = res.kinks;
     sr_profile_result_free(&res);
 
     lua_createtable(L, 0, 14);
@@ -159,6 +160,15 @@ static int l_profile_image(lua_State *L)
     lua_setfield(L, -2, "forwards");
     lua_pushinteger(L, total);
     lua_setfield(L, -2, "directions");
+    /* the image's ties and singular points (kernels/kink.h) */
+    lua_createtable(L, 0, 3);
+    lua_pushinteger(L, kinks.ties);
+    lua_setfield(L, -2, "ties");
+    lua_pushinteger(L, kinks.near);
+    lua_setfield(L, -2, "near");
+    lua_pushinteger(L, kinks.singular);
+    lua_setfield(L, -2, "singular");
+    lua_setfield(L, -2, "kinks");
     return 1;
 }
 
@@ -289,4 +299,10 @@ static const luaL_Reg profile_funcs[] = {
     {NULL, NULL},
 };
 
-void sr_lua_open_profile(lua_State *L) { luaL_setfuncs(L, profile_funcs, 0); }
+void sr_lua_open_profile(lua_State *L)
+{
+    luaL_setfuncs(L, profile_funcs, 0);
+    /* maxima within this many epsilons tie (kernels/kink.h), for the summary */
+    lua_pushinteger(L, SR_TIE_ULPS);
+    lua_setfield(L, -2, "_tie_ulps");
+}

@@ -9,7 +9,9 @@
  *            (a constant exponent), exp, log, abs, neg, reciprocal.  At a kink
  *            the derivative is the one of the side the kink's point belongs to
  *            in torch (leaky_relu, clip and hardsigmoid: 0 or the slope
- *            of the open interval; abs: 0 at 0).
+ *            of the open interval; abs: 0 at 0); under run->directional each
+ *            tangent takes the slope of the side it moves into
+ *            (pointwise_kinks, kernels/kink.h), and ReLU max(0, t) at 0.
  *
  * Elementwise layers have a diagonal Jacobian: tangent rows are the tangent
  * times f'(x) of their primal row.  ReLU's mask and GELU's derivative come
@@ -198,6 +200,81 @@ static void SR_FN(pointwise_fwd)(real *y, real *d, const real *x, int64_t n, int
     default: PW_LOOP(1 / v, -r * r) break;
     }
 #undef PW_LOOP
+}
+
+/* The directional rule at the op's kinks (kernels/kink.h): where x sits
+ * on one, dp becomes the slope on its right (for tangents > 0) and dm the
+ * one on its left (tangents < 0); elsewhere dm = dp (pointwise_fwd's d).
+ * Returns the row's kinks in *ties and its points without a finite
+ * one-sided derivative (sqrt, log, 1/x at 0; pow at 0 with an exponent
+ * below 1 other than 0) in *singular.  The same rounded expressions as
+ * pointwise_fwd decide which side x is on. */
+static void SR_FN(pointwise_kinks)(real *dp, real *dm, const real *x, int64_t n, int op, double pa, double pb,
+                                   int64_t *ties, int64_t *singular)
+{
+    const real a = (real)pa, b = (real)pb;
+    int64_t nt = 0, ns = 0;
+    for (int64_t i = 0; i < n; i++) {
+        real v = x[i], r = dp[i], l = r;
+        switch (op) {
+        case PW_HARDSIGMOID: {
+            real z = a * v + b; /* clip(z, 0, 1): at 0 max(0, a·t), at 1 min(0, a·t) */
+            if (z == 0)
+                r = a > 0 ? a : 0, l = a < 0 ? a : 0;
+            else if (z == 1)
+                r = a < 0 ? a : 0, l = a > 0 ? a : 0;
+            break;
+        }
+        case PW_HARDSWISH:
+            if (v == -3)
+                r = (real)-0.5, l = 0;
+            else if (v == 3)
+                r = 1, l = (real)1.5;
+            break;
+        case PW_LEAKY_RELU:
+        case PW_ELU: /* elu's left slope at 0 is alpha (e^0·alpha) */
+            if (v == 0)
+                r = 1, l = a;
+            break;
+        case PW_CLIP:
+            if (a < b && v == a)
+                r = 1, l = 0;
+            else if (a < b && v == b)
+                r = 0, l = 1;
+            break;
+        case PW_ABS:
+            if (v == 0)
+                r = 1, l = -1;
+            break;
+        case PW_SQRT:
+        case PW_LOG:
+        case PW_RECIPROCAL: ns += v == 0; break;
+        case PW_POW: ns += v == 0 && pa < 1 && pa != 0; break;
+        default: break;
+        }
+        nt += r != l;
+        dp[i] = r;
+        dm[i] = l;
+    }
+    *ties += nt;
+    *singular += ns;
+}
+
+/* y_t = s ⊙ v_t with s the right slope dp where v_t > 0, else the left dm
+ * (rows of t's primal): the directional diag_tangents. */
+static void SR_FN(sided_tangents)(real *yt, const real *vt, const real *dp, const real *dm, int64_t n, int64_t k,
+                                  int64_t rs)
+{
+    int64_t nc = (rs + ACT_CHUNK - 1) / ACT_CHUNK;
+    #pragma omp parallel for schedule(static) if (n * k * rs > ACT_OMP_MIN)
+    for (int64_t bk = 0; bk < n * k * nc; bk++) {
+        int64_t t = bk / nc, e0 = (bk % nc) * ACT_CHUNK, e1 = e0 + ACT_CHUNK < rs ? e0 + ACT_CHUNK : rs;
+        const real *pr = dp + (t / k) * rs, *mr = dm + (t / k) * rs, *vr = vt + t * rs;
+        real *yr = yt + t * rs;
+        #pragma omp simd
+        for (int64_t e = e0; e < e1; e++)
+            yr[e] = (vr[e] > 0 ? pr[e] : mr[e]) * vr[e];
+    }
 }
 
 /* gx = gy ⊙ f'(x) (f' recomputed from the saved input). */
@@ -462,7 +539,7 @@ static int relu_run(sr_module *m, const sr_tensor *xv, sr_run *run, int jvp)
     if (jvp) {
         size_t off = (size_t)(n * rs) * sr_dtype_size(xv->dtype);
         sr_relu_tangents(xv->dtype, (char *)sr_data(&m->out) + off, (const char *)sr_data(xv) + off, sr_data(xv), n,
-                         run->k, rs);
+                         run->k, rs, run->directional, run->kinks);
     }
     /* The activation-pattern metrics (metrics.c) read the recorded input,
      * stacked in a jvp.  Backward needs only the pattern x > 0, which
@@ -486,7 +563,7 @@ static int relu_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
     if (sr_module_grad_input_like(m, run, x))
         return -1;
     /* one "primal" row holding everything, one tangent: gx = gy·[x > 0] */
-    sr_relu_tangents(x->dtype, sr_data(&m->gin), sr_data(gy), sr_data(x), 1, 1, sr_numel(x));
+    sr_relu_tangents(x->dtype, sr_data(&m->gin), sr_data(gy), sr_data(x), 1, 1, sr_numel(x), 0, NULL);
     return 0;
 }
 
@@ -688,6 +765,7 @@ typedef struct {
     int op;
     double a, b;        /* the op's constants: slope, alpha, bounds, exponent */
     sr_tensor deriv;    /* jvp workspace: f'(x) of the primal rows */
+    sr_tensor left;     /* directional jvp: the slopes left of x (pointwise_kinks) */
 } pw_impl;
 
 static int pw_run(sr_module *m, const sr_tensor *xv, sr_run *run, int jvp)
@@ -696,17 +774,34 @@ static int pw_run(sr_module *m, const sr_tensor *xv, sr_run *run, int jvp)
     if (need_batch(m, xv) || sr_module_output_like(m, run, xv))
         return -1;
     int64_t n = primal_rows(xv, run, jvp), rs = sr_rowsize(xv);
+    int sided = jvp && run->directional;
     void *deriv = NULL;
     if (jvp) {
-        if (sr_pool_ensure(run->pool, &c->deriv, xv->dtype, 1, (int64_t[]){n * rs > 0 ? n * rs : 1}))
+        int64_t len[1] = {n * rs > 0 ? n * rs : 1};
+        if (sr_pool_ensure(run->pool, &c->deriv, xv->dtype, 1, len) ||
+            (sided && sr_pool_ensure(run->pool, &c->left, xv->dtype, 1, len)))
             return -1;
         deriv = sr_data(&c->deriv);
     }
     SR_DISPATCH(xv->dtype, pointwise_fwd, sr_data(&m->out), deriv, sr_data(xv), n * rs, c->op, c->a, c->b);
     if (jvp) {
-        size_t off = (size_t)(n * rs) * sr_dtype_size(xv->dtype);
-        SR_DISPATCH(xv->dtype, diag_tangents, (void *)((char *)sr_data(&m->out) + off),
-                    (const void *)((const char *)sr_data(xv) + off), deriv, n, run->k, rs);
+        size_t es = sr_dtype_size(xv->dtype), off = (size_t)(n * rs) * es;
+        void *yt = (char *)sr_data(&m->out) + off;
+        const void *vt = (const char *)sr_data(xv) + off;
+        if (sided) {
+            for (int64_t i = 0; i < n; i++) {
+                int64_t ties = 0, singular = 0;
+                SR_DISPATCH(xv->dtype, pointwise_kinks, (void *)((char *)deriv + (size_t)(i * rs) * es),
+                            (void *)((char *)sr_data(&c->left) + (size_t)(i * rs) * es),
+                            (const void *)((const char *)sr_data(xv) + (size_t)(i * rs) * es), rs, c->op, c->a, c->b,
+                            &ties, &singular);
+                sr_kinks_add(run->kinks ? &run->kinks[i] : NULL, ties, 0, singular);
+            }
+            SR_DISPATCH(xv->dtype, sided_tangents, yt, vt, deriv, sr_data(&c->left), n, run->k, rs);
+            sr_pool_put(run->pool, &c->left);
+        } else {
+            SR_DISPATCH(xv->dtype, diag_tangents, yt, vt, deriv, n, run->k, rs);
+        }
         sr_pool_put(run->pool, &c->deriv);
     } else if (run->save) {
         sr_tensor_share(&m->saved, xv);
@@ -732,7 +827,11 @@ static int pw_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
     return 0;
 }
 
-static void pw_free(sr_module *m) { sr_tensor_free(&((pw_impl *)m->impl)->deriv); }
+static void pw_free(sr_module *m)
+{
+    sr_tensor_free(&((pw_impl *)m->impl)->deriv);
+    sr_tensor_free(&((pw_impl *)m->impl)->left);
+}
 
 static void pw_describe(const sr_module *m, char *buf, size_t n)
 {

@@ -13,7 +13,9 @@
  * a constant's tangent is 0):
  *   add/sub  yt = at ± bt        mul  yt = at·bp + ap·bt
  *   div      yt = (at − yp·bt) / bp
- *   max/min  yt = the chosen operand's tangent (at a tie their mean, as PyTorch)
+ *   max/min  yt = the chosen operand's tangent (at a tie their mean, as PyTorch;
+ *            under run->directional the larger tangent, min: the smaller,
+ *            kernels/kink.h)
  *   pow      yt = bp·ap^(bp−1)·at + yp·ln(ap)·bt (the second term 0 where ap = 0 and bp >= 0)
  * Backward: ga, gb are gy·∂y/∂a, gy·∂y/∂b summed over the dims the operand
  * was broadcast along (for a constant also over the batch). */
@@ -62,8 +64,8 @@ static void SR_FN(arith_primal)(real *y, const real *a, const real *b, int op, i
 /* One tangent sample: at, bt its operands' tangents (NULL: a constant's,
  * zero), ap, bp the primal operands, yp the primal output (div). */
 static void SR_FN(arith_tangent)(real *y, const real *at, const real *bt, const real *ap, const real *bp,
-                                 const real *yp, int op, int nd, const int64_t *shape, const int64_t *sa,
-                                 const int64_t *sb)
+                                 const real *yp, int op, int directional, int nd, const int64_t *shape,
+                                 const int64_t *sa, const int64_t *sb)
 {
     switch (op) {
     case ARITH_ADD:
@@ -98,10 +100,17 @@ static void SR_FN(arith_tangent)(real *y, const real *at, const real *bt, const 
     case ARITH_MAX:
     case ARITH_MIN: {
         int mx = op == ARITH_MAX;
-        ARITH_LOOP({
-            real u = at ? at[ia] : 0, w = bt ? bt[ib] : 0, x = ap[ia], z = bp[ib];
-            yr[e] = x == z ? (u + w) / 2 : x != x || (mx ? x > z : x < z) ? u : w;
-        });
+        if (directional) /* tied (SR_TIED at their magnitude): the larger tangent (min: the smaller) */
+            ARITH_LOOP({
+                real u = at ? at[ia] : 0, w = bt ? bt[ib] : 0, x = ap[ia], z = bp[ib];
+                int tied = SR_TIED(x, z, SR_FABS(x) > SR_FABS(z) ? SR_FABS(x) : SR_FABS(z));
+                yr[e] = tied ? (mx == (u > w) ? u : w) : x != x || (mx ? x > z : x < z) ? u : w;
+            });
+        else
+            ARITH_LOOP({
+                real u = at ? at[ia] : 0, w = bt ? bt[ib] : 0, x = ap[ia], z = bp[ib];
+                yr[e] = x == z ? (u + w) / 2 : x != x || (mx ? x > z : x < z) ? u : w;
+            });
         break;
     }
     default: {
@@ -117,6 +126,29 @@ static void SR_FN(arith_tangent)(real *y, const real *at, const real *bt, const 
         break;
     }
     }
+}
+
+/* One primal sample's ties and singular points under the directional rule
+ * (kernels/kink.h): max / min operands tied (SR_TIED; near: not exactly),
+ * a division by 0, pow at a = 0 with an exponent below 1 other than 0. */
+static void SR_FN(arith_kinks)(real *y, const real *a, const real *b, int op, int nd, const int64_t *shape,
+                               const int64_t *sa, const int64_t *sb, int64_t *ties, int64_t *near, int64_t *singular)
+{
+    /* y: the sample's output, which ARITH_LOOP walks (read only here) */
+    int64_t t = 0, nr = 0, sg = 0;
+    if (op == ARITH_MAX || op == ARITH_MIN)
+        ARITH_LOOP({
+            (void)yr;
+            real x = a[ia], z = b[ib];
+            int tied = SR_TIED(x, z, SR_FABS(x) > SR_FABS(z) ? SR_FABS(x) : SR_FABS(z));
+            t += tied;
+            nr += tied && x != z;
+        });
+    else if (op == ARITH_DIV)
+        ARITH_LOOP({ (void)yr; sg += b[ib] == 0; });
+    else if (op == ARITH_POW)
+        ARITH_LOOP({ (void)yr; sg += a[ia] == 0 && b[ib] < 1 && b[ib] != 0; });
+    *ties += t, *near += nr, *singular += sg;
 }
 
 /* The full-size gradient contribution to operand `which` (0: a, 1: b) of
@@ -299,11 +331,17 @@ static int arith_run(sr_module *m, int nin, const sr_tensor *const *x, sr_run *r
         if (s < np) {
             SR_DISPATCH(a->dtype, arith_primal, y, ARITH_AT(pa, s * c->as), ARITH_AT(pb, s * c->bs), c->op, c->nd,
                         c->shape, c->sta, c->stb);
+            if (jvp && run->directional && run->kinks) {
+                int64_t t = 0, nr = 0, sg = 0;
+                SR_DISPATCH(a->dtype, arith_kinks, y, ARITH_AT(pa, s * c->as), ARITH_AT(pb, s * c->bs), c->op, c->nd,
+                            c->shape, c->sta, c->stb, &t, &nr, &sg);
+                sr_kinks_add(&run->kinks[s], t, nr, sg);
+            }
         } else {
             int64_t i = (s - np) / k;
             SR_DISPATCH(a->dtype, arith_tangent, y, ab ? ARITH_AT(pa, s * c->as) : NULL,
                         bb ? ARITH_AT(pb, s * c->bs) : NULL, ARITH_AT(pa, i * c->as), ARITH_AT(pb, i * c->bs),
-                        ARITH_AT(py, i * rs), c->op, c->nd, c->shape, c->sta, c->stb);
+                        ARITH_AT(py, i * rs), c->op, jvp && run->directional, c->nd, c->shape, c->sta, c->stb);
         }
     }
     return 0;

@@ -107,7 +107,13 @@ static int conv_maps(const sr_module *m, const sr_epilogue *e, int jvp)
 
 static int conv_mapped(sr_module *m, const sr_tensor *x, int jvp, const sr_epilogue *e, sr_run *run)
 {
-    return conv_run(m, x, jvp ? run->n : x->ndim > 0 ? x->shape[0] : 0, e, run);
+    if (!jvp)
+        return conv_run(m, x, x->ndim > 0 ? x->shape[0] : 0, e, run);
+    /* the map's ReLU takes the pass's rule at 0 (kernels/kink.h) */
+    sr_epilogue with = *e;
+    with.directional = run->directional;
+    with.kinks = run->kinks;
+    return conv_run(m, x, run->n, &with, run);
 }
 
 static const sr_module_ops conv_ops = {

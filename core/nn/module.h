@@ -36,6 +36,7 @@
 #include "base/opts.h"
 #include "base/rng.h"
 #include "kernels/epilogue.h"
+#include "kernels/kink.h"
 #include "tensor/tensor.h"
 
 typedef struct sr_module sr_module;
@@ -69,6 +70,14 @@ typedef struct sr_sum_hook {
 
 typedef struct sr_run {
     int64_t n, k;        /* jvp: primal rows and tangents per primal */
+    /* jvp: the rule at kinks and ties (kernels/kink.h).  0: PyTorch's
+     * subgradient (ReLU's mask x > 0, the first maximum); 1: the one-sided
+     * directional derivative of each tangent row, exact everywhere for
+     * piecewise-linear maps (the profile engine's rule). */
+    int directional;
+    /* jvp with directional: when not NULL, run->n counts (one per primal
+     * row), added to by every layer that meets a tie or a singular point. */
+    sr_kinks *kinks;
     int save;            /* forward: keep what backward needs */
     int param_grads;     /* backward: accumulate parameter gradients */
     /* Taps: outputs of these modules are recorded (as shared views, stacked

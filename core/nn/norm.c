@@ -521,12 +521,12 @@ static int bn_run(sr_module *m, const sr_tensor *xv, int64_t n, int64_t k, sr_ru
     int64_t rows = xv->shape[0];
     if (m->training && k > 0) {
         sr_epilogue_apply(xv->dtype, sr_data(&m->out), sr_data(xv), n, n, C, P,
-                          &(sr_epilogue){c->mu, c->scale, c->b, C, 0, NULL, NULL});
+                          &(sr_epilogue){c->mu, c->scale, c->b, C, 0, NULL, NULL, 0, NULL});
         SR_DISPATCH(xv->dtype, bn_train_tangents, sr_data(&m->out), sr_data(xv), n, k, C, P, c->mu,
                     c->rstd, c->w);
     } else {
         sr_epilogue_apply(xv->dtype, sr_data(&m->out), sr_data(xv), rows, n, C, P,
-                          &(sr_epilogue){c->mu, c->scale, c->b, C, 0, NULL, NULL});
+                          &(sr_epilogue){c->mu, c->scale, c->b, C, 0, NULL, NULL, 0, NULL});
     }
     if (jvp)
         return 0;
@@ -820,7 +820,7 @@ static int nz_run(sr_module *m, const sr_tensor *xv, int64_t n, sr_run *run)
     if (nz_check(m, xv) || sr_module_output_like(m, run, xv))
         return -1;
     sr_epilogue_apply(xv->dtype, sr_data(&m->out), sr_data(xv), xv->shape[0], n, c->C, sr_rowsize(xv) / c->C,
-                      &(sr_epilogue){c->mean, c->inv, NULL, c->C, 0, NULL, NULL});
+                      &(sr_epilogue){c->mean, c->inv, NULL, c->C, 0, NULL, NULL, 0, NULL});
     return 0;
 }
 
@@ -838,7 +838,7 @@ static int nz_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
     if (sr_module_grad_input_like(m, run, gy))
         return -1;
     sr_epilogue_apply(gy->dtype, sr_data(&m->gin), sr_data(gy), gy->shape[0], 0, c->C, sr_rowsize(gy) / c->C,
-                      &(sr_epilogue){c->mean, c->inv, NULL, c->C, 0, NULL, NULL});
+                      &(sr_epilogue){c->mean, c->inv, NULL, c->C, 0, NULL, NULL, 0, NULL});
     return 0;
 }
 
@@ -905,7 +905,7 @@ static const sr_epilogue *af_map(sr_module *m, sr_epilogue *e)
     af_impl *c = m->impl;
     param_f64(c->scale, &m->params[0]);
     param_f64(c->shift, &m->params[1]);
-    *e = (sr_epilogue){c->mu, c->scale, c->shift, c->C, 0, NULL, NULL};
+    *e = (sr_epilogue){c->mu, c->scale, c->shift, c->C, 0, NULL, NULL, 0, NULL};
     return e;
 }
 

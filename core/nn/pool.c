@@ -14,7 +14,9 @@
  * Average pools and permutes are linear, so their JVP is the same op on the
  * whole stack [x; v].  Max pooling is piecewise linear: the primal rows
  * record their argmax and each tangent row gathers at its primal's argmax,
- * which is exactly torch's forward-mode rule (ties: the first maximum). */
+ * which is exactly torch's forward-mode rule (ties: the first maximum).
+ * Under run->directional a window whose maximum ties (kernels/kink.h:
+ * within SR_TIED) gives the largest tangent among its tied values. */
 #ifdef SR_REAL
 
 /* One output element by the definition: the window in row-major order. */
@@ -155,6 +157,82 @@ static void SR_FN(maxpool_gather)(real *y, const real *v, const int32_t *idx, in
         real *yp = y + q * HoWo;
         for (int64_t o = 0; o < HoWo; o++)
             yp[o] = vp[ip[o]];
+    }
+}
+
+/* The directional rule's ties (kernels/kink.h): idx[o] becomes ~idx[o]
+ * (negative) where another value of o's window ties with its maximum y[o]
+ * (SR_TIED at the plane's largest magnitude, kept in scale[plane]); each plane's tied windows are added to its primal row's
+ * counts (C planes a row), exact ones to ties, the others to near too. */
+static void SR_FN(maxpool_ties)(int32_t *idx, double *scale, const real *y, const real *x, int64_t planes,
+                                int64_t C, const pool_geom *g, sr_kinks *kinks)
+{
+    int64_t H = g->h, W = g->w, Ho = g->oh, Wo = g->ow;
+    #pragma omp parallel for if (planes * Ho * Wo * g->kh * g->kw > POOL_OMP_MIN)
+    for (int64_t p = 0; p < planes; p++) {
+        const real *xp = x + p * H * W, *yp = y + p * Ho * Wo;
+        int32_t *ip = idx + p * Ho * Wo;
+        int64_t exact = 0, near = 0;
+        real sc = 0;
+        for (int64_t e = 0; e < H * W; e++)
+            sc = SR_FABS(xp[e]) > sc ? SR_FABS(xp[e]) : sc;
+        scale[p] = (double)sc;
+        for (int64_t oh = 0; oh < Ho; oh++) {
+            int64_t h0, h1, hc, w0, w1, wc;
+            pool_window(g, 0, oh, &h0, &h1, &hc);
+            for (int64_t ow = 0; ow < Wo; ow++) {
+                pool_window(g, 1, ow, &w0, &w1, &wc);
+                real mx = yp[oh * Wo + ow];
+                int32_t at = ip[oh * Wo + ow];
+                int tied = 0, within = 0;
+                for (int64_t h = h0; h < h1; h++)
+                    for (int64_t w = w0; w < w1; w++) {
+                        real v = xp[h * W + w];
+                        if (h * W + w != at && SR_TIED(v, mx, sc)) {
+                            tied = 1;
+                            within |= v != mx;
+                        }
+                    }
+                if (tied) {
+                    ip[oh * Wo + ow] = ~at;
+                    exact += !within;
+                    near += within;
+                }
+            }
+        }
+        if (kinks)
+            sr_kinks_add(&kinks[p / C], exact + near, near, 0);
+    }
+}
+
+/* maxpool_gather under the directional rule: at a window marked tied by
+ * maxpool_ties, the largest tangent among the values tied with the
+ * maximum. */
+static void SR_FN(maxpool_gather_ties)(real *y, const real *v, const int32_t *idx, const double *scale, const real *x,
+                                       const real *ymax, int64_t tplanes, int64_t C, int64_t k, const pool_geom *g)
+{
+    int64_t H = g->h, W = g->w, Ho = g->oh, Wo = g->ow;
+    #pragma omp parallel for if (tplanes * Ho * Wo > POOL_OMP_MIN)
+    for (int64_t q = 0; q < tplanes; q++) {
+        int64_t pp = (q / C) / k * C + q % C; /* the primal plane */
+        const int32_t *ip = idx + pp * Ho * Wo;
+        const real *vp = v + q * H * W, *xp = x + pp * H * W, *mp = ymax + pp * Ho * Wo;
+        real *yp = y + q * Ho * Wo;
+        for (int64_t o = 0; o < Ho * Wo; o++) {
+            if (ip[o] >= 0) {
+                yp[o] = vp[ip[o]];
+                continue;
+            }
+            int64_t h0, h1, hc, w0, w1, wc;
+            pool_window(g, 0, o / Wo, &h0, &h1, &hc);
+            pool_window(g, 1, o % Wo, &w0, &w1, &wc);
+            real best = vp[~ip[o]];
+            for (int64_t h = h0; h < h1; h++)
+                for (int64_t w = w0; w < w1; w++)
+                    if (SR_TIED(xp[h * W + w], mp[o], (real)scale[pp]) && vp[h * W + w] > best)
+                        best = vp[h * W + w];
+            yp[o] = best;
+        }
     }
 }
 
@@ -312,6 +390,8 @@ typedef struct {
     int32_t *idx;
     size_t idx_cap;
     int saved;
+    double *scale;   /* directional jvp: each primal plane's largest magnitude (maxpool_ties) */
+    size_t scale_cap;
 } pool_impl;
 
 static const char *pool_name(int kind)
@@ -426,7 +506,20 @@ static int pool_jvp(sr_module *m, const sr_tensor *xv, sr_run *run)
     size_t es = sr_dtype_size(xv->dtype);
     void *yt = (char *)sr_data(&m->out) + (size_t)(run->n * C * HoWo) * es;
     const void *vt = (const char *)sr_data(xv) + (size_t)(run->n * C * HW) * es;
-    SR_DISPATCH(xv->dtype, maxpool_gather, yt, vt, c->idx, run->n * run->k * C, C, run->k, HW, HoWo);
+    if (run->directional) {
+        if ((size_t)(run->n * C) > c->scale_cap) {
+            double *p = realloc(c->scale, (size_t)(run->n * C) * sizeof *p);
+            if (!p)
+                return sr_fail("maxpool2d: out of memory");
+            c->scale = p, c->scale_cap = (size_t)(run->n * C);
+        }
+        SR_DISPATCH(xv->dtype, maxpool_ties, c->idx, c->scale, sr_data(&m->out), sr_data(xv), run->n * C, C, &g,
+                    run->kinks);
+        SR_DISPATCH(xv->dtype, maxpool_gather_ties, yt, vt, c->idx, c->scale, sr_data(xv), sr_data(&m->out),
+                    run->n * run->k * C, C, run->k, &g);
+    } else {
+        SR_DISPATCH(xv->dtype, maxpool_gather, yt, vt, c->idx, run->n * run->k * C, C, run->k, HW, HoWo);
+    }
     return 0;
 }
 
@@ -455,8 +548,10 @@ static void pool_free(sr_module *m)
 {
     pool_impl *c = m->impl;
     free(c->idx);
+    free(c->scale);
     c->idx = NULL;
-    c->idx_cap = 0;
+    c->scale = NULL;
+    c->idx_cap = c->scale_cap = 0;
 }
 
 static void pool_describe(const sr_module *m, char *buf, size_t n)

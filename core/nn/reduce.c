@@ -6,7 +6,9 @@
  * in double, in a fixed order per sample.  Max and min are piecewise
  * linear: each output records where its extreme is (the first of equal
  * ones; a NaN wins, as in PyTorch), a tangent reads its primal's place,
- * backward puts gy there. */
+ * backward puts gy there.  Under run->directional a tangent takes the
+ * largest (min: smallest) tangent among the elements tied with the
+ * extreme (kernels/kink.h). */
 #ifdef SR_REAL
 
 /* y[r][o] = scale · Σ x[r][e] over the elements e of output o; ostride[d]
@@ -84,6 +86,63 @@ static void SR_FN(reduce_gather)(real *out, const real *v, const int64_t *idx, i
     for (int64_t t = 0; t < rows; t++)
         for (int64_t o = 0; o < yrs; o++)
             out[t * yrs + o] = v[t * xrs + idx[(t / k) * yrs + o]];
+}
+
+/* reduce_gather under the directional rule (kernels/kink.h): the largest
+ * (sign 1; min: the smallest) tangent among the elements tied with the
+ * primal's extreme y (SR_TIED at the group's largest magnitude, sc: n·yrs
+ * scratch).  With kinks, each primal row's outputs with a tie are counted
+ * (cnt: yrs scratch). */
+static void SR_FN(reduce_gather_ties)(real *out, const real *v, const int64_t *idx, const real *x, const real *y,
+                                      int64_t n, int64_t k, int nd, const int64_t *ishape, const int64_t *ostride,
+                                      int64_t xrs, int64_t yrs, int sign, sr_kinks *kinks, int64_t *cnt, real *sc)
+{
+    int64_t last = ishape[nd - 1], ls = ostride[nd - 1];
+    for (int64_t i = 0; i < n; i++) {
+        const real *xr = x + i * xrs;
+        real *sr = sc + i * yrs;
+        for (int64_t o = 0; o < yrs; o++)
+            sr[o] = 0;
+        for (int64_t e0 = 0; e0 < xrs; e0 += last) {
+            int64_t o = reduce_out_offset(e0 / last, nd, ishape, ostride);
+            for (int64_t j = 0; j < last; j++)
+                sr[o + j * ls] = SR_FABS(xr[e0 + j]) > sr[o + j * ls] ? SR_FABS(xr[e0 + j]) : sr[o + j * ls];
+        }
+    }
+    for (int64_t i = 0; kinks && i < n; i++) {
+        const real *xr = x + i * xrs, *yr = y + i * yrs, *sr = sc + i * yrs;
+        int64_t exact = 0, near = 0;
+        for (int64_t o = 0; o < yrs; o++)
+            cnt[o] = 0;
+        for (int64_t e0 = 0; e0 < xrs; e0 += last) {
+            int64_t o = reduce_out_offset(e0 / last, nd, ishape, ostride);
+            for (int64_t j = 0; j < last; j++) {
+                int64_t oo = o + j * ls;
+                if (e0 + j != idx[i * yrs + oo] && SR_TIED(xr[e0 + j], yr[oo], sr[oo]))
+                    cnt[oo] |= xr[e0 + j] == yr[oo] ? 1 : 2;
+            }
+        }
+        for (int64_t o = 0; o < yrs; o++) {
+            exact += cnt[o] == 1;
+            near += cnt[o] >= 2;
+        }
+        sr_kinks_add(&kinks[i], exact + near, near, 0);
+    }
+    for (int64_t t = 0; t < n * k; t++) {
+        const real *xr = x + (t / k) * xrs, *yr = y + (t / k) * yrs, *vr = v + t * xrs, *sr = sc + (t / k) * yrs;
+        real *orow = out + t * yrs;
+        for (int64_t o = 0; o < yrs; o++)
+            orow[o] = vr[idx[(t / k) * yrs + o]];
+        for (int64_t e0 = 0; e0 < xrs; e0 += last) {
+            int64_t o = reduce_out_offset(e0 / last, nd, ishape, ostride);
+            for (int64_t j = 0; j < last; j++) {
+                int64_t oo = o + j * ls;
+                real w = vr[e0 + j];
+                if (SR_TIED(xr[e0 + j], yr[oo], sr[oo]) && (sign > 0 ? w > orow[oo] : w < orow[oo]))
+                    orow[oo] = w;
+            }
+        }
+    }
 }
 
 static void SR_FN(reduce_scatter)(real *gx, const real *gy, const int64_t *idx, int64_t rows, int64_t xrs, int64_t yrs)
@@ -197,9 +256,25 @@ static int reduce_run(sr_module *m, const sr_tensor *x, sr_run *run, int jvp)
                     c->xrs, c->yrs, c->op == RED_MAX ? 1 : -1);
         if (jvp) {
             size_t es = sr_dtype_size(x->dtype);
-            SR_DISPATCH(x->dtype, reduce_gather, (void *)((char *)sr_data(&m->out) + (size_t)(np * c->yrs) * es),
-                        (const void *)((const char *)sr_data(x) + (size_t)(np * c->xrs) * es), c->idx, np * run->k,
-                        run->k, c->xrs, c->yrs);
+            void *yt = (char *)sr_data(&m->out) + (size_t)(np * c->yrs) * es;
+            const void *vt = (const char *)sr_data(x) + (size_t)(np * c->xrs) * es;
+            if (run->directional) {
+                int64_t ny = np * c->yrs > 0 ? np * c->yrs : 1;
+                int64_t *cnt = malloc((size_t)ny * sizeof *cnt);
+                void *sc = malloc((size_t)ny * es);
+                if (!cnt || !sc) {
+                    free(cnt);
+                    free(sc);
+                    return sr_fail("reduce: out of memory");
+                }
+                SR_DISPATCH(x->dtype, reduce_gather_ties, yt, vt, c->idx, sr_data(x), sr_data(&m->out), np, run->k,
+                            c->nd, c->ishape, c->ostride, c->xrs, c->yrs, c->op == RED_MAX ? 1 : -1, run->kinks, cnt,
+                            sc);
+                free(cnt);
+                free(sc);
+            } else {
+                SR_DISPATCH(x->dtype, reduce_gather, yt, vt, c->idx, np * run->k, run->k, c->xrs, c->yrs);
+            }
         }
         c->idx_rows = !jvp && run->save ? np : 0;
         return 0;

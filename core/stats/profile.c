@@ -96,6 +96,10 @@ const sr_opt_spec sr_profile_specs[] = {
      .help = "ReLU nets: pairs below the direction's first activation boundary are exact, without a forward"},
     {.name = "share_prefix", .type = SR_OPT_BOOL, .def = 1, .offset = FIELD(share_prefix),
      .help = "run the model's leading affine layers once per direction"},
+    {.name = "directional", .type = SR_OPT_BOOL, .def = 1, .offset = FIELD(directional),
+     .help = "JVPs take the one-sided directional derivative at kinks and ties (ReLU at 0, tied maxima), u and -u "
+             "each their own, so r -> 1 as eta -> 0 on every input of a piecewise-linear model; false: PyTorch's "
+             "subgradient"},
     {.name = "lowpass_sigma", .type = SR_OPT_NUM, .lo = 0, .hi = 1e4, .def = 0, .def_text = "none",
      .offset = FIELD(lowpass_sigma), .help = "blur of low-pass directions in pixels (> 0 selects them)"},
     {.name = "tap", .type = SR_OPT_STR, .flags = SR_OPT_CALLER | SR_OPT_NONEMPTY, .what = "a module path",
@@ -227,7 +231,8 @@ static int features(sr_module *m, int first, const sr_tensor *x, const sr_module
  * ...; J u_k].  tan, stack: the caller's buffers (the tangents rounded to
  * x's dtype, the stacked input), reused across calls. */
 static int stacked_jvp(sr_module *m, const sr_tensor *x, const double *u, int64_t k, const sr_module *tap,
-                       int record_relu, sr_tensor *tan, sr_tensor *stack, sr_tensor *out)
+                       int record_relu, int directional, sr_kinks *kinks, sr_tensor *tan, sr_tensor *stack,
+                       sr_tensor *out)
 {
     int64_t shape[SR_MAXDIM];
     memcpy(shape, x->shape, sizeof shape);
@@ -243,6 +248,8 @@ static int stacked_jvp(sr_module *m, const sr_tensor *x, const double *u, int64_
     run.n = 1;
     run.k = k;
     run.record_relu = record_relu;
+    run.directional = directional;
+    run.kinks = kinks;
     sr_run_tap(&run, taps, &tap_out);
     if (sr_module_jvp(m, stack, &run))
         return -1;
@@ -313,7 +320,7 @@ static int energies(sr_module *m, const sr_tensor *x, const double *f0, int64_t 
         for (int64_t a = 0; a < na; a++)
             if (sr_dirs_get(g, idx[a0 + a], u + a * d))
                 goto done;
-        if (pre && stacked_jvp(m, x, u, na, pend, 0, &tan, &stack, &lin))
+        if (pre && stacked_jvp(m, x, u, na, pend, 0, 0, NULL, &tan, &stack, &lin))
             goto done;
         const sr_tensor *start = pre ? &A : x; /* the rows' shape */
         int64_t q = sr_numel(start), shape[SR_MAXDIM];
@@ -360,42 +367,74 @@ done:
     return rc;
 }
 
-/* jsq[a] = ‖J u_idx[a]‖², k tangents per stacked jvp. */
-static int jac_energies(sr_module *m, const sr_tensor *x, const sr_profile_opts *o, sr_dir_set *g,
-                        const int64_t *idx, int64_t nidx, double *jsq, int64_t *nfwd, double *dpos, double *dneg)
+/* jsq[a] = ‖J u_idx[a]‖², k tangents per stacked jvp.  Directional with
+ * antipodes (o->directional && o->antipodal): −u has its own one-sided
+ * JVP (kernels/kink.h), stacked with u's (k/2 directions a pass); jneg
+ * (may be NULL) gets ‖D⁺Φ(x; −u)‖², and without it jsq gets the unit's
+ * mean of the two.  dpos, dneg (exact_relu): each sign's first activation
+ * boundary, from its own tangent when directional.  kinks (may be NULL):
+ * the image's ties, counted in the first pass. */
+static int jac_energies_sided(sr_module *m, const sr_tensor *x, const sr_profile_opts *o, sr_dir_set *g,
+                              const int64_t *idx, int64_t nidx, double *jsq, double *jneg, int64_t *nfwd,
+                              double *dpos, double *dneg, sr_kinks *kinks)
 {
-    int64_t d = sr_numel(x), k = o->jvp_k;
+    int both = o->directional && o->antipodal;
+    int64_t d = sr_numel(x), k = both ? (o->jvp_k > 1 ? o->jvp_k / 2 : 1) : o->jvp_k, nt = both ? 2 * k : k;
     int rc = -1;
-    double *u = malloc((size_t)(k * d) * sizeof *u);
+    double *u = malloc((size_t)(nt * d) * sizeof *u), *bd = malloc((size_t)nt * sizeof *bd);
     sr_tensor tan = SR_TENSOR_INIT, stack = SR_TENSOR_INIT, out = SR_TENSOR_INIT;
-    if (!u) {
-        sr_fail("profile: out of memory for %lld tangents", (long long)k);
+    if (!u || !bd) {
+        sr_fail("profile: out of memory for %lld tangents", (long long)nt);
         goto done;
     }
     for (int64_t j0 = 0; j0 < nidx; j0 += k) {
-        int64_t kk = j0 + k <= nidx ? k : nidx - j0;
+        int64_t kk = j0 + k <= nidx ? k : nidx - j0, nk = both ? 2 * kk : kk;
         for (int64_t a = 0; a < kk; a++)
             if (sr_dirs_get(g, idx[j0 + a], u + a * d))
                 goto done;
-        if (stacked_jvp(m, x, u, kk, o->tap, dpos != NULL, &tan, &stack, &out))
+        for (int64_t e = 0; both && e < kk * d; e++)
+            u[kk * d + e] = -u[e];
+        if (stacked_jvp(m, x, u, nk, o->tap, dpos != NULL, o->directional, j0 == 0 ? kinks : NULL, &tan, &stack,
+                        &out))
             goto done;
-        if (dpos && sr_relu_boundary_walk(m, kk, dpos + j0, dneg ? dneg + j0 : NULL, NULL))
+        if (dpos && sr_relu_boundary_walk(m, nk, both ? bd : dpos + j0, both || !dneg ? NULL : dneg + j0, NULL))
             goto done;
+        for (int64_t a = 0; dpos && both && a < kk; a++) {
+            dpos[j0 + a] = bd[a];
+            if (dneg)
+                dneg[j0 + a] = bd[kk + a];
+        }
         int64_t nf = sr_rowsize(&out);
         size_t es = sr_dtype_size(out.dtype);
-        for (int64_t a = 0; a < kk; a++)
-            jsq[j0 + a] = SR_DISPATCH_RET(out.dtype, sq_sum,
-                                          (const void *)((const char *)sr_data(&out) + (size_t)((1 + a) * nf) * es), nf);
+        for (int64_t a = 0; a < nk; a++) {
+            double e = SR_DISPATCH_RET(out.dtype, sq_sum,
+                                       (const void *)((const char *)sr_data(&out) + (size_t)((1 + a) * nf) * es), nf);
+            if (a < kk)
+                jsq[j0 + a] = e;
+            else if (jneg)
+                jneg[j0 + a - kk] = e;
+            else
+                jsq[j0 + a - kk] = (jsq[j0 + a - kk] + e) / 2;
+        }
         sr_tensor_free(&out);
-        *nfwd += 1 + kk;
+        *nfwd += 1 + nk;
     }
     rc = 0;
 done:
     free(u);
+    free(bd);
     sr_tensor_free(&tan);
     sr_tensor_free(&stack);
     sr_tensor_free(&out);
     return rc;
+}
+
+/* A unit's JVP energy per base direction (the mean over both signs when
+ * directional with antipodes): what r's denominator averages. */
+static int jac_energies(sr_module *m, const sr_tensor *x, const sr_profile_opts *o, sr_dir_set *g,
+                        const int64_t *idx, int64_t nidx, double *jsq, int64_t *nfwd, double *dpos, double *dneg)
+{
+    return jac_energies_sided(m, x, o, g, idx, nidx, jsq, NULL, nfwd, dpos, dneg, NULL);
 }
 
 static double mean_of(const double *v, int64_t n)
@@ -442,11 +481,13 @@ static int check_opts(const sr_module *m, const sr_tensor *x, const sr_profile_o
  * and (with antipodes) of their antipodes, in the set's order: one JVP per
  * base direction serves both signs. */
 static int exact_prepare(sr_module *m, const sr_tensor *x, const sr_profile_opts *o, sr_dir_set *g,
-                         const int64_t *idx, int64_t nb, double *jsq, double *dist, int64_t *nfwd)
+                         const int64_t *idx, int64_t nb, double *jsq, double *dist, int64_t *nfwd, sr_kinks *kinks)
 {
-    if (jac_energies(m, x, o, g, idx, nb, jsq, nfwd, dist, o->antipodal ? dist + nb : NULL))
+    int both = o->directional && o->antipodal;
+    if (jac_energies_sided(m, x, o, g, idx, nb, jsq, both ? jsq + nb : NULL, nfwd, dist,
+                           o->antipodal ? dist + nb : NULL, kinks))
         return -1;
-    if (o->antipodal)
+    if (o->antipodal && !both)
         memcpy(jsq + nb, jsq, (size_t)nb * sizeof *jsq);
     return 0;
 }
@@ -541,10 +582,13 @@ int sr_profile_image(sr_module *m, const sr_tensor *x, const sr_profile_opts *o,
         return -1;
     int ns = o->nscales, anti = o->antipodal ? 1 : 0;
     int64_t total = total_dirs(o), batch = o->batch > 0 ? o->batch : auto_batch(sr_numel(x));
-    /* JVPs on the base directions only: J(−u) = −Ju, so an antipode's
-     * energy is its base's, no new sample (counting it would narrow the
-     * CIs).  Paired: every base direction; unpaired: the first njvp of the
-     * set, as far as they are base directions. */
+    /* JVP energies per base direction: with the subgradient rule
+     * J(−u) = −Ju, so an antipode's energy is its base's, no new sample
+     * (counting it would narrow the CIs); with the directional rule at a
+     * tie ‖D⁺Φ(x; −u)‖ ≠ ‖D⁺Φ(x; u)‖, and a unit's energy is the mean of
+     * its two (jac_energies_sided), still one sample.  Paired: every base
+     * direction; unpaired: the first njvp of the set, as far as they are
+     * base directions. */
     int64_t nj = o->paired ? o->ndirs : (o->njvp < o->ndirs ? o->njvp : o->ndirs);
     int rc = -1;
     double *f0 = NULL, *D = NULL, *xdist = NULL, *xjsq = NULL;
@@ -602,10 +646,12 @@ int sr_profile_image(sr_module *m, const sr_tensor *x, const sr_profile_opts *o,
         ex.jsq = xjsq;
         exact = &ex;
         /* every base direction's JVP and boundary distance, in the set's order */
-        if (exact_prepare(m, x, o, &g, idx, o->ndirs, xjsq, xdist, &res->nforward))
+        if (exact_prepare(m, x, o, &g, idx, o->ndirs, xjsq, xdist, &res->nforward, &res->kinks))
             goto done;
-        memcpy(res->jvp_sq, xjsq, (size_t)nj * sizeof *xjsq);
-    } else if (jac_energies(m, x, o, &g, idx, nj, res->jvp_sq, &res->nforward, NULL, NULL)) {
+        for (int64_t j = 0; j < nj; j++) /* a unit's energy: both signs' mean */
+            res->jvp_sq[j] = o->directional && anti ? (xjsq[j] + xjsq[o->ndirs + j]) / 2 : xjsq[j];
+    } else if (jac_energies_sided(m, x, o, &g, idx, nj, res->jvp_sq, NULL, &res->nforward, NULL, NULL,
+                                  &res->kinks)) {
         goto done;
     }
     res->njvp_used = nj;

@@ -58,6 +58,13 @@ typedef struct sr_profile_opts {
      * instead of once per row (default on; the same numbers up to
      * rounding, ResNet-50's stem is 4% of a forward). */
     int share_prefix;
+    /* The JVPs' rule at kinks and ties (kernels/kink.h, sr_run.directional):
+     * 1 (default) the one-sided directional derivative D⁺Φ(x; u) of each
+     * direction, u and −u each their own (with antipodes a unit's JVP
+     * energy is their mean), so r → 1 as η → 0 on every input of a
+     * piecewise-linear Φ; 0 PyTorch's subgradient (a JVP per base direction,
+     * ‖J(−u)‖ = ‖Ju‖). */
+    int directional;
 } sr_profile_opts;
 
 /* The engine's options, declared once (name, type, range, default, help;
@@ -98,6 +105,9 @@ typedef struct sr_profile_result {
     int64_t nexact;        /* (direction, rung) pairs filled by the exact shortcut */
     int shared_layers;     /* leading layers run once per direction (share_prefix) */
     int64_t nforward;      /* rows pushed through the model (forward + jvp) */
+    /* The image's ties and singular points met by the first JVP pass
+     * (kernels/kink.h; counted under directional only, else zero). */
+    sr_kinks kinks;
     double seconds;
 } sr_profile_result;
 

@@ -2,7 +2,8 @@
  *
  * The units of a rung are base directions: D̄_i, the displacement energy of
  * u_i averaged with that of its antipode (how they enter r), and J_i =
- * ‖J u_i‖².  A rung is summarised by its moments, which runs over disjoint
+ * ‖J u_i‖² (under the directional rule at kinks, stats/profile.h, the mean
+ * of ‖D⁺Φ(x; u_i)‖² and ‖D⁺Φ(x; −u_i)‖²).  A rung is summarised by its moments, which runs over disjoint
  * direction sets merge exactly (lua/srgeo/profile.lua continues a run that
  * way), and its estimate is computed from the moments only:
  *

@@ -119,8 +119,9 @@ end
 --- What a unit computes: the description compared on reuse.  dir: the unit
 --- folder (keeps the weight files' hashes, C.file_id).
 function C.unit(ms, es, popts, seed, dir)
-  -- format 2: profiles carry their shape test, range and estimator (older units recompute)
-  return { format = "srgeo.unit/2", model = C.model_key(ms, seed, dir), eval = es.key, profile = popts,
+  -- format 2: profiles carry their shape test, range and estimator; format 3:
+  -- their JVPs take the directional rule at ties, and count ties (older units recompute)
+  return { format = "srgeo.unit/3", model = C.model_key(ms, seed, dir), eval = es.key, profile = popts,
            version = srgeo.version }
 end
 

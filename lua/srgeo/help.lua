@@ -53,6 +53,8 @@ TEXT.nn = [[
 Layers (srgeo.nn): each constructor takes one options table; help(srgeo.nn.NAME) shows its options.
   m = srgeo.nn.sequential{ {"fc1", srgeo.nn.linear{in_features = 12, out_features = 16}}, {"act", srgeo.nn.relu{}} }
   y = m:forward(x [, {tap = "fc1"}])       y, jv = m:jvp(x, v)   (v: k directions per input)   g = m:vjp(x, w)
+  m:jvp(x, v, {directional = true}): at kinks and ties (ReLU input 0, tied maxima) the one-sided directional
+    derivative of each row of v (−v needs its own row); default PyTorch's subgradient (mask x > 0, first maximum), as vjp
   m:parameters()  m:buffers()  m:state_dict()  m:param_names()  m:get(name)  m:set(name, t)  m:init(seed)  m:children()  m:find(path)
   m:train() / m:eval()   m:double() / m:float()   m:load(path)  m:save(path)  m:summary({C, H, W})
 Leaves: %s.
@@ -107,7 +109,10 @@ r_η = E_u ‖Φ(x+ηu) − Φ(x)‖² / (η² E_u ‖J(x)u‖²): 1 where Φ is
   options: directions, antipodal, jvp_directions (n or "all"), nscales, scales, rms_scales, seed, tap,
            precision ("float32" with a noise check, or "float64"), bootstrap, ci, family ("gaussian",
            "lowpass", "toward", "jacobian_top", "gradient", "user"), progress, label, exact_relu,
-           share_prefix (default true: leading affine layers once per direction, p.shared_layers)
+           share_prefix (default true: leading affine layers once per direction, p.shared_layers),
+           directional (default true: JVPs take the one-sided derivative at kinks and ties, u and −u each their own,
+           so r → 1 as η → 0 on every input; false: PyTorch's subgradient); p.ties[i], p.near_ties[i],
+           p.singular[i]: the image's tied units/windows and points without a one-sided derivative (summary warns)
   fields: p.scales  p.median  p.lo  p.hi  p.mean  p.per_image  p.descriptors  p.jacobian_fro  p.forwards
   sequential: seq_between (1/4), seq_paper (1/2), or target_ci; p.rung_directions[i][s], p.closed_by[i][s]
   p.shape.class: "bump" | "rise" | "fall" | "edge" | "flat" | "undetermined" (srgeo.bump: tests at alpha 0.05),

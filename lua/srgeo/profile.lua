@@ -65,7 +65,7 @@ local option_names = {
   user_directions = true, family = true, lowpass_sigma = true, toward = true, k = true, iters = true,
   labels = true, exact_relu = true, target_ci = true, seq_chunk = true, seq_min = true, jacobian_norm = true,
   share_prefix = true, paired = true, orthogonal = true, range = true, refine = true, alpha = true,
-  seq_between = true, seq_paper = true, eval = true,
+  seq_between = true, seq_paper = true, eval = true, directional = true,
 }
 
 -- The paper protocol's counts, against which sequential rungs are judged.
@@ -125,6 +125,7 @@ local function resolve(opts, d)
   end
   o.seed = o.seed or 0
   o.range = o.range or "paper"
+  if o.directional == nil then o.directional = true end
   if o.orthogonal == "auto" or o.orthogonal == true then o.orthogonal = P.auto_block(d) end
   -- Types and ranges of the options the C engine declares (ci, bootstrap,
   -- range, ... too: core/stats/profile.c holds them with the engine's), up front.
@@ -262,7 +263,7 @@ local function new_run(model, X, o, d)
       antipodal = o.antipodal, jvp_directions = o.jvp_directions ~= "all" and o.jvp_directions or nil,
       paired = o.paired, orthogonal = o.orthogonal, batch = o.batch, jvp_batch = o.jvp_batch, tap = o.tap,
       noise_max = o.noise_max, per_direction = o.per_direction, exact_relu = o.exact_relu,
-      share_prefix = o.share_prefix,
+      share_prefix = o.share_prefix, directional = o.directional,
     },
   }
 end
@@ -300,6 +301,8 @@ local function call(run, p, i, rungs, first, count, noise)
     p._state[i] = st
   end
   st.calls = st.calls + 1
+  -- the image's ties and singular points (every call's first JVP meets the same)
+  st.kinks = r.kinks
   -- JVP energies by direction index: each direction counts once
   local base0 = copts.first_direction
   for j, v in ipairs(r.jvp_sq) do st.jvp[base0 + j] = v end
@@ -336,6 +339,7 @@ local function publish(p)
   p.per_image, p.ci, p.se, p.noise, p.noise_energy, p.moments = {}, {}, {}, {}, {}, {}
   p.rung_directions, p.directions_used, p.closed_by, p.jac_energy, p.jacobian_fro, p.noise_jvp = {}, {}, {}, {}, {}, {}
   p.steps = {}
+  p.ties, p.near_ties, p.singular = {}, {}, {}
   if o.per_direction then p.per_direction = {} end
   p.estimator.calls = 0
   for i = 1, p.n_images do
@@ -354,6 +358,8 @@ local function publish(p)
     p.rung_directions[i], p.directions_used[i], p.closed_by[i] = rd, used * mult, cb
     p.noise_jvp[i] = st.noise_jvp or NAN
     p.steps[i] = st.steps
+    local kk = st.kinks or {}
+    p.ties[i], p.near_ties[i], p.singular[i] = kk.ties or 0, kk.near or 0, kk.singular or 0
     local jsq, js = {}, 0
     for b = 1, #st.jvp do
       if st.jvp[b] then jsq[#jsq + 1] = st.jvp[b]; js = js + st.jvp[b] end
@@ -746,6 +752,7 @@ local function profile(model, X, opts, hooks)
       mode = o.sequential and "sequential" or "fixed", paired = o.paired or false, orthogonal = o.orthogonal or 0,
       directions = o.directions, antipodal = o.antipodal,
       jvp = o.paired and "each direction's own" or string.format("the first %d directions", o.jvp_directions),
+      jvp_rule = o.directional and P.DIRECTIONAL_RULE or P.SUBGRADIENT_RULE,
       rule = o.sequential and (o.target_ci and string.format("each image's rung until the relative 95%% CI of r is within %g", o.target_ci)
         or P.SEQUENTIAL_RULE) or nil,
     },
@@ -822,6 +829,45 @@ local function profile(model, X, opts, hooks)
   return p
 end
 
+P.DIRECTIONAL_RULE = "directional (one-sided derivative at kinks and ties, u and -u each their own)"
+P.SUBGRADIENT_RULE = "subgradient (PyTorch's: ReLU mask x > 0, first maximum)"
+
+--- The summary's lines on kinks and ties: the JVP rule, how many images
+--- met ties (ReLU inputs exactly at 0, tied maxima: exact under the
+--- directional rule) and a warning for points without a finite one-sided
+--- derivative (sqrt, log, 1/x at 0 ...), where r's denominator is not exact.
+function Profile:kink_lines()
+  local o, out = self.options or {}, {}
+  local function stats(list)
+    local n, total, max = 0, 0, 0
+    for _, v in ipairs(list or {}) do
+      if v > 0 then n = n + 1 end
+      total, max = total + v, math.max(max, v)
+    end
+    return n, total, max
+  end
+  if o.directional == nil or not self.ties then
+    out[1] = "JVP rule: not recorded (a profile saved before srgeo took the directional rule at ties)"
+    return out
+  end
+  if o.directional == false then
+    out[1] = "JVP rule: " .. P.SUBGRADIENT_RULE .. "; ties not counted: where an image has them (flat regions) "
+      .. "the plateau can sit off 1"
+    return out
+  end
+  local nt, tt, mt = stats(self.ties)
+  local _, tn = stats(self.near_ties)
+  out[1] = string.format("JVP rule: %s; ties: %d of %d images (%d units/windows in all, at most %d in one; %d "
+    .. "within %d ulps, not exactly)", P.DIRECTIONAL_RULE, nt, self.n_images or 0, tt, mt, tn, srgeo._tie_ulps or 0)
+  local ns, ts, ms = stats(self.singular)
+  if ns > 0 then
+    out[2] = string.format("WARNING: %d points without a finite one-sided derivative (sqrt, log, 1/x at 0, pow at 0, "
+      .. "a division by 0) in %d of %d images (at most %d in one): r's denominator is not exact there",
+      ts, ns, self.n_images or 0, ms)
+  end
+  return out
+end
+
 local function fmt(v, w)
   if v == nil or v ~= v then return string.rep(" ", (w or 10) - 3) .. "nan" end
   return string.format("%" .. (w or 10) .. ".4g", v)
@@ -859,6 +905,7 @@ function Profile:summary()
       (est.orthogonal or 0) > 1 and string.format("orthonormal blocks of %d", est.orthogonal) or "independent",
       est.rule and "; rule: " .. est.rule or "")
   end
+  for _, line in ipairs(self:kink_lines()) do out[#out + 1] = line end
   out[#out + 1] = string.format("%-12s %10s %10s %10s", "descriptor", "value", "lo", "hi")
   for _, k in ipairs(bump.DESCRIPTORS) do
     local dsc = self.descriptors[k]

@@ -129,3 +129,22 @@ T.test("nn: buffers are saved and loaded but never in m:parameters()", function(
   local x = srgeo.rand({ 1, 1, 3, 3 }, 2)
   T.eq((m:eval():forward(x) - m2:eval():forward(x)):abs():max(), 0)
 end)
+
+T.test("nn: m:jvp takes PyTorch's subgradient at a kink by default, the one-sided derivative with directional", function()
+  local m = nn.relu {}
+  local x = srgeo.zeros({ 1, 4 })
+  x:set(1, 1, 1)
+  x:set(-1, 1, 2)
+  local v = srgeo.zeros({ 2, 4 })
+  for j = 1, 4 do
+    v:set(0.5, 1, j)
+    v:set(-0.5, 2, j)
+  end
+  local _, sub = m:jvp(x, v)
+  local _, dir = m:jvp(x, v, { directional = true })
+  -- x = (1, -1, 0, 0): the zeros take max(0, t) under the directional rule, 0 under PyTorch's
+  for j, want in ipairs { 0.5, 0, 0, 0 } do T.eq(sub:get(1, j), want, "subgradient +v " .. j) end
+  for j, want in ipairs { 0.5, 0, 0.5, 0.5 } do T.eq(dir:get(1, j), want, "directional +v " .. j) end
+  for j, want in ipairs { -0.5, 0, 0, 0 } do T.eq(dir:get(2, j), want, "directional -v " .. j) end
+  T.raises(function() m:jvp(x, v, { directional = 1 }) end, "opts.directional must be a boolean")
+end)

@@ -337,7 +337,9 @@ end)
 T.test("profile: JVPs past the base directions are their base's (J(-u) = -Ju): not run, not counted as samples", function()
   local m = nn.sequential { nn.linear { in_features = 12, out_features = 32, seed = 1 }, nn.relu {},
                             nn.linear { in_features = 32, out_features = 6, seed = 2 } }
-  local o = { directions = 8, jvp_batch = 4, scales = { 0.5, 2 }, noise_directions = 0, progress = false }
+  -- the subgradient rule: −u's JVP is −Ju (the directional rule's are run, below)
+  local o = { directions = 8, jvp_batch = 4, scales = { 0.5, 2 }, noise_directions = 0, progress = false,
+              directional = false }
   local half = srgeo.profile(m, images(1), merged(o, { jvp_directions = 8 }))
   local all = srgeo.profile(m, images(1), merged(o, { jvp_directions = 16 }))
   -- primal + 2 stacks of 1 + 4 rows + 16 directions x 2 rungs, either way
@@ -353,6 +355,62 @@ T.test("profile: JVPs past the base directions are their base's (J(-u) = -Ju): n
   for s = 1, 2 do T.close(ex.per_image[1][s], half.per_image[1][s], 1e-6, "rung " .. s) end
 end)
 
+T.test("profile: the directional rule runs -u's own JVP, stacked with u's; without ties the same r", function()
+  local m = nn.sequential { nn.linear { in_features = 12, out_features = 32, seed = 1 }, nn.relu {},
+                            nn.linear { in_features = 32, out_features = 6, seed = 2 } }
+  local o = { directions = 8, jvp_batch = 4, jvp_directions = 8, scales = { 0.5, 2 }, noise_directions = 0,
+              progress = false }
+  local dir = srgeo.profile(m, images(1), o)
+  local sub = srgeo.profile(m, images(1), merged(o, { directional = false }))
+  T.eq(dir.options.directional, true)
+  T.truthy(dir.estimator.jvp_rule:find("directional", 1, true), dir.estimator.jvp_rule)
+  T.truthy(sub.estimator.jvp_rule:find("subgradient", 1, true), sub.estimator.jvp_rule)
+  -- primal + 4 stacks of 1 + 2 directions x 2 signs + 16 directions x 2 rungs
+  T.eq(dir.forwards, 1 + 4 * 5 + 32)
+  T.eq(dir.ties[1], 0)
+  for s = 1, 2 do T.eq(dir.per_image[1][s], sub.per_image[1][s], "rung " .. s) end
+  T.truthy(dir:summary():find("JVP rule: directional", 1, true))
+  T.truthy(sub:summary():find("subgradient", 1, true))
+end)
+
+-- A ReLU net on an input with exact zeros into its ReLUs: the directional
+-- rule's r is 1 at tiny η (paired directions), the subgradient's is not,
+-- and the ties are counted per image.
+T.test("profile: at ties the directional rule gives r = 1 at tiny eta, the subgradient r != 1", function()
+  local m = nn.sequential { nn.relu {}, nn.linear { in_features = 12, out_features = 6, seed = 2 } }
+  -- six inputs exactly 0 (the ReLU's kink), the others in [0.1, 1)
+  local x = srgeo.rand({ 1, 12 }, 3) * 0.9 + 0.1
+  for j = 1, 6 do x:set(0, 1, 2 * j) end
+  local o = { preset = "quick", directions = 32, scales = { 1e-4, 1e-3 }, noise_directions = 0, progress = false,
+              precision = "float64" }
+  local dir = srgeo.profile(m, { x, srgeo.rand({ 1, 12 }, 4) * 0.9 + 0.1 }, o)
+  local sub = srgeo.profile(m, { x }, merged(o, { directional = false }))
+  T.eq(dir.ties[1], 6)
+  T.eq(dir.ties[2], 0)
+  T.eq(sub.ties[1], 0)
+  for s = 1, 2 do
+    T.close(dir.per_image[1][s], 1, 1e-6, "directional, rung " .. s)
+    T.truthy(math.abs(sub.per_image[1][s] - 1) > 0.1, "subgradient r " .. sub.per_image[1][s])
+  end
+  T.truthy(dir:summary():find("ties: 1 of 2 images (6 units/windows", 1, true), dir:summary())
+end)
+
+T.test("profile: points without a one-sided derivative are counted and the summary warns", function()
+  -- sqrt(|x|) at x = 0: abs has a kink there (a tie), sqrt an infinite slope (singular)
+  local m = nn.sequential { nn.abs {}, nn.sqrt {}, nn.linear { in_features = 12, out_features = 3, seed = 2 } }
+  local x = srgeo.rand({ 1, 12 }, 3) + 0.5
+  x:set(0, 1, 4)
+  local p = srgeo.profile(m, { x, srgeo.rand({ 1, 12 }, 4) + 0.5 },
+                          { preset = "quick", directions = 8, scales = { 1e-3 }, noise_directions = 0, progress = false })
+  T.eq(p.singular[1], 1)
+  T.eq(p.ties[1], 1)
+  T.eq(p.singular[2], 0)
+  T.truthy(p:summary():find("WARNING: 1 points without a finite one-sided derivative", 1, true), p:summary())
+  local clean = srgeo.profile(m, { srgeo.rand({ 1, 12 }, 4) + 0.5 },
+                              { preset = "quick", directions = 8, scales = { 1e-3 }, noise_directions = 0, progress = false })
+  T.truthy(not clean:summary():find("WARNING", 1, true), clean:summary())
+end)
+
 -- Sequential mode: steps of directions, each rung closing on its own.
 -- The forwards a profile reports, from what it says it ran: per engine call
 -- (p.steps[i]: the base directions of each) the primal, the stacked JVPs
@@ -360,8 +418,11 @@ end)
 -- perturbed forward per direction and rung evaluated (no noise check).
 local function seq_forwards(p, jvp_k)
   local n = 0
+  -- the directional rule stacks u and −u: jvp_k / 2 base directions a stack
+  local both = p.options.directional and p.options.antipodal
+  local k, signs = both and math.max(1, jvp_k // 2) or jvp_k, both and 2 or 1
   for i = 1, p.n_images do
-    for _, nb in ipairs(p.steps[i]) do n = n + 1 + (nb + jvp_k - 1) // jvp_k + nb end
+    for _, nb in ipairs(p.steps[i]) do n = n + 1 + (nb + k - 1) // k + signs * nb end
     for _, k in ipairs(p.rung_directions[i]) do n = n + k end
   end
   return n
