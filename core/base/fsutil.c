@@ -157,3 +157,32 @@ int sr_lock_file(const char *path, int wait)
     }
     return fd;
 }
+
+/* What a file that is not a regular one is, for messages. */
+static const char *file_kind(mode_t mode)
+{
+    return S_ISDIR(mode) ? "a directory" : S_ISFIFO(mode) ? "a FIFO" : S_ISCHR(mode) ? "a character device"
+         : S_ISBLK(mode) ? "a block device" : S_ISSOCK(mode) ? "a socket" : "not a regular file";
+}
+
+FILE *sr_fs_open_regular(const char *path, const char *what)
+{
+    struct stat st;
+    /* stat first: a device is never opened (opening some has effects); the
+     * open itself does not wait for a FIFO's writer (O_NONBLOCK), and fstat
+     * checks what was opened (the path may have changed in between). */
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        return sr_fail("%s %s: is %s, not a regular file", what, path, file_kind(st.st_mode)), NULL;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0)
+        return sr_fail("%s %s: cannot open: %s", what, path, strerror(errno)), NULL;
+    int flags = fcntl(fd, F_GETFL);
+    FILE *f = NULL;
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode))
+        sr_fail("%s %s: is %s, not a regular file", what, path, file_kind(st.st_mode));
+    else if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) || !(f = fdopen(fd, "rb")))
+        sr_fail("%s %s: cannot open: %s", what, path, strerror(errno));
+    if (!f)
+        close(fd);
+    return f;
+}

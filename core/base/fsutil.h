@@ -1,7 +1,8 @@
 /* fsutil.h - atomic file writes: write to PATH.tmp.PID, fsync, rename over
  * PATH, so a crash never leaves a half-written result or checkpoint; the
  * temporaries a killed writer leaves are removed by sr_tmp_clean; advisory
- * locks on files (sr_lock_file). */
+ * locks on files (sr_lock_file); files opened for reading only when they
+ * are regular files (sr_fs_open_regular). */
 #ifndef SR_FSUTIL_H
 #define SR_FSUTIL_H
 
@@ -32,5 +33,11 @@ int sr_tmp_clean(const char *dir, int *removed);
  * it) or waiting for it.  Returns the descriptor holding the lock (close it,
  * or exit, to release), or -1 with the error set. */
 int sr_lock_file(const char *path, int wait);
+
+/* path opened for reading ("rb") when it is a regular file (symlinks
+ * followed); a FIFO, directory, device or socket is refused without
+ * blocking (a FIFO without a writer would block fopen forever).  NULL with
+ * "WHAT PATH: ..." (cannot open: the reason; is a FIFO, not a regular file). */
+FILE *sr_fs_open_regular(const char *path, const char *what);
 
 #endif

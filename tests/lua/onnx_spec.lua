@@ -40,51 +40,8 @@ T.test("onnx: torchvision exports match PyTorch (features 1e-10, JVPs 1e-8 in fl
   print(table.concat(lines, "\n"))
 end)
 
--- Hand-made models: a protobuf writer for the few ONNX messages these tests
--- need (proto2 wire format: varint keys and values, length-delimited
--- strings and messages, fixed32 floats), so a malformed model is spelled
--- out here rather than shipped as an opaque file.
-local PB = {}
-do
-  local function varint(n)
-    local out = {}
-    repeat
-      local b = n & 0x7f
-      n = n >> 7 -- logical: a negative int64 takes ten bytes, as protobuf writes it
-      out[#out + 1] = string.char(n ~= 0 and (b | 0x80) or b)
-    until n == 0
-    return table.concat(out)
-  end
-  local function int(f, v) return varint(f << 3) .. varint(math.tointeger(v)) end
-  local function bytes(f, s) return varint((f << 3) | 2) .. varint(#s) .. s end
-  local function each(f, t, enc) local o = {} for i, v in ipairs(t) do o[i] = enc(f, v) end return table.concat(o) end
-  -- TensorProto with raw data: float (1) or int64 (7) values
-  function PB.tensor(name, dims, values, int64)
-    local raw = {}
-    if type(values) == "string" then raw = { values } end -- raw bytes as they are
-    for i, v in ipairs(type(values) == "table" and values or {}) do
-      raw[i] = int64 and string.pack("<i8", v) or string.pack("<f", v)
-    end
-    return each(1, dims, int) .. int(2, int64 and 7 or 1) .. bytes(8, name) .. bytes(9, table.concat(raw))
-  end
-  function PB.ints_attr(name, t) return bytes(1, name) .. each(8, t, int) .. int(20, 7) end
-  function PB.int_attr(name, v) return bytes(1, name) .. int(3, v) .. int(20, 2) end
-  function PB.node(op, inputs, outputs, name, attrs)
-    return each(1, inputs, bytes) .. each(2, outputs, bytes) .. bytes(3, name) .. bytes(4, op)
-      .. each(5, attrs or {}, bytes)
-  end
-  -- ValueInfoProto of a float tensor; a string dim is symbolic
-  function PB.value(name, dims)
-    local d = {}
-    for i, v in ipairs(dims) do d[i] = bytes(1, type(v) == "string" and bytes(2, v) or int(1, v)) end
-    return bytes(1, name) .. bytes(2, bytes(1, int(1, 1) .. bytes(2, table.concat(d))))
-  end
-  function PB.model(g)
-    local graph = each(1, g.nodes, bytes) .. bytes(2, "g") .. each(5, g.inits or {}, bytes)
-      .. each(11, g.inputs, bytes) .. each(12, g.outputs, bytes)
-    return int(1, 7) .. bytes(7, graph) .. bytes(8, bytes(1, "") .. int(2, g.opset or 13))
-  end
-end
+-- Hand-made models (tests/lua/onnx_pb.lua writes the protobuf).
+local PB = dofile("tests/lua/onnx_pb.lua")
 
 -- Bad files and bad graphs: each an error naming what is wrong (the node,
 -- its op, the shapes or values), never a crash, a hang or an allocation a
@@ -112,7 +69,7 @@ T.test("onnx: malformed files and graphs fail with messages naming the node, op 
     return nodes
   end
   local cases = {
-    { "\x12\x34 not a model \xff\xff", "not an ONNX model (the protobuf does not parse)" },
+    { "\x12\x34 not a model \xff\xff", "not an ONNX model srgeo reads: the protobuf does not parse" },
     { good:sub(1, #good // 2), "not an ONNX model" },
     { "", "the model has no graph" },
     { graph { PB.node("FooBar", { "x" }, { "y" }, "the_foo") }, "node 'the_foo' (FooBar): unsupported op FooBar" },
