@@ -2058,11 +2058,11 @@ static int translate_dynamic(ctx *c)
 #define FOLD_BUDGET_BASE ((int64_t)1 << 24)
 #define FOLD_MAX_BASE ((int64_t)1 << 20)
 /* Folding's work (sr_fold_work: values read, M·K·N of a MatMul, values
- * made) is bounded too: 2^28 steps (a second or two) plus 16 per value
- * given, so a file of many folds over its own weights (16 MatMuls of two
- * 1024^2 weights, 2·10^5 ReduceSums) is refused, naming the node, instead
- * of folding for minutes. */
-#define FOLD_WORK_BASE ((int64_t)1 << 28)
+ * made) is bounded too: 2^26 steps (about 0.3 s) plus 16 per value given,
+ * so a file of many folds over its own weights (16 MatMuls of two 1024^2
+ * weights, 2·10^5 ReduceSums) is refused, naming the node, instead of
+ * folding for minutes.  The torchvision exports fold at most 2·10^5 steps. */
+#define FOLD_WORK_BASE ((int64_t)1 << 26)
 static void fold_max_grow(imp *I, const sr_tensor *t)
 {
     if (sr_numel(t) > I->fold_max)
@@ -2091,13 +2091,13 @@ static int translate(imp *I, int idx)
     int rc = sr_onnx_op_supported(n->op_type) ? check_attr_types(n, I->m->opset) : 0;
     if (!rc && !dynamic) {
         sr_fold_val outs[256];
-        memset(outs, 0, sizeof outs);
+        memset(outs, 0, (size_t)n->noutputs * sizeof *outs); /* only those used: 256 are 60 KB */
         sr_fold_val *ins[64];
         for (int i = 0; i < n->ninputs; i++)
             ins[i] = c.in[i] ? &c.in[i]->s : NULL;
         int64_t work = sr_fold_work(n, ins), made = I->folded_values;
         if (work > I->fold_work_budget - I->fold_work)
-            rc = sr_fail("folding would take more than %lld steps (this node %lld, %lld before it; at most 2^28 + "
+            rc = sr_fail("folding would take more than %lld steps (this node %lld, %lld before it; at most 2^26 + "
                          "16 x the %lld values given)", (long long)I->fold_work_budget, (long long)work,
                          (long long)I->fold_work, (long long)(I->fold_work_budget - FOLD_WORK_BASE) / 16);
         else

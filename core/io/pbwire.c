@@ -6,8 +6,9 @@
  * ProtobufCBinaryData per bytes value, the number itself otherwise); a
  * string is copied with its NUL, bytes as they are; an unknown field is
  * kept with its data.  Each field read also costs a scanned-member record
- * while its message is parsed.  Every allocation is counted with 16 bytes
- * of malloc's overhead, so the total is an upper bound. */
+ * while its message is parsed (freed after it: the peak holds the records
+ * of the messages on the path being parsed).  Every allocation is counted
+ * with 16 bytes of malloc's overhead, so the total is an upper bound. */
 #include "io/pbwire.h"
 
 #include <stdlib.h>
@@ -68,6 +69,7 @@ static size_t packed_count(ProtobufCType t, const uint8_t *p, size_t len)
 typedef struct {
     const ProtobufCMessageDescriptor *d; /* NULL: not a message srgeo's descriptors know */
     const uint8_t *end;
+    size_t scratch; /* its fields' scanned-member records */
 } frame;
 
 int sr_pb_check(const ProtobufCMessageDescriptor *d, const uint8_t *buf, size_t n, int max_depth, size_t max_bytes,
@@ -78,11 +80,13 @@ int sr_pb_check(const ProtobufCMessageDescriptor *d, const uint8_t *buf, size_t 
     if (!st)
         return sr_fail("out of memory");
     int sp = 1, rc = 0;
-    st[0] = (frame){d, buf + n};
+    size_t kept = c.bytes, scratch = 0; /* what stays allocated; the records alive now */
+    st[0] = (frame){d, buf + n, 0};
     const uint8_t *p = buf;
     while (sp > 0 && !rc) {
         frame *f = &st[sp - 1];
         if (p == f->end) {
+            scratch -= f->scratch;
             sp--;
             continue;
         }
@@ -95,7 +99,9 @@ int sr_pb_check(const ProtobufCMessageDescriptor *d, const uint8_t *buf, size_t 
         const ProtobufCFieldDescriptor *fd =
             f->d ? protobuf_c_message_descriptor_get_field(f->d, (unsigned)(key >> 3)) : NULL;
         int repeated = fd && fd->label == PROTOBUF_C_LABEL_REPEATED, wt = (int)(key & 7), cut = 0;
-        size_t add = SCANNED;
+        size_t add = 0;
+        f->scratch += SCANNED;
+        scratch += SCANNED;
         if (wt == WT_VARINT) {
             cut = varint(&p, f->end, &v);
         } else if (wt == WT_64 || wt == WT_32) {
@@ -122,7 +128,7 @@ int sr_pb_check(const ProtobufCMessageDescriptor *d, const uint8_t *buf, size_t 
             const ProtobufCMessageDescriptor *sub = fd->descriptor;
             c.messages++;
             add += sub->sizeof_message + OVERHEAD + (repeated ? 8 : 0);
-            st[sp++] = (frame){sub, p + v};
+            st[sp++] = (frame){sub, p + v, 0};
             c.depth = sp > c.depth ? sp : c.depth;
             /* p stays at the start of the sub-message */
         } else if (wt == WT_LEN) {
@@ -136,7 +142,8 @@ int sr_pb_check(const ProtobufCMessageDescriptor *d, const uint8_t *buf, size_t 
         } else {
             add += !fd ? 2 * OVERHEAD : repeated ? elem_size(fd->type) : 0;
         }
-        c.bytes += add;
+        kept += add;
+        c.bytes = kept + scratch > c.bytes ? kept + scratch : c.bytes;
         if (c.bytes > max_bytes)
             rc = sr_fail("unpacking would take more than %zu bytes (%zu messages by byte %zu)", max_bytes, c.messages,
                          at);

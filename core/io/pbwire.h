@@ -20,8 +20,9 @@
 typedef struct {
     int depth;       /* deepest nesting seen (the root message is 1) */
     size_t messages; /* messages, the root included */
-    size_t bytes;    /* what protobuf-c would allocate: structs, arrays, strings, unknown fields, plus
-                      * its scratch per field read (an upper bound) */
+    size_t bytes;    /* the most protobuf-c would hold at once: structs, arrays, strings, unknown fields,
+                      * and its scratch records of the fields of the messages being parsed (an upper
+                      * bound) */
 } sr_pb_cost;
 
 /* 0, or -1 with a message saying what is wrong and at which byte; cost (may

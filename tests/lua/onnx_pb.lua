@@ -51,10 +51,11 @@ function PB.value(name, dims)
   for i, v in ipairs(dims) do d[i] = bytes(1, type(v) == "string" and bytes(2, v) or int(1, v)) end
   return bytes(1, name) .. bytes(2, bytes(1, int(1, 1) .. bytes(2, table.concat(d))))
 end
--- GraphProto of g.nodes, g.inits, g.inputs, g.outputs (encoded messages)
+-- GraphProto of g.nodes, g.inits, g.inputs, g.outputs (encoded messages),
+-- then the bytes g.extra (further fields, as they are)
 function PB.graph(g)
   return each(1, g.nodes, bytes) .. bytes(2, g.name or "g") .. each(5, g.inits or {}, bytes)
-    .. each(11, g.inputs or {}, bytes) .. each(12, g.outputs or {}, bytes)
+    .. each(11, g.inputs or {}, bytes) .. each(12, g.outputs or {}, bytes) .. (g.extra or "")
 end
 function PB.model(g)
   return int(1, 7) .. bytes(7, PB.graph(g)) .. bytes(8, bytes(1, "") .. int(2, g.opset or 13))
