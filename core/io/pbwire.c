@@ -67,7 +67,7 @@ static size_t packed_count(ProtobufCType t, const uint8_t *p, size_t len)
 }
 
 typedef struct {
-    const ProtobufCMessageDescriptor *d; /* NULL: not a message srgeo's descriptors know */
+    const ProtobufCMessageDescriptor *d; /* the message being read */
     const uint8_t *end;
     size_t scratch; /* its fields' scanned-member records */
 } frame;
@@ -96,8 +96,7 @@ int sr_pb_check(const ProtobufCMessageDescriptor *d, const uint8_t *buf, size_t 
             rc = sr_fail("the protobuf does not parse (a bad field key at byte %zu)", at);
             break;
         }
-        const ProtobufCFieldDescriptor *fd =
-            f->d ? protobuf_c_message_descriptor_get_field(f->d, (unsigned)(key >> 3)) : NULL;
+        const ProtobufCFieldDescriptor *fd = protobuf_c_message_descriptor_get_field(f->d, (unsigned)(key >> 3));
         int repeated = fd && fd->label == PROTOBUF_C_LABEL_REPEATED, wt = (int)(key & 7), cut = 0;
         size_t add = 0;
         f->scratch += SCANNED;
