@@ -318,7 +318,8 @@ T.test("onnx: the fuzz corpus loads or fails cleanly, the past crashes included"
   end
   p:close()
   T.eq(n >= 20 and regress >= 4, true, "corpus of " .. n .. " files, " .. regress .. " regressions")
-  print(string.format("     %d files: %d load, %d refused (%d past crashes)", n, n - failed, failed, regress))
+  print(string.format("     %d files: %d load, %d refused (%d regressions: past crashes and misreadings)", n, n - failed,
+    failed, regress))
 end)
 
 -- Folding a cast to float16 rounds once, to nearest even (ONNX's node tests
