@@ -155,12 +155,19 @@ static int refuse_kind(const char *path, const char *what, mode_t m)
 
 FILE *sr_fs_open_regular(const char *path, const char *what)
 {
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    /* stat first: a device is never opened (opening some has effects); the
+     * open itself does not wait for a FIFO's writer (O_NONBLOCK), and fstat
+     * checks what was opened (the path may have changed in between). */
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        refuse_kind(path, what, st.st_mode);
+        return NULL;
+    }
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
     if (fd < 0) {
         sr_fail("%s %s: %s", what, path, strerror(errno));
         return NULL;
     }
-    struct stat st;
     if (fstat(fd, &st) != 0) {
         int e = errno;
         close(fd);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/error.h"
 #include "tensor/tensor_ops.h"
 
 /* Every folded tensor is made here.  Folding computes what a file only
@@ -599,7 +600,9 @@ static int fold_one(int64_t lim, const sr_onnx_node *n, int64_t opset, const sr_
     int nd = x->ndim;
     if (!strcmp(op, "Concat")) {
         int axis;
-        if (norm_axis(op, attr_int(n, "axis", 0), nd, &axis))
+        if (!sr_onnx_attr_find(n, "axis") && !(opset >= 1 && opset < 4))
+            return sr_fail("Concat: attribute axis is required (since opset 4)");
+        if (norm_axis(op, attr_int(n, "axis", 1), nd, &axis)) /* Concat-1 joined on axis 1 by default */
             return -1;
         sr_tensor_free(out);
         const sr_tensor *ts[nin > 0 ? nin : 1];
@@ -850,16 +853,35 @@ static int fold_one(int64_t lim, const sr_onnx_node *n, int64_t opset, const sr_
         int64_t M = x->shape[0], K = x->shape[1], N = in[1]->shape[1], s[2] = {M, N};
         if (new_f64(lim, out, 2, s))
             return -1;
-        for (int64_t i = 0; i < M; i++)
-            for (int64_t j = 0; j < N; j++) {
-                double acc = 0;
-                for (int64_t k = 0; k < K; k++)
-                    acc += sr_f64(x)[i * K + k] * sr_f64(in[1])[k * N + j];
-                sr_f64(out)[i * N + j] = acc;
-            }
+        /* row by row (each sum still in k's order), so a row of b is read
+         * once per row of a, not a column per output; Ctrl-C between rows */
+        const double *a = sr_f64(x), *b = sr_f64(in[1]);
+        for (int64_t i = 0; i < M; i++) {
+            double *o = sr_f64(out) + i * N;
+            for (int64_t j = 0; j < N; j++)
+                o[j] = 0;
+            for (int64_t k = 0; k < K; k++)
+                for (int64_t j = 0; j < N; j++)
+                    o[j] += a[i * K + k] * b[k * N + j];
+            if (sr_interrupted())
+                return -1;
+        }
         return 0;
     }
     return sr_fail("%s: not an op srgeo folds", op);
+}
+
+int64_t sr_fold_work(const sr_onnx_node *node, sr_fold_val *const *in)
+{
+    double w = 1;
+    for (int i = 0; i < node->ninputs && i < 64; i++)
+        if (in[i])
+            w += (double)sr_numel(&in[i]->v[0]) * (sr_fold_val_batched(in[i]) ? 2 : 1);
+    const sr_tensor *a = node->ninputs >= 2 && in[0] ? &in[0]->v[0] : NULL, *b = a && in[1] ? &in[1]->v[0] : NULL;
+    if (!strcmp(node->op_type, "MatMul") && b && a->ndim == 2 && b->ndim == 2)
+        w += (double)a->shape[0] * (double)a->shape[1] * (double)b->shape[1] *
+             (sr_fold_val_batched(in[0]) || sr_fold_val_batched(in[1]) ? 2 : 1);
+    return w < 0x1p60 ? (int64_t)w : (int64_t)1 << 60;
 }
 
 int sr_fold_node(const sr_onnx_node *node, int64_t opset, sr_fold_val *const *in, sr_fold_val *out, int64_t lim)

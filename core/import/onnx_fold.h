@@ -36,6 +36,10 @@ int sr_fold_val_batched(const sr_fold_val *s);
  * op cannot be folded (the caller adds the node's name), or when a tensor
  * it makes would hold more than lim values (checked before allocating). */
 int sr_fold_node(const sr_onnx_node *node, int64_t opset, sr_fold_val *const *in, sr_fold_val *out, int64_t lim);
+/* The work of folding node on in (the importer's budget, checked before
+ * folding): its input values, plus M·K·N for a MatMul; the values it makes
+ * are counted after.  At least 1, so that many empty nodes are work too. */
+int64_t sr_fold_work(const sr_onnx_node *node, sr_fold_val *const *in);
 /* The ops sr_fold_node knows (for messages and the conformance report). */
 int sr_fold_knows(const char *op);
 

@@ -67,6 +67,7 @@ typedef struct {
     int64_t folded_values;      /* elements all folded constants hold (both batch sizes) */
     int64_t fold_budget;        /* ... and at most this many (see translate) */
     int64_t fold_max;           /* elements one folded tensor may hold (see translate) */
+    int64_t fold_work, fold_work_budget; /* folding's work so far and at most (see translate) */
     int head_in;                /* value index of the last classifier head's input, or -1 */
     int head_node;
 } imp;
@@ -366,6 +367,60 @@ static const char *as(const sr_onnx_node *n, const char *name, const char *def)
 {
     const sr_onnx_attr *a = sr_onnx_attr_find(n, name);
     return a && a->type == SR_ONNX_ATTR_STRING ? a->s : def;
+}
+
+/* The type of each attribute the importer and the folding read (an INT
+ * is taken for a FLOAT: its value is exact); one of another type is an
+ * error naming both, never the default read instead (LeakyRelu's alpha
+ * "0.5", a string, ran as 0.01; Flatten's axis 1.5 ran as 1).  "value" is
+ * Pad's number before opset 11, else Constant's tensor. */
+static const struct {
+    const char *name;
+    int type;
+} attr_types[] = {
+    {"axis", SR_ONNX_ATTR_INT}, {"axes", SR_ONNX_ATTR_INTS}, {"alpha", SR_ONNX_ATTR_FLOAT},
+    {"beta", SR_ONNX_ATTR_FLOAT}, {"epsilon", SR_ONNX_ATTR_FLOAT}, {"to", SR_ONNX_ATTR_INT},
+    {"starts", SR_ONNX_ATTR_INTS}, {"ends", SR_ONNX_ATTR_INTS}, {"start", SR_ONNX_ATTR_INT},
+    {"end", SR_ONNX_ATTR_INT}, {"split", SR_ONNX_ATTR_INTS}, {"shape", SR_ONNX_ATTR_INTS},
+    {"perm", SR_ONNX_ATTR_INTS}, {"pads", SR_ONNX_ATTR_INTS}, {"noop_with_empty_axes", SR_ONNX_ATTR_INT},
+    {"min", SR_ONNX_ATTR_FLOAT}, {"max", SR_ONNX_ATTR_FLOAT}, {"keepdims", SR_ONNX_ATTR_INT},
+    {"allowzero", SR_ONNX_ATTR_INT}, {"transA", SR_ONNX_ATTR_INT}, {"transB", SR_ONNX_ATTR_INT},
+    {"training_mode", SR_ONNX_ATTR_INT}, {"strides", SR_ONNX_ATTR_INTS}, {"repeats", SR_ONNX_ATTR_INTS},
+    {"ratio", SR_ONNX_ATTR_FLOAT}, {"mode", SR_ONNX_ATTR_STRING}, {"kernel_shape", SR_ONNX_ATTR_INTS},
+    {"is_test", SR_ONNX_ATTR_INT}, {"group", SR_ONNX_ATTR_INT}, {"fmod", SR_ONNX_ATTR_INT},
+    {"dilations", SR_ONNX_ATTR_INTS}, {"count_include_pad", SR_ONNX_ATTR_INT}, {"ceil_mode", SR_ONNX_ATTR_INT},
+    {"auto_pad", SR_ONNX_ATTR_STRING}, {"approximate", SR_ONNX_ATTR_STRING},
+};
+
+static const char *attr_type_name(int type)
+{
+    switch (type) {
+    case SR_ONNX_ATTR_FLOAT: return "a float";
+    case SR_ONNX_ATTR_INT: return "an int";
+    case SR_ONNX_ATTR_STRING: return "a string";
+    case SR_ONNX_ATTR_TENSOR: return "a tensor";
+    case SR_ONNX_ATTR_FLOATS: return "a list of floats";
+    case SR_ONNX_ATTR_INTS: return "a list of ints";
+    case SR_ONNX_ATTR_STRINGS: return "a list of strings";
+    default: return "another kind (a graph, a type, sparse tensors)";
+    }
+}
+
+static int check_attr_types(const sr_onnx_node *n, int64_t opset)
+{
+    for (int i = 0; i < n->nattrs; i++) {
+        const sr_onnx_attr *a = &n->attrs[i];
+        int want = 0;
+        if (!strcmp(a->name, "value"))
+            want = !strcmp(n->op_type, "Pad") ? (opset < 11 ? SR_ONNX_ATTR_FLOAT : 0) : SR_ONNX_ATTR_TENSOR;
+        for (size_t k = 0; !want && k < sizeof attr_types / sizeof *attr_types; k++)
+            if (!strcmp(attr_types[k].name, a->name))
+                want = attr_types[k].type;
+        if (want && a->type != want && !(want == SR_ONNX_ATTR_FLOAT && a->type == SR_ONNX_ATTR_INT))
+            return sr_fail("attribute %s is %s, %s takes %s", a->name, attr_type_name(a->type), n->op_type,
+                           attr_type_name(want));
+    }
+    return 0;
 }
 
 /* Ints from attribute name or static input v (either may be absent): *cnt
@@ -1507,7 +1562,9 @@ static int do_concat(ctx *c)
     for (int i = 0; i < c->nin && !x; i++)
         x = dyn_in(c, i);
     int q;
-    if (ps_axis(x, ai(c->n, "axis", 0), "Concat", &q))
+    if (!sr_onnx_attr_find(c->n, "axis") && !(I->m->opset >= 1 && I->m->opset < 4))
+        return sr_fail("attribute axis is required (Concat since opset 4)");
+    if (ps_axis(x, ai(c->n, "axis", 1), "Concat", &q)) /* Concat-1 joined on axis 1 by default */
         return -1;
     kvs kv = {0};
     kv_i(&kv, "dim", q + 1);
@@ -1688,8 +1745,15 @@ static int do_gather(ctx *c)
     int64_t *idx = malloc((size_t)k * sizeof *idx);
     if (!idx)
         return sr_fail("out of memory");
-    for (int64_t i = 0; i < k; i++)
+    for (int64_t i = 0; i < k; i++) {
         idx[i] = sr_fold_int(sr_f64(t)[i]);
+        if (idx[i] < -x->ps[q] || idx[i] >= x->ps[q]) { /* refused here, not at the first forward */
+            int64_t bad = idx[i];
+            free(idx);
+            return sr_fail("index %lld is out of range for axis %lld (of size %lld) of %s", (long long)bad,
+                           (long long)axis, (long long)x->ps[q], PS(x));
+        }
+    }
     kvs kv = {0};
     kv_i(&kv, "dim", q + 1);
     kv_li(&kv, "index", idx, (int)k);
@@ -1774,6 +1838,22 @@ static int do_pad(ctx *c)
     }
     if (strcmp(mode, "constant") && strcmp(mode, "reflect") && strcmp(mode, "edge"))
         return UNSUPPORTED("Pad mode '%s'", mode);
+    /* what the layer would refuse at the first forward, refused here: a
+     * reflection longer than its axis; a few bytes of pads asking for
+     * gigabytes (at most 2^24 values per sample, or 4 times the input's) */
+    int64_t nin = 1, nout = 1;
+    for (int d = 0; d < x->nd; d++) {
+        if (!strcmp(mode, "reflect") && ps[d] != x->ps[d] &&
+            (torch_pads[2 * (x->nd - 1 - d)] >= x->ps[d] || torch_pads[2 * (x->nd - 1 - d) + 1] >= x->ps[d]))
+            return sr_fail("reflect pads %lld, %lld of an axis of %lld (each must be less)",
+                           (long long)torch_pads[2 * (x->nd - 1 - d)], (long long)torch_pads[2 * (x->nd - 1 - d) + 1],
+                           (long long)x->ps[d]);
+        nin *= x->ps[d];
+        nout = nout > ((int64_t)1 << 40) / ps[d] ? (int64_t)1 << 41 : nout * ps[d];
+    }
+    if (nout > ((int64_t)1 << 24) && nout > 4 * nin)
+        return sr_fail("pads make %s of %s (at most 2^24 values, or 4 times the input's)",
+                       DIMS(x->nd, ps), PS(x));
     kvs kv = {0};
     kv_li(&kv, "padding", torch_pads, 2 * x->nd);
     if (!strcmp(mode, "constant"))
@@ -1977,6 +2057,12 @@ static int translate_dynamic(ctx *c)
  * so that many small nodes cannot ask for any memory either). */
 #define FOLD_BUDGET_BASE ((int64_t)1 << 24)
 #define FOLD_MAX_BASE ((int64_t)1 << 20)
+/* Folding's work (sr_fold_work: values read, M·K·N of a MatMul, values
+ * made) is bounded too: 2^26 steps (about 0.3 s) plus 16 per value given,
+ * so a file of many folds over its own weights (16 MatMuls of two 1024^2
+ * weights, 2·10^5 ReduceSums) is refused, naming the node, instead of
+ * folding for minutes.  The torchvision exports fold at most 2·10^5 steps. */
+#define FOLD_WORK_BASE ((int64_t)1 << 26)
 static void fold_max_grow(imp *I, const sr_tensor *t)
 {
     if (sr_numel(t) > I->fold_max)
@@ -2002,16 +2088,23 @@ static int translate(imp *I, int idx)
         dynamic |= c.in[i]->store == V_DYN;
     }
     node_name(n, NULL, c.name, sizeof c.name);
-    int rc;
-    if (!dynamic) {
+    int rc = sr_onnx_op_supported(n->op_type) ? check_attr_types(n, I->m->opset) : 0;
+    if (!rc && !dynamic) {
         sr_fold_val outs[256];
-        memset(outs, 0, sizeof outs);
+        memset(outs, 0, (size_t)n->noutputs * sizeof *outs); /* only those used: 256 are 60 KB */
         sr_fold_val *ins[64];
         for (int i = 0; i < n->ninputs; i++)
             ins[i] = c.in[i] ? &c.in[i]->s : NULL;
-        rc = sr_fold_node(n, I->m->opset, ins, outs, I->fold_max);
+        int64_t work = sr_fold_work(n, ins), made = I->folded_values;
+        if (work > I->fold_work_budget - I->fold_work)
+            rc = sr_fail("folding would take more than %lld steps (this node %lld, %lld before it; at most 2^26 + "
+                         "16 x the %lld values given)", (long long)I->fold_work_budget, (long long)work,
+                         (long long)I->fold_work, (long long)(I->fold_work_budget - FOLD_WORK_BASE) / 16);
+        else
+            rc = sr_fold_node(n, I->m->opset, ins, outs, I->fold_max);
         for (int o = 0; !rc && o < n->noutputs; o++)
             I->folded_values += sr_numel(&outs[o].v[0]) + (sr_fold_val_batched(&outs[o]) ? sr_numel(&outs[o].v[1]) : 0);
+        I->fold_work += work + (I->folded_values - made);
         if (!rc && I->folded_values > I->fold_budget)
             rc = sr_fail("the folded constants would hold %lld values (at most 2^24 + 4 x the %lld given: %lld)",
                          (long long)I->folded_values, (long long)(I->fold_budget - FOLD_BUDGET_BASE) / 4,
@@ -2028,7 +2121,7 @@ static int translate(imp *I, int idx)
             }
         }
         I->folded += !rc;
-    } else {
+    } else if (!rc) {
         rc = translate_dynamic(&c);
     }
     if (rc)
@@ -2185,12 +2278,14 @@ static int imp_begin(imp *I, const sr_onnx_model *m, const sr_onnx_import_opts *
         return -1;
     I->fold_budget = FOLD_BUDGET_BASE;
     I->fold_max = FOLD_MAX_BASE;
+    I->fold_work_budget = FOLD_WORK_BASE;
     for (int i = 0; i < m->nnodes; i++)
         for (int a = 0; a < m->nodes[i].nattrs; a++)
             if (m->nodes[i].attrs[a].t)
                 fold_max_grow(I, &m->nodes[i].attrs[a].t->value);
     for (int i = 0; i < m->ninits; i++) {
         I->fold_budget += 4 * sr_numel(&m->inits[i].value);
+        I->fold_work_budget += 16 * sr_numel(&m->inits[i].value);
         fold_max_grow(I, &m->inits[i].value);
         ival *v = define(I, m->inits[i].name);
         if (!v || sr_fold_val_set(&v->s, m->inits[i].type, &m->inits[i].value))
@@ -2199,6 +2294,7 @@ static int imp_begin(imp *I, const sr_onnx_model *m, const sr_onnx_import_opts *
     }
     for (int i = 0; i < o->nconst; i++) {
         I->fold_budget += 4 * sr_numel(&o->const_values[i]->value);
+        I->fold_work_budget += 16 * sr_numel(&o->const_values[i]->value);
         fold_max_grow(I, &o->const_values[i]->value);
         ival *v = find(I, o->const_names[i]);
         if (!v)
@@ -2275,15 +2371,20 @@ static sr_module *import_graph(imp *I, sr_onnx_import_info *info)
     }
     if (sr_graph_set_output(I->g, out->id))
         return NULL;
-    /* every dynamic value name is a tap: an alias of the node making it */
-    for (int i = 0; i < I->nv; i++) {
+    /* every dynamic value name is a tap: an alias of the node making it
+     * (set at once: one walk of the graph, not one per value) */
+    const char **names = malloc(((size_t)I->nv + 1) * sizeof *names), **nodes = malloc(((size_t)I->nv + 1) * sizeof *nodes);
+    int na = 0;
+    for (int i = 0; names && nodes && i < I->nv; i++) {
         ival *v = &I->v[i];
-        if (v->store != V_DYN || !v->id)
-            continue;
-        const char *node = I->g->children[v->id - 1].name;
-        if (strcmp(node, v->name) && sr_module_set_alias(I->g, v->name, node))
-            return NULL;
+        if (v->store == V_DYN && v->id && strcmp(I->g->children[v->id - 1].name, v->name))
+            names[na] = v->name, nodes[na++] = I->g->children[v->id - 1].name;
     }
+    int arc = !names || !nodes ? sr_fail("onnx %s: out of memory", m->path) : sr_module_set_aliases(I->g, na, names, nodes);
+    free(names);
+    free(nodes);
+    if (arc)
+        return NULL;
     if (info) {
         find_head(I, outname, info);
         ival *f = info->features[0] ? find(I, info->features) : NULL;

@@ -16,11 +16,22 @@
 #include <onnx.pb-c.h>
 
 #include "base/fsutil.h"
+#include "io/pbwire.h"
 
 /* A model bigger than this is refused before reading (protobuf itself
  * cannot hold a message over 2 GB; external data may add more). */
 #define ONNX_MAX_FILE ((size_t)2 << 30)
 #define ONNX_MAX_NAME 4096
+/* Checked on the wire before protobuf-c unpacks anything (io/pbwire.h):
+ * messages nest at most this deep (a model with a tensor attribute is 5
+ * deep, each If / Loop body adds 3 more; protobuf-c recurses per level), and
+ * the unpacked messages may take at most ONNX_UNPACK_FACTOR times the
+ * file's bytes plus ONNX_UNPACK_SLACK.  Real models unpack into 1.2-2.3
+ * times their size (their weights are raw bytes), a chain of 10^5 bare
+ * nodes into 8.4 times; a file of empty sub-messages would take 80 times. */
+#define ONNX_MAX_DEPTH 64
+#define ONNX_UNPACK_FACTOR 16
+#define ONNX_UNPACK_SLACK ((size_t)16 << 20)
 
 const char *sr_onnx_type_name(int type)
 {
@@ -113,6 +124,26 @@ static int dup_str(char **out, const char *s, const char *what, const char *file
     return 0;
 }
 
+/* The external data file loc in the model's folder dir, opened when it is
+ * a regular file inside that folder once symlinks are resolved (a link
+ * w.bin -> /etc/passwd is refused; a link within the folder is followed). */
+static FILE *open_confined(const char *dir, const char *loc, const char *file, const char *tname)
+{
+    char path[2048], rdir[PATH_MAX], rfile[PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", dir, loc);
+    if (!realpath(dir, rdir) || !realpath(path, rfile))
+        return sr_fail("onnx %s: tensor '%s': cannot open external data %s: %s", file, tname, path,
+                       strerror(errno)), NULL;
+    size_t nd = strlen(rdir);
+    if (strncmp(rfile, rdir, nd) || (rfile[nd] != '/' && strcmp(rdir, "/")))
+        return sr_fail("onnx %s: tensor '%s': external data %s resolves to %s, outside the model's folder %s", file,
+                       tname, loc, rfile, rdir), NULL;
+    FILE *f = sr_fs_open_regular(rfile, "external data");
+    if (!f)
+        sr_fail_context("onnx %s: tensor '%s'", file, tname);
+    return f;
+}
+
 /* External data: the file named by "location" beside the model. */
 static int read_external(uint8_t **buf, size_t need, const Onnx__TensorProto *tp, const char *dir,
                          const char *file, const char *tname)
@@ -141,21 +172,19 @@ static int read_external(uint8_t **buf, size_t need, const Onnx__TensorProto *tp
     if (length >= 0 && (size_t)length != need)
         return sr_fail("onnx %s: tensor '%s': external data length %lld, the dims need %zu bytes", file, tname,
                        (long long)length, need);
-    char path[2048];
-    snprintf(path, sizeof path, "%s/%s", dir, loc);
-    FILE *f = fopen(path, "rb");
+    FILE *f = open_confined(dir, loc, file, tname);
     if (!f)
-        return sr_fail("onnx %s: tensor '%s': cannot open external data %s: %s", file, tname, path, strerror(errno));
+        return -1;
     struct stat st;
     int rc = 0;
-    if (fstat(fileno(f), &st) || !S_ISREG(st.st_mode) || (uint64_t)offset > (uint64_t)st.st_size ||
+    if (fstat(fileno(f), &st) || (uint64_t)offset > (uint64_t)st.st_size ||
         (uint64_t)st.st_size - (uint64_t)offset < need)
-        rc = sr_fail("onnx %s: tensor '%s': external data %s holds no %zu bytes at offset %lld", file, tname, path,
+        rc = sr_fail("onnx %s: tensor '%s': external data %s holds no %zu bytes at offset %lld", file, tname, loc,
                      need, (long long)offset);
     else if (!(*buf = malloc(need ? need : 1)))
         rc = sr_fail("onnx %s: tensor '%s': out of memory for %zu bytes", file, tname, need);
     else if (fseeko(f, offset, SEEK_SET) || fread(*buf, 1, need, f) != need)
-        rc = sr_fail("onnx %s: tensor '%s': reading external data %s failed", file, tname, path);
+        rc = sr_fail("onnx %s: tensor '%s': reading external data %s failed", file, tname, loc);
     fclose(f);
     if (rc) {
         free(*buf);
@@ -455,8 +484,12 @@ static int convert_model(sr_onnx_model *m, const Onnx__ModelProto *mp, const cha
     m->ir_version = mp->has_ir_version ? mp->ir_version : 0;
     for (size_t i = 0; i < mp->n_opset_import; i++) {
         const Onnx__OperatorSetIdProto *o = mp->opset_import[i];
-        if ((!o->domain || !*o->domain || strcmp(o->domain, "ai.onnx") == 0) && o->has_version)
+        if ((!o->domain || !*o->domain || strcmp(o->domain, "ai.onnx") == 0) && o->has_version) {
+            if (o->version < 1)
+                return sr_fail("onnx %s: the default domain's opset is %lld (ONNX's opsets start at 1)", file,
+                               (long long)o->version);
             m->opset = o->version;
+        }
     }
     if (dup_str(&m->producer, mp->producer_name, "the producer name", file))
         return -1;
@@ -512,6 +545,9 @@ int sr_onnx_parse(sr_onnx_model *m, const uint8_t *buf, size_t n, const char *di
     name = name ? name : "(buffer)";
     if (dup_str(&m->path, name, "the file name", name))
         return -1;
+    if (sr_pb_check(&onnx__model_proto__descriptor, buf, n, ONNX_MAX_DEPTH,
+                    ONNX_UNPACK_FACTOR * n + ONNX_UNPACK_SLACK, NULL))
+        return sr_fail_context("onnx %s: not an ONNX model srgeo reads", name);
     Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, n, buf);
     if (!mp)
         return sr_fail("onnx %s: not an ONNX model (the protobuf does not parse)", name);
@@ -574,10 +610,15 @@ int sr_onnx_read_tensor(sr_onnx_tensor *t, const char *path)
     memset(t, 0, sizeof *t);
     if (slurp(path, &buf, &n))
         return -1;
-    Onnx__TensorProto *tp = onnx__tensor_proto__unpack(NULL, n, buf);
+    Onnx__TensorProto *tp = NULL;
+    if (sr_pb_check(&onnx__tensor_proto__descriptor, buf, n, ONNX_MAX_DEPTH, ONNX_UNPACK_FACTOR * n + ONNX_UNPACK_SLACK,
+                    NULL))
+        sr_fail_context("onnx %s: not a TensorProto srgeo reads", path);
+    else if (!(tp = onnx__tensor_proto__unpack(NULL, n, buf)))
+        sr_fail("onnx %s: not a TensorProto", path);
     free(buf);
     if (!tp)
-        return sr_fail("onnx %s: not a TensorProto", path);
+        return -1;
     int rc = convert_tensor(t, tp, NULL, path);
     onnx__tensor_proto__free_unpacked(tp, NULL);
     return rc;

@@ -5,10 +5,13 @@
  * nothing here knows about modules (core/import/ builds the graph).
  *
  * Every field is validated: dims, data sizes (raw or typed), element
- * types, attribute types, names; external data is read from files beside
- * the model (relative paths without "..", offset and length in range).
- * A malformed file is an error naming the file and the tensor, node or
- * attribute, never a crash. */
+ * types, attribute types, names; external data is read from regular files
+ * beside the model (relative paths without "..", inside the model's folder
+ * once symlinks are resolved, offset and length in range).  Before
+ * protobuf-c unpacks a file, its bytes are walked (io/pbwire.h): messages
+ * nested more than 64 deep, or whose unpacked form would take more than 16
+ * times the file plus 16 MB, are refused.  A malformed file is an error
+ * naming the file and the tensor, node or attribute, never a crash. */
 #ifndef SR_ONNX_H
 #define SR_ONNX_H
 

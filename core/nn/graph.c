@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/strmap.h"
 #include "nn/module.h"
 
 typedef struct {
@@ -38,6 +39,7 @@ typedef struct {
     int n, cap;
     graph_node *nodes; /* node i is child i */
     int output;        /* value the graph returns; -1: the last node's */
+    sr_strmap names;   /* node name -> index (the keys are the children's names) */
     /* One pass's state. */
     const sr_tensor *x;
     int *uses;           /* consumers left per value (n + 1) */
@@ -344,6 +346,7 @@ static void graph_free(sr_module *m)
     free(g->busy);
     free(g->grad);
     free(g->xs);
+    sr_strmap_free(&g->names);
 }
 
 static void graph_describe(const sr_module *m, char *buf, size_t n)
@@ -378,9 +381,9 @@ int sr_graph_value(const sr_module *m, const char *name)
         return -1;
     if (!*name || strcmp(name, "input") == 0)
         return 0;
-    for (int i = 0; i < m->nchildren; i++)
-        if (strcmp(m->children[i].name, name) == 0)
-            return i + 1;
+    int i = sr_strmap_get(&((const graph_impl *)m->impl)->names, name);
+    if (i >= 0)
+        return i + 1;
     return sr_fail("graph: no node named '%s'", name);
 }
 
@@ -424,9 +427,8 @@ int sr_graph_add(sr_module *m, const char *name, sr_module *child, int nin, cons
     graph_impl *g = m->impl;
     if (!name || !*name || strcmp(name, "input") == 0)
         return sr_fail("graph: a node needs a name (not empty, not 'input'), got '%s'", name ? name : "");
-    for (int i = 0; i < m->nchildren; i++)
-        if (strcmp(m->children[i].name, name) == 0)
-            return sr_fail("graph: two nodes named '%s'", name);
+    if (sr_strmap_get(&g->names, name) >= 0)
+        return sr_fail("graph: two nodes named '%s'", name);
     int a = sr_module_arity(child);
     if (nin < 1 || (a >= 0 && nin != a))
         return sr_fail("graph: node '%s' (%s) takes %d input%s, given %d", name, child->ops->kind, a,
@@ -451,7 +453,13 @@ int sr_graph_add(sr_module *m, const char *name, sr_module *child, int nin, cons
         return sr_fail("graph: out of memory");
     }
     memcpy(nd.in, inputs, (size_t)nin * sizeof(int));
-    if (sr_module_add_child(m, name, child)) {
+    if (sr_module_add_child(m, name, child) ||
+        sr_strmap_put(&g->names, m->children[m->nchildren - 1].name, m->nchildren - 1)) {
+        if (m->nchildren > g->n) { /* added, not indexed: taken back */
+            m->nchildren--;
+            free(m->children[m->nchildren].name);
+            sr_module_release(child);
+        }
         free(nd.in);
         free(nd.gin);
         return -1;

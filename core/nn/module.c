@@ -3,6 +3,8 @@
  * are in containers.c, the leaf layers in their own files. */
 #include "nn/module.h"
 
+#include "base/strmap.h"
+
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,10 +91,16 @@ sr_param *sr_module_add_param(sr_module *m, const char *name, int ndim, const in
 
 int sr_module_add_child(sr_module *m, const char *name, sr_module *child)
 {
-    sr_child *c = realloc(m->children, (size_t)(m->nchildren + 1) * sizeof *c);
-    if (!c)
-        return sr_fail("%s: out of memory", m->ops->kind);
-    m->children = c;
+    /* grown by doubling (the capacity is the next power of two, at least 4):
+     * a graph of 10^5 nodes adds them one by one */
+    int n = m->nchildren;
+    sr_child *c = m->children;
+    if (n == 0 || (n >= 4 && !(n & (n - 1)))) {
+        c = realloc(m->children, (size_t)(n < 4 ? 4 : 2 * n) * sizeof *c);
+        if (!c)
+            return sr_fail("%s: out of memory", m->ops->kind);
+        m->children = c;
+    }
     if (!(c[m->nchildren].name = strdup(name ? name : "")))
         return sr_fail("%s: out of memory", m->ops->kind);
     sr_module_retain(child);
@@ -687,33 +695,86 @@ sr_module *sr_module_find(sr_module *m, const char *path)
 
 int sr_module_set_alias(sr_module *m, const char *name, const char *path)
 {
-    if (!sr_module_find(m, path))
-        return sr_fail_context("alias %s", name);
-    char *p = strdup(path);
-    if (!p)
-        return sr_fail("alias: out of memory");
-    for (int i = 0; i < m->naliases; i++)
-        if (strcmp(m->alias_names[i], name) == 0) {
-            free(m->alias_paths[i]);
-            m->alias_paths[i] = p;
-            return 0;
-        }
-    char **n = realloc(m->alias_names, (size_t)(m->naliases + 1) * sizeof *n);
-    if (n)
-        m->alias_names = n;
-    char **q = realloc(m->alias_paths, (size_t)(m->naliases + 1) * sizeof *q);
-    if (q)
-        m->alias_paths = q;
-    char *nm = strdup(name);
-    if (!n || !q || !nm) {
-        free(p);
-        free(nm);
-        return sr_fail("alias: out of memory");
+    return sr_module_set_aliases(m, 1, &name, &path);
+}
+
+typedef struct {
+    sr_strmap paths; /* every module path of the tree -> 0 */
+    char **owned;    /* the path strings */
+    size_t n, cap;
+    int oom;
+} paths_state;
+
+static int collect_path_cb(const char *path, sr_module *m, int depth, void *ud)
+{
+    (void)m, (void)depth;
+    paths_state *s = ud;
+    if (sr_strmap_get(&s->paths, path) >= 0)
+        return 0;
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? 2 * s->cap : 64;
+        char **o = realloc(s->owned, cap * sizeof *o);
+        if (!o)
+            return s->oom = 1;
+        s->owned = o, s->cap = cap;
     }
-    m->alias_names[m->naliases] = nm;
-    m->alias_paths[m->naliases] = p;
-    m->naliases++;
+    if (!(s->owned[s->n] = strdup(path)) || sr_strmap_put(&s->paths, s->owned[s->n], 0))
+        return s->oom = 1;
+    s->n++;
     return 0;
+}
+
+int sr_module_set_aliases(sr_module *m, int n, const char *const *names, const char *const *paths)
+{
+    /* One walk lists every path and a map indexes the aliases, so n aliases
+     * cost one walk, not n (an imported graph aliases every value). */
+    paths_state s = {SR_STRMAP_INIT, NULL, 0, 0, 0};
+    sr_strmap alias = SR_STRMAP_INIT;
+    int rc = 0;
+    sr_module_walk(m, collect_path_cb, &s);
+    for (int i = 0; i < m->naliases && !s.oom; i++)
+        s.oom = sr_strmap_put(&alias, m->alias_names[i], i) != 0;
+    if (s.oom)
+        rc = sr_fail("alias: out of memory");
+    for (int i = 0; i < n && !rc; i++) {
+        if (sr_strmap_get(&s.paths, paths[i]) < 0 && sr_strmap_get(&alias, paths[i]) < 0) {
+            rc = sr_fail("alias %s: no module named '%s'", names[i], paths[i]);
+            break;
+        }
+        char *p = strdup(paths[i]), *nm = NULL;
+        int at = sr_strmap_get(&alias, names[i]);
+        if (p && at >= 0) {
+            free(m->alias_paths[at]);
+            m->alias_paths[at] = p;
+            continue;
+        }
+        if (p && !(m->naliases & (m->naliases - 1))) { /* doubled at powers of two */
+            size_t cap = m->naliases ? 2 * (size_t)m->naliases : 1;
+            char **a = realloc(m->alias_names, cap * sizeof *a);
+            if (a)
+                m->alias_names = a;
+            char **b = realloc(m->alias_paths, cap * sizeof *b);
+            if (b)
+                m->alias_paths = b;
+            if (!a || !b)
+                free(p), p = NULL;
+        }
+        if (!p || !(nm = strdup(names[i])) || sr_strmap_put(&alias, nm, m->naliases)) {
+            free(p);
+            free(nm);
+            rc = sr_fail("alias: out of memory");
+            break;
+        }
+        m->alias_names[m->naliases] = nm;
+        m->alias_paths[m->naliases] = p;
+        m->naliases++;
+    }
+    for (size_t i = 0; i < s.n; i++)
+        free(s.owned[i]);
+    free(s.owned);
+    sr_strmap_free(&s.paths);
+    sr_strmap_free(&alias);
+    return rc;
 }
 
 int sr_module_set_default_tap(sr_module *m, const char *tap)

@@ -332,6 +332,10 @@ sr_param *sr_module_find_param(sr_module *m, const char *path);
 sr_module *sr_module_find(sr_module *m, const char *path);
 /* Define alias name -> path (replacing an existing one); path must exist. */
 int sr_module_set_alias(sr_module *m, const char *name, const char *path);
+/* n aliases names[i] -> paths[i] at once: one walk of the tree for all of
+ * them (set one by one, each would walk it).  Stops at the first path that
+ * does not exist, the aliases before it set. */
+int sr_module_set_aliases(sr_module *m, int n, const char *const *names, const char *const *paths);
 /* Set the default tap (an alias or path; NULL or "" for the full output). */
 int sr_module_set_default_tap(sr_module *m, const char *tap);
 

@@ -12,7 +12,10 @@
  * takes one image input".
  * The corpus: hand-made models (a small CNN with a residual sum, attention
  * with folded shape arithmetic), a few of ONNX's backend node tests, and
- * the inputs that once crashed (regress_*, also replayed by onnx_spec). */
+ * the inputs that once crashed or were read wrong (regress_*, also
+ * replayed by onnx_spec: nesting that overflowed protobuf-c's stack,
+ * attributes of the wrong type, indices and pads checked only at the
+ * first forward). */
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>

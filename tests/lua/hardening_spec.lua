@@ -73,11 +73,14 @@ local loaders = {
   idx_labels = function(c) return srgeo.data._idx_labels(c.path) end,
   cifar = function(c) return srgeo.data._cifar { c.path } end,
   image = function(c) return srgeo.image.load(c.path, c.opts) end,
+  onnx = function(c) return srgeo.onnx.load(c.path, { raw = true }) end,
 }
 
 -- The corpus of tests/lua/hostile_files.lua (decode bombs, wrapping shapes,
 -- junk after the data, truncations, duplicate and reserved keys, a 100,000-
--- entry safetensors header, entity expansion ...): each file loads or fails
+-- entry safetensors header, entity expansion, ONNX nesting that crashed
+-- protobuf-c, files of empty sub-messages, folds without end, external data
+-- out of the model's folder ...): each file loads or fails
 -- with an error naming the file and saying what is wrong, each within 10 s
 -- (the 100,000-entry header took minutes with the all-pairs name check),
 -- and the whole corpus within a few hundred MB.

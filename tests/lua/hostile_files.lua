@@ -4,7 +4,7 @@
 -- time and memory).  Used by tests/lua/hardening_spec.lua; also runnable:
 --   build/srgeo tests/lua/hostile_files.lua OUT_DIR     -- writes the corpus, lists it
 -- Each case: { name, loader = "npy"|"safetensors"|"idx_images"|"idx_labels"|
--- "cifar"|"image", path, ok = true (must load) | nil (must fail), needle =
+-- "cifar"|"image"|"onnx", path, ok = true (must load) | nil (must fail), needle =
 -- text the error must hold }.
 local M = {}
 
@@ -62,7 +62,7 @@ function M.write(dir)
   local cases = {}
   local function add(name, loader, bytes, needle, ok)
     local path = dir .. "/" .. name
-    write(path, bytes)
+    write(path, type(bytes) == "function" and bytes() or bytes)
     cases[#cases + 1] = { name = name, loader = loader, path = path, needle = needle, ok = ok }
   end
 
@@ -173,6 +173,8 @@ function M.write(dir)
   end
   laughs[#laughs + 1] = ']><svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><text>&j;</text></svg>'
   add("laughs.svg", "image", table.concat(laughs), "image", "either")
+
+  M.onnx(dir, add)
   return cases
 end
 
@@ -347,6 +349,160 @@ function M.report_tree(dir)
       (c[1] == "format_number" and "not an srgeo experiment" or "could not be read") }
   end
   return good, bad, secret
+end
+
+-- ONNX (tests/lua/onnx_pb.lua writes the protobuf): nesting that crashed
+-- protobuf-c's recursive unpack, files whose unpacked messages or folding
+-- work are not bounded by their size, external data outside the model's
+-- folder, attributes of the wrong type, values the import must check.
+-- A FIFO as the model or its external data is tested in a child process
+-- (tests/lua/onnx_spec.lua), where a regression hangs one child, not the run.
+-- add(name, "onnx", bytes, needle, ok): bytes is a function for the large
+-- files (called when the file is wanted).
+function M.onnx(dir, add)
+  os.execute("mkdir -p '" .. dir .. "'")
+  local PB = dofile("tests/lua/onnx_pb.lua")
+  local bytes, int = PB.bytes, PB.int
+  local X, Y = PB.value("x", { "N", 2, 4, 4 }), PB.value("y", { "N", 2, 4, 4 })
+  local function model(nodes, inits, opset, extra)
+    return PB.model { nodes = nodes, inits = inits, inputs = { X }, outputs = { Y }, opset = opset, extra = extra }
+  end
+  local relu = PB.node("Relu", { "x" }, { "y" }, "r")
+  -- a ReLU model whose graph has the further fields g (GraphProto bytes)
+  local function with_graph_bytes(g) return model({ relu }, nil, nil, g) end
+  local DEEP = "messages nested more than 64 deep"
+  -- a TypeProto wrapped n times (TypeProto.sequence_type.elem_type ...), in
+  -- a value_info (13) of the graph
+  local function nested_type(n, wrap)
+    local t = bytes(1, int(1, 1))
+    for _ = 1, n do t = wrap(t) end
+    return with_graph_bytes(bytes(13, bytes(1, "s") .. bytes(2, t)))
+  end
+  local function seq(t) return bytes(4, bytes(1, t)) end
+  add("deep_sequence.onnx", "onnx", nested_type(5000, seq), DEEP)
+  add("sequence_20.onnx", "onnx", nested_type(20, seq), nil, true)
+  add("deep_map.onnx", "onnx", nested_type(3000, function(t) return bytes(5, int(1, 7) .. bytes(2, t)) end), DEEP)
+  add("deep_optional.onnx", "onnx", nested_type(4000, function(t) return bytes(9, bytes(1, t)) end), DEEP)
+  -- If bodies: AttributeProto.g -> GraphProto -> NodeProto -> AttributeProto ...
+  local function if_nest(n, field)
+    local g = PB.graph { nodes = { relu } }
+    for i = 1, n do
+      local attr = bytes(1, "then_branch") .. bytes(field, g) .. int(20, field == 6 and 5 or 10)
+      g = PB.graph { nodes = { PB.node("If", { "c" }, { "y" }, "if" .. i, { attr }) } }
+    end
+    return g
+  end
+  add("deep_if.onnx", "onnx", int(1, 7) .. bytes(7, if_nest(3000, 6)) .. bytes(8, bytes(1, "") .. int(2, 13)), DEEP)
+  add("deep_graphs_attr.onnx", "onnx", int(1, 7) .. bytes(7, if_nest(1000, 11)) .. bytes(8, int(2, 13)), DEEP)
+  -- FunctionProto (ModelProto.functions, 25) whose node holds the nesting
+  add("deep_function.onnx", "onnx", model({ relu }) .. bytes(25, bytes(1, "f") .. bytes(7, PB.node("If", { "c" },
+    { "y" }, "f", { bytes(1, "b") .. bytes(6, if_nest(100, 6)) .. int(20, 5) }))), DEEP)
+  -- unknown fields nest as bytes, which protobuf-c keeps without parsing
+  local unk = ""
+  for _ = 1, 3000 do unk = bytes(99, unk) end
+  add("deep_unknown.onnx", "onnx", model({ relu }) .. unk, nil, true)
+
+  -- unpacked size: 5 MB of empty nodes, attributes, inputs
+  local UNPACK = "unpacking would take more than"
+  add("empty_nodes.onnx", "onnx", function() return with_graph_bytes(string.rep("\10\0", 2500000)) end, UNPACK)
+  add("empty_attrs.onnx", "onnx", function() return with_graph_bytes(bytes(1, string.rep("\42\0", 2500000))) end, UNPACK)
+  add("empty_inputs.onnx", "onnx", function() return with_graph_bytes(bytes(1, string.rep("\10\0", 2500000))) end, UNPACK)
+  add("empty_metadata.onnx", "onnx", function() return model({ relu }) .. string.rep("\114\0", 2500000) end, UNPACK)
+  -- packed int64 dims of one byte each: 8 bytes apiece, within bounds, refused by count
+  add("many_dims.onnx", "onnx", function() return model({ relu }, { bytes(1, string.rep("\1", 1000000)) .. int(2, 1) .. bytes(8, "w") }) end,
+    "has 1000000 dims")
+  add("many_values.onnx", "onnx", function() return with_graph_bytes(string.rep(bytes(11, bytes(1, "v")), 70000)) end, "too large")
+
+  -- malformed wire data
+  local PARSE = "the protobuf does not parse"
+  add("wire_truncated_varint.onnx", "onnx", model({ relu }) .. "\8\255\255", PARSE)
+  add("wire_long_varint.onnx", "onnx", model({ relu }) .. "\8" .. string.rep("\255", 12) .. "\1", PARSE)
+  add("wire_group.onnx", "onnx", model({ relu }) .. "\11\12", PARSE)
+  add("wire_type7.onnx", "onnx", model({ relu }) .. "\15", PARSE)
+  add("wire_field0.onnx", "onnx", "\2\0" .. model({ relu }), PARSE)
+  add("wire_length_past_end.onnx", "onnx", model({ relu }) .. "\58\200\1abc", PARSE)
+  add("wire_inner_past_end.onnx", "onnx", bytes(7, "\10\50" .. relu), PARSE)
+
+  -- folding's work and size
+  local function mm_model(n, k)
+    local nodes = {}
+    for i = 1, k do nodes[i] = PB.node("MatMul", { "w", "w" }, { "p" .. i }, "mm" .. i) end
+    nodes[k + 1] = relu
+    return model(nodes, { PB.tensor("w", { n, n }, string.rep("\0\0\0\63", n * n)) })
+  end
+  add("fold_matmul_1024.onnx", "onnx", function() return mm_model(1024, 1) end, "node 'mm1' (MatMul): folding would take more than")
+  add("fold_matmul_256x16.onnx", "onnx", function() return mm_model(256, 16) end,
+    "(MatMul): folding would take more than")
+  add("fold_reducesum_100k.onnx", "onnx", function()
+    local sums = {}
+    for i = 1, 100000 do sums[i] = PB.node("ReduceSum", { "w" }, { "s" .. i }, "s" .. i) end
+    sums[#sums + 1] = relu
+    return model(sums, { PB.tensor("w", { 4096 }, string.rep("\0\0\128\63", 4096)) })
+  end, "(ReduceSum): folding would take more than")
+  local shapes = {}
+  for i = 1, 20 do shapes[i] = PB.node("ConstantOfShape", { "s" }, { "c" .. i }, "c" .. i) end
+  shapes[21] = relu
+  add("fold_constants.onnx", "onnx", model(shapes, { PB.tensor("s", { 2 }, { 1024, 1024 }, true) }),
+    "the folded constants would hold")
+
+  -- node count: a chain of 5·10^4 ReLUs (1.5 MB; 4,000 took 4.2 s, the
+  -- import was quadratic) loads in linear time
+  add("chain_50000.onnx", "onnx", function()
+    local chain = {}
+    for i = 1, 50000 do
+      chain[i] = PB.node("Relu", { i == 1 and "x" or "v" .. (i - 1) }, { i == 50000 and "y" or "v" .. i }, "r" .. i)
+    end
+    return model(chain)
+  end, nil, true)
+
+  -- external data beside the model
+  local w = string.rep(string.pack("<f", 1), 4)
+  local function ext_model(loc, extra)
+    local e = { { "location", loc } }
+    for _, kv in ipairs(extra or {}) do e[#e + 1] = kv end
+    return model({ PB.node("Add", { "x", "w" }, { "y" }, "add") }, { PB.external_tensor("w", { 4 }, e) })
+  end
+  write(dir .. "/w.bin", w)
+  os.execute(string.format("cd '%s' && ln -sf /etc/passwd passwd.bin && ln -sf w.bin inside.bin && "
+    .. "mkdir -p sub sub2 && ln -sf ../w.bin sub2/up.bin", dir))
+  add("ext_ok.onnx", "onnx", ext_model("w.bin"), nil, true)
+  add("ext_link_inside.onnx", "onnx", ext_model("inside.bin"), nil, true)
+  add("ext_link_passwd.onnx", "onnx", ext_model("passwd.bin"), "outside the model's folder")
+  add("ext_absolute.onnx", "onnx", ext_model("/etc/passwd"), "must be a file name relative to the model's folder")
+  add("ext_dotdot.onnx", "onnx", ext_model("../w.bin"), "no '..'")
+  add("ext_directory.onnx", "onnx", ext_model("sub"), "is a directory")
+  add("ext_missing.onnx", "onnx", ext_model("nowhere.bin"), "cannot open external data")
+  add("ext_offset.onnx", "onnx", ext_model("w.bin", { { "offset", "12" } }), "holds no 16 bytes at offset 12")
+  add("ext_length.onnx", "onnx", ext_model("w.bin", { { "length", "8" } }), "external data length 8")
+  add("ext_negative.onnx", "onnx", ext_model("w.bin", { { "offset", "-4" } }), "is not a size")
+
+  -- attributes of the wrong type, values checked at import
+  local function op_model(node, inits, opset) return model({ node }, inits, opset) end
+  add("attr_alpha_string.onnx", "onnx", op_model(PB.node("LeakyRelu", { "x" }, { "y" }, "lrelu",
+    { PB.string_attr("alpha", "0.5") })), "node 'lrelu' (LeakyRelu): attribute alpha is a string, LeakyRelu takes a float")
+  add("attr_axis_float.onnx", "onnx", op_model(PB.node("Flatten", { "x" }, { "y" }, "flat",
+    { PB.float_attr("axis", 1.5) })), "node 'flat' (Flatten): attribute axis is a float, Flatten takes an int")
+  add("attr_perm_int.onnx", "onnx", op_model(PB.node("Transpose", { "x" }, { "y" }, "tr",
+    { PB.int_attr("perm", 1) })), "attribute perm is an int, Transpose takes a list of ints")
+  add("attr_mode_int.onnx", "onnx", op_model(PB.node("Pad", { "x", "p" }, { "y" }, "pad", { PB.int_attr("mode", 1) }),
+    { PB.tensor("p", { 8 }, { 0, 0, 0, 0, 0, 0, 0, 0 }, true) }), "attribute mode is an int, Pad takes a string")
+  add("attr_graph_axis.onnx", "onnx", op_model(PB.node("Softmax", { "x" }, { "y" }, "sm",
+    { bytes(1, "axis") .. bytes(6, PB.graph { nodes = { relu } }) .. int(20, 5) })), "attribute axis is another kind")
+  add("concat_no_axis.onnx", "onnx", op_model(PB.node("Concat", { "x", "x" }, { "y" }, "cat")),
+    "node 'cat' (Concat): attribute axis is required")
+  add("concat_no_axis_opset3.onnx", "onnx", op_model(PB.node("Concat", { "x", "x" }, { "y" }, "cat"), nil, 3), nil, true)
+  add("opset_negative.onnx", "onnx", op_model(relu, nil, -1), "the default domain's opset is -1")
+  add("opset_zero.onnx", "onnx", op_model(relu, nil, 0), "the default domain's opset is 0")
+  add("opset_19.onnx", "onnx", op_model(relu, nil, 19), "opset 19")
+  add("gather_out_of_range.onnx", "onnx", op_model(PB.node("Gather", { "x", "i" }, { "y" }, "g",
+    { PB.int_attr("axis", 1) }), { PB.tensor("i", { 2 }, { 0, 5 }, true) }), "index 5 is out of range for axis 1")
+  add("gather_negative_out_of_range.onnx", "onnx", op_model(PB.node("Gather", { "x", "i" }, { "y" }, "g",
+    { PB.int_attr("axis", 2) }), { PB.tensor("i", { 1 }, { -5 }, true) }), "index -5 is out of range for axis 2")
+  add("pad_huge.onnx", "onnx", op_model(PB.node("Pad", { "x", "p" }, { "y" }, "pad"),
+    { PB.tensor("p", { 8 }, { 0, 0, 0, 0, 0, 0, 0, 1000000000 }, true) }), "node 'pad' (Pad): pads make (2,4,1000000004)")
+  add("pad_reflect_long.onnx", "onnx", op_model(PB.node("Pad", { "x", "p" }, { "y" }, "pad",
+    { PB.string_attr("mode", "reflect") }), { PB.tensor("p", { 8 }, { 0, 0, 0, 4, 0, 0, 0, 0 }, true) }),
+    "reflect pads 4, 0 of an axis of 4")
 end
 
 -- Standalone: write the corpus and list it.
