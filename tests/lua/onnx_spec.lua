@@ -171,8 +171,8 @@ T.test("onnx: a FIFO as the model or its external data is refused without blocki
   T.write(dir .. "/ext.onnx", PB.model { nodes = { PB.node("Add", { "x", "w" }, { "y" }, "add") },
     inits = { PB.external_tensor("w", { 4 }, { { "location", "w.bin" } }) },
     inputs = { PB.value("x", { "N", 4 }) }, outputs = { PB.value("y", { "N", 4 }) } })
-  for _, c in ipairs { { "m.onnx", "m.onnx: is a FIFO, not a regular file" }, { "d.onnx", "d.onnx: is a directory" },
-                       { "ext.onnx", "tensor 'w': external data " .. dir .. "/w.bin: is a FIFO" } } do
+  for _, c in ipairs { { "m.onnx", "m.onnx is a FIFO, not a regular file" }, { "d.onnx", "d.onnx is a directory" },
+                       { "ext.onnx", "tensor 'w': external data: " .. dir .. "/w.bin is a FIFO" } } do
     local out, code = T.sh(string.format("timeout 20 %s -e 'local ok, e = pcall(srgeo.onnx.load, %q) print(ok, e)'", exe,
       dir .. "/" .. c[1]))
     T.eq(code, 0, c[1] .. ": the child was killed (it blocked): " .. out)
