@@ -493,9 +493,13 @@ typedef struct {
     int nin;
     char name[512];
     ival batched; /* as_batch's view of an input */
+    const char *oname; /* output 0's name when a translator makes a step of a composite op */
 } ctx;
 
-static const char *out_name(const ctx *c, int i) { return i < c->n->noutputs ? c->n->outputs[i] : ""; }
+static const char *out_name(const ctx *c, int i)
+{
+    return !i && c->oname ? c->oname : i < c->n->noutputs ? c->n->outputs[i] : "";
+}
 
 /* Only output 0 may be read (Dropout's mask, MaxPool's indices...). */
 static int only_first_output(const ctx *c)
@@ -1834,6 +1838,291 @@ static int do_expand(ctx *c)
     return alias(c->I, out_name(c, 0), x) ? 0 : -1;
 }
 
+/* --- ops composed of layers --------------------------------------------------------- */
+/* A step of a composite op: c with input 0 (and 1) replaced, output 0
+ * named oname (made from c's output name and suffix), its nodes named
+ * c's name and suffix. */
+static ctx step(const ctx *c, ival *in0, ival *in1, const char *suffix, char *oname, size_t cap)
+{
+    ctx s = *c;
+    s.in[0] = in0;
+    if (in1)
+        s.in[1] = in1, s.nin = s.nin < 2 ? 2 : s.nin;
+    snprintf(oname, cap, "%s//%s", out_name(c, 0), suffix);
+    s.oname = oname;
+    snprintf(s.name, sizeof s.name, "%.480s/%s", c->name, suffix);
+    return s;
+}
+
+/* A pointwise layer `kind` on x into c's output 0 (exponent e for pow). */
+static int pointwise_into(ctx *c, const char *kind, const ival *x, double e)
+{
+    kvs kv = {0};
+    if (e)
+        kv_d(&kv, "exponent", e);
+    return emit_same(c, kind, &kv, x);
+}
+
+/* PRelu(x, slope) = relu(x) + slope·(x − relu(x)): the slope a layer's
+ * constant operand (a weight when it is a float initializer). */
+static int op_prelu(ctx *c, const char *arg)
+{
+    (void)arg;
+    ival *x = c->in[0], *slope = c->nin > 1 ? c->in[1] : NULL;
+    if (!slope || slope->store != V_STATIC)
+        return UNSUPPORTED("PRelu with a computed slope");
+    char rn[4200], nn[4200], sn[4200]; /* names are at most 4096 bytes (io/onnx.c) */
+    ctx r = step(c, x, NULL, "relu", rn, sizeof rn);
+    if (pointwise_into(&r, "relu", x, 0))
+        return -1;
+    ctx n = step(c, x, find(c->I, rn), "negative", nn, sizeof nn);
+    if (do_arith(&n, "sub"))
+        return -1;
+    ctx m = step(c, find(c->I, nn), slope, "slope", sn, sizeof sn);
+    if (do_arith(&m, "mul"))
+        return -1;
+    ctx a = *c;
+    a.in[0] = find(c->I, rn), a.in[1] = find(c->I, sn), a.nin = 2;
+    return do_arith(&a, "add");
+}
+
+/* ReduceL2 = sqrt(ReduceSum(x²)), ReduceSumSquare = ReduceSum(x²), ReduceL1
+ * = ReduceSum(|x|) (the axes and keepdims are the node's). */
+static int op_reduce_norm(ctx *c, const char *arg)
+{
+    ival *x = c->in[0];
+    char pn[4200], sn[4200];
+    int l1 = !strcmp(arg, "l1"), l2 = !strcmp(arg, "l2");
+    ctx p = step(c, x, NULL, l1 ? "abs" : "square", pn, sizeof pn);
+    if (pointwise_into(&p, l1 ? "abs" : "pow", x, l1 ? 0 : 2))
+        return -1;
+    ctx r = step(c, find(c->I, pn), NULL, "sum", sn, sizeof sn);
+    if (!l2)
+        r.oname = NULL, snprintf(r.name, sizeof r.name, "%s", c->name);
+    if (do_reduce(&r, "sum"))
+        return -1;
+    return l2 ? pointwise_into(c, "sqrt", find(c->I, sn), 0) : 0;
+}
+
+/* GlobalMaxPool: the max over the dims after the channels. */
+static int op_global_max(ctx *c, const char *arg)
+{
+    (void)arg;
+    const ival *x = as_batch(c, dyn_in(c, 0));
+    if (!x)
+        return -1;
+    if (x->bat != 0 || x->merged || x->nd < 2)
+        return sr_fail("'%s' must be (N, C, ...) with the batch first", x->name);
+    int64_t dims[SR_MAXDIM], ps[SR_MAXDIM];
+    int nr = 0;
+    memcpy(ps, x->ps, sizeof ps);
+    for (int d = 1; d < x->nd; d++)
+        dims[nr++] = d + 1, ps[d] = 1;
+    kvs kv = {0};
+    kv_li(&kv, "dims", dims, nr);
+    kv_s(&kv, "op", "max");
+    kv_s(&kv, "keepdim", "true");
+    return emit1(c, "reduce", &kv, x, x->nd, ps, 0, 0);
+}
+
+/* --- resizing, instance and group norms ------------------------------------------ */
+/* The numbers of static input v (at the first batch size: sizes computed
+ * from Shape hold the batch there); *cnt -1 when v is absent or empty, the
+ * placeholder exporters write for an unused input. */
+static int numbers_of(const ival *v, double *out, int max, int *cnt)
+{
+    *cnt = -1;
+    if (!v)
+        return 0;
+    if (v->store != V_STATIC)
+        return UNSUPPORTED("input '%s' computed from the image (it must be a constant)", v->name);
+    const sr_tensor *t = &v->s.v[0];
+    if (sr_numel(t) == 0)
+        return 0;
+    if (t->ndim != 1 || sr_numel(t) > max)
+        return sr_fail("input '%s' %s must be a list of at most %d", v->name, SR_SHAPE(t), max);
+    for (int64_t i = 0; i < sr_numel(t); i++)
+        out[i] = sr_f64(t)[i];
+    *cnt = (int)sr_numel(t);
+    return 0;
+}
+
+/* A resize of (N, C, H, W) value x by scales sc (ns of them) or to sizes sz
+ * (nz), one per logical axis: a resize2d layer. */
+static int emit_resize(ctx *c, const ival *x, int ns, const double *sc, int nz, const int64_t *sz, const char *mode,
+                       const char *coord, const char *nearest)
+{
+    int lx = lrank(x);
+    int64_t L[SR_MAXDIM + 1];
+    ldims(x, SR_FOLD_N1, L);
+    if (!strcmp(mode, "bilinear"))
+        mode = "linear";
+    static const char *const modes[] = {"nearest", "linear"}; /* resize2d's names for ONNX's */
+    if (strcmp(mode, modes[0]) && strcmp(mode, modes[1]))
+        return UNSUPPORTED("%s mode '%s'", c->n->op_type, mode);
+    if (!strcmp(coord, "tf_crop_and_resize"))
+        return UNSUPPORTED("%s with coordinate_transformation_mode tf_crop_and_resize", c->n->op_type);
+    if ((ns < 0) == (nz < 0))
+        return sr_fail("needs either scales or sizes (%s given)", ns < 0 ? "neither" : "both");
+    int n = ns >= 0 ? ns : nz;
+    if (n != lx)
+        return sr_fail("%d %s for a value of rank %d", n, ns >= 0 ? "scales" : "sizes", lx);
+    if (lx != 4)
+        return UNSUPPORTED("%s of a rank %d value (2-D images only)", c->n->op_type, lx);
+    for (int a = 0; a < 2; a++)
+        if (ns >= 0 ? sc[a] != 1 : sz[a] != L[a])
+            return UNSUPPORTED("%s along the batch or channel axis", c->n->op_type);
+    if (!(x = image_input(c, x)))
+        return -1;
+    int64_t ps[3] = {x->ps[0], 0, 0};
+    for (int a = 0; a < 2; a++) {
+        if (ns >= 0 && !(sc[2 + a] > 0 && sc[2 + a] <= 1e6))
+            return sr_fail("scale %g (it must be in (0, 1e6])", sc[2 + a]);
+        ps[1 + a] = ns >= 0 ? (int64_t)floor((double)x->ps[1 + a] * sc[2 + a]) : sz[2 + a];
+    }
+    if (ps[1] < 1 || ps[2] < 1 || ps[1] > ((int64_t)1 << 30) || ps[2] > ((int64_t)1 << 30))
+        return sr_fail("'%s' %s would be resized to %lldx%lld", x->name, PS(x), (long long)ps[1], (long long)ps[2]);
+    kvs kv = {0};
+    if (ns >= 0)
+        kv_ld(&kv, "scale", sc + 2, 2);
+    else
+        kv_li(&kv, "size", ps + 1, 2);
+    kv_s(&kv, "mode", mode);
+    kv_s(&kv, "coordinate", coord);
+    kv_s(&kv, "nearest", nearest);
+    return emit1(c, "resize2d", &kv, x, 3, ps, 0, 0);
+}
+
+/* Resize (opsets 10, 11, 13, 18): nearest and linear, every coordinate mode
+ * but tf_crop_and_resize; scales or sizes constant (or folded). */
+static int op_resize(ctx *c, const char *arg)
+{
+    (void)arg;
+    const ival *x = dyn_in(c, 0);
+    int64_t opset = c->I->m->opset, L[SR_MAXDIM + 1], sz[SR_MAXDIM + 1], axes[SR_MAXDIM + 1];
+    double sc[SR_MAXDIM + 1], zd[SR_MAXDIM + 1];
+    int ns, nz = -1, na, lx = lrank(x);
+    const char *mode = as(c->n, "mode", "nearest");
+    if (opset < 11 ? numbers_of(c->nin > 1 ? c->in[1] : NULL, sc, SR_MAXDIM + 1, &ns)
+                   : numbers_of(c->nin > 2 ? c->in[2] : NULL, sc, SR_MAXDIM + 1, &ns) ||
+                         numbers_of(c->nin > 3 ? c->in[3] : NULL, zd, SR_MAXDIM + 1, &nz))
+        return -1;
+    if (ints_of(c->n, "axes", NULL, axes, SR_MAXDIM + 1, &na))
+        return -1;
+    ldims(x, SR_FOLD_N1, L);
+    for (int i = 0; i < nz; i++)
+        sz[i] = (int64_t)zd[i];
+    if (na >= 0) { /* opset 18: scales or sizes of these axes only */
+        double s2[SR_MAXDIM + 1];
+        int64_t z2[SR_MAXDIM + 1];
+        if ((ns >= 0 ? ns : nz) != na)
+            return sr_fail("%d axes for %d %s", na, ns >= 0 ? ns : nz, ns >= 0 ? "scales" : "sizes");
+        for (int i = 0; i < lx; i++)
+            s2[i] = 1, z2[i] = L[i];
+        for (int i = 0; i < na; i++) {
+            int64_t a = axes[i] < 0 ? axes[i] + lx : axes[i];
+            if (a < 0 || a >= lx)
+                return sr_fail("axis %lld for rank %d", (long long)axes[i], lx);
+            if (ns >= 0)
+                s2[a] = sc[i];
+            else
+                z2[a] = sz[i];
+        }
+        memcpy(sc, s2, sizeof s2);
+        memcpy(sz, z2, sizeof z2);
+        if (ns >= 0)
+            ns = lx;
+        else
+            nz = lx;
+    }
+    int down = 0;
+    for (int i = 0; i < (ns >= 0 ? ns : nz); i++)
+        down |= ns >= 0 ? sc[i] < 1 : sz[i] < L[i];
+    if (ai(c->n, "antialias", 0) && down && strcmp(mode, "nearest"))
+        return UNSUPPORTED("Resize with antialias when downsampling");
+    if (nz >= 0 && strcmp(as(c->n, "keep_aspect_ratio_policy", "stretch"), "stretch"))
+        return UNSUPPORTED("Resize with keep_aspect_ratio_policy '%s'", as(c->n, "keep_aspect_ratio_policy", ""));
+    if (opset < 11) {
+        /* Resize-10: asymmetric coordinates; nearest takes the floor
+         * (onnxruntime's), which we only follow when upsampling */
+        if (down && !strcmp(mode, "nearest"))
+            return UNSUPPORTED("Resize-10 nearest downsampling");
+        return emit_resize(c, x, ns, sc, nz, sz, mode, "asymmetric", "floor");
+    }
+    return emit_resize(c, x, ns, sc, nz, sz, mode, as(c->n, "coordinate_transformation_mode", "half_pixel"),
+                       as(c->n, "nearest_mode", "round_prefer_floor"));
+}
+
+/* Upsample (opsets 7, 9): asymmetric coordinates, nearest by the floor. */
+static int op_upsample(ctx *c, const char *arg)
+{
+    (void)arg;
+    double sc[SR_MAXDIM + 1];
+    int ns = -1;
+    const sr_onnx_attr *a = sr_onnx_attr_find(c->n, "scales");
+    if (c->I->m->opset < 9 && a && a->type == SR_ONNX_ATTR_FLOATS) {
+        if (a->n > SR_MAXDIM + 1)
+            return sr_fail("%d scales", a->n);
+        memcpy(sc, a->floats, (size_t)a->n * sizeof *sc);
+        ns = a->n;
+    } else if (numbers_of(c->nin > 1 ? c->in[1] : NULL, sc, SR_MAXDIM + 1, &ns)) {
+        return -1;
+    }
+    for (int i = 0; i < ns; i++)
+        if (sc[i] < 1)
+            return sr_fail("scale %g is below 1 (Upsample only enlarges)", sc[i]);
+    return emit_resize(c, dyn_in(c, 0), ns, sc, -1, NULL, as(c->n, "mode", "nearest"), "asymmetric", "floor");
+}
+
+/* InstanceNormalization (x, scale, B) and GroupNormalization-18 (x, scale,
+ * bias of one entry per group, spread over the group's channels): a
+ * groupnorm layer.  torch.onnx's GroupNorm below opset 18 (Reshape to
+ * (N, G, -1), InstanceNormalization, Reshape back, Mul, Add) comes out as
+ * those layers, exactly. */
+static int op_groupnorm(ctx *c, const char *arg)
+{
+    imp *I = c->I;
+    const ival *x = dyn_in(c, 0), *s = c->nin > 1 ? c->in[1] : NULL, *b = c->nin > 2 ? c->in[2] : NULL;
+    int group = arg != NULL;
+    if (!s || !b || s->store != V_STATIC || b->store != V_STATIC || sr_fold_val_batched(&s->s) ||
+        sr_fold_val_batched(&b->s))
+        return UNSUPPORTED("%s with computed scale or bias", c->n->op_type);
+    if (!(x = as_batch(c, x)))
+        return -1;
+    if (x->bat != 0 || x->merged || x->nd < 1)
+        return sr_fail("'%s' must be (N, C, ...) with the batch first", x->name);
+    int64_t C = x->ps[0], G = group ? ai(c->n, "num_groups", 0) : C;
+    if (G < 1 || C % G)
+        return sr_fail("%lld channels in %lld groups", (long long)C, (long long)G);
+    /* opset 18's scale and bias hold one entry per group (opset 21: per channel) */
+    int64_t per = sr_numel(&s->s.v[0]) == G && group && G != C ? C / G : 1;
+    if (sr_numel(&s->s.v[0]) * per != C || sr_numel(&b->s.v[0]) * per != C)
+        return sr_fail("scale %s and bias %s do not fit %lld channels in %lld groups", SR_SHAPE(&s->s.v[0]),
+                       SR_SHAPE(&b->s.v[0]), (long long)C, (long long)G);
+    kvs kv = {0};
+    kv_i(&kv, "num_groups", G);
+    kv_i(&kv, "num_channels", C);
+    kv_d(&kv, "eps", af(c->n, "epsilon", 1e-5));
+    sr_module *m = layer(I, "groupnorm", &kv);
+    sr_tensor w = SR_TENSOR_INIT, bb = SR_TENSOR_INIT;
+    int rc = !m || sr_tensor_alloc(&w, SR_F64, 1, &C) || sr_tensor_alloc(&bb, SR_F64, 1, &C);
+    for (int64_t i = 0; !rc && i < C; i++) {
+        sr_f64(&w)[i] = sr_get_flat(&s->s.v[0], i / per);
+        sr_f64(&bb)[i] = sr_get_flat(&b->s.v[0], i / per);
+    }
+    rc = rc || set_param(m, "weight", &w) || set_param(m, "bias", &bb);
+    sr_tensor_free(&w);
+    sr_tensor_free(&bb);
+    if (rc) {
+        sr_module_release(m);
+        return -1;
+    }
+    char nm[512];
+    node_name(c->n, s->name, nm, sizeof nm);
+    int id = add_node(I, nm, m, 1, &x->id);
+    return id < 0 || !def_dyn(I, out_name(c, 0), id, x->nd, x->ps, x->bat, 0) ? -1 : 0;
+}
+
 /* --- the dispatch: one table says which ops the importer takes and how ------- */
 static int op_pointwise(ctx *c, const char *layer)
 {
@@ -1940,6 +2229,12 @@ static const struct {
     {"Softmax", op_softmax, NULL, VALUE_FIRST}, {"LayerNormalization", op_layernorm, NULL, VALUE_FIRST},
     {"Pad", op_pad, NULL, VALUE_FIRST}, {"Shape", op_shape, NULL, VALUE_FIRST},
     {"Size", op_shape, "size", VALUE_FIRST}, {"Expand", op_expand, NULL, VALUE_FIRST},
+    {"Resize", op_resize, NULL, VALUE_FIRST}, {"Upsample", op_upsample, NULL, VALUE_FIRST},
+    {"InstanceNormalization", op_groupnorm, NULL, VALUE_FIRST},
+    {"GroupNormalization", op_groupnorm, "group", VALUE_FIRST},
+    {"PRelu", op_prelu, NULL, VALUE_FIRST}, {"GlobalMaxPool", op_global_max, NULL, VALUE_FIRST},
+    {"ReduceL2", op_reduce_norm, "l2", VALUE_FIRST}, {"ReduceSumSquare", op_reduce_norm, "sum_square", VALUE_FIRST},
+    {"ReduceL1", op_reduce_norm, "l1", VALUE_FIRST},
     {"Constant", NULL, NULL, 0},
 };
 

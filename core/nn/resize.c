@@ -3,11 +3,11 @@
  * name those of PyTorch's F.interpolate, TensorFlow and Paddle):
  *
  *   source coordinate of output index o (s the scale, n the input length,
- *   on the output length):
+ *   r = n·s the resized length, unrounded as ONNX has it):
  *     half_pixel            (o + 0.5)/s − 0.5        (torch align_corners=False)
- *     pytorch_half_pixel    the same, 0 when on = 1
+ *     pytorch_half_pixel    the same, 0 when r <= 1
  *     asymmetric            o/s                      (torch mode="nearest")
- *     align_corners         o·(n − 1)/(on − 1), 0 when on = 1
+ *     align_corners         o·(n − 1)/(r − 1), 0 when r = 1
  *     tf_half_pixel_for_nn  (o + 0.5)/s
  *   nearest: that coordinate rounded (round_prefer_floor, round_prefer_ceil,
  *   floor, ceil) and clamped to [0, n − 1]; linear: clamped to [0, n − 1],
@@ -117,15 +117,16 @@ typedef struct {
     int64_t in_shape[4];
 } resize_impl;
 
-static double source_coord(const resize_impl *c, int64_t o, int64_t n, int64_t on, double s)
+static double source_coord(const resize_impl *c, int64_t o, int64_t n, double s)
 {
+    double r = (double)n * s;
     switch (c->coord) {
     case COORD_PYTORCH_HALF_PIXEL:
-        return on > 1 ? (o + 0.5) / s - 0.5 : 0;
+        return r > 1 ? (o + 0.5) / s - 0.5 : 0;
     case COORD_ASYMMETRIC:
         return o / s;
     case COORD_ALIGN_CORNERS:
-        return on > 1 ? (double)o * (double)(n - 1) / (double)(on - 1) : 0;
+        return r != 1 ? (double)o * (double)(n - 1) / (r - 1) : 0;
     case COORD_TF_HALF_PIXEL_NN:
         return (o + 0.5) / s;
     default:
@@ -187,7 +188,7 @@ static int resize_plan(resize_impl *c, int64_t H, int64_t W)
         t->on[a] = on;
         t->n[a] = n[a];
         for (int64_t o = 0; o < on; o++) {
-            double x = source_coord(c, o, n[a], on, s);
+            double x = source_coord(c, o, n[a], s);
             x = x < -1 ? -1 : x > (double)n[a] ? (double)n[a] : x; /* any scale: the casts stay in range */
             if (!t->linear) {
                 int64_t i = round_nearest(c->nearest, x);
