@@ -27,6 +27,7 @@
 #include "nn/layers.h"
 
 enum { V_STATIC = 1, V_DYN };
+enum { SKIP_PRUNED = 2 };
 /* The per-sample dims the batch's logical dim also holds: the one after
  * the batch (B·m), the one before it (m·B). */
 enum { MERGE_AFTER = 1, MERGE_BEFORE = 2 };
@@ -62,7 +63,7 @@ typedef struct {
     int nv, cap;
     int *tab, tcap;             /* name -> value index + 1 */
     int64_t n0;                 /* the batch size shapes baked into the file were made for */
-    unsigned char *skip;        /* nodes absorbed by an earlier one */
+    unsigned char *skip;        /* nodes absorbed by an earlier one (1), or pruned (SKIP_PRUNED) */
     int folded;
     int64_t folded_values;      /* elements all folded constants hold (both batch sizes) */
     int64_t fold_budget;        /* ... and at most this many (see translate) */
@@ -510,7 +511,7 @@ static int only_first_output(const ctx *c)
             int used = 0;
             const sr_onnx_model *m = c->I->m;
             for (int j = c->idx + 1; j < m->nnodes && !used; j++)
-                for (int k = 0; k < m->nodes[j].ninputs; k++)
+                for (int k = 0; k < m->nodes[j].ninputs && c->I->skip[j] != SKIP_PRUNED; k++)
                     used |= !strcmp(m->nodes[j].inputs[k], c->n->outputs[i]);
             /* of the graph's outputs, only the one returned */
             const char *ret = c->I->o->output ? c->I->o->output : m->noutputs ? m->outputs[0].name : "";
@@ -2416,19 +2417,49 @@ static int image_value(imp *I, const sr_onnx_value *in, const sr_onnx_import_opt
     return 0;
 }
 
-/* Whether the input's readers subtract or divide per-channel constants. */
-static int normalizes(const imp *I, const char *input)
+/* Whether the graph normalises the input itself: its first ops (through
+ * Cast, Identity and Transpose: tf2onnx's NHWC) are Mul / Add / Sub / Div
+ * by constants of one or a few (per-channel) values, as x·255, x − 0.5,
+ * (x − mean)/std.  desc gets them ("Mul 255, Sub (3), Div (3)"). */
+static int normalizes(const imp *I, const char *input, char *desc, size_t cap)
 {
-    for (int j = 0; j < I->m->nnodes; j++) {
-        const sr_onnx_node *n = &I->m->nodes[j];
-        if (n->ninputs == 2 && !strcmp(n->inputs[0], input) &&
-            (!strcmp(n->op_type, "Sub") || !strcmp(n->op_type, "Div") || !strcmp(n->op_type, "Mul"))) {
-            ival *cst = find((imp *)I, n->inputs[1]);
-            if (cst && cst->store == V_STATIC && sr_numel(&cst->s.v[0]) > 1)
-                return 1;
+    const char *v = input;
+    int found = 0;
+    size_t len = 0;
+    desc[0] = 0;
+    for (int guard = 0; guard < 16; guard++) {
+        const sr_onnx_node *next = NULL;
+        int readers = 0;
+        for (int j = 0; j < I->m->nnodes; j++)
+            for (int k = 0; k < I->m->nodes[j].ninputs; k++)
+                if (!strcmp(I->m->nodes[j].inputs[k], v) && I->skip[j] != SKIP_PRUNED)
+                    readers++, next = &I->m->nodes[j];
+        if (readers != 1 || next->noutputs < 1)
+            break;
+        const char *op = next->op_type;
+        if (!strcmp(op, "Cast") || !strcmp(op, "Identity") || !strcmp(op, "Transpose")) {
+            v = next->outputs[0];
+            continue;
         }
+        if (strcmp(op, "Mul") && strcmp(op, "Add") && strcmp(op, "Sub") && strcmp(op, "Div"))
+            break;
+        if (next->ninputs != 2)
+            break;
+        const char *other = strcmp(next->inputs[0], v) ? next->inputs[0] : next->inputs[1];
+        ival *cst = find((imp *)I, other);
+        if (!cst || cst->store != V_STATIC || sr_fold_val_batched(&cst->s) || sr_numel(&cst->s.v[0]) < 1 ||
+            sr_numel(&cst->s.v[0]) > 16)
+            break;
+        const sr_tensor *t = &cst->s.v[0];
+        if (len < cap)
+            len += sr_numel(t) == 1 ? (size_t)snprintf(desc + len, cap - len, "%s%s %.6g", found ? ", " : "", op,
+                                                        sr_f64(t)[0])
+                                    : (size_t)snprintf(desc + len, cap - len, "%s%s (%lld)", found ? ", " : "", op,
+                                                        (long long)sr_numel(t));
+        found++;
+        v = next->outputs[0];
     }
-    return 0;
+    return found > 0;
 }
 
 /* The classifier head's input: the last Gemm / MatMul by a constant, when
@@ -2454,6 +2485,38 @@ static void find_head(imp *I, const char *output, sr_onnx_import_info *info)
     if (strcmp(v, output))
         return;
     snprintf(info->features, sizeof info->features, "%s", I->v[I->head_in].name);
+}
+
+/* Whether the head's output (the graph's output out) is class scores: a
+ * Softmax / LogSoftmax / Sigmoid on the way to the output, or as many
+ * values as a common label set has (10: MNIST, CIFAR-10; 100: CIFAR-100;
+ * 1000: ImageNet-1k; 11221, 21841, 21843: ImageNet-21k).  Otherwise the
+ * last linear layer is taken to make the model's own descriptor (a face
+ * embedding's 128 values), which the output is. */
+static int head_scores(const imp *I, const ival *out, const char *outname)
+{
+    static const int64_t classes[] = {10, 100, 1000, 11221, 21841, 21843};
+    const char *v = I->m->nodes[I->head_node].outputs[0];
+    for (int guard = 0; guard < 64 && strcmp(v, outname); guard++) {
+        const sr_onnx_node *next = NULL;
+        for (int j = 0; j < I->m->nnodes && !next; j++)
+            for (int k = 0; k < I->m->nodes[j].ninputs && !next; k++)
+                if (!strcmp(I->m->nodes[j].inputs[k], v) && I->skip[j] != SKIP_PRUNED)
+                    next = &I->m->nodes[j];
+        if (!next || !next->noutputs)
+            break;
+        if (!strcmp(next->op_type, "Softmax") || !strcmp(next->op_type, "LogSoftmax") ||
+            !strcmp(next->op_type, "Sigmoid"))
+            return 1;
+        v = next->outputs[0];
+    }
+    int64_t n = 1;
+    for (int d = 0; d < out->nd; d++)
+        n *= out->ps[d];
+    for (size_t i = 0; i < sizeof classes / sizeof *classes; i++)
+        if (n == classes[i])
+            return 1;
+    return 0;
 }
 
 /* The value table with the initializers and the caller's constants. */
@@ -2505,6 +2568,54 @@ static int imp_begin(imp *I, const sr_onnx_model *m, const sr_onnx_import_opts *
     return 0;
 }
 
+/* Only the nodes the value named want depends on are translated: the
+ * others are marked SKIP_PRUNED (walking back from want over the sorted
+ * nodes), so an op srgeo does not take is no error where nothing asked
+ * for its result.  The number of nodes pruned, or -1. */
+static int prune(imp *I, const char *want)
+{
+    const sr_onnx_model *m = I->m;
+    int64_t cap = 64, n = 1;
+    for (int j = 0; j < m->nnodes; j++)
+        n += m->nodes[j].ninputs;
+    while (cap < 2 * n)
+        cap *= 2;
+    const char **set = calloc((size_t)cap, sizeof *set);
+    if (!set)
+        return sr_fail("onnx %s: out of memory", m->path);
+#define NEED_SLOT(name)                                                                          \
+    for (h = hash_str(name) & (uint64_t)(cap - 1); set[h] && strcmp(set[h], name); h = (h + 1) & (uint64_t)(cap - 1)) \
+        ;
+    uint64_t h;
+    NEED_SLOT(want);
+    set[h] = want;
+    int pruned = 0;
+    for (int j = m->nnodes - 1; j >= 0; j--) {
+        const sr_onnx_node *nd = &m->nodes[j];
+        int need = 0;
+        for (int k = 0; k < nd->noutputs && !need; k++) {
+            if (!*nd->outputs[k])
+                continue;
+            NEED_SLOT(nd->outputs[k]);
+            need = set[h] != NULL;
+        }
+        if (!need) {
+            I->skip[j] = SKIP_PRUNED;
+            pruned++;
+            continue;
+        }
+        for (int k = 0; k < nd->ninputs; k++) {
+            if (!*nd->inputs[k])
+                continue;
+            NEED_SLOT(nd->inputs[k]);
+            set[h] = nd->inputs[k];
+        }
+    }
+#undef NEED_SLOT
+    free(set);
+    return pruned;
+}
+
 static int imp_nodes(imp *I)
 {
     for (int j = 0; j < I->m->nnodes; j++)
@@ -2550,9 +2661,10 @@ static sr_module *import_graph(imp *I, sr_onnx_import_info *info)
                NULL;
     if (image_value(I, img, o, info))
         return sr_fail_context("onnx %s", m->path), NULL;
-    if (imp_nodes(I))
-        return NULL;
     const char *outname = o->output ? o->output : m->noutputs ? m->outputs[0].name : "";
+    int pruned = prune(I, outname);
+    if (pruned < 0 || imp_nodes(I))
+        return NULL;
     ival *out = find(I, outname);
     if (!out)
         return sr_fail("onnx %s: no value named '%s' to return", m->path, outname), NULL;
@@ -2579,18 +2691,28 @@ static sr_module *import_graph(imp *I, sr_onnx_import_info *info)
         if (strcmp(node, v->name) && sr_module_set_alias(I->g, v->name, node))
             return NULL;
     }
+    /* "output": the value returned; "embedding" (and "features", its older
+     * name): the classifier head's input, the default tap when the graph
+     * ends in class scores (head_scores) */
+    if (sr_module_set_alias(I->g, "output", I->g->children[out->id - 1].name))
+        return NULL;
     if (info) {
         find_head(I, outname, info);
         ival *f = info->features[0] ? find(I, info->features) : NULL;
         if (f && f->id &&
             (sr_module_set_alias(I->g, "features", I->g->children[f->id - 1].name) ||
-             sr_module_set_default_tap(I->g, "features")))
+             sr_module_set_alias(I->g, "embedding", I->g->children[f->id - 1].name)))
             return NULL;
         if (!f || !f->id)
             info->features[0] = 0;
-        info->normalizes = normalizes(I, img->name);
+        info->scores = info->features[0] && head_scores(I, out, outname);
+        if (info->scores && sr_module_set_default_tap(I->g, "embedding"))
+            return NULL;
+        snprintf(info->tap, sizeof info->tap, "%s", info->scores ? "embedding" : "output");
+        info->normalizes = normalizes(I, img->name, info->preprocess, sizeof info->preprocess);
         info->nodes = I->g->nchildren;
         info->folded = I->folded;
+        info->pruned = pruned;
     }
     sr_module *g = I->g;
     I->g = NULL;

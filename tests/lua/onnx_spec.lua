@@ -106,9 +106,11 @@ T.test("onnx: malformed files and graphs fail with messages naming the node, op 
   T.eq((load(good):forward(x) - x:clamp(0, math.huge)):abs():max(), 0)
   local BIG_W = PB.tensor("w", { 2097152 }, string.rep("\0\0\128\63", 2097152)) -- 2^21 ones
   local function many_constants(n)
-    local nodes = {}
-    for i = 1, n do nodes[i] = PB.node("ConstantOfShape", { "s" }, { "c" .. i }, "c" .. i) end
-    nodes[n + 1] = PB.node("Add", { "x", "c" .. n }, { "y" }, "adder")
+    -- all read (a Sum of them), so none is pruned
+    local nodes, names = {}, {}
+    for i = 1, n do nodes[i], names[i] = PB.node("ConstantOfShape", { "s" }, { "c" .. i }, "c" .. i), "c" .. i end
+    nodes[n + 1] = PB.node("Sum", names, { "t" }, "sum")
+    nodes[n + 2] = PB.node("Add", { "x", "t" }, { "y" }, "adder")
     return nodes
   end
   local cases = {
