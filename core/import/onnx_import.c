@@ -1970,8 +1970,9 @@ static int emit_resize(ctx *c, const ival *x, int ns, const double *sc, int nz, 
         return sr_fail("%d %s for a value of rank %d", n, ns >= 0 ? "scales" : "sizes", lx);
     if (lx != 4)
         return UNSUPPORTED("%s of a rank %d value (2-D images only)", c->n->op_type, lx);
+    /* sizes baked for the batch exported (n0), or folded from Shape */
     for (int a = 0; a < 2; a++)
-        if (ns >= 0 ? sc[a] != 1 : sz[a] != L[a])
+        if (ns >= 0 ? sc[a] != 1 : sz[a] != L[a] && !(a == 0 && x->bat == 0 && sz[0] == c->I->n0))
             return UNSUPPORTED("%s along the batch or channel axis", c->n->op_type);
     if (!(x = image_input(c, x)))
         return -1;
@@ -2349,6 +2350,37 @@ static int meta_numbers(const char *s, double *v)
     return *s ? -1 : n;
 }
 
+/* Whether the input is a batch of (H, W, C) images, tf2onnx's: C 1 or 3 last
+ * (and not second), and the single readers from it (elementwise ops by
+ * constants, casts) reach a Transpose to (N, C, H, W). */
+static int nhwc_input(const imp *I, const sr_onnx_value *in)
+{
+    if (in->ndim != 4 || (in->dims[3] != 1 && in->dims[3] != 3) || in->dims[1] == 1 || in->dims[1] == 3)
+        return 0;
+    const char *v = in->name;
+    for (int guard = 0; guard < 16; guard++) {
+        const sr_onnx_node *next = NULL;
+        int readers = 0;
+        for (int j = 0; j < I->m->nnodes; j++)
+            for (int k = 0; k < I->m->nodes[j].ninputs; k++)
+                if (!strcmp(I->m->nodes[j].inputs[k], v))
+                    readers++, next = &I->m->nodes[j];
+        if (readers != 1 || next->noutputs < 1)
+            return 0;
+        const char *op = next->op_type;
+        if (!strcmp(op, "Transpose")) {
+            const sr_onnx_attr *a = sr_onnx_attr_find(next, "perm");
+            return a && a->type == SR_ONNX_ATTR_INTS && a->n == 4 && a->ints[0] == 0 && a->ints[1] == 3 &&
+                   a->ints[2] == 1 && a->ints[3] == 2;
+        }
+        if (strcmp(op, "Cast") && strcmp(op, "Identity") && strcmp(op, "Mul") && strcmp(op, "Add") &&
+            strcmp(op, "Sub") && strcmp(op, "Div"))
+            return 0;
+        v = next->outputs[0];
+    }
+    return 0;
+}
+
 /* The image input: its layout, and its value (0, or the normalize node's). */
 static int image_value(imp *I, const sr_onnx_value *in, const sr_onnx_import_opts *o, sr_onnx_import_info *info)
 {
@@ -2357,6 +2389,20 @@ static int image_value(imp *I, const sr_onnx_value *in, const sr_onnx_import_opt
         return sr_fail("input '%s' holds %s values, not an image", in->name, sr_onnx_type_name(in->type));
     if (in->ndim < 1 + !o->no_batch)
         return sr_fail("input '%s' has %s shape (give input_size)", in->name, in->ndim < 0 ? "no" : "a too small");
+    /* tf2onnx's (N, H, W, C) images (nhwc_input): srgeo's are (N, C, H, W),
+     * which the graph takes (input_size C,H,W, mean and std per channel as
+     * always) and permutes to the file's layout first */
+    sr_onnx_value nchw;
+    int nhwc = !o->no_batch && nhwc_input(I, in);
+    if (nhwc) {
+        nchw = *in;
+        for (int d = 1; d < 4; d++) {
+            int from = d == 1 ? 3 : d - 1;
+            nchw.dims[d] = in->dims[from];
+            nchw.dim_names[d] = in->dim_names[from];
+        }
+        in = &nchw;
+    }
     int first = o->no_batch ? 0 : 1, nd = in->ndim - first;
     int64_t ps[SR_MAXDIM];
     if (nd > SR_MAXDIM - 1)
@@ -2408,13 +2454,20 @@ static int image_value(imp *I, const sr_onnx_value *in, const sr_onnx_import_opt
         if ((id = add_node(I, "normalize", m, 1, &id)) < 0)
             return -1;
     }
-    if (!def_dyn(I, in->name, id, nd, ps, o->no_batch ? -1 : 0, 0))
-        return -1;
     if (info) {
         info->ndim = nd;
         memcpy(info->sample, ps, (size_t)nd * sizeof *ps);
+        info->nhwc = nhwc;
     }
-    return 0;
+    if (nhwc) {
+        kvs k = {0};
+        kv_li(&k, "dims", (int64_t[]){0, 2, 3, 1}, 4);
+        if ((id = add_node(I, "to_nhwc", layer(I, "permute", &k), 1, &id)) < 0)
+            return -1;
+        int64_t hwc[3] = {ps[1], ps[2], ps[0]};
+        memcpy(ps, hwc, sizeof hwc);
+    }
+    return def_dyn(I, in->name, id, nd, ps, o->no_batch ? -1 : 0, 0) ? 0 : -1;
 }
 
 /* Whether the graph normalises the input itself: its first ops (through

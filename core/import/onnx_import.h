@@ -51,8 +51,10 @@ enum { SR_ONNX_NORM_NONE, SR_ONNX_NORM_GIVEN, SR_ONNX_NORM_METADATA };
 
 /* What the import found, for the caller's choices and messages. */
 typedef struct {
-    int ndim;                    /* the input's sample dims as imported */
+    int ndim;                    /* the input's sample dims as imported (C,H,W for an NHWC file) */
     int64_t sample[SR_MAXDIM];
+    int nhwc;                    /* the file's input is (N, H, W, C): the graph takes (N, C, H, W) and
+                                  * permutes it first */
     char features[512];          /* the input of the classifier head (Gemm/MatMul) when there is one,
                                   * as a graph value name ("" otherwise); aliased "embedding" (and
                                   * "features"); the value returned is aliased "output" */

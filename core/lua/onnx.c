@@ -2,7 +2,7 @@
  *
  *   m, info = srgeo.onnx.load(path [, {dtype=, input=, output=, input_size=, mean=, std=, raw=,
  *                                      no_batch=, constants={name=tensor}}])
- *   info: input (sample dims), features (the classifier's input value, tap "embedding"),
+ *   info: input (sample dims; C,H,W also for a file whose input is NHWC: nhwc true), features (the classifier's input value, tap "embedding"),
  *         tap (the default: "embedding" when the head makes class scores, else "output"), scores,
  *         normalization ("given", "metadata", "none"), normalizes (the graph itself starts with
  *         Mul / Add / Sub / Div by constants), preprocess (those ops, for messages), nodes, folded,
@@ -184,6 +184,8 @@ static int l_load(lua_State *L)
     }
     lua_pushstring(L, info.tap);
     lua_setfield(L, -2, "tap");
+    lua_pushboolean(L, info.nhwc);
+    lua_setfield(L, -2, "nhwc");
     lua_pushboolean(L, info.scores);
     lua_setfield(L, -2, "scores");
     lua_pushboolean(L, info.normalizes);
