@@ -535,3 +535,22 @@ T.test("convert_torch: F16/BF16 casts and a torchvision export load", function()
   os.execute("rm -rf " .. dir)
   if not ok then error(err, 0) end
 end)
+
+-- A shipped model by name, as on the command line, and README's paths from
+-- any working directory (looked up under the project root).
+T.test("models.load: a shipped model by name; project-relative paths from any folder", function()
+  if not require("srgeo.util").exists(srgeo.models.shipped_path("small_resnet")) then
+    T.skip("no shipped small_resnet (make models)")
+  end
+  local m = srgeo.models.load("small_resnet")
+  T.eq(srgeo.models.info(m).arch, "small_resnet")
+  T.raises(function() srgeo.models.load("no_such_model") end, "no shipped model 'no_such_model'")
+  T.raises(function() srgeo.models.load("resnet18") end, "srgeo.models.resnet18{} builds the architecture")
+  local exe = T.shell and T.shell() or "build/srgeo"
+  if exe:sub(1, 1) ~= "/" then exe = os.getenv("PWD") .. "/" .. exe end
+  local p = io.popen("cd /tmp && " .. exe .. [[ -e 'print(srgeo.models.info(srgeo.models.load("small_resnet")).arch, ]]
+    .. [[srgeo.models.info(srgeo.models.load("models/shipped/small_resnet.safetensors")).arch)' 2>&1]])
+  local out = p:read("a")
+  p:close()
+  T.truthy(out:find("small_resnet\tsmall_resnet", 1, true), out)
+end)

@@ -640,3 +640,41 @@ T.test("onnx: output= prunes, taps output and embedding, the default tap, normal
     "--mean 0.485,0.456,0.406 --std 0.229,0.224,0.225), or normalize = false (--no-normalize)")
   os.execute("rm -rf " .. dir)
 end)
+
+-- The command line: an .onnx file with --input-size and --mean / --std (or
+-- --no-normalize) runs end to end, its curve and figure named by the
+-- file; a bad flag value and --twin fail at once, naming the flag, without a
+-- traceback.
+T.test("onnx: srgeo bump --model x.onnx --input-size --mean --std runs, labelled by the file; bad flags fail clearly",
+  function()
+  local exe = T.shell and T.shell() or "build/srgeo"
+  local out = os.tmpname()
+  os.remove(out)
+  local model = EXP .. "fpn_gn_op17.onnx"
+  local function run(args)
+    local p = io.popen(string.format("%s bump --model %s --out %s --eval noise:2 --directions 8 --jvp-directions 4 "
+      .. "--nscales 5 --range paper --bootstrap 50 %s 2>&1", exe, model, out, args))
+    local text = p:read("a")
+    local ok = p:close()
+    return ok, text
+  end
+  local ok, text = run("--input-size 3,32,32 --mean 0.485,0.456,0.406 --std 0.229,0.224,0.225")
+  T.eq(ok, true, text)
+  T.truthy(T.read(out .. "/summary.txt"):find("taps: fpn_gn_op17.onnx at embedding", 1, true), "the summary names the file and tap")
+  T.truthy(T.read(out .. "/bump.gp"):find('title "fpn_gn_op17.onnx"', 1, true), "the legend names the file")
+  local cases = {
+    { "--input-size 3,32,32 --mean 0.5,0.5 --std 0.2,0.2,0.2", "--mean has 2 values, --std 3" },
+    { "--input-size 3,32,32 --mean 0.5,0.5,0.5", "give both --mean and --std" },
+    { "--input-size 3,32,32", "--mean 0.485,0.456,0.406 --std 0.229,0.224,0.225), or --no-normalize" },
+    { "--no-normalize", "give --input-size" },
+    { "--input-size 3,32,32 --no-normalize --twin", "a random-init twin of an imported ONNX graph is not available yet" },
+    { "--input-size 3,32,32 --no-normalize --output nowhere", "no value named 'nowhere' to return" },
+  }
+  for _, c in ipairs(cases) do
+    local ok2, msg = run(c[1])
+    T.eq(ok2 == true, false, c[1])
+    T.truthy(msg:find(c[2], 1, true), c[1] .. ": " .. msg)
+    T.eq(msg:find("traceback", 1, true), nil, c[1] .. ": " .. msg)
+  end
+  os.execute("rm -rf " .. out)
+end)
