@@ -481,17 +481,27 @@ end)
 -- The ops added for exporters that ONNX's node tests (above, when installed)
 -- do not cover, or cover only where libonnx-testdata is installed: each in
 -- a one-node graph against a reference computed here.
-T.test("onnx: GroupNormalization-18, InstanceNormalization, Resize (opset 18 axes; nearest and linear), Upsample, "
-  .. "PRelu, GlobalMaxPool, ReduceL2 / L1 / SumSquare in one-node graphs", function()
+-- A scratch folder and a writer of numbered model files in it (PB.model's
+-- table): returns the file's path and its number.
+local function model_files()
   local dir = os.tmpname()
   os.remove(dir)
   T.truthy(os.execute("mkdir -p " .. dir))
   local n = 0
-  local function load(nodes, inits, out_dims, opset)
+  return dir, function(g)
     n = n + 1
     local p = dir .. "/m" .. n .. ".onnx"
-    T.write(p, PB.model { nodes = nodes, inits = inits, inputs = { PB.value("x", { "N", 4, 3, 3 }) },
-      outputs = { PB.value("y", out_dims) }, opset = opset })
+    T.write(p, PB.model(g))
+    return p, n
+  end
+end
+
+T.test("onnx: GroupNormalization-18, InstanceNormalization, Resize (opset 18 axes; nearest and linear), Upsample, "
+  .. "PRelu, GlobalMaxPool, ReduceL2 / L1 / SumSquare in one-node graphs", function()
+  local dir, write = model_files()
+  local function load(nodes, inits, out_dims, opset)
+    local p = write { nodes = nodes, inits = inits, inputs = { PB.value("x", { "N", 4, 3, 3 }) },
+      outputs = { PB.value("y", out_dims) }, opset = opset }
     return srgeo.onnx.load(p, { raw = true, dtype = "float64" })
   end
   local x = srgeo.randn({ 2, 4, 3, 3 }, 3):double()
@@ -578,14 +588,11 @@ end)
 -- taps "output" and "embedding"; the default tap; normalisation found in
 -- the graph or asked for.
 T.test("onnx: output= prunes, taps output and embedding, the default tap, normalisation in the graph", function()
-  local dir = os.tmpname()
-  os.remove(dir)
-  T.truthy(os.execute("mkdir -p " .. dir))
-  local n = 0
+  local dir, write = model_files()
+  local n
   local function file(nodes, inits, outs, x)
-    n = n + 1
-    local p = dir .. "/m" .. n .. ".onnx"
-    T.write(p, PB.model { nodes = nodes, inits = inits, inputs = { x or PB.value("x", { "N", 8 }) }, outputs = outs })
+    local p
+    p, n = write { nodes = nodes, inits = inits, inputs = { x or PB.value("x", { "N", 8 }) }, outputs = outs }
     return p
   end
   local W = {}
