@@ -62,7 +62,8 @@ torchvision's state_dict keys, so converted checkpoints load as they are.]]
 TEXT.models = [[
 The zoo (srgeo.models): architectures in models/*.lua, trained checkpoints in models/shipped/.
   m = srgeo.models.small_resnet{seed = 1}     -- random init (any NAME below; options per help("NAME"))
-  m = srgeo.models.load("models/shipped/small_resnet.safetensors")   -- architecture + config from metadata
+  m = srgeo.models.load("small_resnet")       -- a shipped model by name (or a path): architecture + config
+  t = srgeo.models.twin(m, {init = "torch-default" | "he" | "xavier", seed = 0})   -- its random-init twin
   srgeo.models.list()   -- {name, family, doc, input, options, params}
   srgeo.models.info(m)  -- {arch, config}   m:save(path, meta) / m:load(path)
 Files: f = srgeo.safetensors.open(path); f:keys() f:info() f:metadata(); f:get(name [, dtype])

@@ -305,6 +305,66 @@ function M.load(path, opts)
   return m, meta
 end
 
+--- srgeo.models.twin(m [, {init = "torch-default" | "he" | "xavier", seed = 0}]) -> the random-init
+--- twin of a model built or loaded here: the same architecture and config,
+--- every learned weight drawn anew (buffers as at construction: BatchNorm's
+--- running statistics 0 and 1).
+---   torch-default  the architecture's own initialisation, what NAME@init
+---                  builds: torchvision's (ResNet/VGG convolutions N(0, 2/fan_out),
+---                  BatchNorm 1/0, linear layers PyTorch's uniform ±1/√fan_in) or
+---                  timm's (ViT, ConvNeXt: truncated N(0, 0.02²), biases 0)
+---   he, xavier     every convolution and linear weight N(0, 2/fan_in) or
+---                  N(0, 2/(fan_in + fan_out)); biases 0; norm and affine scales 1,
+---                  shifts 0; class tokens and position embeddings N(0, 0.02²)
+--- The role of a parameter is read from its shape and name: a weight of 4
+--- dims is a convolution's (fan_in = C_in/groups·kh·kw), of 2 a linear
+--- layer's, of 1 a norm's or an affine's scale; a bias is a shift.
+local TWIN_INITS = { ["torch-default"] = true, he = true, xavier = true }
+
+function M.twin(m, opts)
+  opts = opts or {}
+  for k in pairs(opts) do
+    if k ~= "init" and k ~= "seed" then error("srgeo.models.twin: unknown option '" .. tostring(k) .. "' (init, seed)", 2) end
+  end
+  local how, seed = opts.init or "torch-default", opts.seed or 0
+  if not TWIN_INITS[how] then
+    error("srgeo.models.twin: init must be \"torch-default\", \"he\" or \"xavier\", got " .. tostring(how), 2)
+  end
+  if math.type(seed) ~= "integer" then error("srgeo.models.twin: seed must be an integer", 2) end
+  local mi = info[m]
+  if not mi then error("srgeo.models.twin: the model was not built or loaded by srgeo.models (its architecture is unknown)", 2) end
+  if mi.arch == "onnx" then
+    error("srgeo.models.twin: a random-init twin of an imported ONNX graph is not available yet (srgeo cannot yet tell "
+      .. "its learned constants from fixed ones)", 2)
+  end
+  local cfg = copy(mi.config or {})
+  cfg.seed, cfg.init = seed, nil
+  local t = build(mi.arch, cfg, 2)
+  info[t].twin_of = mi.path or mi.arch
+  if how == "torch-default" then return t:eval() end
+  local params = t:parameters()
+  for i, name in ipairs(t:param_names()) do
+    local p = params[name]
+    if p then -- trainable
+      local shape, s = p:shape(), seed * 7919 + i
+      local leaf = name:match("([^.]+)$")
+      if leaf:match("bias$") then
+        t:set(name, srgeo.zeros(shape))
+      elseif (#shape == 4 or #shape == 2) and leaf:match("weight$") then
+        local fan_in = #shape == 4 and shape[2] * shape[3] * shape[4] or shape[2]
+        local fan_out = #shape == 4 and shape[1] * shape[3] * shape[4] or shape[1]
+        local var = how == "he" and 2 / fan_in or 2 / (fan_in + fan_out)
+        t:set(name, srgeo.randn(shape, s) * math.sqrt(var))
+      elseif #shape == 1 and (leaf:match("weight$") or leaf:match("gamma$")) then
+        t:set(name, srgeo.full(shape, 1))
+      else -- tokens, embeddings
+        t:set(name, srgeo.randn(shape, s):clamp(-2, 2) * 0.02)
+      end
+    end
+  end
+  return t:eval()
+end
+
 return setmetatable(M, {
   __index = function(_, name)
     load_families()

@@ -618,6 +618,7 @@ T.test("onnx: output= prunes, taps output and embedding, the default tap, normal
   end
   m, info = srgeo.models.load(head(10), { normalize = false, dtype = "float64" })
   T.eq(info.tap, "embedding")
+  T.raises(function() srgeo.models.twin(m) end, "a random-init twin of an imported ONNX graph is not available yet")
   T.eq(tostring(m:forward(x):size()), "(3,8)")
   T.eq(tostring(m:forward(x, { tap = "output" }):size()), "(3,10)")
   T.eq(tostring(m:forward(x, { tap = "embedding" }):size()), "(3,8)")
