@@ -1926,6 +1926,107 @@ static int op_global_max(ctx *c, const char *arg)
     return emit1(c, "reduce", &kv, x, x->nd, ps, 0, 0);
 }
 
+/* ConvTranspose (2-D): a conv_transpose2d layer.  output_shape and
+ * SAME auto_pad set the pads as ONNX says (the total split with the odd one
+ * at the end for SAME_UPPER and the default, at the start for SAME_LOWER);
+ * an output_shape beyond the full output adds the rows past it as
+ * output_padding. */
+static int op_conv_transpose(ctx *c, const char *arg)
+{
+    (void)arg;
+    imp *I = c->I;
+    const ival *x = dyn_in(c, 0), *w = c->nin > 1 ? c->in[1] : NULL, *b = c->nin > 2 ? c->in[2] : NULL;
+    if (!w || w->store != V_STATIC || (b && b->store != V_STATIC))
+        return UNSUPPORTED("ConvTranspose with computed weights");
+    const sr_tensor *W = &w->s.v[0];
+    if (W->ndim != 4)
+        return UNSUPPORTED("ConvTranspose of %d spatial dims (2-D only)", W->ndim - 2);
+    if (!(x = image_input(c, x)))
+        return -1;
+    int64_t g = ai(c->n, "group", 1), s[2] = {1, 1}, d[2] = {1, 1}, op[2] = {0, 0}, p[4] = {0, 0, 0, 0}, t[8], os[2];
+    int n, nos;
+    if (ints_of(c->n, "strides", NULL, t, 8, &n) || (n >= 0 && n != 2))
+        return n >= 0 ? sr_fail("strides of %d dims", n) : -1;
+    if (n == 2)
+        s[0] = t[0], s[1] = t[1];
+    if (ints_of(c->n, "dilations", NULL, t, 8, &n) || (n >= 0 && n != 2))
+        return n >= 0 ? sr_fail("dilations of %d dims", n) : -1;
+    if (n == 2)
+        d[0] = t[0], d[1] = t[1];
+    if (ints_of(c->n, "output_padding", NULL, t, 8, &n) || (n >= 0 && n != 2))
+        return n >= 0 ? sr_fail("output_padding of %d dims", n) : -1;
+    if (n == 2)
+        op[0] = t[0], op[1] = t[1];
+    if (ints_of(c->n, "pads", NULL, t, 8, &n) || (n >= 0 && n != 4))
+        return n >= 0 ? sr_fail("pads of %d entries", n) : -1;
+    if (n == 4)
+        memcpy(p, t, sizeof p);
+    if (ints_of(c->n, "output_shape", NULL, t, 8, &nos))
+        return -1;
+    int64_t cin = x->ps[0], k[2] = {W->shape[2], W->shape[3]};
+    if (g < 1 || W->shape[0] != cin || cin % g)
+        return sr_fail("weight %s does not fit %lld input channels in %lld groups", SR_SHAPE(W), (long long)cin,
+                       (long long)g);
+    for (int a = 0; a < 2; a++)
+        if (k[a] < 1 || s[a] < 1 || d[a] < 1 || s[a] > WINDOW_MAX || d[a] > WINDOW_MAX || k[a] > WINDOW_MAX ||
+            op[a] < 0 || op[a] > WINDOW_MAX)
+            return sr_fail("kernel %lldx%lld, strides %lld,%lld, dilations %lld,%lld, output_padding %lld,%lld",
+                           (long long)k[0], (long long)k[1], (long long)s[0], (long long)s[1], (long long)d[0],
+                           (long long)d[1], (long long)op[0], (long long)op[1]);
+    const char *ap = as(c->n, "auto_pad", "NOTSET");
+    int same = !strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER");
+    if (nos >= 0 || same) {
+        /* the output size asked for: the pads follow */
+        if (nos >= 0 && nos != 2 && nos != 4)
+            return sr_fail("output_shape of %d entries", nos);
+        for (int a = 0; a < 2; a++) {
+            os[a] = nos >= 0 ? t[nos - 2 + a] : x->ps[1 + a] * s[a];
+            int64_t tot = s[a] * (x->ps[1 + a] - 1) + op[a] + (k[a] - 1) * d[a] + 1 - os[a];
+            if (tot < 0) { /* more than the full output: rows past it, as output_padding */
+                op[a] += -tot;
+                tot = 0;
+            }
+            int lower = !strcmp(ap, "SAME_LOWER");
+            p[a] = lower ? tot - tot / 2 : tot / 2;
+            p[a + 2] = tot - p[a];
+        }
+    } else if (!strcmp(ap, "VALID")) {
+        memset(p, 0, sizeof p);
+    } else if (strcmp(ap, "NOTSET")) {
+        return sr_fail("auto_pad '%s'", ap);
+    }
+    for (int i = 0; i < 4; i++)
+        if (p[i] < 0 || p[i] > WINDOW_MAX)
+            return sr_fail("pads %lld,%lld,%lld,%lld", (long long)p[0], (long long)p[1], (long long)p[2], (long long)p[3]);
+    for (int a = 0; a < 2; a++)
+        if (op[a] >= s[a] && op[a] >= d[a])
+            return UNSUPPORTED("ConvTranspose output_padding %lld not below the stride or the dilation", (long long)op[a]);
+    int64_t cout = W->shape[1] * g, ps[3] = {cout, 0, 0};
+    for (int a = 0; a < 2; a++)
+        ps[1 + a] = (x->ps[1 + a] - 1) * s[a] - p[a] - p[a + 2] + d[a] * (k[a] - 1) + op[a] + 1;
+    if (ps[1] < 1 || ps[2] < 1)
+        return sr_fail("the output would be %lldx%lld", (long long)ps[1], (long long)ps[2]);
+    kvs kv = {0};
+    kv_i(&kv, "in_channels", cin);
+    kv_i(&kv, "out_channels", cout);
+    kv_li(&kv, "kernel_size", k, 2);
+    kv_li(&kv, "stride", s, 2);
+    kv_li(&kv, "padding", p, 4);
+    kv_li(&kv, "output_padding", op, 2);
+    kv_li(&kv, "dilation", d, 2);
+    kv_i(&kv, "groups", g);
+    kv_s(&kv, "bias", b ? "true" : "false");
+    sr_module *m = layer(I, "conv_transpose2d", &kv);
+    if (!m || set_param(m, "weight", W) || (b && set_param(m, "bias", &b->s.v[0]))) {
+        sr_module_release(m);
+        return -1;
+    }
+    char nm[512];
+    node_name(c->n, w->name, nm, sizeof nm);
+    int id = add_node(I, nm, m, 1, &x->id);
+    return id < 0 || !def_dyn(I, out_name(c, 0), id, 3, ps, 0, 0) ? -1 : 0;
+}
+
 /* --- resizing, instance and group norms ------------------------------------------ */
 /* The numbers of static input v (at the first batch size: sizes computed
  * from Shape hold the batch there); *cnt -1 when v is absent or empty, the
@@ -2235,6 +2336,7 @@ static const struct {
     {"InstanceNormalization", op_groupnorm, NULL, VALUE_FIRST},
     {"GroupNormalization", op_groupnorm, "group", VALUE_FIRST},
     {"PRelu", op_prelu, NULL, VALUE_FIRST}, {"GlobalMaxPool", op_global_max, NULL, VALUE_FIRST},
+    {"ConvTranspose", op_conv_transpose, NULL, VALUE_FIRST},
     {"ReduceL2", op_reduce_norm, "l2", VALUE_FIRST}, {"ReduceSumSquare", op_reduce_norm, "sum_square", VALUE_FIRST},
     {"ReduceL1", op_reduce_norm, "l1", VALUE_FIRST},
     {"Constant", NULL, NULL, 0},

@@ -13,6 +13,7 @@ static sr_module *identity_create(const sr_opts *o)
 const sr_layer_def sr_layers[] = {
     {"linear", sr_linear_create, "in_features, out_features, bias=true, weight_name=\"weight\", bias_name=\"bias\""},
     {"conv2d", sr_conv2d_create, "in_channels, out_channels, kernel_size, stride=1, padding=0 (or {h,w}, or {top,left,bottom,right}), dilation=1, groups=1, bias=true"},
+    {"conv_transpose2d", sr_conv_transpose2d_create, "in_channels, out_channels, kernel_size, stride=1, padding=0 (or {h,w}, or {top,left,bottom,right}), output_padding=0, dilation=1, groups=1, bias=true: weight (in, out/groups, kh, kw) as torch's ConvTranspose2d"},
     {"batchnorm2d", sr_batchnorm2d_create, "num_features, eps=1e-5, momentum=0.1"},
     {"layernorm", sr_layernorm_create, "normalized_shape, eps=1e-5 (1e-6 for ViT), dim=\"last\"|\"channels\", affine=true"},
     {"normalize", sr_normalize_create, "mean={...}, std={...}: per-channel (x-mean)/std on NCHW input"},

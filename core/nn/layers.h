@@ -19,6 +19,8 @@ void sr_linear_backward(sr_dtype dt, void *gx, void *gw, void *gb, const void *g
 
 /* conv.c */
 sr_module *sr_conv2d_create(const sr_opts *o);
+/* conv_transpose.c */
+sr_module *sr_conv_transpose2d_create(const sr_opts *o);
 
 /* norm.c */
 sr_module *sr_batchnorm2d_create(const sr_opts *o);
