@@ -1156,9 +1156,39 @@ static const ival *image_input(ctx *c, const ival *x)
     return x;
 }
 
+/* A conv2d or conv_transpose2d layer (op: its output_padding) on x, weight
+ * w and bias b (may be NULL), making the output ps (C, H, W). */
+static int emit_conv(ctx *c, const char *kind, const ival *x, const ival *w, const ival *b, const int64_t *k,
+                     const int64_t *s, const int64_t *p, const int64_t *d, const int64_t *op, int64_t groups,
+                     const int64_t *ps)
+{
+    const sr_tensor *W = &w->s.v[0];
+    if (ps[1] < 1 || ps[2] < 1)
+        return sr_fail("the output would be %lldx%lld", (long long)ps[1], (long long)ps[2]);
+    kvs kv = {0};
+    kv_i(&kv, "in_channels", x->ps[0]);
+    kv_i(&kv, "out_channels", ps[0]);
+    kv_li(&kv, "kernel_size", k, 2);
+    kv_li(&kv, "stride", s, 2);
+    kv_li(&kv, "padding", p, 4);
+    if (op)
+        kv_li(&kv, "output_padding", op, 2);
+    kv_li(&kv, "dilation", d, 2);
+    kv_i(&kv, "groups", groups);
+    kv_s(&kv, "bias", b ? "true" : "false");
+    sr_module *m = layer(c->I, kind, &kv);
+    if (!m || set_param(m, "weight", W) || (b && set_param(m, "bias", &b->s.v[0]))) {
+        sr_module_release(m);
+        return -1;
+    }
+    char nm[512];
+    node_name(c->n, w->name, nm, sizeof nm);
+    int id = add_node(c->I, nm, m, 1, &x->id);
+    return id < 0 || !def_dyn(c->I, out_name(c, 0), id, 3, ps, 0, 0) ? -1 : 0;
+}
+
 static int do_conv(ctx *c)
 {
-    imp *I = c->I;
     const ival *x = dyn_in(c, 0), *w = c->nin > 1 ? c->in[1] : NULL, *b = c->nin > 2 ? c->in[2] : NULL;
     if (!w || w->store != V_STATIC || (b && b->store != V_STATIC))
         return UNSUPPORTED("Conv with computed weights");
@@ -1175,29 +1205,10 @@ static int do_conv(ctx *c)
     if (group < 1 || group > cin || cin % group || W->shape[1] * group != cin)
         return sr_fail("weight %s does not fit %lld input channels in %lld groups", SR_SHAPE(W), (long long)cin,
                        (long long)group);
-    kvs kv = {0};
-    kv_i(&kv, "in_channels", cin);
-    kv_i(&kv, "out_channels", cout);
-    kv_li(&kv, "kernel_size", k, 2);
-    kv_li(&kv, "stride", s, 2);
-    kv_li(&kv, "padding", p, 4);
-    kv_li(&kv, "dilation", d, 2);
-    kv_i(&kv, "groups", group);
-    kv_s(&kv, "bias", b ? "true" : "false");
-    sr_module *m = layer(I, "conv2d", &kv);
-    if (!m || set_param(m, "weight", W) || (b && set_param(m, "bias", &b->s.v[0]))) {
-        sr_module_release(m);
-        return -1;
-    }
-    char nm[512];
-    node_name(c->n, w->name, nm, sizeof nm);
-    int id = add_node(I, nm, m, 1, &x->id);
     int64_t ho = (img[1] + p[0] + p[2] - d[0] * (k[0] - 1) - 1) / s[0] + 1;
     int64_t wo = (img[2] + p[1] + p[3] - d[1] * (k[1] - 1) - 1) / s[1] + 1;
     int64_t ps[3] = {cout, ho, wo};
-    if (ho < 1 || wo < 1)
-        return sr_fail("the output would be %lldx%lld", (long long)ho, (long long)wo);
-    return id < 0 || !def_dyn(I, out_name(c, 0), id, 3, ps, 0, 0) ? -1 : 0;
+    return emit_conv(c, "conv2d", x, w, b, k, s, p, d, NULL, group, ps);
 }
 
 static int do_pool(ctx *c, int max)
@@ -1934,7 +1945,6 @@ static int op_global_max(ctx *c, const char *arg)
 static int op_conv_transpose(ctx *c, const char *arg)
 {
     (void)arg;
-    imp *I = c->I;
     const ival *x = dyn_in(c, 0), *w = c->nin > 1 ? c->in[1] : NULL, *b = c->nin > 2 ? c->in[2] : NULL;
     if (!w || w->store != V_STATIC || (b && b->store != V_STATIC))
         return UNSUPPORTED("ConvTranspose with computed weights");
@@ -2004,27 +2014,7 @@ static int op_conv_transpose(ctx *c, const char *arg)
     int64_t cout = W->shape[1] * g, ps[3] = {cout, 0, 0};
     for (int a = 0; a < 2; a++)
         ps[1 + a] = (x->ps[1 + a] - 1) * s[a] - p[a] - p[a + 2] + d[a] * (k[a] - 1) + op[a] + 1;
-    if (ps[1] < 1 || ps[2] < 1)
-        return sr_fail("the output would be %lldx%lld", (long long)ps[1], (long long)ps[2]);
-    kvs kv = {0};
-    kv_i(&kv, "in_channels", cin);
-    kv_i(&kv, "out_channels", cout);
-    kv_li(&kv, "kernel_size", k, 2);
-    kv_li(&kv, "stride", s, 2);
-    kv_li(&kv, "padding", p, 4);
-    kv_li(&kv, "output_padding", op, 2);
-    kv_li(&kv, "dilation", d, 2);
-    kv_i(&kv, "groups", g);
-    kv_s(&kv, "bias", b ? "true" : "false");
-    sr_module *m = layer(I, "conv_transpose2d", &kv);
-    if (!m || set_param(m, "weight", W) || (b && set_param(m, "bias", &b->s.v[0]))) {
-        sr_module_release(m);
-        return -1;
-    }
-    char nm[512];
-    node_name(c->n, w->name, nm, sizeof nm);
-    int id = add_node(I, nm, m, 1, &x->id);
-    return id < 0 || !def_dyn(I, out_name(c, 0), id, 3, ps, 0, 0) ? -1 : 0;
+    return emit_conv(c, "conv_transpose2d", x, w, b, k, s, p, d, op, g, ps);
 }
 
 /* --- resizing, instance and group norms ------------------------------------------ */
