@@ -27,6 +27,7 @@
 #include "nn/layers.h"
 
 enum { V_STATIC = 1, V_DYN };
+enum { SKIP_PRUNED = 2 };
 /* The per-sample dims the batch's logical dim also holds: the one after
  * the batch (B·m), the one before it (m·B). */
 enum { MERGE_AFTER = 1, MERGE_BEFORE = 2 };
@@ -62,7 +63,7 @@ typedef struct {
     int nv, cap;
     int *tab, tcap;             /* name -> value index + 1 */
     int64_t n0;                 /* the batch size shapes baked into the file were made for */
-    unsigned char *skip;        /* nodes absorbed by an earlier one */
+    unsigned char *skip;        /* nodes absorbed by an earlier one (1), or pruned (SKIP_PRUNED) */
     int folded;
     int64_t folded_values;      /* elements all folded constants hold (both batch sizes) */
     int64_t fold_budget;        /* ... and at most this many (see translate) */
@@ -548,9 +549,13 @@ typedef struct {
     int nin;
     char name[512];
     ival batched; /* as_batch's view of an input */
+    const char *oname; /* output 0's name when a translator makes a step of a composite op */
 } ctx;
 
-static const char *out_name(const ctx *c, int i) { return i < c->n->noutputs ? c->n->outputs[i] : ""; }
+static const char *out_name(const ctx *c, int i)
+{
+    return !i && c->oname ? c->oname : i < c->n->noutputs ? c->n->outputs[i] : "";
+}
 
 /* Only output 0 may be read (Dropout's mask, MaxPool's indices...). */
 static int only_first_output(const ctx *c)
@@ -561,7 +566,7 @@ static int only_first_output(const ctx *c)
             int used = 0;
             const sr_onnx_model *m = c->I->m;
             for (int j = c->idx + 1; j < m->nnodes && !used; j++)
-                for (int k = 0; k < m->nodes[j].ninputs; k++)
+                for (int k = 0; k < m->nodes[j].ninputs && c->I->skip[j] != SKIP_PRUNED; k++)
                     used |= !strcmp(m->nodes[j].inputs[k], c->n->outputs[i]);
             /* of the graph's outputs, only the one returned */
             const char *ret = c->I->o->output ? c->I->o->output : m->noutputs ? m->outputs[0].name : "";
@@ -1206,9 +1211,39 @@ static const ival *image_input(ctx *c, const ival *x)
     return x;
 }
 
+/* A conv2d or conv_transpose2d layer (op: its output_padding) on x, weight
+ * w and bias b (may be NULL), making the output ps (C, H, W). */
+static int emit_conv(ctx *c, const char *kind, const ival *x, const ival *w, const ival *b, const int64_t *k,
+                     const int64_t *s, const int64_t *p, const int64_t *d, const int64_t *op, int64_t groups,
+                     const int64_t *ps)
+{
+    const sr_tensor *W = &w->s.v[0];
+    if (ps[1] < 1 || ps[2] < 1)
+        return sr_fail("the output would be %lldx%lld", (long long)ps[1], (long long)ps[2]);
+    kvs kv = {0};
+    kv_i(&kv, "in_channels", x->ps[0]);
+    kv_i(&kv, "out_channels", ps[0]);
+    kv_li(&kv, "kernel_size", k, 2);
+    kv_li(&kv, "stride", s, 2);
+    kv_li(&kv, "padding", p, 4);
+    if (op)
+        kv_li(&kv, "output_padding", op, 2);
+    kv_li(&kv, "dilation", d, 2);
+    kv_i(&kv, "groups", groups);
+    kv_s(&kv, "bias", b ? "true" : "false");
+    sr_module *m = layer(c->I, kind, &kv);
+    if (!m || set_param(m, "weight", W) || (b && set_param(m, "bias", &b->s.v[0]))) {
+        sr_module_release(m);
+        return -1;
+    }
+    char nm[512];
+    node_name(c->n, w->name, nm, sizeof nm);
+    int id = add_node(c->I, nm, m, 1, &x->id);
+    return id < 0 || !def_dyn(c->I, out_name(c, 0), id, 3, ps, 0, 0) ? -1 : 0;
+}
+
 static int do_conv(ctx *c)
 {
-    imp *I = c->I;
     const ival *x = dyn_in(c, 0), *w = c->nin > 1 ? c->in[1] : NULL, *b = c->nin > 2 ? c->in[2] : NULL;
     if (!w || w->store != V_STATIC || (b && b->store != V_STATIC))
         return UNSUPPORTED("Conv with computed weights");
@@ -1225,29 +1260,10 @@ static int do_conv(ctx *c)
     if (group < 1 || group > cin || cin % group || W->shape[1] * group != cin)
         return sr_fail("weight %s does not fit %lld input channels in %lld groups", SR_SHAPE(W), (long long)cin,
                        (long long)group);
-    kvs kv = {0};
-    kv_i(&kv, "in_channels", cin);
-    kv_i(&kv, "out_channels", cout);
-    kv_li(&kv, "kernel_size", k, 2);
-    kv_li(&kv, "stride", s, 2);
-    kv_li(&kv, "padding", p, 4);
-    kv_li(&kv, "dilation", d, 2);
-    kv_i(&kv, "groups", group);
-    kv_s(&kv, "bias", b ? "true" : "false");
-    sr_module *m = layer(I, "conv2d", &kv);
-    if (!m || set_param(m, "weight", W) || (b && set_param(m, "bias", &b->s.v[0]))) {
-        sr_module_release(m);
-        return -1;
-    }
-    char nm[512];
-    node_name(c->n, w->name, nm, sizeof nm);
-    int id = add_node(I, nm, m, 1, &x->id);
     int64_t ho = (img[1] + p[0] + p[2] - d[0] * (k[0] - 1) - 1) / s[0] + 1;
     int64_t wo = (img[2] + p[1] + p[3] - d[1] * (k[1] - 1) - 1) / s[1] + 1;
     int64_t ps[3] = {cout, ho, wo};
-    if (ho < 1 || wo < 1)
-        return sr_fail("the output would be %lldx%lld", (long long)ho, (long long)wo);
-    return id < 0 || !def_dyn(I, out_name(c, 0), id, 3, ps, 0, 0) ? -1 : 0;
+    return emit_conv(c, "conv2d", x, w, b, k, s, p, d, NULL, group, ps);
 }
 
 static int do_pool(ctx *c, int max)
@@ -1914,6 +1930,372 @@ static int do_expand(ctx *c)
     return alias(c->I, out_name(c, 0), x) ? 0 : -1;
 }
 
+/* --- ops composed of layers --------------------------------------------------------- */
+/* A step of a composite op: c with input 0 (and 1) replaced, output 0
+ * named oname (made from c's output name and suffix), its nodes named
+ * c's name and suffix. */
+static ctx step(const ctx *c, ival *in0, ival *in1, const char *suffix, char *oname, size_t cap)
+{
+    ctx s = *c;
+    s.in[0] = in0;
+    if (in1)
+        s.in[1] = in1, s.nin = s.nin < 2 ? 2 : s.nin;
+    snprintf(oname, cap, "%s//%s", out_name(c, 0), suffix);
+    s.oname = oname;
+    snprintf(s.name, sizeof s.name, "%.480s/%s", c->name, suffix);
+    return s;
+}
+
+/* A pointwise layer `kind` on x into c's output 0 (exponent e for pow). */
+static int pointwise_into(ctx *c, const char *kind, const ival *x, double e)
+{
+    kvs kv = {0};
+    if (e)
+        kv_d(&kv, "exponent", e);
+    return emit_same(c, kind, &kv, x);
+}
+
+/* PRelu(x, slope) = relu(x) + slope·(x − relu(x)): the slope a layer's
+ * constant operand (a weight when it is a float initializer). */
+static int op_prelu(ctx *c, const char *arg)
+{
+    (void)arg;
+    ival *x = c->in[0], *slope = c->nin > 1 ? c->in[1] : NULL;
+    if (!slope || slope->store != V_STATIC)
+        return UNSUPPORTED("PRelu with a computed slope");
+    char rn[4200], nn[4200], sn[4200]; /* names are at most 4096 bytes (io/onnx.c) */
+    ctx r = step(c, x, NULL, "relu", rn, sizeof rn);
+    if (pointwise_into(&r, "relu", x, 0))
+        return -1;
+    ctx n = step(c, x, find(c->I, rn), "negative", nn, sizeof nn);
+    if (do_arith(&n, "sub"))
+        return -1;
+    ctx m = step(c, find(c->I, nn), slope, "slope", sn, sizeof sn);
+    if (do_arith(&m, "mul"))
+        return -1;
+    ctx a = *c;
+    a.in[0] = find(c->I, rn), a.in[1] = find(c->I, sn), a.nin = 2;
+    return do_arith(&a, "add");
+}
+
+/* ReduceL2 = sqrt(ReduceSum(x²)), ReduceSumSquare = ReduceSum(x²), ReduceL1
+ * = ReduceSum(|x|) (the axes and keepdims are the node's). */
+static int op_reduce_norm(ctx *c, const char *arg)
+{
+    ival *x = c->in[0];
+    char pn[4200], sn[4200];
+    int l1 = !strcmp(arg, "l1"), l2 = !strcmp(arg, "l2");
+    ctx p = step(c, x, NULL, l1 ? "abs" : "square", pn, sizeof pn);
+    if (pointwise_into(&p, l1 ? "abs" : "pow", x, l1 ? 0 : 2))
+        return -1;
+    ctx r = step(c, find(c->I, pn), NULL, "sum", sn, sizeof sn);
+    if (!l2)
+        r.oname = NULL, snprintf(r.name, sizeof r.name, "%s", c->name);
+    if (do_reduce(&r, "sum"))
+        return -1;
+    return l2 ? pointwise_into(c, "sqrt", find(c->I, sn), 0) : 0;
+}
+
+/* GlobalMaxPool: the max over the dims after the channels. */
+static int op_global_max(ctx *c, const char *arg)
+{
+    (void)arg;
+    const ival *x = as_batch(c, dyn_in(c, 0));
+    if (!x)
+        return -1;
+    if (x->bat != 0 || x->merged || x->nd < 2)
+        return sr_fail("'%s' must be (N, C, ...) with the batch first", x->name);
+    int64_t dims[SR_MAXDIM], ps[SR_MAXDIM];
+    int nr = 0;
+    memcpy(ps, x->ps, sizeof ps);
+    for (int d = 1; d < x->nd; d++)
+        dims[nr++] = d + 1, ps[d] = 1;
+    kvs kv = {0};
+    kv_li(&kv, "dims", dims, nr);
+    kv_s(&kv, "op", "max");
+    kv_s(&kv, "keepdim", "true");
+    return emit1(c, "reduce", &kv, x, x->nd, ps, 0, 0);
+}
+
+/* ConvTranspose (2-D): a conv_transpose2d layer.  output_shape and
+ * SAME auto_pad set the pads as ONNX says (the total split with the odd one
+ * at the end for SAME_UPPER and the default, at the start for SAME_LOWER);
+ * an output_shape beyond the full output adds the rows past it as
+ * output_padding. */
+static int op_conv_transpose(ctx *c, const char *arg)
+{
+    (void)arg;
+    const ival *x = dyn_in(c, 0), *w = c->nin > 1 ? c->in[1] : NULL, *b = c->nin > 2 ? c->in[2] : NULL;
+    if (!w || w->store != V_STATIC || (b && b->store != V_STATIC))
+        return UNSUPPORTED("ConvTranspose with computed weights");
+    const sr_tensor *W = &w->s.v[0];
+    if (W->ndim != 4)
+        return UNSUPPORTED("ConvTranspose of %d spatial dims (2-D only)", W->ndim - 2);
+    if (!(x = image_input(c, x)))
+        return -1;
+    int64_t g = ai(c->n, "group", 1), s[2] = {1, 1}, d[2] = {1, 1}, op[2] = {0, 0}, p[4] = {0, 0, 0, 0}, t[8], os[2];
+    int n, nos;
+    if (ints_of(c->n, "strides", NULL, t, 8, &n) || (n >= 0 && n != 2))
+        return n >= 0 ? sr_fail("strides of %d dims", n) : -1;
+    if (n == 2)
+        s[0] = t[0], s[1] = t[1];
+    if (ints_of(c->n, "dilations", NULL, t, 8, &n) || (n >= 0 && n != 2))
+        return n >= 0 ? sr_fail("dilations of %d dims", n) : -1;
+    if (n == 2)
+        d[0] = t[0], d[1] = t[1];
+    if (ints_of(c->n, "output_padding", NULL, t, 8, &n) || (n >= 0 && n != 2))
+        return n >= 0 ? sr_fail("output_padding of %d dims", n) : -1;
+    if (n == 2)
+        op[0] = t[0], op[1] = t[1];
+    if (ints_of(c->n, "pads", NULL, t, 8, &n) || (n >= 0 && n != 4))
+        return n >= 0 ? sr_fail("pads of %d entries", n) : -1;
+    if (n == 4)
+        memcpy(p, t, sizeof p);
+    if (ints_of(c->n, "output_shape", NULL, t, 8, &nos))
+        return -1;
+    int64_t cin = x->ps[0], k[2] = {W->shape[2], W->shape[3]};
+    if (g < 1 || W->shape[0] != cin || cin % g)
+        return sr_fail("weight %s does not fit %lld input channels in %lld groups", SR_SHAPE(W), (long long)cin,
+                       (long long)g);
+    for (int a = 0; a < 2; a++)
+        if (k[a] < 1 || s[a] < 1 || d[a] < 1 || s[a] > WINDOW_MAX || d[a] > WINDOW_MAX || k[a] > WINDOW_MAX ||
+            op[a] < 0 || op[a] > WINDOW_MAX)
+            return sr_fail("kernel %lldx%lld, strides %lld,%lld, dilations %lld,%lld, output_padding %lld,%lld",
+                           (long long)k[0], (long long)k[1], (long long)s[0], (long long)s[1], (long long)d[0],
+                           (long long)d[1], (long long)op[0], (long long)op[1]);
+    const char *ap = as(c->n, "auto_pad", "NOTSET");
+    int same = !strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER");
+    if (nos >= 0 || same) {
+        /* the output size asked for: the pads follow */
+        if (nos >= 0 && nos != 2 && nos != 4)
+            return sr_fail("output_shape of %d entries", nos);
+        for (int a = 0; a < 2; a++) {
+            os[a] = nos >= 0 ? t[nos - 2 + a] : x->ps[1 + a] * s[a];
+            int64_t tot = s[a] * (x->ps[1 + a] - 1) + op[a] + (k[a] - 1) * d[a] + 1 - os[a];
+            if (tot < 0) { /* more than the full output: rows past it, as output_padding */
+                op[a] += -tot;
+                tot = 0;
+            }
+            int lower = !strcmp(ap, "SAME_LOWER");
+            p[a] = lower ? tot - tot / 2 : tot / 2;
+            p[a + 2] = tot - p[a];
+        }
+    } else if (!strcmp(ap, "VALID")) {
+        memset(p, 0, sizeof p);
+    } else if (strcmp(ap, "NOTSET")) {
+        return sr_fail("auto_pad '%s'", ap);
+    }
+    for (int i = 0; i < 4; i++)
+        if (p[i] < 0 || p[i] > WINDOW_MAX)
+            return sr_fail("pads %lld,%lld,%lld,%lld", (long long)p[0], (long long)p[1], (long long)p[2], (long long)p[3]);
+    for (int a = 0; a < 2; a++)
+        if (op[a] >= s[a] && op[a] >= d[a])
+            return UNSUPPORTED("ConvTranspose output_padding %lld not below the stride or the dilation", (long long)op[a]);
+    int64_t cout = W->shape[1] * g, ps[3] = {cout, 0, 0};
+    for (int a = 0; a < 2; a++)
+        ps[1 + a] = (x->ps[1 + a] - 1) * s[a] - p[a] - p[a + 2] + d[a] * (k[a] - 1) + op[a] + 1;
+    return emit_conv(c, "conv_transpose2d", x, w, b, k, s, p, d, op, g, ps);
+}
+
+/* --- resizing, instance and group norms ------------------------------------------ */
+/* The numbers of static input v (at the first batch size: sizes computed
+ * from Shape hold the batch there); *cnt -1 when v is absent or empty, the
+ * placeholder exporters write for an unused input. */
+static int numbers_of(const ival *v, double *out, int max, int *cnt)
+{
+    *cnt = -1;
+    if (!v)
+        return 0;
+    if (v->store != V_STATIC)
+        return UNSUPPORTED("input '%s' computed from the image (it must be a constant)", v->name);
+    const sr_tensor *t = &v->s.v[0];
+    if (sr_numel(t) == 0)
+        return 0;
+    if (t->ndim != 1 || sr_numel(t) > max)
+        return sr_fail("input '%s' %s must be a list of at most %d", v->name, SR_SHAPE(t), max);
+    for (int64_t i = 0; i < sr_numel(t); i++)
+        out[i] = sr_f64(t)[i];
+    *cnt = (int)sr_numel(t);
+    return 0;
+}
+
+/* A resize of (N, C, H, W) value x by scales sc (ns of them) or to sizes sz
+ * (nz), one per logical axis: a resize2d layer. */
+static int emit_resize(ctx *c, const ival *x, int ns, const double *sc, int nz, const int64_t *sz, const char *mode,
+                       const char *coord, const char *nearest)
+{
+    int lx = lrank(x);
+    int64_t L[SR_MAXDIM + 1];
+    ldims(x, SR_FOLD_N1, L);
+    if (!strcmp(mode, "bilinear"))
+        mode = "linear";
+    static const char *const modes[] = {"nearest", "linear"}; /* resize2d's names for ONNX's */
+    if (strcmp(mode, modes[0]) && strcmp(mode, modes[1]))
+        return UNSUPPORTED("%s mode '%s'", c->n->op_type, mode);
+    if (!strcmp(coord, "tf_crop_and_resize"))
+        return UNSUPPORTED("%s with coordinate_transformation_mode tf_crop_and_resize", c->n->op_type);
+    if ((ns < 0) == (nz < 0))
+        return sr_fail("needs either scales or sizes (%s given)", ns < 0 ? "neither" : "both");
+    int n = ns >= 0 ? ns : nz;
+    if (n != lx)
+        return sr_fail("%d %s for a value of rank %d", n, ns >= 0 ? "scales" : "sizes", lx);
+    if (lx != 4)
+        return UNSUPPORTED("%s of a rank %d value (2-D images only)", c->n->op_type, lx);
+    /* sizes baked for the batch exported (n0), or folded from Shape */
+    for (int a = 0; a < 2; a++)
+        if (ns >= 0 ? sc[a] != 1 : sz[a] != L[a] && !(a == 0 && x->bat == 0 && sz[0] == c->I->n0))
+            return UNSUPPORTED("%s along the batch or channel axis", c->n->op_type);
+    if (!(x = image_input(c, x)))
+        return -1;
+    int64_t ps[3] = {x->ps[0], 0, 0};
+    for (int a = 0; a < 2; a++) {
+        if (ns >= 0 && !(sc[2 + a] > 0 && sc[2 + a] <= 1e6))
+            return sr_fail("scale %g (it must be in (0, 1e6])", sc[2 + a]);
+        ps[1 + a] = ns >= 0 ? (int64_t)floor((double)x->ps[1 + a] * sc[2 + a]) : sz[2 + a];
+    }
+    if (ps[1] < 1 || ps[2] < 1 || ps[1] > ((int64_t)1 << 30) || ps[2] > ((int64_t)1 << 30))
+        return sr_fail("'%s' %s would be resized to %lldx%lld", x->name, PS(x), (long long)ps[1], (long long)ps[2]);
+    kvs kv = {0};
+    if (ns >= 0)
+        kv_ld(&kv, "scale", sc + 2, 2);
+    else
+        kv_li(&kv, "size", ps + 1, 2);
+    kv_s(&kv, "mode", mode);
+    kv_s(&kv, "coordinate", coord);
+    kv_s(&kv, "nearest", nearest);
+    return emit1(c, "resize2d", &kv, x, 3, ps, 0, 0);
+}
+
+/* Resize (opsets 10, 11, 13, 18): nearest and linear, every coordinate mode
+ * but tf_crop_and_resize; scales or sizes constant (or folded). */
+static int op_resize(ctx *c, const char *arg)
+{
+    (void)arg;
+    const ival *x = dyn_in(c, 0);
+    int64_t opset = c->I->m->opset, L[SR_MAXDIM + 1], sz[SR_MAXDIM + 1], axes[SR_MAXDIM + 1];
+    double sc[SR_MAXDIM + 1], zd[SR_MAXDIM + 1];
+    int ns, nz = -1, na, lx = lrank(x);
+    const char *mode = as(c->n, "mode", "nearest");
+    if (opset < 11 ? numbers_of(c->nin > 1 ? c->in[1] : NULL, sc, SR_MAXDIM + 1, &ns)
+                   : numbers_of(c->nin > 2 ? c->in[2] : NULL, sc, SR_MAXDIM + 1, &ns) ||
+                         numbers_of(c->nin > 3 ? c->in[3] : NULL, zd, SR_MAXDIM + 1, &nz))
+        return -1;
+    if (ints_of(c->n, "axes", NULL, axes, SR_MAXDIM + 1, &na))
+        return -1;
+    ldims(x, SR_FOLD_N1, L);
+    for (int i = 0; i < nz; i++)
+        sz[i] = (int64_t)zd[i];
+    if (na >= 0) { /* opset 18: scales or sizes of these axes only */
+        double s2[SR_MAXDIM + 1];
+        int64_t z2[SR_MAXDIM + 1];
+        if ((ns >= 0 ? ns : nz) != na)
+            return sr_fail("%d axes for %d %s", na, ns >= 0 ? ns : nz, ns >= 0 ? "scales" : "sizes");
+        for (int i = 0; i < lx; i++)
+            s2[i] = 1, z2[i] = L[i];
+        for (int i = 0; i < na; i++) {
+            int64_t a = axes[i] < 0 ? axes[i] + lx : axes[i];
+            if (a < 0 || a >= lx)
+                return sr_fail("axis %lld for rank %d", (long long)axes[i], lx);
+            if (ns >= 0)
+                s2[a] = sc[i];
+            else
+                z2[a] = sz[i];
+        }
+        memcpy(sc, s2, sizeof s2);
+        memcpy(sz, z2, sizeof z2);
+        if (ns >= 0)
+            ns = lx;
+        else
+            nz = lx;
+    }
+    int down = 0;
+    for (int i = 0; i < (ns >= 0 ? ns : nz); i++)
+        down |= ns >= 0 ? sc[i] < 1 : sz[i] < L[i];
+    if (ai(c->n, "antialias", 0) && down && strcmp(mode, "nearest"))
+        return UNSUPPORTED("Resize with antialias when downsampling");
+    if (nz >= 0 && strcmp(as(c->n, "keep_aspect_ratio_policy", "stretch"), "stretch"))
+        return UNSUPPORTED("Resize with keep_aspect_ratio_policy '%s'", as(c->n, "keep_aspect_ratio_policy", ""));
+    if (opset < 11) {
+        /* Resize-10: asymmetric coordinates; nearest takes the floor
+         * (onnxruntime's), which we only follow when upsampling */
+        if (down && !strcmp(mode, "nearest"))
+            return UNSUPPORTED("Resize-10 nearest downsampling");
+        return emit_resize(c, x, ns, sc, nz, sz, mode, "asymmetric", "floor");
+    }
+    return emit_resize(c, x, ns, sc, nz, sz, mode, as(c->n, "coordinate_transformation_mode", "half_pixel"),
+                       as(c->n, "nearest_mode", "round_prefer_floor"));
+}
+
+/* Upsample (opsets 7, 9): asymmetric coordinates, nearest by the floor. */
+static int op_upsample(ctx *c, const char *arg)
+{
+    (void)arg;
+    double sc[SR_MAXDIM + 1];
+    int ns = -1;
+    const sr_onnx_attr *a = sr_onnx_attr_find(c->n, "scales");
+    if (c->I->m->opset < 9 && a && a->type == SR_ONNX_ATTR_FLOATS) {
+        if (a->n > SR_MAXDIM + 1)
+            return sr_fail("%d scales", a->n);
+        memcpy(sc, a->floats, (size_t)a->n * sizeof *sc);
+        ns = a->n;
+    } else if (numbers_of(c->nin > 1 ? c->in[1] : NULL, sc, SR_MAXDIM + 1, &ns)) {
+        return -1;
+    }
+    for (int i = 0; i < ns; i++)
+        if (sc[i] < 1)
+            return sr_fail("scale %g is below 1 (Upsample only enlarges)", sc[i]);
+    return emit_resize(c, dyn_in(c, 0), ns, sc, -1, NULL, as(c->n, "mode", "nearest"), "asymmetric", "floor");
+}
+
+/* InstanceNormalization (x, scale, B) and GroupNormalization-18 (x, scale,
+ * bias of one entry per group, spread over the group's channels): a
+ * groupnorm layer.  torch.onnx's GroupNorm below opset 18 (Reshape to
+ * (N, G, -1), InstanceNormalization, Reshape back, Mul, Add) comes out as
+ * those layers, exactly. */
+static int op_groupnorm(ctx *c, const char *arg)
+{
+    imp *I = c->I;
+    const ival *x = dyn_in(c, 0), *s = c->nin > 1 ? c->in[1] : NULL, *b = c->nin > 2 ? c->in[2] : NULL;
+    int group = arg != NULL;
+    if (!s || !b || s->store != V_STATIC || b->store != V_STATIC || sr_fold_val_batched(&s->s) ||
+        sr_fold_val_batched(&b->s))
+        return UNSUPPORTED("%s with computed scale or bias", c->n->op_type);
+    if (!(x = as_batch(c, x)))
+        return -1;
+    if (x->bat != 0 || x->merged || x->nd < 1)
+        return sr_fail("'%s' must be (N, C, ...) with the batch first", x->name);
+    int64_t C = x->ps[0], G = group ? ai(c->n, "num_groups", 0) : C;
+    if (G < 1 || C % G)
+        return sr_fail("%lld channels in %lld groups", (long long)C, (long long)G);
+    /* opset 18's scale and bias hold one entry per group (opset 21: per channel) */
+    int64_t per = sr_numel(&s->s.v[0]) == G && group && G != C ? C / G : 1;
+    if (sr_numel(&s->s.v[0]) * per != C || sr_numel(&b->s.v[0]) * per != C)
+        return sr_fail("scale %s and bias %s do not fit %lld channels in %lld groups", SR_SHAPE(&s->s.v[0]),
+                       SR_SHAPE(&b->s.v[0]), (long long)C, (long long)G);
+    kvs kv = {0};
+    kv_i(&kv, "num_groups", G);
+    kv_i(&kv, "num_channels", C);
+    kv_d(&kv, "eps", af(c->n, "epsilon", 1e-5));
+    sr_module *m = layer(I, "groupnorm", &kv);
+    sr_tensor w = SR_TENSOR_INIT, bb = SR_TENSOR_INIT;
+    int rc = !m || sr_tensor_alloc(&w, SR_F64, 1, &C) || sr_tensor_alloc(&bb, SR_F64, 1, &C);
+    for (int64_t i = 0; !rc && i < C; i++) {
+        sr_f64(&w)[i] = sr_get_flat(&s->s.v[0], i / per);
+        sr_f64(&bb)[i] = sr_get_flat(&b->s.v[0], i / per);
+    }
+    rc = rc || set_param(m, "weight", &w) || set_param(m, "bias", &bb);
+    sr_tensor_free(&w);
+    sr_tensor_free(&bb);
+    if (rc) {
+        sr_module_release(m);
+        return -1;
+    }
+    char nm[512];
+    node_name(c->n, s->name, nm, sizeof nm);
+    int id = add_node(I, nm, m, 1, &x->id);
+    return id < 0 || !def_dyn(I, out_name(c, 0), id, x->nd, x->ps, x->bat, 0) ? -1 : 0;
+}
+
 /* --- the dispatch: one table says which ops the importer takes and how ------- */
 static int op_pointwise(ctx *c, const char *layer)
 {
@@ -2020,6 +2402,13 @@ static const struct {
     {"Softmax", op_softmax, NULL, VALUE_FIRST}, {"LayerNormalization", op_layernorm, NULL, VALUE_FIRST},
     {"Pad", op_pad, NULL, VALUE_FIRST}, {"Shape", op_shape, NULL, VALUE_FIRST},
     {"Size", op_shape, "size", VALUE_FIRST}, {"Expand", op_expand, NULL, VALUE_FIRST},
+    {"Resize", op_resize, NULL, VALUE_FIRST}, {"Upsample", op_upsample, NULL, VALUE_FIRST},
+    {"InstanceNormalization", op_groupnorm, NULL, VALUE_FIRST},
+    {"GroupNormalization", op_groupnorm, "group", VALUE_FIRST},
+    {"PRelu", op_prelu, NULL, VALUE_FIRST}, {"GlobalMaxPool", op_global_max, NULL, VALUE_FIRST},
+    {"ConvTranspose", op_conv_transpose, NULL, VALUE_FIRST},
+    {"ReduceL2", op_reduce_norm, "l2", VALUE_FIRST}, {"ReduceSumSquare", op_reduce_norm, "sum_square", VALUE_FIRST},
+    {"ReduceL1", op_reduce_norm, "l1", VALUE_FIRST},
     {"Constant", NULL, NULL, 0},
 };
 
@@ -2146,6 +2535,37 @@ static int meta_numbers(const char *s, double *v)
     return *s ? -1 : n;
 }
 
+/* Whether the input is a batch of (H, W, C) images, tf2onnx's: C 1 or 3 last
+ * (and not second), and the single readers from it (elementwise ops by
+ * constants, casts) reach a Transpose to (N, C, H, W). */
+static int nhwc_input(const imp *I, const sr_onnx_value *in)
+{
+    if (in->ndim != 4 || (in->dims[3] != 1 && in->dims[3] != 3) || in->dims[1] == 1 || in->dims[1] == 3)
+        return 0;
+    const char *v = in->name;
+    for (int guard = 0; guard < 16; guard++) {
+        const sr_onnx_node *next = NULL;
+        int readers = 0;
+        for (int j = 0; j < I->m->nnodes; j++)
+            for (int k = 0; k < I->m->nodes[j].ninputs; k++)
+                if (!strcmp(I->m->nodes[j].inputs[k], v))
+                    readers++, next = &I->m->nodes[j];
+        if (readers != 1 || next->noutputs < 1)
+            return 0;
+        const char *op = next->op_type;
+        if (!strcmp(op, "Transpose")) {
+            const sr_onnx_attr *a = sr_onnx_attr_find(next, "perm");
+            return a && a->type == SR_ONNX_ATTR_INTS && a->n == 4 && a->ints[0] == 0 && a->ints[1] == 3 &&
+                   a->ints[2] == 1 && a->ints[3] == 2;
+        }
+        if (strcmp(op, "Cast") && strcmp(op, "Identity") && strcmp(op, "Mul") && strcmp(op, "Add") &&
+            strcmp(op, "Sub") && strcmp(op, "Div"))
+            return 0;
+        v = next->outputs[0];
+    }
+    return 0;
+}
+
 /* The image input: its layout, and its value (0, or the normalize node's). */
 static int image_value(imp *I, const sr_onnx_value *in, const sr_onnx_import_opts *o, sr_onnx_import_info *info)
 {
@@ -2154,6 +2574,20 @@ static int image_value(imp *I, const sr_onnx_value *in, const sr_onnx_import_opt
         return sr_fail("input '%s' holds %s values, not an image", in->name, sr_onnx_type_name(in->type));
     if (in->ndim < 1 + !o->no_batch)
         return sr_fail("input '%s' has %s shape (give input_size)", in->name, in->ndim < 0 ? "no" : "a too small");
+    /* tf2onnx's (N, H, W, C) images (nhwc_input): srgeo's are (N, C, H, W),
+     * which the graph takes (input_size C,H,W, mean and std per channel as
+     * always) and permutes to the file's layout first */
+    sr_onnx_value nchw;
+    int nhwc = !o->no_batch && nhwc_input(I, in);
+    if (nhwc) {
+        nchw = *in;
+        for (int d = 1; d < 4; d++) {
+            int from = d == 1 ? 3 : d - 1;
+            nchw.dims[d] = in->dims[from];
+            nchw.dim_names[d] = in->dim_names[from];
+        }
+        in = &nchw;
+    }
     int first = o->no_batch ? 0 : 1, nd = in->ndim - first;
     int64_t ps[SR_MAXDIM];
     if (nd > SR_MAXDIM - 1)
@@ -2205,28 +2639,65 @@ static int image_value(imp *I, const sr_onnx_value *in, const sr_onnx_import_opt
         if ((id = add_node(I, "normalize", m, 1, &id)) < 0)
             return -1;
     }
-    if (!def_dyn(I, in->name, id, nd, ps, o->no_batch ? -1 : 0, 0))
-        return -1;
     if (info) {
         info->ndim = nd;
         memcpy(info->sample, ps, (size_t)nd * sizeof *ps);
+        info->nhwc = nhwc;
     }
-    return 0;
+    if (nhwc) {
+        kvs k = {0};
+        kv_li(&k, "dims", (int64_t[]){0, 2, 3, 1}, 4);
+        if ((id = add_node(I, "to_nhwc", layer(I, "permute", &k), 1, &id)) < 0)
+            return -1;
+        int64_t hwc[3] = {ps[1], ps[2], ps[0]};
+        memcpy(ps, hwc, sizeof hwc);
+    }
+    return def_dyn(I, in->name, id, nd, ps, o->no_batch ? -1 : 0, 0) ? 0 : -1;
 }
 
-/* Whether the input's readers subtract or divide per-channel constants. */
-static int normalizes(const imp *I, const char *input)
+/* Whether the graph normalises the input itself: its first ops (through
+ * Cast, Identity and Transpose: tf2onnx's NHWC) are Mul / Add / Sub / Div
+ * by constants of one or a few (per-channel) values, as x·255, x − 0.5,
+ * (x − mean)/std.  desc gets them ("Mul 255, Sub (3), Div (3)"). */
+static int normalizes(const imp *I, const char *input, char *desc, size_t cap)
 {
-    for (int j = 0; j < I->m->nnodes; j++) {
-        const sr_onnx_node *n = &I->m->nodes[j];
-        if (n->ninputs == 2 && !strcmp(n->inputs[0], input) &&
-            (!strcmp(n->op_type, "Sub") || !strcmp(n->op_type, "Div") || !strcmp(n->op_type, "Mul"))) {
-            ival *cst = find((imp *)I, n->inputs[1]);
-            if (cst && cst->store == V_STATIC && sr_numel(&cst->s.v[0]) > 1)
-                return 1;
+    const char *v = input;
+    int found = 0;
+    size_t len = 0;
+    desc[0] = 0;
+    for (int guard = 0; guard < 16; guard++) {
+        const sr_onnx_node *next = NULL;
+        int readers = 0;
+        for (int j = 0; j < I->m->nnodes; j++)
+            for (int k = 0; k < I->m->nodes[j].ninputs; k++)
+                if (!strcmp(I->m->nodes[j].inputs[k], v) && I->skip[j] != SKIP_PRUNED)
+                    readers++, next = &I->m->nodes[j];
+        if (readers != 1 || next->noutputs < 1)
+            break;
+        const char *op = next->op_type;
+        if (!strcmp(op, "Cast") || !strcmp(op, "Identity") || !strcmp(op, "Transpose")) {
+            v = next->outputs[0];
+            continue;
         }
+        if (strcmp(op, "Mul") && strcmp(op, "Add") && strcmp(op, "Sub") && strcmp(op, "Div"))
+            break;
+        if (next->ninputs != 2)
+            break;
+        const char *other = strcmp(next->inputs[0], v) ? next->inputs[0] : next->inputs[1];
+        ival *cst = find((imp *)I, other);
+        if (!cst || cst->store != V_STATIC || sr_fold_val_batched(&cst->s) || sr_numel(&cst->s.v[0]) < 1 ||
+            sr_numel(&cst->s.v[0]) > 16)
+            break;
+        const sr_tensor *t = &cst->s.v[0];
+        if (len < cap)
+            len += sr_numel(t) == 1 ? (size_t)snprintf(desc + len, cap - len, "%s%s %.6g", found ? ", " : "", op,
+                                                        sr_f64(t)[0])
+                                    : (size_t)snprintf(desc + len, cap - len, "%s%s (%lld)", found ? ", " : "", op,
+                                                        (long long)sr_numel(t));
+        found++;
+        v = next->outputs[0];
     }
-    return 0;
+    return found > 0;
 }
 
 /* The classifier head's input: the last Gemm / MatMul by a constant, when
@@ -2252,6 +2723,38 @@ static void find_head(imp *I, const char *output, sr_onnx_import_info *info)
     if (strcmp(v, output))
         return;
     snprintf(info->features, sizeof info->features, "%s", I->v[I->head_in].name);
+}
+
+/* Whether the head's output (the graph's output out) is class scores: a
+ * Softmax / LogSoftmax / Sigmoid on the way to the output, or as many
+ * values as a common label set has (10: MNIST, CIFAR-10; 100: CIFAR-100;
+ * 1000: ImageNet-1k; 11221, 21841, 21843: ImageNet-21k).  Otherwise the
+ * last linear layer is taken to make the model's own descriptor (a face
+ * embedding's 128 values), which the output is. */
+static int head_scores(const imp *I, const ival *out, const char *outname)
+{
+    static const int64_t classes[] = {10, 100, 1000, 11221, 21841, 21843};
+    const char *v = I->m->nodes[I->head_node].outputs[0];
+    for (int guard = 0; guard < 64 && strcmp(v, outname); guard++) {
+        const sr_onnx_node *next = NULL;
+        for (int j = 0; j < I->m->nnodes && !next; j++)
+            for (int k = 0; k < I->m->nodes[j].ninputs && !next; k++)
+                if (!strcmp(I->m->nodes[j].inputs[k], v) && I->skip[j] != SKIP_PRUNED)
+                    next = &I->m->nodes[j];
+        if (!next || !next->noutputs)
+            break;
+        if (!strcmp(next->op_type, "Softmax") || !strcmp(next->op_type, "LogSoftmax") ||
+            !strcmp(next->op_type, "Sigmoid"))
+            return 1;
+        v = next->outputs[0];
+    }
+    int64_t n = 1;
+    for (int d = 0; d < out->nd; d++)
+        n *= out->ps[d];
+    for (size_t i = 0; i < sizeof classes / sizeof *classes; i++)
+        if (n == classes[i])
+            return 1;
+    return 0;
 }
 
 /* The value table with the initializers and the caller's constants. */
@@ -2306,6 +2809,54 @@ static int imp_begin(imp *I, const sr_onnx_model *m, const sr_onnx_import_opts *
     return 0;
 }
 
+/* Only the nodes the value named want depends on are translated: the
+ * others are marked SKIP_PRUNED (walking back from want over the sorted
+ * nodes), so an op srgeo does not take is no error where nothing asked
+ * for its result.  The number of nodes pruned, or -1. */
+static int prune(imp *I, const char *want)
+{
+    const sr_onnx_model *m = I->m;
+    int64_t cap = 64, n = 1;
+    for (int j = 0; j < m->nnodes; j++)
+        n += m->nodes[j].ninputs;
+    while (cap < 2 * n)
+        cap *= 2;
+    const char **set = calloc((size_t)cap, sizeof *set);
+    if (!set)
+        return sr_fail("onnx %s: out of memory", m->path);
+#define NEED_SLOT(name)                                                                          \
+    for (h = hash_str(name) & (uint64_t)(cap - 1); set[h] && strcmp(set[h], name); h = (h + 1) & (uint64_t)(cap - 1)) \
+        ;
+    uint64_t h;
+    NEED_SLOT(want);
+    set[h] = want;
+    int pruned = 0;
+    for (int j = m->nnodes - 1; j >= 0; j--) {
+        const sr_onnx_node *nd = &m->nodes[j];
+        int need = 0;
+        for (int k = 0; k < nd->noutputs && !need; k++) {
+            if (!*nd->outputs[k])
+                continue;
+            NEED_SLOT(nd->outputs[k]);
+            need = set[h] != NULL;
+        }
+        if (!need) {
+            I->skip[j] = SKIP_PRUNED;
+            pruned++;
+            continue;
+        }
+        for (int k = 0; k < nd->ninputs; k++) {
+            if (!*nd->inputs[k])
+                continue;
+            NEED_SLOT(nd->inputs[k]);
+            set[h] = nd->inputs[k];
+        }
+    }
+#undef NEED_SLOT
+    free(set);
+    return pruned;
+}
+
 static int imp_nodes(imp *I)
 {
     for (int j = 0; j < I->m->nnodes; j++)
@@ -2351,9 +2902,10 @@ static sr_module *import_graph(imp *I, sr_onnx_import_info *info)
                NULL;
     if (image_value(I, img, o, info))
         return sr_fail_context("onnx %s", m->path), NULL;
-    if (imp_nodes(I))
-        return NULL;
     const char *outname = o->output ? o->output : m->noutputs ? m->outputs[0].name : "";
+    int pruned = prune(I, outname);
+    if (pruned < 0 || imp_nodes(I))
+        return NULL;
     ival *out = find(I, outname);
     if (!out)
         return sr_fail("onnx %s: no value named '%s' to return", m->path, outname), NULL;
@@ -2383,20 +2935,28 @@ static sr_module *import_graph(imp *I, sr_onnx_import_info *info)
     int arc = !names || !nodes ? sr_fail("onnx %s: out of memory", m->path) : sr_module_set_aliases(I->g, na, names, nodes);
     free(names);
     free(nodes);
-    if (arc)
+    /* "output": the value returned; "embedding" (and "features", its older
+     * name): the classifier head's input, the default tap when the graph
+     * ends in class scores (head_scores) */
+    if (arc || sr_module_set_alias(I->g, "output", I->g->children[out->id - 1].name))
         return NULL;
     if (info) {
         find_head(I, outname, info);
         ival *f = info->features[0] ? find(I, info->features) : NULL;
         if (f && f->id &&
             (sr_module_set_alias(I->g, "features", I->g->children[f->id - 1].name) ||
-             sr_module_set_default_tap(I->g, "features")))
+             sr_module_set_alias(I->g, "embedding", I->g->children[f->id - 1].name)))
             return NULL;
         if (!f || !f->id)
             info->features[0] = 0;
-        info->normalizes = normalizes(I, img->name);
+        info->scores = info->features[0] && head_scores(I, out, outname);
+        if (info->scores && sr_module_set_default_tap(I->g, "embedding"))
+            return NULL;
+        snprintf(info->tap, sizeof info->tap, "%s", info->scores ? "embedding" : "output");
+        info->normalizes = normalizes(I, img->name, info->preprocess, sizeof info->preprocess);
         info->nodes = I->g->nchildren;
         info->folded = I->folded;
+        info->pruned = pruned;
     }
     sr_module *g = I->g;
     I->g = NULL;

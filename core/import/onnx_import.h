@@ -32,7 +32,8 @@ typedef struct {
                                  * (1, input dims...) */
     const char *input;          /* the image input (default: the only input that is not an initializer
                                  * nor given in constants) */
-    const char *output;         /* the value returned (default: the first graph output) */
+    const char *output;         /* the value returned (default: the first graph output); only the nodes
+                                 * it depends on are imported */
     int nsize;                  /* input_size: the input's sample dims (C,H,W), for symbolic ones */
     int64_t size[SR_MAXDIM];
     int nmean;                  /* mean / std (nmean values each): a normalize node in front; without
@@ -50,14 +51,23 @@ enum { SR_ONNX_NORM_NONE, SR_ONNX_NORM_GIVEN, SR_ONNX_NORM_METADATA };
 
 /* What the import found, for the caller's choices and messages. */
 typedef struct {
-    int ndim;                    /* the input's sample dims as imported */
+    int ndim;                    /* the input's sample dims as imported (C,H,W for an NHWC file) */
     int64_t sample[SR_MAXDIM];
+    int nhwc;                    /* the file's input is (N, H, W, C): the graph takes (N, C, H, W) and
+                                  * permutes it first */
     char features[512];          /* the input of the classifier head (Gemm/MatMul) when there is one,
-                                  * as a graph value name ("" otherwise); aliased "features" and the
-                                  * graph's default tap */
-    int normalizes;              /* the graph starts by subtracting / dividing per-channel constants */
+                                  * as a graph value name ("" otherwise); aliased "embedding" (and
+                                  * "features"); the value returned is aliased "output" */
+    int scores;                  /* the head makes class scores (a softmax after it, or as many outputs
+                                  * as a common label set: 10, 100, 1000, ImageNet-21k's): the default
+                                  * tap is then "embedding" */
+    char tap[16];                /* the default tap: "embedding" or "output" */
+    int normalizes;              /* the graph's first ops are Mul / Add / Sub / Div by constants (x·255,
+                                  * (x − mean)/std), described in preprocess */
+    char preprocess[256];
     int normalization;           /* the normalize node in front: SR_ONNX_NORM_* */
     int nodes, folded;           /* graph nodes made, ONNX nodes folded into constants */
+    int pruned;                  /* ONNX nodes left out: the value returned does not depend on them */
 } sr_onnx_import_info;
 
 /* The graph, or NULL with the error set (info may be NULL). */

@@ -2,9 +2,11 @@
  *
  *   m, info = srgeo.onnx.load(path [, {dtype=, input=, output=, input_size=, mean=, std=, raw=,
  *                                      no_batch=, constants={name=tensor}}])
- *   info: input (sample dims), features (the classifier's input value, the default tap),
- *         normalization ("given", "metadata", "none"), normalizes (the graph itself subtracts or
- *         divides per-channel constants first), nodes, folded, opset, producer, metadata
+ *   info: input (sample dims; C,H,W also for a file whose input is NHWC: nhwc true), features (the classifier's input value, tap "embedding"),
+ *         tap (the default: "embedding" when the head makes class scores, else "output"), scores,
+ *         normalization ("given", "metadata", "none"), normalizes (the graph itself starts with
+ *         Mul / Add / Sub / Div by constants), preprocess (those ops, for messages), nodes, folded,
+ *         pruned (nodes the output does not depend on, left out), opset, producer, metadata
  *   srgeo.onnx.info(path)                        -- inputs, outputs, op types, node names, opset, metadata
  *   srgeo.onnx.evaluate(path, {constants=})      -- every output of a model of constants, folded
  * constants = {value name = tensor or {tensor, "int64"}}: graph inputs given as constants.
@@ -180,8 +182,20 @@ static int l_load(lua_State *L)
         lua_pushstring(L, info.features);
         lua_setfield(L, -2, "features");
     }
+    lua_pushstring(L, info.tap);
+    lua_setfield(L, -2, "tap");
+    lua_pushboolean(L, info.nhwc);
+    lua_setfield(L, -2, "nhwc");
+    lua_pushboolean(L, info.scores);
+    lua_setfield(L, -2, "scores");
     lua_pushboolean(L, info.normalizes);
     lua_setfield(L, -2, "normalizes");
+    if (info.normalizes) {
+        lua_pushstring(L, info.preprocess);
+        lua_setfield(L, -2, "preprocess");
+    }
+    lua_pushinteger(L, info.pruned);
+    lua_setfield(L, -2, "pruned");
     lua_pushstring(L, info.normalization == SR_ONNX_NORM_GIVEN      ? "given"
                       : info.normalization == SR_ONNX_NORM_METADATA ? "metadata"
                                                                     : "none");

@@ -19,12 +19,15 @@ void sr_linear_backward(sr_dtype dt, void *gx, void *gw, void *gb, const void *g
 
 /* conv.c */
 sr_module *sr_conv2d_create(const sr_opts *o);
+/* conv_transpose.c */
+sr_module *sr_conv_transpose2d_create(const sr_opts *o);
 
 /* norm.c */
 sr_module *sr_batchnorm2d_create(const sr_opts *o);
 sr_module *sr_layernorm_create(const sr_opts *o);
 sr_module *sr_normalize_create(const sr_opts *o);
 sr_module *sr_affine_create(const sr_opts *o);
+sr_module *sr_groupnorm_create(const sr_opts *o);
 
 /* act.c */
 sr_module *sr_relu_create(const sr_opts *o);
@@ -56,6 +59,9 @@ sr_module *sr_permute_create(const sr_opts *o);
 /* y = x with dims reordered: y.shape[d] = x.shape[perm[d]] (perm has nd
  * entries, perm[0] = 0); y is (re)used through sr_tensor_ensure. */
 int sr_permute_apply(sr_tensor *y, const sr_tensor *x, int nd, const int *perm);
+
+/* resize.c */
+sr_module *sr_resize2d_create(const sr_opts *o);
 
 /* attention.c */
 sr_module *sr_attention_create(const sr_opts *o);

@@ -6,6 +6,8 @@
  *   normalize    (N,C,H,W)  (x - mean)/std per channel: the input normalisation folded into Φ
  *   affine       (N,C,...)  x·weight + bias per channel (dim 1): a learned scale and offset, which
  *                           fuses into a convolution's output map as batchnorm in eval does
+ *   groupnorm    (N,C,...)  per sample over each group of C/G channels (torch's GroupNorm; G = C
+ *                           is InstanceNorm), then weight and bias per channel
  *
  * Statistics are accumulated in double for both dtypes, in two passes
  * (mean, then squared deviations).  Every sum belongs to one thread (loops
@@ -410,6 +412,94 @@ static void SR_FN(ln_param_grads)(real *gw, real *gb, const real *gy, const real
     }
 }
 
+/* --- groupnorm ----------------------------------------------------------
+ * Sample layout (C, S): G groups of Cg = C/G channels, group g the
+ * contiguous row of D = Cg·S values at g·D, standardised as a layernorm
+ * row (the same P), then scaled and shifted per channel: the JVP is
+ * w_c · P(v), the backward P(w_c ⊙ gy). */
+static void SR_FN(gn_run)(real *y, const real *xv, int64_t n, int64_t k, int64_t G, int64_t Cg, int64_t S,
+                          double eps, const real *w, const real *b)
+{
+    int64_t D = Cg * S, rs = G * D;
+    #pragma omp parallel for schedule(static) if (n * (1 + k) * rs > NORM_OMP_MIN)
+    for (int64_t task = 0; task < n * G; task++) {
+        int64_t i = task / G, g = task % G, off = i * rs + g * D;
+        const real *x = xv + off;
+        real *yg = y + off;
+        double mu, r;
+        SR_FN(ln_row_stats)(x, D, eps, &mu, &r);
+        for (int64_t c = 0; c < Cg; c++) {
+            double wc = w ? w[g * Cg + c] : 1, bc = w ? b[g * Cg + c] : 0;
+            const real *xc = x + c * S;
+            real *yc = yg + c * S;
+            #pragma omp simd
+            for (int64_t s = 0; s < S; s++)
+                yc[s] = (real)((xc[s] - mu) * r * wc + bc);
+        }
+        for (int64_t j = 0; j < k; j++) {
+            int64_t to = (n + i * k + j - i) * rs; /* primal row -> tangent row */
+            SR_FN(ln_row_project)(yg + to, x + to, x, D, mu, r, NULL, NULL);
+            for (int64_t c = 0; w && c < Cg; c++) {
+                real wc = w[g * Cg + c], *yc = yg + to + c * S;
+                #pragma omp simd
+                for (int64_t s = 0; s < S; s++)
+                    yc[s] *= wc;
+            }
+        }
+    }
+}
+
+/* gx = P(w ⊙ gy) per group (w ⊙ gy written into gx first, projected in
+ * place: ln_row_project reads u[d] before it writes out[d]); the
+ * statistics go to stats (mean, 1/std of group i·G + g). */
+static void SR_FN(gn_bwd)(real *gx, double *stats, const real *gy, const real *x, int64_t n, int64_t G,
+                          int64_t Cg, int64_t S, double eps, const real *w)
+{
+    int64_t D = Cg * S, rs = G * D;
+    #pragma omp parallel for schedule(static) if (n * rs > NORM_OMP_MIN)
+    for (int64_t task = 0; task < n * G; task++) {
+        int64_t i = task / G, g = task % G, off = i * rs + g * D;
+        double *st = stats + 2 * task;
+        SR_FN(ln_row_stats)(x + off, D, eps, &st[0], &st[1]);
+        const real *u = gy + off;
+        if (w) {
+            for (int64_t c = 0; c < Cg; c++) {
+                real wc = w[g * Cg + c], *o = gx + off + c * S;
+                const real *gc = gy + off + c * S;
+                #pragma omp simd
+                for (int64_t s = 0; s < S; s++)
+                    o[s] = wc * gc[s];
+            }
+            u = gx + off;
+        }
+        SR_FN(ln_row_project)(gx + off, u, x + off, D, st[0], st[1], NULL, NULL);
+    }
+}
+
+/* gw[c] += Σ gy ⊙ x̂, gb[c] += Σ gy over the batch and the channel's
+ * values; threads own channels. */
+static void SR_FN(gn_param_grads)(real *gw, real *gb, const real *gy, const real *x, const double *stats,
+                                  int64_t n, int64_t G, int64_t Cg, int64_t S)
+{
+    int64_t C = G * Cg, rs = C * S;
+    #pragma omp parallel for schedule(static) if (n * rs > NORM_OMP_MIN)
+    for (int64_t ch = 0; ch < C; ch++) {
+        int64_t g = ch / Cg;
+        double aw = 0, ab = 0;
+        for (int64_t i = 0; i < n; i++) {
+            const real *xc = x + i * rs + ch * S, *gc = gy + i * rs + ch * S;
+            double mu = stats[2 * (i * G + g)], r = stats[2 * (i * G + g) + 1];
+            #pragma omp simd reduction(+ : aw, ab)
+            for (int64_t s = 0; s < S; s++) {
+                aw += gc[s] * (xc[s] - mu) * r;
+                ab += gc[s];
+            }
+        }
+        gw[ch] += (real)aw;
+        gb[ch] += (real)ab;
+    }
+}
+
 #else /* generic part */
 
 #include <math.h>
@@ -791,6 +881,123 @@ sr_module *sr_layernorm_create(const sr_opts *o)
         return NULL;
     }
     ln_reset(m, NULL);
+    return m;
+}
+
+/* ======================= groupnorm ======================================= */
+
+typedef struct {
+    int64_t G, C;
+    double eps;
+    int affine;
+    sr_tensor stats; /* backward: (mean, 1/std) per sample and group, float64 */
+} gn_impl;
+
+/* Values per channel of x (N, C, ...). */
+static int gn_layout(const sr_module *m, const sr_tensor *x, int64_t *S)
+{
+    const gn_impl *c = m->impl;
+    if (x->ndim < 2 || x->shape[1] != c->C)
+        return sr_fail("groupnorm: input %s must be (N,C,...) with C=num_channels=%lld", SR_SHAPE(x),
+                       (long long)c->C);
+    *S = sr_rowsize(x) / c->C;
+    return 0;
+}
+
+static int gn_run(sr_module *m, const sr_tensor *xv, int64_t n, int64_t k, sr_run *run)
+{
+    gn_impl *c = m->impl;
+    int64_t S;
+    if (gn_layout(m, xv, &S) || sr_module_output_like(m, run, xv))
+        return -1;
+    const void *w = c->affine ? sr_data(&m->params[0].value) : NULL;
+    const void *b = c->affine ? sr_data(&m->params[1].value) : NULL;
+    SR_DISPATCH(xv->dtype, gn_run, sr_data(&m->out), sr_data(xv), n, k, c->G, c->C / c->G, S, c->eps, w, b);
+    if (run->save && k == 0)
+        sr_tensor_share(&m->saved, xv);
+    return 0;
+}
+
+static int gn_forward(sr_module *m, const sr_tensor *x, sr_run *run)
+{
+    return gn_run(m, x, x->ndim ? x->shape[0] : 0, 0, run);
+}
+
+static int gn_jvp(sr_module *m, const sr_tensor *xv, sr_run *run) { return gn_run(m, xv, run->n, run->k, run); }
+
+static int gn_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
+{
+    gn_impl *c = m->impl;
+    const sr_tensor *x = &m->saved;
+    int64_t S;
+    if (!x->storage)
+        return sr_fail("groupnorm backward: forward was not run with save");
+    if (gn_layout(m, x, &S) || sr_module_grad_input_like(m, run, x))
+        return -1;
+    int64_t n = x->shape[0];
+    if (sr_tensor_ensure(&c->stats, SR_F64, 1, (int64_t[]){2 * n * c->G}))
+        return -1;
+    const void *w = c->affine ? sr_data(&m->params[0].value) : NULL;
+    SR_DISPATCH(x->dtype, gn_bwd, sr_data(&m->gin), sr_f64(&c->stats), sr_data(gy), sr_data(x), n, c->G,
+                c->C / c->G, S, c->eps, w);
+    if (run->param_grads && c->affine) {
+        void *gw, *gb;
+        if (!(gw = sr_param_grad(m, &m->params[0])) || !(gb = sr_param_grad(m, &m->params[1])))
+            return -1;
+        SR_DISPATCH(x->dtype, gn_param_grads, gw, gb, sr_data(gy), sr_data(x), sr_f64(&c->stats), n, c->G,
+                    c->C / c->G, S);
+    }
+    return 0;
+}
+
+static void gn_reset(sr_module *m, sr_rng *rng)
+{
+    (void)rng;
+    if (((const gn_impl *)m->impl)->affine) {
+        sr_tensor_fill(&m->params[0].value, 1);
+        sr_tensor_fill(&m->params[1].value, 0);
+    }
+}
+
+static void gn_free(sr_module *m) { sr_tensor_free(&((gn_impl *)m->impl)->stats); }
+
+static void gn_describe(const sr_module *m, char *buf, size_t n)
+{
+    const gn_impl *c = m->impl;
+    snprintf(buf, n, "%lld groups of %lld channels, eps %g%s", (long long)c->G, (long long)(c->C / c->G), c->eps,
+             c->affine ? "" : ", no affine");
+}
+
+static const sr_module_ops gn_ops = {
+    .kind = "groupnorm", .forward = gn_forward, .jvp = gn_jvp, .backward = gn_backward, .reset = gn_reset,
+    .free_impl = gn_free, .describe = gn_describe
+};
+
+sr_module *sr_groupnorm_create(const sr_opts *o)
+{
+    gn_impl cfg = {0};
+    if (sr_opt_req_int(o, "num_groups", 1, &cfg.G) || sr_opt_req_int(o, "num_channels", 1, &cfg.C) ||
+        sr_opt_num(o, "eps", 1e-5, &cfg.eps) || sr_opt_bool(o, "affine", 1, &cfg.affine))
+        return NULL;
+    if (!(cfg.eps >= 0)) {
+        sr_fail("%s: option eps must be >= 0 (got %g)", o->op, cfg.eps);
+        return NULL;
+    }
+    if (cfg.C % cfg.G) {
+        sr_fail("%s: num_channels %lld is not a multiple of num_groups %lld", o->op, (long long)cfg.C,
+                (long long)cfg.G);
+        return NULL;
+    }
+    sr_module *m = sr_module_new(&gn_ops, sizeof cfg);
+    if (!m)
+        return NULL;
+    *(gn_impl *)m->impl = cfg;
+    if (cfg.affine &&
+        (!sr_module_add_param(m, "weight", 1, &cfg.C, 1) || !sr_module_add_param(m, "bias", 1, &cfg.C, 1))) {
+        sr_module_release(m);
+        return NULL;
+    }
+    gn_reset(m, NULL);
     return m;
 }
 

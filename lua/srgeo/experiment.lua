@@ -64,7 +64,14 @@ function E.common_options(defaults)
     { "alpha", defaults.alpha or 0.05, "level of the shape tests (familywise)", type = "number" },
     { "bootstrap", type = "integer", help = "bootstrap resamples for the CI bands (overrides the preset)" },
     { "precision", type = "string", help = "float32 (with the noise check) or float64", choices = { "float32", "float64" } },
-    { "tap", type = "string", help = "module to measure (default: the model's 'features')" },
+    { "tap", type = "string", help = "module to measure (default: the model's 'features'; an .onnx model: "
+      .. "'embedding' when its last linear layer makes class scores, else 'output'; a value name imports only "
+      .. "what it depends on)" },
+    { "mean", type = "numbers", help = "an .onnx model's input mean per channel (e.g. 0.485,0.456,0.406)" },
+    { "std", type = "numbers", help = "an .onnx model's input std per channel (e.g. 0.229,0.224,0.225)" },
+    { "normalize", type = "boolean", help = "--no-normalize: an .onnx model takes raw [0, 1] pixels as they are" },
+    { "input_size", type = "numbers", help = "an .onnx model's input size C,H,W (for dynamic height and width)" },
+    { "output", type = "string", help = "an .onnx model's value to return (only what it depends on is imported)" },
     { "exact_relu", false, "ReLU nets: no forwards below each direction's first activation boundary (exact)" },
     { "force", false, "recompute every unit even when cached" },
     { "quiet", false, "print only errors" },
@@ -80,7 +87,8 @@ function E.spec(t, defaults)
   for _, o in ipairs(E.common_options(defaults or t.defaults)) do s.options[#s.options + 1] = o end
   s.epilog = (t.epilog and t.epilog .. "\n\n" or "") ..
     "Models: a shipped name (models/shipped/NAME.safetensors), NAME@init (random-init twin),\n" ..
-    "ARCH{cfg}@init (e.g. mlp{hidden={16}}@init), a .safetensors path; LABEL=SPEC names a curve;\n" ..
+    "ARCH{cfg}@init (e.g. mlp{hidden={16}}@init), a .safetensors path, an .onnx file (with\n" ..
+    "--mean/--std or --no-normalize, --input-size, --tap, --output); LABEL=SPEC names a curve;\n" ..
     "in lists (--models) also a folder or a glob of .safetensors files ('runs/x/*.safetensors').\n" ..
     "Evaluation sets: NAME[:N][@SEED] with NAME one of\n  " .. S.EVAL_NAMES .. ".\n" ..
     "Units already computed in OUT/units/ with the same options are reused (--force recomputes)."
@@ -137,6 +145,10 @@ function E.new(o, name)
     end
   end
   for k, v in pairs(o.profile or {}) do ex.popts[k] = v end
+  -- how .onnx models are imported (spec.load_model), part of their units' identity
+  for _, k in ipairs(S.IMPORT_KEYS) do
+    if o[k] ~= nil then ex.import = ex.import or {}; ex.import[k] = o[k] end
+  end
   -- The estimator's options, checked now by srgeo.profile's own checks (the
   -- declarations of core/stats/profile.c), not after the first model loads;
   -- on a command line, named as the flag.
@@ -164,7 +176,7 @@ function Ex:model(spec)
   local ms = E.parse_model(spec)
   local c = self.models[ms.spec]
   if not c then
-    local m, info = E.load_model(ms, self.seed)
+    local m, info = E.load_model(ms, self.seed, self.import)
     c = { m, info }
     self.models[ms.spec] = c
   end
@@ -194,8 +206,9 @@ function Ex:unit(mspec, espec, extra)
   local files = cache.files(self.out .. "/units", key)
   local rec = { key = key, label = label, model = ms.spec, model_label = ms.label, eval = es.key,
                 eval_label = extra.eval_label or es.label, tap = popts.tap, json = files.json, csv = files.csv }
-  return { ms = ms, es = es, popts = popts, label = label, files = files, rec = rec,
-           desc = cache.unit(ms, es, popts, self.seed, self.out .. "/units") }
+  local desc = cache.unit(ms, es, popts, self.seed, self.out .. "/units")
+  if S.is_onnx(ms) then desc.import = self.import end
+  return { ms = ms, es = es, popts = popts, label = label, files = files, rec = rec, desc = desc }
 end
 
 -- The unit's profile from the cache (nil when it must be computed).

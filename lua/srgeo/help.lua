@@ -64,7 +64,8 @@ torchvision's state_dict keys, so converted checkpoints load as they are.]]
 TEXT.models = [[
 The zoo (srgeo.models): architectures in models/*.lua, trained checkpoints in models/shipped/.
   m = srgeo.models.small_resnet{seed = 1}     -- random init (any NAME below; options per help("NAME"))
-  m = srgeo.models.load("models/shipped/small_resnet.safetensors")   -- architecture + config from metadata
+  m = srgeo.models.load("small_resnet")       -- a shipped model by name (or a path): architecture + config
+  t = srgeo.models.twin(m, {init = "torch-default" | "he" | "xavier", seed = 0})   -- its random-init twin
   srgeo.models.list()   -- {name, family, doc, input, options, params}
   srgeo.models.info(m)  -- {arch, config}   m:save(path, meta) / m:load(path)
 Files: f = srgeo.safetensors.open(path); f:keys() f:info() f:metadata(); f:get(name [, dtype])
@@ -76,12 +77,17 @@ Shipped models here: %s.]]
 
 TEXT.onnx = [[
 ONNX graphs (srgeo.onnx; the usual way in is srgeo.models.load): exact forward, stacked JVP and VJP for every op.
-  m, info = srgeo.models.load("effnet.onnx")     -- raw [0,1] pixels in; info.features = the default tap
+  m, info = srgeo.models.load("effnet.onnx")     -- raw [0,1] pixels in; info.tap = the default tap
   m = srgeo.models.load("x.onnx", {mean = {0.5, 0.5, 0.5}, std = {0.5, 0.5, 0.5}})   -- normalisation folded in
   m = srgeo.models.load("x.onnx", {normalize = false, input_size = {3, 160, 160}, dtype = "float64"})
-  options: tap (any ONNX value name), mean/std, normalize, input_size (symbolic sizes), dtype, input, output
-Normalisation: mean/std given, else the file's srgeo.mean/srgeo.std metadata, else the graph's own first
-per-channel subtract/divide; otherwise an error asks for it.  Default tap: the input of the last Gemm/MatMul.
+  options: tap ("output", "embedding" or an ONNX value name), mean/std, normalize, input_size (symbolic
+  sizes, C,H,W), dtype, input, output (a value name: only the nodes it depends on are imported)
+Normalisation: mean/std given, else the file's srgeo.mean/srgeo.std metadata, else the graph's own first ops
+(Mul/Add/Sub/Div by constants: x*255, (x-mean)/std; info.preprocess); otherwise an error asks for it.
+Taps: "output" the graph's output, "embedding" the last linear layer's input; the default is "embedding" when
+that layer makes class scores (a Softmax/LogSoftmax/Sigmoid after it, or 10, 100, 1000, 11221, 21841, 21843
+outputs), else "output" (a face embedding's descriptor).  An NHWC input (tf2onnx) takes NCHW images.
+Command line: --model x.onnx --input-size 3,224,224 --mean ... --std ... (or --no-normalize) --tap --output.
   srgeo.onnx.info(path)           -- opset, producer, ops, inputs/outputs with shapes, metadata (no import)
   srgeo.onnx.supported(op)        -- "values", "constants" (folded only) or false
   srgeo.onnx.evaluate(path, {constants = {name = t}})   srgeo.onnx.read_tensor(path)  (ONNX test data)

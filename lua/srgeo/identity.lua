@@ -4,7 +4,8 @@
 -- came from, and figures can name their curves without being told.
 --
 --   local id = srgeo.identity.of(model, images, opts)
---   id.model     "small_resnet" (opts.model_name, else the checkpoint's file name, the zoo architecture, the kind)
+--   id.model     "small_resnet" (opts.model_name, else the checkpoint's or ONNX file's name, the zoo architecture,
+--                the kind)
 --   id.arch      the zoo architecture, when the model was built by srgeo.models
 --   id.path      the checkpoint it was loaded from (relative to the project when inside it)
 --   id.weights   FNV-1a 64 of every parameter and buffer, in name order (16 hex digits)
@@ -46,7 +47,8 @@ function I.of(m, X, opts)
   opts = opts or {}
   local info = models() and models().info(m) or {}
   local id = { arch = info.arch, weights = I.weights_hash(m), eval = opts.eval or I.eval_name(X),
-               preset = opts.preset or "paper", tap = opts.tap or m:default_tap() or "" }
+               preset = opts.preset or "paper",
+               tap = opts.tap or m:default_tap() or (info.arch == "onnx" and "output") or "" }
   if info.path then id.path = util.relpath(info.path, require("srgeo").root) end
   id.model = opts.model_name or (info.path and stem(info.path)) or info.arch or m:kind()
   id.label = opts.label or id.model

@@ -193,11 +193,20 @@ end
 -- An ONNX model as a module graph (srgeo.onnx.load).  Its inputs are raw
 -- [0, 1] pixels: the normalisation comes from opts.mean / opts.std, else
 -- from the file's srgeo.mean / srgeo.std metadata (convert_torch.py --onnx
--- writes them), else the graph does it itself (it starts by subtracting or
--- dividing per-channel constants); otherwise the caller must say
--- normalize = false, since srgeo cannot know.
+-- writes them), else the graph does it itself (its first ops are Mul / Add /
+-- Sub / Div by constants: x·255, (x − mean)/std); otherwise the caller must
+-- say normalize = false, since srgeo cannot know.
+--
+-- Taps: "output" is the graph's output, "embedding" the input of its last
+-- linear layer when there is one.  m:forward(x) returns "embedding" when
+-- that layer makes class scores (a softmax after it, or 10, 100, 1000 or
+-- ImageNet-21k's count of outputs: DESIGN's penultimate embedding of a
+-- classifier), else "output" (a face network's descriptor is its output).
+-- output = VALUE, or a tap naming a value, imports only the nodes that value
+-- depends on (the rest may hold ops srgeo does not take).
 local ONNX_OPTS = { tap = true, mean = true, std = true, normalize = true, input_size = true, dtype = true,
                     input = true, output = true }
+local ONNX_TAPS = { output = true, embedding = true, features = true, [""] = true }
 
 local function load_onnx(path, opts, level)
   opts = opts or {}
@@ -210,26 +219,64 @@ local function load_onnx(path, opts, level)
   if opts.normalize == false and (opts.mean or opts.std) then
     error("srgeo.models.load " .. path .. ": normalize=false and mean/std contradict each other", level + 1)
   end
-  local m, oi = srgeo.onnx.load(path, { dtype = opts.dtype, input = opts.input, output = opts.output,
-    input_size = opts.input_size, mean = opts.mean, std = opts.std, raw = opts.normalize == false })
-  if oi.normalization == "none" and not oi.normalizes and opts.normalize ~= false then
-    error(string.format("srgeo.models.load %s: the model does not say how its inputs are normalised (no srgeo.mean / "
-      .. "srgeo.std metadata, no normalisation in the graph): give mean and std (ImageNet: mean = {0.485, 0.456, "
-      .. "0.406}, std = {0.229, 0.224, 0.225}), or normalize = false if it takes raw [0, 1] pixels", path), level + 1)
+  local want = opts.output
+  if want == nil and type(opts.tap) == "string" and not ONNX_TAPS[opts.tap] then want = opts.tap end
+  local function import(output)
+    return pcall(srgeo.onnx.load, path, { dtype = opts.dtype, input = opts.input, output = output,
+      input_size = opts.input_size, mean = opts.mean, std = opts.std, raw = opts.normalize == false })
   end
-  if opts.tap ~= nil then m:default_tap(opts.tap) end
+  local ok, m, oi = import(want)
+  if not ok and want ~= opts.output and tostring(m):find("no value named", 1, true) then
+    ok, m, oi = import(nil) -- the tap names a graph node, not a value: the whole graph
+  end
+  if not ok then error(m, 0) end
+  if oi.normalization == "none" and not oi.normalizes and opts.normalize ~= false then
+    error(string.format("srgeo.models.load %s: the model does not say how its inputs are normalised: no srgeo.mean / "
+      .. "srgeo.std metadata, and its first ops are not a Mul / Add / Sub / Div by constants (x*255, (x - mean)/std). "
+      .. "Give mean and std (ImageNet: mean = {0.485, 0.456, 0.406}, std = {0.229, 0.224, 0.225}; on the command line "
+      .. "--mean 0.485,0.456,0.406 --std 0.229,0.224,0.225), or normalize = false (--no-normalize) if it takes raw "
+      .. "[0, 1] pixels", path), level + 1)
+  end
+  if opts.tap ~= nil then
+    local tok, err = pcall(m.default_tap, m, opts.tap)
+    if not tok then
+      error(string.format("srgeo.models.load %s: tap '%s' is not a value or node of the graph (%s)", path,
+        tostring(opts.tap), tostring(err):gsub("^.-: ", "")), level + 1)
+    end
+  end
   m:eval()
   local cfg = { path = path, input = oi.input, tap = opts.tap, mean = opts.mean, std = opts.std,
                 normalize = opts.normalize, input_size = opts.input_size, input_name = opts.input,
                 output = opts.output }
-  info[m] = { arch = "onnx", config = cfg, onnx = oi }
+  info[m] = { arch = "onnx", config = cfg, onnx = oi, path = path }
   return m, oi
+end
+
+-- A model named as the command line names it: a shipped model's name, or a
+-- path relative to the project root when it is not one from the working
+-- directory (README's models/shipped/... from any folder).
+local function resolve(path)
+  if type(path) ~= "string" then return path end
+  if path:match("^[%w_%.%-]+$") and not path:match("%.[%a]+$") then
+    local f = M.shipped_path(path)
+    if util.exists(f) then return f end
+    load_families()
+    error(string.format("srgeo.models.load: no shipped model '%s' (%s: %s)%s", path, M.shipped_dir(),
+      table.concat(M.shipped(), ", "), entries[path] and "; srgeo.models." .. path .. "{} builds the architecture" or ""), 3)
+  end
+  if not util.exists(path) and not path:match("^/") and util.exists(srgeo.root .. "/" .. path) then
+    return srgeo.root .. "/" .. path
+  end
+  return path
 end
 
 --- Build the architecture recorded in a checkpoint's __metadata__ and load
 --- it; a path ending .onnx is an ONNX model (load_onnx above); a checkpoint
---- saved from one rebuilds it from the ONNX file it names.
+--- saved from one rebuilds it from the ONNX file it names.  A bare name is a
+--- shipped model ("small_resnet"), and a relative path missing from the
+--- working directory is looked up under the project root.
 function M.load(path, opts)
+  path = resolve(path)
   if type(path) == "string" and path:lower():match("%.onnx$") then return load_onnx(path, opts, 2) end
   local meta = M.metadata(path)
   if meta.architecture == "onnx" then
@@ -256,6 +303,66 @@ function M.load(path, opts)
   m:load(path, opts)
   m:eval()
   return m, meta
+end
+
+--- srgeo.models.twin(m [, {init = "torch-default" | "he" | "xavier", seed = 0}]) -> the random-init
+--- twin of a model built or loaded here: the same architecture and config,
+--- every learned weight drawn anew (buffers as at construction: BatchNorm's
+--- running statistics 0 and 1).
+---   torch-default  the architecture's own initialisation, what NAME@init
+---                  builds: torchvision's (ResNet/VGG convolutions N(0, 2/fan_out),
+---                  BatchNorm 1/0, linear layers PyTorch's uniform ±1/√fan_in) or
+---                  timm's (ViT, ConvNeXt: truncated N(0, 0.02²), biases 0)
+---   he, xavier     every convolution and linear weight N(0, 2/fan_in) or
+---                  N(0, 2/(fan_in + fan_out)); biases 0; norm and affine scales 1,
+---                  shifts 0; class tokens and position embeddings N(0, 0.02²)
+--- The role of a parameter is read from its shape and name: a weight of 4
+--- dims is a convolution's (fan_in = C_in/groups·kh·kw), of 2 a linear
+--- layer's, of 1 a norm's or an affine's scale; a bias is a shift.
+local TWIN_INITS = { ["torch-default"] = true, he = true, xavier = true }
+
+function M.twin(m, opts)
+  opts = opts or {}
+  for k in pairs(opts) do
+    if k ~= "init" and k ~= "seed" then error("srgeo.models.twin: unknown option '" .. tostring(k) .. "' (init, seed)", 2) end
+  end
+  local how, seed = opts.init or "torch-default", opts.seed or 0
+  if not TWIN_INITS[how] then
+    error("srgeo.models.twin: init must be \"torch-default\", \"he\" or \"xavier\", got " .. tostring(how), 2)
+  end
+  if math.type(seed) ~= "integer" then error("srgeo.models.twin: seed must be an integer", 2) end
+  local mi = info[m]
+  if not mi then error("srgeo.models.twin: the model was not built or loaded by srgeo.models (its architecture is unknown)", 2) end
+  if mi.arch == "onnx" then
+    error("srgeo.models.twin: a random-init twin of an imported ONNX graph is not available yet (srgeo cannot yet tell "
+      .. "its learned constants from fixed ones)", 2)
+  end
+  local cfg = copy(mi.config or {})
+  cfg.seed, cfg.init = seed, nil
+  local t = build(mi.arch, cfg, 2)
+  info[t].twin_of = mi.path or mi.arch
+  if how == "torch-default" then return t:eval() end
+  local params = t:parameters()
+  for i, name in ipairs(t:param_names()) do
+    local p = params[name]
+    if p then -- trainable
+      local shape, s = p:shape(), seed * 7919 + i
+      local leaf = name:match("([^.]+)$")
+      if leaf:match("bias$") then
+        t:set(name, srgeo.zeros(shape))
+      elseif (#shape == 4 or #shape == 2) and leaf:match("weight$") then
+        local fan_in = #shape == 4 and shape[2] * shape[3] * shape[4] or shape[2]
+        local fan_out = #shape == 4 and shape[1] * shape[3] * shape[4] or shape[1]
+        local var = how == "he" and 2 / fan_in or 2 / (fan_in + fan_out)
+        t:set(name, srgeo.randn(shape, s) * math.sqrt(var))
+      elseif #shape == 1 and (leaf:match("weight$") or leaf:match("gamma$")) then
+        t:set(name, srgeo.full(shape, 1))
+      else -- tokens, embeddings
+        t:set(name, srgeo.randn(shape, s):clamp(-2, 2) * 0.02)
+      end
+    end
+  end
+  return t:eval()
 end
 
 return setmetatable(M, {

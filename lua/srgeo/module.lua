@@ -216,6 +216,7 @@ end
 local function arch_name(m)
   local zoo = package.loaded["srgeo.models"]
   local info = zoo and zoo.info(m)
+  if info and info.arch == "onnx" and info.path then return "onnx " .. (info.path:match("([^/]+)$") or info.path) end
   return info and info.arch
 end
 

@@ -247,6 +247,14 @@ function R.write(ex, ps, labels)
   s[#s + 1] = string.format("%s — srgeo %s, preset %s, seed %d, %d units (%d computed, %d cached), %.1f s",
     ex.name, srgeo.version, ex.preset, ex.seed, #ex.units, ex.computed, ex.cached, srgeo._clock() - ex.t0)
   s[#s + 1] = "command: " .. command
+  -- what was measured when it is not a zoo model's features (an imported
+  -- graph's "embedding" or "output", a --tap)
+  local taps = {}
+  for _, u in ipairs(ex.units) do
+    local t = u.profile and u.profile.identity and u.profile.identity.tap
+    if t and t ~= "" and t ~= "features" then taps[#taps + 1] = string.format("%s at %s", u.label, t) end
+  end
+  if #taps > 0 then s[#s + 1] = "taps: " .. table.concat(taps, ", ") end
   s[#s + 1] = ""
   if #ps > 0 then
     s[#s + 1] = "Descriptors (median over images; 95% bootstrap CIs over images; –: undefined for the shape):"

@@ -33,7 +33,7 @@ local copy, exists = util.copy, util.exists
 
 local function basename(p) return (p:match("([^/]+)$") or p) end
 
-local function stem(p) return (basename(p):gsub("%.safetensors$", "")) end
+local function stem(p) return (basename(p):gsub("%.safetensors$", "")) end -- an .onnx keeps its extension
 
 -- ---------------------------------------------------------------------------
 -- Model specs
@@ -85,6 +85,10 @@ end
 function S.twin(spec)
   local ms = S.parse_model(spec)
   if ms.init then return ms.spec end
+  if S.is_onnx(ms) then -- before any unit is computed, not when the twin's turn comes
+    fail("model '%s': a random-init twin of an imported ONNX graph is not available yet (srgeo cannot yet tell its "
+      .. "learned constants from fixed ones); profile the .onnx without --twin / @init", ms.spec)
+  end
   local label, rest = ms.spec:match("^([%w_%.%-@]+)=(.+)$")
   if label and not label:find("/") then return label .. "@init=" .. rest .. "@init" end
   return ms.spec .. "@init"
@@ -116,13 +120,63 @@ local function ckpt_arch(path)
   return arch, cfg, meta
 end
 
---- spec.load_model(spec, seed) -> model (eval mode), info {label, arch, config, path, metadata}
-function S.load_model(spec, seed)
+--- Whether a spec is an ONNX file.
+function S.is_onnx(ms) return ms.path ~= nil and ms.path:lower():match("%.onnx$") ~= nil end
+
+-- The options of an ONNX import the command line gives (--mean, ...), and
+-- the flags that give them.
+S.IMPORT_KEYS = { "mean", "std", "normalize", "input_size", "tap", "output" }
+
+-- The import options for srgeo.models.load of an ONNX file: a value that
+-- does not fit is a user error naming its flag.
+local function onnx_opts(ms, import)
+  local o = {}
+  for k, v in pairs(import or {}) do o[k] = v end
+  if o.normalize == false and (o.mean or o.std) then
+    fail("model '%s': --no-normalize and --mean/--std contradict each other", ms.spec)
+  end
+  if (o.mean == nil) ~= (o.std == nil) then
+    fail("model '%s': give both --mean and --std (one value per input channel each)", ms.spec)
+  end
+  if o.mean and #o.mean ~= #o.std then
+    fail("model '%s': --mean has %d values, --std %d", ms.spec, #o.mean, #o.std)
+  end
+  return o
+end
+
+-- srgeo.models.load's message about an option, as the flag that gave it.
+local function as_flags(msg)
+  return (tostring(msg):gsub("^.-srgeo%.models%.load [^:]*: ", ""):gsub("normalize = false %(%-%-no%-normalize%)", "--no-normalize")
+    :gsub("input_size", "--input-size"):gsub("onnx%.load: ([%w_]+)", function(k) return "--" .. k:gsub("_", "-") end))
+end
+
+--- spec.load_model(spec, seed [, import]) -> model (eval mode), info {label, arch, config, path, metadata}
+--- import: how an .onnx model is imported (mean, std, normalize, input_size, tap, output: the
+--- command line's --mean ...); for other models only tap may be given (it is the profile's).
+function S.load_model(spec, seed, import)
   local ms = S.parse_model(spec)
   local init_seed = ms.init_seed or seed or 0
   local path = S.weights_path(ms)
   local m, info
-  if path then
+  if not S.is_onnx(ms) then
+    for _, k in ipairs(S.IMPORT_KEYS) do
+      if k ~= "tap" and import and import[k] ~= nil then
+        fail("model '%s': --%s is for .onnx models (a srgeo model carries its own normalisation and input size)",
+          ms.spec, k:gsub("_", "-"))
+      end
+    end
+  end
+  if path and S.is_onnx(ms) then
+    if not exists(path) then fail("model '%s': no such file %s", ms.spec, path) end
+    if ms.init then
+      fail("model '%s': a random-init twin of an imported ONNX graph is not available yet (srgeo cannot yet tell its "
+        .. "learned constants from fixed ones); profile the .onnx without --twin / @init", ms.spec)
+    end
+    local ok, mm, oi = pcall(models.load, path, onnx_opts(ms, import))
+    if not ok then fail("model '%s': %s", ms.spec, as_flags(mm)) end
+    m = mm
+    info = { arch = "onnx", config = models.info(m).config, path = path, metadata = oi.metadata, onnx = oi }
+  elseif path then
     if not exists(path) then fail("model '%s': no such file %s", ms.spec, path) end
     if ms.init then
       local arch, cfg, meta = ckpt_arch(path)

@@ -1,4 +1,4 @@
-/* test_norm.c - batchnorm2d, layernorm, normalize: derivatives in float64
+/* test_norm.c - batchnorm2d, layernorm, normalize, groupnorm: derivatives in float64
  * (train and eval, both layernorm layouts), running-statistic updates by
  * hand, train/eval switching, thread determinism, bad input. */
 #include <math.h>
@@ -484,4 +484,59 @@ TEST(norm_threads_agree_bitwise)
         sr_tensor_free(&xv);
         sr_module_release(m);
     }
+}
+
+/* groupnorm: groups of several channels, one channel (instance norm), one
+ * group (layernorm over C·S), a 3-D input; with and without affine. */
+TEST(groupnorm_derivatives_f64)
+{
+    const struct {
+        const char *g, *c, *affine;
+        int nd;
+        int64_t shape[4];
+    } cases[] = {
+        {"2", "6", "true", 4, {2, 6, 3, 4}}, {"4", "4", "true", 4, {2, 4, 3, 5}}, {"1", "3", "true", 4, {2, 3, 2, 3}},
+        {"2", "4", "true", 3, {3, 4, 5}},     {"3", "6", "false", 4, {2, 6, 2, 2}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        sr_module *m = MAKE_F64(sr_groupnorm_create, "groupnorm", "num_groups", cases[i].g, "num_channels", cases[i].c,
+                                "affine", cases[i].affine);
+        CHECK(m, "create: %s", sr_errmsg());
+        randomize(m, 3 + i);
+        sr_tensor x = SR_TENSOR_INIT;
+        CHECK_OK(check_randn(&x, cases[i].nd, cases[i].shape, 9 + i));
+        CHECK_OK(derivs_ok(m, &x, 3, "groupnorm"));
+        sr_tensor_free(&x);
+        sr_module_release(m);
+    }
+}
+
+TEST(groupnorm_threads_agree_bitwise)
+{
+    sr_module *m = MAKE(sr_groupnorm_create, "groupnorm", "num_groups", "4", "num_channels", "16");
+    CHECK(m, "create: %s", sr_errmsg());
+    randomize(m, 5);
+    sr_tensor x = SR_TENSOR_INIT, xv = SR_TENSOR_INIT;
+    CHECK_OK(check_randn_dt(&x, SR_F32, 4, (int64_t[]){3, 16, 29, 31}, 6));
+    CHECK_OK(check_randn_dt(&xv, SR_F32, 4, (int64_t[]){5, 16, 29, 31}, 7));
+    CHECK(check_threads_agree(m, &x, NULL, &xv, 1, 4) == 0, "%s", sr_errmsg());
+    sr_tensor_free(&x);
+    sr_tensor_free(&xv);
+    sr_module_release(m);
+}
+
+TEST(groupnorm_bad_input_is_an_error)
+{
+    CHECK(!MAKE(sr_groupnorm_create, "groupnorm", "num_groups", "4", "num_channels", "6"), "6 channels in 4 groups");
+    CHECK(strstr(sr_errmsg(), "num_channels 6 is not a multiple of num_groups 4"), "%s", sr_errmsg());
+    sr_module *m = MAKE(sr_groupnorm_create, "groupnorm", "num_groups", "2", "num_channels", "6");
+    CHECK(m, "create: %s", sr_errmsg());
+    sr_tensor x = SR_TENSOR_INIT;
+    CHECK_OK(check_randn_dt(&x, SR_F32, 4, (int64_t[]){2, 4, 3, 3}, 1));
+    sr_run run = SR_RUN_INIT;
+    CHECK(sr_module_forward(m, &x, &run) < 0, "4 channels for num_channels 6");
+    CHECK(strstr(sr_errmsg(), "groupnorm: input (2,4,3,3) must be (N,C,...) with C=num_channels=6"), "%s",
+          sr_errmsg());
+    sr_tensor_free(&x);
+    sr_module_release(m);
 }

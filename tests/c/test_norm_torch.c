@@ -26,6 +26,12 @@ static const torch_case cases[] = {
     {"gelu_none", sr_gelu_create, "gelu", .kv = {0}},
     {"gelu_tanh", sr_gelu_create, "gelu", .kv = {"approximate", "tanh"}},
     {"softmax", sr_softmax_create, "softmax", .kv = {0}},
+    {"gn_2x3", sr_groupnorm_create, "groupnorm", .kv = {"num_groups", "2", "num_channels", "6"},
+     .params = {"weight", "bias"}},
+    {"gn_1d", sr_groupnorm_create, "groupnorm", .kv = {"num_groups", "2", "num_channels", "4"},
+     .params = {"weight", "bias"}},
+    {"instance_norm", sr_groupnorm_create, "groupnorm", .kv = {"num_groups", "4", "num_channels", "4"},
+     .params = {"weight", "bias"}},
 };
 
 #define N (sizeof cases / sizeof *cases)

@@ -1,4 +1,4 @@
-/* test_pool.c - max/avg/adaptive pooling, flatten, permute: derivatives,
+/* test_pool.c - max/avg/adaptive pooling, flatten, permute, resize2d: derivatives,
  * independent naive references on awkward shapes, PyTorch's edge rules
  * (ties, padding as -inf, count_include_pad), views, bad input. */
 #include <math.h>
@@ -39,6 +39,12 @@ static const pool_case deriv_cases[] = {
     {sr_permute_create, "permute", {"dims", "0,3,1,2"}, 4, {2, 3, 4, 5}},
     {sr_permute_create, "permute", {"dims", "0,2,1"}, 3, {3, 4, 5}},
     {sr_permute_create, "permute", {"dims", "0,4,2,1,3"}, 5, {2, 3, 1, 4, 5}},
+    {sr_resize2d_create, "resize2d", {"scale", "2", "coordinate", "asymmetric", "nearest", "floor"}, 4, {2, 2, 3, 4}},
+    {sr_resize2d_create, "resize2d", {"size", "5,3", "nearest", "round_prefer_ceil"}, 4, {2, 2, 3, 4}},
+    {sr_resize2d_create, "resize2d", {"scale", "2,3", "mode", "linear"}, 4, {2, 2, 3, 4}},
+    {sr_resize2d_create, "resize2d", {"size", "7,2", "mode", "linear", "coordinate", "align_corners"}, 4, {1, 3, 4, 5}},
+    {sr_resize2d_create, "resize2d", {"scale", "0.6", "mode", "linear", "coordinate", "asymmetric"}, 4, {2, 1, 5, 7}},
+    {sr_resize2d_create, "resize2d", {"size", "1,4", "mode", "linear", "coordinate", "pytorch_half_pixel"}, 4, {2, 1, 5, 7}},
 };
 
 TEST(pool_derivatives_f64)
@@ -514,6 +520,25 @@ TEST(pool_adaptive_huge_output_fails_cleanly)
     CHECK_OK(sr_tensor_zeros(&x, SR_F32, 4, (int64_t[]){1, 1, 1048576, 1}));
     sr_run run = SR_RUN_INIT;
     CHECK_ERR(sr_module_forward(m, &x, &run), "adaptive_avgpool2d: output x input height");
+    sr_tensor_free(&x);
+    sr_module_release(m);
+}
+
+TEST(resize_bad_input_is_an_error)
+{
+    CHECK(!MAKE(sr_resize2d_create, "resize2d", "mode", "linear"), "neither size nor scale");
+    CHECK(strstr(sr_errmsg(), "resize2d: give size={h,w} or scale={sh,sw}"), "%s", sr_errmsg());
+    CHECK(!MAKE(sr_resize2d_create, "resize2d", "size", "2", "mode", "cubic"), "cubic");
+    CHECK(!MAKE(sr_resize2d_create, "resize2d", "scale", "0"), "scale 0");
+    sr_module *m = MAKE(sr_resize2d_create, "resize2d", "scale", "0.1");
+    CHECK(m, "create: %s", sr_errmsg());
+    sr_tensor x = SR_TENSOR_INIT;
+    sr_run run = SR_RUN_INIT;
+    CHECK_OK(sr_tensor_zeros(&x, SR_F32, 4, (int64_t[]){1, 2, 4, 30}));
+    CHECK_ERR(sr_module_forward(m, &x, &run), "resize2d: input 4x30 gives output length 0 on axis 2");
+    sr_tensor_free(&x);
+    CHECK_OK(sr_tensor_zeros(&x, SR_F32, 3, (int64_t[]){1, 2, 4}));
+    CHECK_ERR(sr_module_forward(m, &x, &run), "resize2d: input (1,2,4) must be 4D (N,C,H,W)");
     sr_tensor_free(&x);
     sr_module_release(m);
 }

@@ -44,6 +44,16 @@ static const torch_case cases[] = {
      .kv = {"kernel_size", "3", "stride", "2", "padding", "0,1,1,1"}},
     {"avgpool_k2s2_pad0011", sr_avgpool2d_create, "avgpool2d",
      .kv = {"kernel_size", "2", "stride", "2", "padding", "0,0,1,1"}},
+    /* F.interpolate: mode="nearest" is asymmetric + floor, bilinear half_pixel or align_corners */
+    {"resize_nearest_x2", sr_resize2d_create, "resize2d",
+     .kv = {"scale", "2", "coordinate", "asymmetric", "nearest", "floor"}},
+    {"resize_nearest_7x5", sr_resize2d_create, "resize2d",
+     .kv = {"size", "7,5", "coordinate", "asymmetric", "nearest", "floor"}},
+    {"resize_bilinear_x2", sr_resize2d_create, "resize2d", .kv = {"scale", "2", "mode", "linear"}},
+    {"resize_bilinear_corners", sr_resize2d_create, "resize2d",
+     .kv = {"size", "7,9", "mode", "linear", "coordinate", "align_corners"}},
+    {"resize_bilinear_down", sr_resize2d_create, "resize2d",
+     .kv = {"size", "3,2", "mode", "linear", "coordinate", "pytorch_half_pixel"}},
 };
 
 #define N (sizeof cases / sizeof *cases)

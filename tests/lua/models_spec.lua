@@ -535,3 +535,55 @@ T.test("convert_torch: F16/BF16 casts and a torchvision export load", function()
   os.execute("rm -rf " .. dir)
   if not ok then error(err, 0) end
 end)
+
+-- A shipped model by name, as on the command line, and README's paths from
+-- any working directory (looked up under the project root).
+T.test("models.load: a shipped model by name; project-relative paths from any folder", function()
+  if not require("srgeo.util").exists(srgeo.models.shipped_path("small_resnet")) then
+    T.skip("no shipped small_resnet (make models)")
+  end
+  local m = srgeo.models.load("small_resnet")
+  T.eq(srgeo.models.info(m).arch, "small_resnet")
+  T.raises(function() srgeo.models.load("no_such_model") end, "no shipped model 'no_such_model'")
+  T.raises(function() srgeo.models.load("resnet18") end, "srgeo.models.resnet18{} builds the architecture")
+  local exe = T.shell and T.shell() or "build/srgeo"
+  if exe:sub(1, 1) ~= "/" then exe = os.getenv("PWD") .. "/" .. exe end
+  local p = io.popen("cd /tmp && " .. exe .. [[ -e 'print(srgeo.models.info(srgeo.models.load("small_resnet")).arch, ]]
+    .. [[srgeo.models.info(srgeo.models.load("models/shipped/small_resnet.safetensors")).arch)' 2>&1]])
+  local out = p:read("a")
+  p:close()
+  T.truthy(out:find("small_resnet\tsmall_resnet", 1, true), out)
+end)
+
+-- srgeo.models.twin: the same architecture, learned weights drawn anew by
+-- role; torch-default is what MODEL@init builds.
+T.test("models.twin: torch-default is MODEL@init; he and xavier draw weights by fan, norms 1/0, biases 0", function()
+  if not require("srgeo.util").exists(srgeo.models.shipped_path("small_resnet")) then
+    T.skip("no shipped small_resnet (make models)")
+  end
+  local m = srgeo.models.load("small_resnet")
+  local t = srgeo.models.twin(m, { seed = 3 })
+  local at = require("srgeo.spec").load_model("small_resnet@init:3")
+  local pt, pa, pm = t:parameters(), at:parameters(), m:parameters()
+  for name, v in pairs(pa) do T.eq((pt[name] - v):abs():max(), 0, name .. " as small_resnet@init:3") end
+  T.truthy((pt["conv1.weight"] - pm["conv1.weight"]):abs():max() > 0, "the twin's weights are not the trained ones")
+  T.eq((srgeo.models.twin(m, { seed = 3 }):parameters()["fc.weight"] - pt["fc.weight"]):abs():max(), 0, "seeded")
+  for _, how in ipairs { "he", "xavier" } do
+    local h = srgeo.models.twin(m, { init = how, seed = 1 }):parameters()
+    for name, v in pairs(h) do
+      local shape = v:shape()
+      if name:match("bias$") then
+        T.eq(v:abs():max(), 0, how .. " " .. name)
+      elseif #shape == 1 then
+        T.eq((v - 1):abs():max(), 0, how .. " " .. name)
+      elseif #shape == 4 and v:numel() >= 1000 then
+        local fan_in, fan_out = shape[2] * shape[3] * shape[4], shape[1] * shape[3] * shape[4]
+        local want = math.sqrt(how == "he" and 2 / fan_in or 2 / (fan_in + fan_out))
+        local got = v:norm() / math.sqrt(v:numel())
+        T.truthy(math.abs(got / want - 1) < 0.1, string.format("%s %s: std %.4g, want %.4g", how, name, got, want))
+      end
+    end
+  end
+  T.raises(function() srgeo.models.twin(m, { init = "orthogonal" }) end, 'init must be "torch-default", "he" or "xavier"')
+  T.raises(function() srgeo.models.twin(srgeo.nn.relu {}) end, "was not built or loaded by srgeo.models")
+end)

@@ -63,9 +63,11 @@ T.test("onnx: malformed files and graphs fail with messages naming the node, op 
   T.eq((load(good):forward(x) - x:clamp(0, math.huge)):abs():max(), 0)
   local BIG_W = PB.tensor("w", { 2097152 }, string.rep("\0\0\128\63", 2097152)) -- 2^21 ones
   local function many_constants(n)
-    local nodes = {}
-    for i = 1, n do nodes[i] = PB.node("ConstantOfShape", { "s" }, { "c" .. i }, "c" .. i) end
-    nodes[n + 1] = PB.node("Add", { "x", "c" .. n }, { "y" }, "adder")
+    -- all read (a Sum of them), so none is pruned
+    local nodes, names = {}, {}
+    for i = 1, n do nodes[i], names[i] = PB.node("ConstantOfShape", { "s" }, { "c" .. i }, "c" .. i), "c" .. i end
+    nodes[n + 1] = PB.node("Sum", names, { "t" }, "sum")
+    nodes[n + 2] = PB.node("Add", { "x", "t" }, { "y" }, "adder")
     return nodes
   end
   local cases = {
@@ -546,4 +548,270 @@ T.test("onnx: convert_torch.py --onnx exports a torchvision model srgeo loads wi
   local x = srgeo.rand({ 2, 3, 48, 48 }, 2)
   T.eq((m2:forward(x) - m:forward(x)):abs():max(), 0)
   os.execute("rm -rf " .. dir)
+end)
+
+-- What exporters write (tests/fixtures/gen_onnx.py exporters): torch.onnx
+-- at opsets 11 and 17 with the batch, height and width dynamic, a
+-- tf2onnx-style graph (NHWC input, Constant nodes, a Softmax out) and a
+-- paddle2onnx-style one (x*255 and the normalisation in the graph, Resize
+-- necks, a Sigmoid map out): each loads with nothing but its normalisation
+-- (none to give when the graph has it) and input size, its default tap is
+-- the one a user expects, and the tap, the output and the tap's JVPs match
+-- PyTorch (float64 1e-10, JVPs 1e-8, float32 1e-5 against torch's float32), the JVPs
+-- also central differences of srgeo's own forward.
+local EXP = FIX .. "exporters/"
+local EXPORTS = {
+  { "mobilenet_v3_small_op11", { normalize = false }, "embedding" },
+  { "mobilenet_v3_small_op17", { normalize = false }, "embedding" },
+  { "fpn_gn_op11", { normalize = false }, "embedding" },
+  { "fpn_gn_op17", { normalize = false }, "embedding" },
+  { "tf_style", {}, "embedding" },
+  { "paddle_style", {}, "output" },
+}
+
+T.test("onnx: torch.onnx (opsets 11, 17), tf2onnx- and paddle2onnx-style exports load with normalisation and input "
+  .. "size only, match PyTorch, JVPs pass central differences", function()
+  local lines = {}
+  for _, e in ipairs(EXPORTS) do
+    local name, opts, tap = e[1], e[2], e[3]
+    local function npy(what) return srgeo.npy.load(EXP .. name .. "_" .. what .. ".npy"):double() end
+    local x, v = npy("x"), npy("v")
+    local function load(dtype)
+      local o = { input_size = { 3, 32, 32 }, dtype = dtype }
+      for k, val in pairs(opts) do o[k] = val end
+      return srgeo.models.load(EXP .. name .. ".onnx", o)
+    end
+    local m, info = load("float64")
+    T.eq(info.tap, tap, name .. ": the default tap")
+    T.eq(table.concat(info.input, ","), "3,32,32", name .. ": srgeo's input is (C, H, W)")
+    -- srgeo's images are NCHW: a file taking NHWC gets them permuted
+    local xin = x
+    if info.nhwc then xin = x:transpose(2, 4):transpose(3, 4) end
+    local et = rel(m:forward(xin), npy("tap"))
+    local ey = rel(m:forward(xin, { tap = "output" }), npy("y"))
+    local vin = info.nhwc and v:transpose(2, 4):transpose(3, 4) or v
+    local _, jv = m:jvp(xin, vin)
+    local ej = rel(jv, npy("jv"))
+    -- central differences of srgeo's forward: image i's tangents are rows i·K + j
+    local h, K = 1e-6, 2
+    local rows = {}
+    for i = 1, 2 do for _ = 1, K do rows[#rows + 1] = xin:narrow(1, i, 1) end end
+    local X = srgeo.cat(rows, 1)
+    local fd = (m:forward(X + vin * h) - m:forward(X - vin * h)) / (2 * h)
+    local efd = rel(jv, fd)
+    local e32 = rel(load():forward(xin:float()):double(), npy("tap32"))
+    lines[#lines + 1] = string.format("     %-24s tap %-9s f64 tap %.1e output %.1e jvp %.1e | fd %.1e | f32 %.1e%s",
+      name, info.tap, et, ey, ej, efd, e32, info.normalizes and " | in the graph: " .. info.preprocess or "")
+    if not (et <= 1e-10 and ey <= 1e-10 and ej <= 1e-8 and efd <= 1e-6 and e32 <= 1e-5) then error(lines[#lines]) end
+  end
+  print(table.concat(lines, "\n"))
+end)
+
+-- The ops added for exporters that ONNX's node tests (above, when installed)
+-- do not cover, or cover only where libonnx-testdata is installed: each in
+-- a one-node graph against a reference computed here.
+-- A scratch folder and a writer of numbered model files in it (PB.model's
+-- table): returns the file's path and its number.
+local function model_files()
+  local dir = os.tmpname()
+  os.remove(dir)
+  T.truthy(os.execute("mkdir -p " .. dir))
+  local n = 0
+  return dir, function(g)
+    n = n + 1
+    local p = dir .. "/m" .. n .. ".onnx"
+    T.write(p, PB.model(g))
+    return p, n
+  end
+end
+
+T.test("onnx: GroupNormalization-18, InstanceNormalization, Resize (opset 18 axes; nearest and linear), Upsample, "
+  .. "PRelu, GlobalMaxPool, ReduceL2 / L1 / SumSquare in one-node graphs", function()
+  local dir, write = model_files()
+  local function load(nodes, inits, out_dims, opset)
+    local p = write { nodes = nodes, inits = inits, inputs = { PB.value("x", { "N", 4, 3, 3 }) },
+      outputs = { PB.value("y", out_dims) }, opset = opset }
+    return srgeo.onnx.load(p, { raw = true, dtype = "float64" })
+  end
+  local x = srgeo.randn({ 2, 4, 3, 3 }, 3):double()
+  local xt = x:totable()
+  local function close(got, want, what) T.eq(rel(got, want) < 1e-12, true, what .. ": " .. rel(got, want)) end
+  -- GroupNormalization-18: scale and bias per group; InstanceNormalization: per channel
+  local function groupnorm(G, w, b)
+    local y = srgeo.zeros({ 2, 4, 3, 3 }):double():totable()
+    for i = 1, 2 do
+      for g = 1, G do
+        local cs, vals = 4 // G, {}
+        for c = (g - 1) * cs + 1, g * cs do for h = 1, 3 do for v = 1, 3 do vals[#vals + 1] = xt[i][c][h][v] end end end
+        local mu, var = 0, 0
+        for _, a in ipairs(vals) do mu = mu + a / #vals end
+        for _, a in ipairs(vals) do var = var + (a - mu) ^ 2 / #vals end
+        for c = (g - 1) * cs + 1, g * cs do
+          for h = 1, 3 do for v = 1, 3 do
+            y[i][c][h][v] = (xt[i][c][h][v] - mu) / math.sqrt(var + 1e-5) * w[c] + b[c]
+          end end
+        end
+      end
+    end
+    return srgeo.tensor(y, "float64")
+  end
+  local m = load({ PB.node("GroupNormalization", { "x", "s", "b" }, { "y" }, "gn", { PB.int_attr("num_groups", 2) }) },
+    { PB.tensor("s", { 2 }, { 1.5, -0.5 }), PB.tensor("b", { 2 }, { 0.25, 2 }) }, { "N", 4, 3, 3 }, 18)
+  close(m:forward(x), groupnorm(2, { 1.5, 1.5, -0.5, -0.5 }, { 0.25, 0.25, 2, 2 }), "GroupNormalization")
+  m = load({ PB.node("InstanceNormalization", { "x", "s", "b" }, { "y" }, "in") },
+    { PB.tensor("s", { 4 }, { 1, 2, 3, 4 }), PB.tensor("b", { 4 }, { 0, -1, 1, 0.5 }) }, { "N", 4, 3, 3 })
+  close(m:forward(x), groupnorm(4, { 1, 2, 3, 4 }, { 0, -1, 1, 0.5 }), "InstanceNormalization")
+  -- Resize-18 over axes 2, 3 (nearest, asymmetric, floor: each pixel repeated), Upsample-9 likewise
+  local function repeat2(t)
+    local y = srgeo.zeros({ 2, 4, 6, 6 }):double():totable()
+    for i = 1, 2 do for c = 1, 4 do for h = 1, 6 do for v = 1, 6 do
+      y[i][c][h][v] = xt[i][c][(h + 1) // 2][(v + 1) // 2]
+    end end end end
+    return srgeo.tensor(y, "float64")
+  end
+  m = load({ PB.node("Resize", { "x", "", "sc" }, { "y" }, "rs", { PB.ints_attr("axes", { 2, 3 }),
+    PB.string_attr("coordinate_transformation_mode", "asymmetric"), PB.string_attr("nearest_mode", "floor") }) },
+    { PB.tensor("sc", { 2 }, { 2, 2 }) }, { "N", 4, 6, 6 }, 18)
+  close(m:forward(x), repeat2(x), "Resize-18 axes")
+  m = load({ PB.node("Upsample", { "x", "sc" }, { "y" }, "up") }, { PB.tensor("sc", { 4 }, { 1, 1, 2, 2 }) },
+    { "N", 4, 6, 6 }, 9)
+  close(m:forward(x), repeat2(x), "Upsample-9")
+  -- linear, align_corners to 5x5: corners kept, the centre the mean of the four
+  m = load({ PB.node("Resize", { "x", "", "", "sz" }, { "y" }, "rs", { PB.string_attr("mode", "linear"),
+    PB.string_attr("coordinate_transformation_mode", "align_corners") }) },
+    { PB.tensor("sz", { 4 }, { 1, 4, 5, 5 }, true) }, { "N", 4, 5, 5 }, 13) -- the batch as exported (1)
+  local y = m:forward(x):totable()
+  T.eq(math.abs(y[2][3][1][5] - xt[2][3][1][3]) < 1e-15 and math.abs(y[2][3][3][3] - xt[2][3][2][2]) < 1e-15, true,
+    "align_corners keeps the corners and the centre")
+  T.eq(math.abs(y[1][1][2][2] - (xt[1][1][1][1] + xt[1][1][1][2] + xt[1][1][2][1] + xt[1][1][2][2]) / 4) < 1e-15, true,
+    "bilinear between four pixels")
+  -- PRelu: x where positive, slope·x where not (a per-channel slope, a weight)
+  m = load({ PB.node("PRelu", { "x", "sl" }, { "y" }, "pr") }, { PB.tensor("sl", { 4, 1, 1 }, { 0.1, 0.2, -1, 2 }) },
+    { "N", 4, 3, 3 })
+  local sl = srgeo.tensor({ 0.1, 0.2, -1, 2 }):double():reshape { 1, 4, 1, 1 } -- the file holds them as float32
+  close(m:forward(x), x:clamp(0, math.huge) + (x:clamp(-math.huge, 0) * sl), "PRelu")
+  T.eq(m:parameters()["pr/slope.value"] ~= nil, true, "the slope is a parameter")
+  -- GlobalMaxPool and the norms over H, W
+  m = load({ PB.node("GlobalMaxPool", { "x" }, { "y" }, "gm") }, nil, { "N", 4, 1, 1 })
+  close(m:forward(x), x:max(4):max(3):reshape { 2, 4, 1, 1 }, "GlobalMaxPool")
+  local l2 = (x * x):sum(4):sum(3):sqrt()
+  m = load({ PB.node("ReduceL2", { "x" }, { "y" }, "l2", { PB.ints_attr("axes", { 2, 3 }), PB.int_attr("keepdims", 0) }) },
+    nil, { "N", 4 })
+  close(m:forward(x), l2, "ReduceL2")
+  m = load({ PB.node("ReduceSumSquare", { "x" }, { "y" }, "ss", { PB.ints_attr("axes", { 2, 3 }),
+    PB.int_attr("keepdims", 0) }) }, nil, { "N", 4 })
+  close(m:forward(x), l2 * l2, "ReduceSumSquare")
+  m = load({ PB.node("ReduceL1", { "x" }, { "y" }, "l1", { PB.ints_attr("axes", { 2, 3 }), PB.int_attr("keepdims", 0) }) },
+    nil, { "N", 4 })
+  close(m:forward(x), x:abs():sum(4):sum(3), "ReduceL1")
+  -- refusals name what is not taken
+  T.raises(function() load({ PB.node("Resize", { "x", "", "sc" }, { "y" }, "rs", { PB.string_attr("mode", "cubic") }) },
+    { PB.tensor("sc", { 4 }, { 1, 1, 2, 2 }) }, { "N", 4, 6, 6 }, 13) end, "node 'rs' (Resize): unsupported: Resize mode 'cubic'")
+  T.raises(function() load({ PB.node("Resize", { "x", "", "sc" }, { "y" }, "rs") },
+    { PB.tensor("sc", { 4 }, { 1, 2, 2, 2 }) }, { "N", 8, 6, 6 }, 13) end,
+    "node 'rs' (Resize): unsupported: Resize along the batch or channel axis")
+  os.execute("rm -rf " .. dir)
+end)
+
+-- output= and a tap naming a value import only what they depend on; the
+-- taps "output" and "embedding"; the default tap; normalisation found in
+-- the graph or asked for.
+T.test("onnx: output= prunes, taps output and embedding, the default tap, normalisation in the graph", function()
+  local dir, write = model_files()
+  local n
+  local function file(nodes, inits, outs, x)
+    local p
+    p, n = write { nodes = nodes, inits = inits, inputs = { x or PB.value("x", { "N", 8 }) }, outputs = outs }
+    return p
+  end
+  local W = {}
+  for i = 1, 80 do W[i] = math.sin(i) end
+  local x = srgeo.randn({ 3, 8 }, 1):double()
+  -- outputs z (an op srgeo does not take) and y: y alone imports
+  local p = file({ PB.node("Relu", { "x" }, { "y" }, "r"), PB.node("FooBar", { "x" }, { "z" }, "foo") }, nil,
+    { PB.value("z", { "N", 8 }), PB.value("y", { "N", 8 }) })
+  T.raises(function() srgeo.onnx.load(p, { raw = true }) end, "node 'foo' (FooBar): unsupported op FooBar")
+  local m, info = srgeo.onnx.load(p, { raw = true, output = "y", dtype = "float64" })
+  T.eq(info.pruned, 1)
+  T.eq((m:forward(x) - x:clamp(0, math.huge)):abs():max(), 0)
+  m = srgeo.models.load(p, { normalize = false, tap = "y" }) -- a tap naming a value prunes too
+  T.eq(m:default_tap(), "y")
+  -- a classifier (10 class scores): the default tap is the embedding, "output" the scores
+  local function head(classes, softmax)
+    local nodes = { PB.node("Relu", { "x" }, { "h" }, "r"),
+      PB.node("Gemm", { "h", "w" }, { softmax and "s" or "y" }, "fc", { PB.int_attr("transB", 1) }) }
+    if softmax then nodes[3] = PB.node("Softmax", { "s" }, { "y" }, "sm", { PB.int_attr("axis", 1) }) end
+    local w = {}
+    for i = 1, classes * 8 do w[i] = W[(i - 1) % 80 + 1] end
+    return file(nodes, { PB.tensor("w", { classes, 8 }, w) }, { PB.value("y", { "N", classes }) })
+  end
+  m, info = srgeo.models.load(head(10), { normalize = false, dtype = "float64" })
+  T.eq(info.tap, "embedding")
+  T.raises(function() srgeo.models.twin(m) end, "a random-init twin of an imported ONNX graph is not available yet")
+  T.eq(tostring(m:forward(x):size()), "(3,8)")
+  T.eq(tostring(m:forward(x, { tap = "output" }):size()), "(3,10)")
+  T.eq(tostring(m:forward(x, { tap = "embedding" }):size()), "(3,8)")
+  T.truthy(tostring(m):find('returns the default tap "embedding"', 1, true))
+  T.truthy(tostring(m):find("onnx m" .. n .. ".onnx", 1, true), "print(m) names the file")
+  -- a descriptor of 7 values: the output is the default; with a softmax after it, class scores
+  m, info = srgeo.models.load(head(7), { normalize = false, dtype = "float64" })
+  T.eq(info.tap, "output")
+  T.eq(tostring(m:forward(x):size()), "(3,7)")
+  T.truthy(tostring(m):find("returns the whole model's output", 1, true))
+  local id = srgeo.identity.of(m, x)
+  T.eq(id.tap, "output")
+  T.eq(id.model, "m" .. n .. ".onnx")
+  T.eq(select(2, srgeo.models.load(head(7, true), { normalize = false })).tap, "embedding")
+  -- normalisation: x*255, (x - 0.5)/0.25 are the graph's own; nothing is no normalisation
+  local X4 = PB.value("x", { "N", 3, 4, 4 })
+  local function pre(nodes, inits)
+    return file(nodes, inits, { PB.value("y", { "N", 3, 4, 4 }) }, X4)
+  end
+  local _, i1 = srgeo.models.load(pre({ PB.node("Mul", { "x", "k" }, { "a" }, "m"), PB.node("Relu", { "a" }, { "y" }, "r") },
+    { PB.tensor("k", {}, { 255 }) }))
+  T.eq(i1.preprocess, "Mul 255")
+  local _, i2 = srgeo.models.load(pre({ PB.node("Sub", { "x", "h" }, { "a" }, "s"), PB.node("Div", { "a", "q" }, { "y" }, "d") },
+    { PB.tensor("h", {}, { 0.5 }), PB.tensor("q", {}, { 0.25 }) }))
+  T.eq(i2.preprocess, "Sub 0.5, Div 0.25")
+  T.raises(function() srgeo.models.load(pre({ PB.node("Relu", { "x" }, { "y" }, "r") })) end,
+    "--mean 0.485,0.456,0.406 --std 0.229,0.224,0.225), or normalize = false (--no-normalize)")
+  os.execute("rm -rf " .. dir)
+end)
+
+-- The command line: an .onnx file with --input-size and --mean / --std (or
+-- --no-normalize) runs end to end, its curve and figure named by the
+-- file; a bad flag value and --twin fail at once, naming the flag, without a
+-- traceback.
+T.test("onnx: srgeo bump --model x.onnx --input-size --mean --std runs, labelled by the file; bad flags fail clearly",
+  function()
+  local exe = T.shell and T.shell() or "build/srgeo"
+  local out = os.tmpname()
+  os.remove(out)
+  local model = EXP .. "fpn_gn_op17.onnx"
+  local function run(args)
+    local p = io.popen(string.format("%s bump --model %s --out %s --eval noise:2 --directions 8 --jvp-directions 4 "
+      .. "--nscales 5 --range paper --bootstrap 50 %s 2>&1", exe, model, out, args))
+    local text = p:read("a")
+    local ok = p:close()
+    return ok, text
+  end
+  local ok, text = run("--input-size 3,32,32 --mean 0.485,0.456,0.406 --std 0.229,0.224,0.225")
+  T.eq(ok, true, text)
+  T.truthy(T.read(out .. "/summary.txt"):find("taps: fpn_gn_op17.onnx at embedding", 1, true), "the summary names the file and tap")
+  T.truthy(T.read(out .. "/bump.gp"):find('title "fpn_gn_op17.onnx"', 1, true), "the legend names the file")
+  local cases = {
+    { "--input-size 3,32,32 --mean 0.5,0.5 --std 0.2,0.2,0.2", "--mean has 2 values, --std 3" },
+    { "--input-size 3,32,32 --mean 0.5,0.5,0.5", "give both --mean and --std" },
+    { "--input-size 3,32,32", "--mean 0.485,0.456,0.406 --std 0.229,0.224,0.225), or --no-normalize" },
+    { "--no-normalize", "give --input-size" },
+    { "--input-size 3,32,32 --no-normalize --twin", "a random-init twin of an imported ONNX graph is not available yet" },
+    { "--input-size 3,32,32 --no-normalize --output nowhere", "no value named 'nowhere' to return" },
+  }
+  for _, c in ipairs(cases) do
+    local ok2, msg = run(c[1])
+    T.eq(ok2 == true, false, c[1])
+    T.truthy(msg:find(c[2], 1, true), c[1] .. ": " .. msg)
+    T.eq(msg:find("traceback", 1, true), nil, c[1] .. ": " .. msg)
+  end
+  os.execute("rm -rf " .. out)
 end)
