@@ -391,6 +391,11 @@ static const struct {
     {"is_test", SR_ONNX_ATTR_INT}, {"group", SR_ONNX_ATTR_INT}, {"fmod", SR_ONNX_ATTR_INT},
     {"dilations", SR_ONNX_ATTR_INTS}, {"count_include_pad", SR_ONNX_ATTR_INT}, {"ceil_mode", SR_ONNX_ATTR_INT},
     {"auto_pad", SR_ONNX_ATTR_STRING}, {"approximate", SR_ONNX_ATTR_STRING},
+    {"coordinate_transformation_mode", SR_ONNX_ATTR_STRING}, {"nearest_mode", SR_ONNX_ATTR_STRING},
+    {"keep_aspect_ratio_policy", SR_ONNX_ATTR_STRING}, {"antialias", SR_ONNX_ATTR_INT},
+    {"cubic_coeff_a", SR_ONNX_ATTR_FLOAT}, {"exclude_outside", SR_ONNX_ATTR_INT},
+    {"extrapolation_value", SR_ONNX_ATTR_FLOAT}, {"scales", SR_ONNX_ATTR_FLOATS}, {"num_groups", SR_ONNX_ATTR_INT},
+    {"stash_type", SR_ONNX_ATTR_INT}, {"output_padding", SR_ONNX_ATTR_INTS}, {"output_shape", SR_ONNX_ATTR_INTS},
 };
 
 static const char *attr_type_name(int type)

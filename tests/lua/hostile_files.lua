@@ -423,26 +423,39 @@ function M.onnx(dir, add)
   add("wire_length_past_end.onnx", "onnx", model({ relu }) .. "\58\200\1abc", PARSE)
   add("wire_inner_past_end.onnx", "onnx", bytes(7, "\10\50" .. relu), PARSE)
 
-  -- folding's work and size
+  -- folding's work and size; the output depends on every folded value
+  -- (the import prunes what it does not, and would never fold it)
+  local function consume(nodes, names)
+    while #names > 500 do -- a node takes a bounded number of inputs: a tree of sums
+      local parts = {}
+      for i = 1, #names, 500 do
+        local p = "t" .. #nodes
+        nodes[#nodes + 1] = PB.node("Sum", table.move(names, i, math.min(i + 499, #names), 1, {}), { p }, p)
+        parts[#parts + 1] = p
+      end
+      names = parts
+    end
+    nodes[#nodes + 1] = PB.node("Sum", names, { "tot" }, "tot")
+    nodes[#nodes + 1] = PB.node("ReduceSum", { "tot" }, { "ts" }, "ts")
+    nodes[#nodes + 1] = PB.node("Add", { "x", "ts" }, { "y" }, "out")
+    return nodes
+  end
   local function mm_model(n, k)
-    local nodes = {}
-    for i = 1, k do nodes[i] = PB.node("MatMul", { "w", "w" }, { "p" .. i }, "mm" .. i) end
-    nodes[k + 1] = relu
-    return model(nodes, { PB.tensor("w", { n, n }, string.rep("\0\0\0\63", n * n)) })
+    local nodes, names = {}, {}
+    for i = 1, k do nodes[i], names[i] = PB.node("MatMul", { "w", "w" }, { "p" .. i }, "mm" .. i), "p" .. i end
+    return model(consume(nodes, names), { PB.tensor("w", { n, n }, string.rep("\0\0\0\63", n * n)) })
   end
   add("fold_matmul_1024.onnx", "onnx", function() return mm_model(1024, 1) end, "node 'mm1' (MatMul): folding would take more than")
   add("fold_matmul_256x16.onnx", "onnx", function() return mm_model(256, 16) end,
     "(MatMul): folding would take more than")
   add("fold_reducesum_100k.onnx", "onnx", function()
-    local sums = {}
-    for i = 1, 100000 do sums[i] = PB.node("ReduceSum", { "w" }, { "s" .. i }, "s" .. i) end
-    sums[#sums + 1] = relu
-    return model(sums, { PB.tensor("w", { 4096 }, string.rep("\0\0\128\63", 4096)) })
+    local sums, names = {}, {}
+    for i = 1, 100000 do sums[i], names[i] = PB.node("ReduceSum", { "w" }, { "s" .. i }, "s" .. i), "s" .. i end
+    return model(consume(sums, names), { PB.tensor("w", { 4096 }, string.rep("\0\0\128\63", 4096)) })
   end, "(ReduceSum): folding would take more than")
-  local shapes = {}
-  for i = 1, 20 do shapes[i] = PB.node("ConstantOfShape", { "s" }, { "c" .. i }, "c" .. i) end
-  shapes[21] = relu
-  add("fold_constants.onnx", "onnx", model(shapes, { PB.tensor("s", { 2 }, { 1024, 1024 }, true) }),
+  local shapes, cs = {}, {}
+  for i = 1, 20 do shapes[i], cs[i] = PB.node("ConstantOfShape", { "s" }, { "c" .. i }, "c" .. i), "c" .. i end
+  add("fold_constants.onnx", "onnx", model(consume(shapes, cs), { PB.tensor("s", { 2 }, { 1024, 1024 }, true) }),
     "the folded constants would hold")
 
   -- node count: a chain of 5·10^4 ReLUs (1.5 MB; 4,000 took 4.2 s, the
@@ -486,6 +499,12 @@ function M.onnx(dir, add)
     { PB.int_attr("perm", 1) })), "attribute perm is an int, Transpose takes a list of ints")
   add("attr_mode_int.onnx", "onnx", op_model(PB.node("Pad", { "x", "p" }, { "y" }, "pad", { PB.int_attr("mode", 1) }),
     { PB.tensor("p", { 8 }, { 0, 0, 0, 0, 0, 0, 0, 0 }, true) }), "attribute mode is an int, Pad takes a string")
+  add("attr_resize_mode_int.onnx", "onnx", op_model(PB.node("Resize", { "x", "", "s" }, { "y" }, "rs",
+    { PB.string_attr("mode", "nearest"), PB.int_attr("coordinate_transformation_mode", 1) }),
+    { PB.tensor("s", { 4 }, { 1, 1, 2, 2 }) }), "attribute coordinate_transformation_mode is an int, Resize takes a string")
+  add("attr_groups_float.onnx", "onnx", op_model(PB.node("GroupNormalization", { "x", "g", "b" }, { "y" }, "gn",
+    { PB.float_attr("num_groups", 1.5) }), { PB.tensor("g", { 1 }, { 1 }), PB.tensor("b", { 1 }, { 0 }) }, 18),
+    "attribute num_groups is a float, GroupNormalization takes an int")
   add("attr_graph_axis.onnx", "onnx", op_model(PB.node("Softmax", { "x" }, { "y" }, "sm",
     { bytes(1, "axis") .. bytes(6, PB.graph { nodes = { relu } }) .. int(20, 5) })), "attribute axis is another kind")
   add("concat_no_axis.onnx", "onnx", op_model(PB.node("Concat", { "x", "x" }, { "y" }, "cat")),
