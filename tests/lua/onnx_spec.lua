@@ -798,7 +798,7 @@ T.test("onnx: srgeo bump --model x.onnx --input-size --mean --std runs, labelled
   local ok, text = run("--input-size 3,32,32 --mean 0.485,0.456,0.406 --std 0.229,0.224,0.225")
   T.eq(ok, true, text)
   T.truthy(T.read(out .. "/summary.txt"):find("taps: fpn_gn_op17.onnx at embedding", 1, true), "the summary names the file and tap")
-  T.truthy(T.read(out .. "/bump.gp"):find('title "fpn_gn_op17.onnx"', 1, true), "the legend names the file")
+  T.truthy(T.read(out .. "/bump.gp"):find("title 'fpn_gn_op17.onnx'", 1, true), "the legend names the file")
   local cases = {
     { "--input-size 3,32,32 --mean 0.5,0.5 --std 0.2,0.2,0.2", "--mean has 2 values, --std 3" },
     { "--input-size 3,32,32 --mean 0.5,0.5,0.5", "give both --mean and --std" },
