@@ -226,11 +226,73 @@ local function load_onnx(path, opts, level)
   return m, oi
 end
 
+-- Whether path is a zip archive (torch.save >= 1.6 writes one): its first
+-- bytes, not its name, since .pth, .pt, .ckpt, .bin and .tar all occur.
+local function is_torch_file(path)
+  local f = io.open(path, "rb")
+  if not f then return false end
+  local head = f:read(4)
+  f:close()
+  return head == "PK\3\4"
+end
+M.is_torch_file = is_torch_file
+
+local TORCH_OPTS = { weights = true, arch = true, prefix = true, config = true, strict = true }
+
+-- A PyTorch checkpoint (srgeo.torch.load: no Python, no code run) as a zoo
+-- model: the state_dict found (srgeo.torchkeys), the architecture detected
+-- from its keys unless opts.arch names it, the config inferred from its
+-- shapes (opts.config entries override), then loaded strictly.
+local function load_torch(path, opts, level)
+  for k in pairs(opts) do
+    if not TORCH_OPTS[k] then
+      error(string.format("srgeo.models.load %s: unknown option '%s'; options for PyTorch checkpoints: arch, config, "
+        .. "prefix, strict", path, tostring(k)), level + 1)
+    end
+  end
+  local tk = require "srgeo.torchkeys"
+  local sd, arch, cfg, prefix = tk.prepare(srgeo.torch.load(path), opts)
+  local bcfg = copy(cfg)
+  bcfg.init = false
+  local m = build(arch, bcfg, level + 1)
+  local meta = { architecture = arch, config = json.encode(cfg), source = path }
+  if prefix ~= "" then meta.stripped_prefix = prefix end
+  info[m].metadata, info[m].path = meta, path
+  m:load(sd, { strict = opts.strict })
+  m:eval()
+  return m, meta
+end
+
 --- Build the architecture recorded in a checkpoint's __metadata__ and load
 --- it; a path ending .onnx is an ONNX model (load_onnx above); a checkpoint
---- saved from one rebuilds it from the ONNX file it names.
+--- saved from one rebuilds it from the ONNX file it names; a PyTorch
+--- checkpoint (torch.save's zip) is read without Python (load_torch above).
+--- srgeo.models.load(ARCH, {weights = FILE [, config=, prefix=, strict=]})
+--- builds the zoo architecture ARCH and loads FILE (a PyTorch checkpoint or
+--- a safetensors file) into it.
 function M.load(path, opts)
+  if type(path) == "string" and type(opts) == "table" and opts.weights ~= nil then
+    load_families()
+    if not entries[path] then
+      error("srgeo.models.load: no architecture '" .. path .. "' for weights (see srgeo.models.list())", 2)
+    end
+    local w = opts.weights
+    if type(w) ~= "string" then error("srgeo.models.load " .. path .. ": weights must be a file name", 2) end
+    if is_torch_file(w) then
+      local o = copy(opts)
+      o.weights, o.arch = nil, path
+      return load_torch(w, o, 2)
+    end
+    local cfg = copy(opts.config or {})
+    cfg.init = false
+    local m = build(path, cfg, 2)
+    info[m].path = w
+    m:load(w, { strict = opts.strict, prefix = opts.prefix })
+    m:eval()
+    return m, M.metadata(w)
+  end
   if type(path) == "string" and path:lower():match("%.onnx$") then return load_onnx(path, opts, 2) end
+  if type(path) == "string" and is_torch_file(path) then return load_torch(path, opts or {}, 2) end
   local meta = M.metadata(path)
   if meta.architecture == "onnx" then
     local ok, cfg = pcall(json.decode, meta.config or "{}")
