@@ -56,6 +56,8 @@ function C.model_key(ms, seed)
   local path = spec.weights_path(ms)
   if ms.path then
     key = "file:" .. ms.path .. "#" .. C.file_id(ms.path)
+  elseif ms.weights then
+    key = "file:" .. ms.name .. ":" .. ms.weights .. "#" .. C.file_id(ms.weights)
   elseif path then
     key = "shipped:" .. ms.name .. "#" .. C.file_id(path)
   else

@@ -251,7 +251,8 @@ local function load_torch(path, opts, level)
     end
   end
   local tk = require "srgeo.torchkeys"
-  local sd, arch, cfg, prefix = tk.prepare(srgeo.torch.load(path), opts)
+  local ok, sd, arch, cfg, prefix = pcall(tk.prepare, srgeo.torch.load(path), opts)
+  if not ok then error("srgeo.models.load " .. path .. ": " .. tostring(sd), level + 1) end
   local bcfg = copy(cfg)
   bcfg.init = false
   local m = build(arch, bcfg, level + 1)

@@ -35,7 +35,7 @@ end
 --- The state_dict inside a checkpoint object (as convert_torch.unwrap).
 function K.state_dict(obj)
   for _, key in ipairs { "state_dict", "model_state_dict", "model", "net", "state" } do
-    if type(obj) == "table" and has_tensors(obj[key]) then return obj[key], key end
+    if type(obj) == "table" and has_tensors(obj[key]) then return obj[key] end
   end
   return obj
 end
@@ -193,7 +193,10 @@ end
 --- unless cfg.heads is given.
 function K.infer(arch, sd)
   local has = function(k) return sd[k] ~= nil end
-  local dim = function(k, i) return sd[k]:shape()[i] end
+  local dim = function(k, i)
+    if not sd[k] then error(string.format("torchkeys: the keys do not fit %s: no '%s'", arch, k), 0) end
+    return sd[k]:shape()[i]
+  end
   local cfg = {}
   for _, head in ipairs { "fc.weight", "classifier.6.weight", "classifier.2.weight", "classifier.weight",
                           "heads.head.weight", "head.weight" } do
@@ -237,7 +240,7 @@ function K.infer(arch, sd)
     for i = 1, 15, 2 do
       if has("features." .. i .. ".0.layer_scale") then
         depths[#depths + 1] = n_children(sd, "features." .. i .. ".")
-        dims[#dims + 1] = sd["features." .. i .. ".0.layer_scale"]:shape()[1]
+        dims[#dims + 1] = dim("features." .. i .. ".0.layer_scale", 1)
       end
     end
     if arch == "convnext_nano" then
