@@ -60,7 +60,7 @@ typedef struct up {
     int marks[SR_PTH_MAX_MARKS];
     int nmarks;
     sr_pv **memo;
-    int64_t nmemo;
+    int64_t nmemo, memo_len; /* slots allocated; entries put */
 } up;
 
 static int up_fail(up *u, const char *what)
@@ -385,6 +385,8 @@ static int memo_put(up *u, int64_t idx)
         u->memo = nm;
         u->nmemo = cap;
     }
+    if (!u->memo[idx])
+        u->memo_len++;
     u->memo[idx] = v;
     return 0;
 }
@@ -575,14 +577,10 @@ static int run(up *u)
                 return -1;
             u->pos += 4;
             break;
-        case 0x94: { /* MEMOIZE: the next free index */
-            int64_t idx = 0;
-            while (idx < u->nmemo && u->memo[idx])
-                idx++;
-            if (memo_put(u, idx))
+        case 0x94: /* MEMOIZE: at the memo's length, as pickle does */
+            if (memo_put(u, u->memo_len))
                 return -1;
             break;
-        }
         case 's':
             if (u->sp - (u->nmarks ? u->marks[u->nmarks - 1] : 0) < 3)
                 return up_fail(u, "SETITEM: stack underflow");

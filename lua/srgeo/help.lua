@@ -63,6 +63,9 @@ TEXT.models = [[
 The zoo (srgeo.models): architectures in models/*.lua, trained checkpoints in models/shipped/.
   m = srgeo.models.small_resnet{seed = 1}     -- random init (any NAME below; options per help("NAME"))
   m = srgeo.models.load("models/shipped/small_resnet.safetensors")   -- architecture + config from metadata
+  m = srgeo.models.load("resnet50.pth")   -- a torch.save checkpoint, no Python: architecture and config from its keys
+  m = srgeo.models.load("resnet50", {weights = "r50.pth"})   -- named architecture (+ config=, prefix=, strict=)
+  obj = srgeo.torch.load("x.pth")   -- the saved object: tables, arrays, tensors (restricted unpickler: runs nothing)
   srgeo.models.list()   -- {name, family, doc, input, options, params}
   srgeo.models.info(m)  -- {arch, config}   m:save(path, meta) / m:load(path)
 Files: f = srgeo.safetensors.open(path); f:keys() f:info() f:metadata(); f:get(name [, dtype])
@@ -158,7 +161,7 @@ TEXT.experiment = [[
 What the scripts share (lua/srgeo/experiment.lua, composing spec.lua: model and evaluation-set specs,
 cache.lua: the unit cache, report.lua: tables and result files; options parsing in cli.lua):
   local E = srgeo.experiment
-  m, info = E.load_model("small_resnet")           -- shipped name | NAME@init | ARCH{cfg}@init | path.safetensors
+  m, info = E.load_model("small_resnet")           -- shipped name | NAME@init | ARCH{cfg}@init | path.safetensors | x.pth | ARCH:x.pth
   ds = E.load_eval("fmnist-test:64@0", {model = m}) -- fmnist-test|train, blurσ, noise[-kind], cifar10-*; :N @SEED
   ex = E.new{out = "out/x", preset = "quick", seed = 0}
   p = ex:profile("small_resnet", "fmnist-test:64")  -- cached in out/x/units/ (rerun = resume)

@@ -80,7 +80,7 @@ function S.parse_model(spec)
     local name, cfg = s:match("^([%w_%.%-]+)(%b{})$")
     if name then ms.name, ms.cfg = name, parse_cfg(cfg, spec)
     elseif s:match("^[%w_%.%-]+$") then ms.name = s
-    else fail("model '%s': expected NAME, NAME{config}, NAME@init or a .safetensors path", spec) end
+    else fail("model '%s': expected NAME, NAME{config}, NAME@init, ARCH:FILE or a .safetensors / .pth path", spec) end
   end
   if not ms.label then
     local init = ms.init and ("@init" .. (ms.init_seed and ":" .. ms.init_seed or "")) or ""
