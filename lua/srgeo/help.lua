@@ -16,7 +16,7 @@ local H = {}
 local TOPICS = {
   { "tensors", "srgeo.tensor, zeros, rand, randn: NCHW float32/float64 tensors and their methods" },
   { "nn", "srgeo.nn: layers and containers with forward / jvp / vjp" },
-  { "models", "srgeo.models: the encoder zoo, checkpoints (safetensors), taps" },
+  { "models", "srgeo.models: the encoder zoo, checkpoints (safetensors, PyTorch .pth), taps" },
   { "onnx", "srgeo.onnx: any encoder as an ONNX graph (exact JVP / VJP), normalisation, taps, supported ops" },
   { "profile", "srgeo.profile: the scale-resolved statistic r_η, descriptors, comparisons" },
   { "plot", "srgeo.plot: gnuplot figures (profiles, heatmaps, multiples, descriptor charts, text)" },
@@ -260,7 +260,8 @@ end
 local TOPIC_OF_MODULE = { nn = "nn", models = "models", profile = "profile", plot = "plot", data = "data",
   train = "train", metrics = "metrics", experiment = "experiment", cli = "experiment", spec = "experiment",
   cache = "experiment", report = "experiment", notebook = "notebook", mpi = "mpi",
-  image = "data", npy = "tensors", safetensors = "models", onnx = "onnx", bump = "profile",
+  image = "data", npy = "tensors", safetensors = "models", torch = "models", torchkeys = "models", onnx = "onnx",
+  bump = "profile",
   stats = "library", util = "library", json = "library", markdown = "library", html = "library", identity = "library",
   index = "library", augment = "train", optim = "train" }
 
