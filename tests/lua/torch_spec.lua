@@ -332,3 +332,14 @@ T.test("spec: --model ARCH:FILE.pth and FILE.pth load the checkpoint; @init buil
   T.truthy(rel(logits(twin, ref.x), ref.logits) > 0.01, "the twin's weights are new")
   T.raises(function() S.load_model("nosucharch:" .. file) end, "no such file")
 end)
+
+T.test("m:load reads a .pth (prefix= strips a wrapper's) and a table of tensors", function()
+  local ref = read_ref("resnet50")
+  local m = srgeo.models.resnet50 { widths = { 4, 4, 8, 8 }, num_classes = 10, init = false }
+  T.raises(function() m:load(DIR .. "resnet50.pth") end, "missing")
+  local r = m:load(DIR .. "resnet50.pth", { prefix = "module." })
+  T.truthy(r.loaded > 0, "loaded")
+  m:eval()
+  m:double()
+  T.truthy(rel(logits(m, ref.x), ref.logits) <= TOL, "m:load(FILE.pth)")
+end)
