@@ -1,9 +1,12 @@
 /* pth.c - PyTorch zip checkpoints through a restricted unpickler (see pth.h). */
 #include "io/pth.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/checked.h"
 #include "base/error.h"
@@ -691,8 +694,22 @@ static int load(sr_pth_file *f)
 int sr_pth_open(sr_pth_file *f, const char *path)
 {
     memset(f, 0, sizeof *f);
-    if (sr_zip_open(&f->zip, path))
+    if (sr_zip_open(&f->zip, path)) {
+        /* A bare pickle (PROTO first) is the pre-1.6 torch.save format: say
+         * so.  Peeked without blocking (a FIFO must not wait for a writer)
+         * and only in a regular file. */
+        unsigned char c = 0;
+        struct stat st;
+        int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+        int legacy = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && read(fd, &c, 1) == 1 && c == 0x80;
+        if (fd >= 0)
+            close(fd);
+        if (legacy)
+            return sr_fail("pth %s: a bare pickle, the legacy (PyTorch < 1.6) torch.save format: not read (its "
+                           "storages follow the pickle in a layout only torch.load knows); convert it once with "
+                           "scripts/convert_torch.py where PyTorch is installed", path);
         return sr_fail_context("pth %s", path);
+    }
     if (load(f)) {
         sr_pth_close(f);
         return -1;

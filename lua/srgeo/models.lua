@@ -226,14 +226,16 @@ local function load_onnx(path, opts, level)
   return m, oi
 end
 
--- Whether path is a zip archive (torch.save >= 1.6 writes one): its first
--- bytes, not its name, since .pth, .pt, .ckpt, .bin and .tar all occur.
+-- Whether path is a PyTorch checkpoint: a zip archive (torch.save >= 1.6)
+-- or a bare pickle (the legacy format, which srgeo.torch.load refuses by
+-- name); its first bytes, not its name, since .pth, .pt, .ckpt, .bin and
+-- .tar all occur.
 local function is_torch_file(path)
   local f = io.open(path, "rb")
   if not f then return false end
   local head = f:read(4)
   f:close()
-  return head == "PK\3\4"
+  return head == "PK\3\4" or (head ~= nil and head:byte(1) == 0x80)
 end
 M.is_torch_file = is_torch_file
 

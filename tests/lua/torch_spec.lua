@@ -231,7 +231,7 @@ local function hostile()
   add("method 12 (bzip2)", zip { { name = "a/data.pkl", data = VALID_PKL, method = 12 } }, "compression method 12")
   add("entry count beyond the directory", zip({ { name = "a/data.pkl", data = VALID_PKL } }, { count = 5000 }), nil)
   add("zip64 marker", zip({ { name = "a/data.pkl", data = VALID_PKL } }, { count = 0xffff }), "zip64")
-  add("not a zip (legacy torch.save)", "\128\2\138\10l\252\156F\249 j\168P\25.", nil)
+  add("not a zip (legacy torch.save)", "\128\2\138\10l\252\156F\249 j\168P\25.", "legacy (PyTorch < 1.6)")
   add("empty file", "", "too short")
   return H
 end
@@ -312,6 +312,13 @@ T.test("models.load: a .pth whose keys fit no architecture, or the wrong one, fa
   T.raises(function() srgeo.models.load(DIR .. "resnet18.pth", { arch = "resnet50" }) end, "missing")
   T.raises(function() srgeo.models.load("resnet18", { weights = DIR .. "vit_b_16.pth" }) end, "vit_b_16.pth")
   T.raises(function() srgeo.models.load(DIR .. "resnet18.pth", { wobble = 1 }) end, "unknown option 'wobble'")
+  -- a legacy (bare pickle) file reaches the unpickler's message, not the safetensors reader's
+  local legacy = os.tmpname()
+  local f = assert(io.open(legacy, "wb"))
+  f:write("\128\2\138\10l\252\156F\249 j\168P\25.")
+  f:close()
+  T.raises(function() srgeo.models.load(legacy) end, "legacy (PyTorch < 1.6)")
+  os.remove(legacy)
 end)
 
 T.test("spec: --model ARCH:FILE.pth and FILE.pth load the checkpoint; @init builds its twin", function()
