@@ -67,8 +67,10 @@ end
 local R = {
   convnext_tiny = { doc = "torchvision ConvNeXt-T ([3,3,9,3], 96..768); features: 768 after the final norm",
                     input = { 3, 224, 224 },
-                    build = function(cfg) return convnext({ 3, 3, 9, 3 }, { 96, 192, 384, 768 }, cfg, {}) end,
-                    options = { "in_channels" } },
+                    build = function(cfg)
+                      return convnext(cfg.depths or { 3, 3, 9, 3 }, cfg.dims or { 96, 192, 384, 768 }, cfg, {})
+                    end,
+                    options = { "in_channels", "depths", "dims" } },
   convnext_small = { doc = "torchvision ConvNeXt-S ([3,3,27,3], 96..768); features: 768", input = { 3, 224, 224 },
                      build = function(cfg) return convnext({ 3, 3, 27, 3 }, { 96, 192, 384, 768 }, cfg, {}) end,
                      options = { "in_channels" } },

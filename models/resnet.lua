@@ -98,7 +98,7 @@ end
 local R = {}
 local imagenet = { input = { 3, 224, 224 } }
 local function def(name, doc, input, fn, options)
-  R[name] = { doc = doc, input = input, build = fn, options = options or { "in_channels" } }
+  R[name] = { doc = doc, input = input, build = fn, options = options or { "in_channels", "widths" } }
 end
 
 def("resnet18", "torchvision ResNet-18 (BasicBlock [2,2,2,2]); features: 512", imagenet.input,

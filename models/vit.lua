@@ -49,7 +49,9 @@ end
 
 local function tv_vit_b_16(cfg)
   cfg = cfg or {}
-  local cin, dim, heads, depth, patch = cfg.in_channels or 3, 768, 12, 12, 16
+  -- dim, depth, heads, mlp_dim: torchvision's VisionTransformer at other sizes (ViT-B/16's by default)
+  local cin, dim, heads, depth, patch = cfg.in_channels or 3, cfg.dim or 768, cfg.heads or 12, cfg.depth or 12, 16
+  local mlp = cfg.mlp_dim or 3072
   local size = cfg.image_size or 224
   if size % patch ~= 0 then error(string.format("vit: image_size %d is not a multiple of patch %d", size, patch), 3) end
   local np = (size // patch) ^ 2
@@ -60,8 +62,8 @@ local function tv_vit_b_16(cfg)
                  { "self_attention", nn.attention { dim = dim, num_heads = heads, style = "torchvision" } } },
       residual { { "ln_2", nn.layernorm { normalized_shape = dim, eps = 1e-6 } },
                  { "mlp", nn.sequential {
-                   nn.linear { in_features = dim, out_features = 3072 }, nn.gelu {}, nn.identity {},
-                   nn.linear { in_features = 3072, out_features = dim }, nn.identity {} } } },
+                   nn.linear { in_features = dim, out_features = mlp }, nn.gelu {}, nn.identity {},
+                   nn.linear { in_features = mlp, out_features = dim }, nn.identity {} } } },
     } }
   end
   local m = C.seq {
@@ -95,7 +97,8 @@ local R = {
   vit_b_16_timm = timm_def("timm ViT-B/16 (768-d, 12 blocks, 12 heads; e.g. SynCLR); features: 768", { 3, 224, 224 },
                            { image_size = 224, patch = 16, dim = 768, depth = 12, heads = 12 }),
   vit_b_16 = { doc = "torchvision ViT-B/16 (768-d, 12 blocks, 12 heads); features: class token after encoder.ln (768)",
-               input = { 3, 224, 224 }, build = tv_vit_b_16, options = { "in_channels", "image_size" } },
+               input = { 3, 224, 224 }, build = tv_vit_b_16,
+               options = { "in_channels", "image_size", "dim", "depth", "heads", "mlp_dim" } },
   vit_nano = timm_def("small ViT for 28/32-px inputs (patch 4, 64-d, 4 blocks, 4 heads; timm names); features: 64",
                       { 3, 32, 32 },
                       { image_size = 32, patch = 4, dim = 64, depth = 4, heads = 4, num_classes = 10, small = true }),

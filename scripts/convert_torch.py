@@ -18,6 +18,11 @@ checkpoint's weights if one is given (random ones from --seed otherwise), and ex
 normaliser in the checkpoint) goes into the file's metadata as srgeo.mean / srgeo.std, so
 srgeo.models.load("effnet.onnx") takes raw [0, 1] pixels like every zoo model.
 
+srgeo reads torch.save (>= 1.6) checkpoints itself, without Python (srgeo.models.load("x.pth"),
+--model ARCH:x.pth); this script remains for the pre-1.6 and TorchScript formats, dtype casts and
+ONNX export.  detect / infer / unwrap / strip_prefix below are mirrored in lua/srgeo/torchkeys.lua:
+change both (tests/lua/torch_spec.lua compares them on its fixtures).
+
 It reads torchvision, timm and robustness-library (MadryLab / Salman et al.) checkpoints: a
 state_dict, or a dict holding one under 'state_dict' / 'model' / 'model_state_dict'. The
 robustness library's attacker copy ('module.attacker.model.*') is dropped and the wrapper

@@ -298,8 +298,7 @@ static float half_to_float(uint16_t h)
     return out;
 }
 
-/* Element i of the entry as double (unaligned-safe loads). */
-static double load(const unsigned char *p, sr_st_dtype d, int64_t i)
+double sr_st_load(const unsigned char *p, sr_st_dtype d, int64_t i)
 {
     switch (d) {
     case SR_ST_F32: { float v; memcpy(&v, p + 4 * i, 4); return v; }
@@ -334,11 +333,11 @@ int sr_st_read_into(const sr_st_file *f, const sr_st_entry *e, sr_tensor *dst)
     } else if (dst->dtype == SR_F32) {
         float *o = sr_f32(dst);
         for (int64_t i = 0; i < n; i++)
-            o[i] = (float)load(p, e->dtype, i);
+            o[i] = (float)sr_st_load(p, e->dtype, i);
     } else {
         double *o = sr_f64(dst);
         for (int64_t i = 0; i < n; i++)
-            o[i] = load(p, e->dtype, i);
+            o[i] = sr_st_load(p, e->dtype, i);
     }
     return 0;
 }

@@ -49,6 +49,10 @@ typedef struct sr_st_file {
 } sr_st_file;
 
 const char *sr_st_dtype_name(sr_st_dtype d);
+/* Element i of raw little-endian data of dtype d as double (unaligned-safe
+ * loads; F16/BF16 widened exactly): the one conversion every reader of raw
+ * weights (safetensors, pth) uses. */
+double sr_st_load(const unsigned char *p, sr_st_dtype d, int64_t i);
 
 /* Open and validate (mmap: no per-tensor seeks).  Closes f on failure. */
 int sr_st_open(sr_st_file *f, const char *path);

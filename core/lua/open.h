@@ -12,6 +12,7 @@ void sr_lua_open_image(lua_State *L);
 void sr_lua_open_data(lua_State *L);
 void sr_lua_open_profile(lua_State *L);
 void sr_lua_open_safetensors(lua_State *L);
+void sr_lua_open_torch(lua_State *L);
 void sr_lua_open_train(lua_State *L);
 void sr_lua_open_augment(lua_State *L);
 void sr_lua_open_opts(lua_State *L);

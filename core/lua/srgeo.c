@@ -312,6 +312,7 @@ int luaopen_srgeo(lua_State *L)
     sr_lua_open_data(L);
     sr_lua_open_profile(L);
     sr_lua_open_safetensors(L);
+    sr_lua_open_torch(L);
     sr_lua_open_train(L);
     sr_lua_open_augment(L);
     sr_lua_open_opts(L);

@@ -99,6 +99,8 @@ function C.model_key(ms, seed, dir)
   local path = spec.weights_path(ms)
   if ms.path then
     key = "file:" .. ms.path .. "#" .. C.file_id(ms.path, dir)
+  elseif ms.weights then
+    key = "file:" .. ms.name .. ":" .. ms.weights .. "#" .. C.file_id(ms.weights, dir)
   elseif path then
     key = "shipped:" .. ms.name .. "#" .. C.file_id(path, dir)
   else

@@ -4,7 +4,7 @@
 --   local spec = {
 --     name = "bump.lua", about = "Profile of one encoder on one evaluation set.",
 --     options = {
---       { "model", "small_resnet", "model: shipped name, ARCH@init or a .safetensors path" },
+--       { "model", "small_resnet", "model: shipped name, ARCH@init, a .safetensors path, a PyTorch .pth (ARCH:FILE.pth names the architecture)" },
 --       { "evals", { "fmnist-test:64" }, "evaluation sets (comma-separated)" },
 --       { "seed", 0, "seed of the evaluation draw and the directions" },
 --       { "twin", false, "also profile the random-init twin" },

@@ -16,7 +16,7 @@ local H = {}
 local TOPICS = {
   { "tensors", "srgeo.tensor, zeros, rand, randn: NCHW float32/float64 tensors and their methods" },
   { "nn", "srgeo.nn: layers and containers with forward / jvp / vjp" },
-  { "models", "srgeo.models: the encoder zoo, checkpoints (safetensors), taps" },
+  { "models", "srgeo.models: the encoder zoo, checkpoints (safetensors, PyTorch .pth), taps" },
   { "onnx", "srgeo.onnx: any encoder as an ONNX graph (exact JVP / VJP), normalisation, taps, supported ops" },
   { "profile", "srgeo.profile: the scale-resolved statistic r_η, descriptors, comparisons" },
   { "plot", "srgeo.plot: gnuplot figures (profiles, heatmaps, multiples, descriptor charts, text)" },
@@ -66,6 +66,9 @@ The zoo (srgeo.models): architectures in models/*.lua, trained checkpoints in mo
   m = srgeo.models.small_resnet{seed = 1}     -- random init (any NAME below; options per help("NAME"))
   m = srgeo.models.load("small_resnet")       -- a shipped model by name (or a path): architecture + config
   t = srgeo.models.twin(m, {init = "torch-default" | "he" | "xavier", seed = 0})   -- its random-init twin
+  m = srgeo.models.load("resnet50.pth")   -- a torch.save checkpoint, no Python: architecture and config from its keys
+  m = srgeo.models.load("resnet50", {weights = "r50.pth"})   -- named architecture (+ config=, prefix=, strict=)
+  obj = srgeo.torch.load("x.pth")   -- the saved object: tables, arrays, tensors (restricted unpickler: runs nothing)
   srgeo.models.list()   -- {name, family, doc, input, options, params}
   srgeo.models.info(m)  -- {arch, config}   m:save(path, meta) / m:load(path)
 Files: f = srgeo.safetensors.open(path); f:keys() f:info() f:metadata(); f:get(name [, dtype])
@@ -169,7 +172,7 @@ TEXT.experiment = [[
 What the scripts share (lua/srgeo/experiment.lua, composing spec.lua: model and evaluation-set specs,
 cache.lua: the unit cache, report.lua: tables and result files; options parsing in cli.lua):
   local E = srgeo.experiment
-  m, info = E.load_model("small_resnet")           -- shipped name | NAME@init | ARCH{cfg}@init | path.safetensors
+  m, info = E.load_model("small_resnet")           -- shipped name | NAME@init | ARCH{cfg}@init | path.safetensors | x.pth | ARCH:x.pth
   ds = E.load_eval("fmnist-test:64@0", {model = m}) -- fmnist-test|train, blurσ, noise[-kind], cifar10-*; :N @SEED
   ex = E.new{out = "out/x", preset = "quick", seed = 0}
   p = ex:profile("small_resnet", "fmnist-test:64")  -- cached in out/x/units/ (rerun = resume)
@@ -272,7 +275,8 @@ end
 local TOPIC_OF_MODULE = { nn = "nn", models = "models", profile = "profile", plot = "plot", data = "data",
   train = "train", metrics = "metrics", experiment = "experiment", cli = "experiment", spec = "experiment",
   cache = "experiment", report = "experiment", notebook = "notebook", mpi = "mpi",
-  image = "data", npy = "tensors", safetensors = "models", onnx = "onnx", bump = "profile",
+  image = "data", npy = "tensors", safetensors = "models", torch = "models", torchkeys = "models", onnx = "onnx",
+  bump = "profile",
   stats = "library", util = "library", json = "library", markdown = "library", html = "library", identity = "library",
   index = "library", augment = "train", optim = "train" }
 

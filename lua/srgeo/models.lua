@@ -270,14 +270,80 @@ local function resolve(path)
   return path
 end
 
+-- Whether path is a PyTorch checkpoint: a zip archive (torch.save >= 1.6)
+-- or a bare pickle (the legacy format, which srgeo.torch.load refuses by
+-- name); its first bytes, not its name, since .pth, .pt, .ckpt, .bin and
+-- .tar all occur.
+local function is_torch_file(path)
+  if util.blocking_kind(path) then return false end -- never open a FIFO: the loader says what it is
+  local f = io.open(path, "rb")
+  if not f then return false end
+  local head = f:read(4)
+  f:close()
+  return head == "PK\3\4" or (head ~= nil and head:byte(1) == 0x80)
+end
+M.is_torch_file = is_torch_file
+
+local TORCH_OPTS = { weights = true, arch = true, prefix = true, config = true, strict = true }
+
+-- A PyTorch checkpoint (srgeo.torch.load: no Python, no code run) as a zoo
+-- model: the state_dict found (srgeo.torchkeys), the architecture detected
+-- from its keys unless opts.arch names it, the config inferred from its
+-- shapes (opts.config entries override), then loaded strictly.
+local function load_torch(path, opts, level)
+  for k in pairs(opts) do
+    if not TORCH_OPTS[k] then
+      error(string.format("srgeo.models.load %s: unknown option '%s'; options for PyTorch checkpoints: arch, config, "
+        .. "prefix, strict", path, tostring(k)), level + 1)
+    end
+  end
+  local tk = require "srgeo.torchkeys"
+  local ok, sd, arch, cfg, prefix = pcall(tk.prepare, srgeo.torch.load(path), opts)
+  if not ok then error("srgeo.models.load " .. path .. ": " .. tostring(sd), level + 1) end
+  local bcfg = copy(cfg)
+  bcfg.init = false
+  local m = build(arch, bcfg, level + 1)
+  local meta = { architecture = arch, config = json.encode(cfg), source = path }
+  if prefix ~= "" then meta.stripped_prefix = prefix end
+  info[m].metadata, info[m].path = meta, path
+  m:load(sd, { strict = opts.strict })
+  m:eval()
+  return m, meta
+end
+
 --- Build the architecture recorded in a checkpoint's __metadata__ and load
 --- it; a path ending .onnx is an ONNX model (load_onnx above); a checkpoint
---- saved from one rebuilds it from the ONNX file it names.  A bare name is a
---- shipped model ("small_resnet"), and a relative path missing from the
---- working directory is looked up under the project root.
+--- saved from one rebuilds it from the ONNX file it names; a PyTorch
+--- checkpoint (torch.save's zip) is read without Python (load_torch above).
+--- A bare name is a shipped model ("small_resnet"), and a relative path
+--- missing from the working directory is looked up under the project root.
+--- srgeo.models.load(ARCH, {weights = FILE [, config=, prefix=, strict=]})
+--- builds the zoo architecture ARCH and loads FILE (a PyTorch checkpoint or
+--- a safetensors file) into it.
 function M.load(path, opts)
+  if type(path) == "string" and type(opts) == "table" and opts.weights ~= nil then
+    load_families()
+    if not entries[path] then
+      error("srgeo.models.load: no architecture '" .. path .. "' for weights (see srgeo.models.list())", 2)
+    end
+    local w = opts.weights
+    if type(w) ~= "string" then error("srgeo.models.load " .. path .. ": weights must be a file name", 2) end
+    if is_torch_file(w) then
+      local o = copy(opts)
+      o.weights, o.arch = nil, path
+      return load_torch(w, o, 2)
+    end
+    local cfg = copy(opts.config or {})
+    cfg.init = false
+    local m = build(path, cfg, 2)
+    info[m].path = w
+    m:load(w, { strict = opts.strict, prefix = opts.prefix })
+    m:eval()
+    return m, M.metadata(w)
+  end
   path = resolve(path)
   if type(path) == "string" and path:lower():match("%.onnx$") then return load_onnx(path, opts, 2) end
+  if type(path) == "string" and is_torch_file(path) then return load_torch(path, opts or {}, 2) end
   local meta = M.metadata(path)
   if meta.architecture == "onnx" then
     local ok, cfg = pcall(json.decode, meta.config or "{}")

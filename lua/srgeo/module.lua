@@ -2,6 +2,7 @@
 -- metatable): weight files and the tree summary.
 --
 --   m:load(path [, {strict=true, prefix="module.", ignore={patterns}, warn=fn}]) -> report
+--          (path: .safetensors, a PyTorch .pth, or a table {name = tensor})
 --   m:save(path [, metadata])
 --   m:summary([sample_shape]) -> text (tree, output shapes, parameters, FLOPs, taps)
 --   print(m)      -- tostring(m): the tree as PyTorch prints a module, with parameter counts and taps
@@ -25,7 +26,39 @@ end
 
 local LOAD_OPTS = { strict = true, prefix = true, ignore = true, warn = true }
 
---- Load parameters and buffers from a safetensors file.  Every missing,
+-- A safetensors file, or a table {name = tensor} (a PyTorch state_dict read
+-- by srgeo.torch.load) behind the file's keys / info / get / metadata.
+local function open_weights(src)
+  if type(src) == "string" and require("srgeo.models").is_torch_file(src) then
+    -- a torch.save checkpoint: its state_dict, keys as saved (prefix= strips a wrapper's)
+    local tk = require "srgeo.torchkeys"
+    local sd = {}
+    for k, v in pairs(tk.state_dict(srgeo.torch.load(src))) do
+      if type(k) == "string" and type(v) == "userdata" then sd[k] = v end
+    end
+    src = sd
+  end
+  if type(src) ~= "table" then return srgeo.safetensors.open(src) end
+  local w = {}
+  function w.keys()
+    local ks = {}
+    for k in pairs(src) do ks[#ks + 1] = k end
+    table.sort(ks)
+    return ks
+  end
+  function w.info()
+    local out = {}
+    for k, t in pairs(src) do out[k] = { shape = t:shape(), dtype = t:dtype() } end
+    return out
+  end
+  function w.get(_, k, dst) return dst:copy(src[k]) end
+  function w.metadata() return {} end
+  return setmetatable(w, { __close = function() end })
+end
+
+--- Load parameters and buffers from a safetensors file, a PyTorch
+--- checkpoint (torch.save's zip: its state_dict, keys as saved) or a table
+--- {name = tensor}.  Every missing,
 --- unexpected or shape-mismatched key is reported in one error (or, with
 --- strict=false, as one warning passed to opts.warn, by default written to
 --- stderr; the matching keys are loaded).  prefix: a string or a list of
@@ -43,7 +76,8 @@ function methods.load(m, path, opts)
   if type(prefixes) == "string" then prefixes = { prefixes } end
   local ignore = opts.ignore or {}
   local strict = opts.strict ~= false
-  local f <close> = srgeo.safetensors.open(path)
+  local f <close> = open_weights(path)
+  if type(path) == "table" then path = "(tensors)" end
   local info = f:info()
   local file_keys = {}
   for _, k in ipairs(f:keys()) do

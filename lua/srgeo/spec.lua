@@ -9,6 +9,9 @@
 --                                 metadata, or the zoo architecture of that name); @init:7 picks the seed
 --   mlp{hidden={16}}@init         a zoo architecture with a config (a Lua table literal)
 --   runs/x/ckpt_00000100.safetensors   any checkpoint models.load reads (@init works too)
+--   resnet50.pth  resnet50:FILE.pth  a PyTorch checkpoint (torch.save), read without Python: the
+--                                 architecture from its keys, or the one named before ':'
+--                                 (ARCH:FILE.safetensors loads a safetensors file into ARCH)
 --   trained=path.safetensors      LABEL=SPEC names the curve
 -- Evaluation-set specs (spec.parse_eval): NAME[:N][@SEED], N images (default --images), SEED (default --seed)
 --   fmnist-test  fmnist-train  (or test, train)  cifar10-test  cifar10-train
@@ -33,7 +36,7 @@ local copy, exists = util.copy, util.exists
 
 local function basename(p) return (p:match("([^/]+)$") or p) end
 
-local function stem(p) return (basename(p):gsub("%.safetensors$", "")) end -- an .onnx keeps its extension
+local function stem(p) return (basename(p):gsub("%.safetensors$", ""):gsub("%.pth?$", "")) end -- an .onnx keeps its extension
 
 -- ---------------------------------------------------------------------------
 -- Model specs
@@ -66,17 +69,22 @@ function S.parse_model(spec)
     if base then ms.init, s = true, base end
   end
   if s:find("@", 1, true) then fail("model '%s': only @init or @init:SEED may follow the name", spec) end
-  if s:match("%.safetensors$") or s:lower():match("%.onnx$") or s:find("/", 1, true) then
+  local arch, wfile = s:match("^([%w_]+):(.+)$")
+  if arch and is_arch(arch) then
+    -- ARCH:FILE: a zoo architecture with the weights of FILE (a PyTorch checkpoint or safetensors)
+    ms.name, ms.weights = arch, wfile:gsub("^~", os.getenv("HOME") or "~")
+  elseif s:match("%.safetensors$") or s:lower():match("%.onnx$") or s:find("/", 1, true)
+      or s:lower():match("%.pth?$") or s:lower():match("%.ckpt$") then
     ms.path = s:gsub("^~", os.getenv("HOME") or "~")
   else
     local name, cfg = s:match("^([%w_%.%-]+)(%b{})$")
     if name then ms.name, ms.cfg = name, parse_cfg(cfg, spec)
     elseif s:match("^[%w_%.%-]+$") then ms.name = s
-    else fail("model '%s': expected NAME, NAME{config}, NAME@init or a .safetensors path", spec) end
+    else fail("model '%s': expected NAME, NAME{config}, NAME@init, ARCH:FILE or a .safetensors / .pth path", spec) end
   end
   if not ms.label then
     local init = ms.init and ("@init" .. (ms.init_seed and ":" .. ms.init_seed or "")) or ""
-    ms.label = (ms.path and stem(ms.path) or ms.name) .. init
+    ms.label = (ms.path and stem(ms.path) or ms.weights and stem(ms.weights) or ms.name) .. init
   end
   return ms
 end
@@ -104,12 +112,21 @@ end
 --- never a shipped file); nil for a zoo architecture.
 function S.weights_path(spec)
   local ms = S.parse_model(spec)
-  return ms.path or (not ms.cfg and shipped_file(ms)) or nil
+  return ms.path or ms.weights or (not ms.cfg and shipped_file(ms)) or nil
 end
 
--- Architecture and config recorded in a checkpoint.
-local function ckpt_arch(path)
-  local meta = models.metadata(path)
+-- Architecture and config recorded in a checkpoint (a PyTorch one: what
+-- its keys say, arch when the spec names it).
+local function ckpt_arch(path, arch)
+  local meta
+  if models.is_torch_file(path) then
+    local _
+    _, meta = models.load(path, { arch = arch })
+  elseif arch then
+    meta = { architecture = arch, config = "{}" }
+  else
+    meta = models.metadata(path)
+  end
   local arch = meta.architecture
   if not arch then fail("%s has no 'architecture' in its metadata (cannot build its random-init twin)", path) end
   local cfg = {}
@@ -179,13 +196,13 @@ function S.load_model(spec, seed, import)
   elseif path then
     if not exists(path) then fail("model '%s': no such file %s", ms.spec, path) end
     if ms.init then
-      local arch, cfg, meta = ckpt_arch(path)
+      local arch, cfg, meta = ckpt_arch(path, ms.weights and ms.name)
       cfg.init, cfg.seed = nil, init_seed
       m = models.build(arch, cfg)
       info = { arch = arch, config = cfg, twin_of = path, metadata = meta }
     else
       local meta
-      m, meta = models.load(path)
+      if ms.weights then m, meta = models.load(ms.name, { weights = path }) else m, meta = models.load(path) end
       local mi = models.info(m) or {}
       info = { arch = mi.arch, config = mi.config, path = path, metadata = meta }
     end

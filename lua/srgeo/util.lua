@@ -61,6 +61,7 @@ local function blocking_kind(path)
     return string.format("%s is %s %s, not a regular file", path, st.kind:match("^[aeiou]") and "an" or "a", st.kind)
   end
 end
+M.blocking_kind = blocking_kind
 
 --- A file's contents, or nil and the reason when it cannot be opened (or is
 --- a FIFO, a device or a socket: never blocks on one).
