@@ -1,5 +1,4 @@
 /* zip.c - validated read-only zip archives (see zip.h). */
-#include "io/zip.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -11,6 +10,8 @@
 #include <zlib.h>
 
 #include "base/error.h"
+#include "base/fsutil.h"
+#include "io/zip.h"
 
 #define SIG_LOCAL 0x04034b50u
 #define SIG_CENTRAL 0x02014b50u
@@ -192,15 +193,14 @@ int sr_zip_open_memory(sr_zip *z, const void *buf, size_t size, const char *labe
 int sr_zip_open(sr_zip *z, const char *path)
 {
     memset(z, 0, sizeof *z);
-    /* O_NONBLOCK: opening a FIFO must not wait for a writer; the fstat
-     * below refuses anything but a regular file. */
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0)
-        return sr_fail("zip %s: %s", path, strerror(errno));
+    FILE *fp = sr_fs_open_regular(path, "zip"); /* a FIFO or a device is refused, never waited on */
+    if (!fp)
+        return -1;
+    int fd = fileno(fp); /* mmap takes the descriptor */
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return sr_fail("zip %s: not a regular file", path);
+    if (fstat(fd, &st) != 0) {
+        fclose(fp);
+        return sr_fail("zip %s: %s", path, strerror(errno));
     }
     z->path = strdup(path);
     z->size = (size_t)st.st_size;
@@ -208,14 +208,14 @@ int sr_zip_open(sr_zip *z, const char *path)
         void *m = mmap(NULL, z->size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (m == MAP_FAILED) {
             int e = errno;
-            close(fd);
+            fclose(fp);
             sr_zip_close(z);
             return sr_fail("zip %s: mmap: %s", path, strerror(e));
         }
         z->map = m;
         z->mapped = 1;
     }
-    close(fd);
+    fclose(fp);
     if (!z->path || parse(z)) {
         sr_zip_close(z);
         return -1;
