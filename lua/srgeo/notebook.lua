@@ -30,6 +30,13 @@
 -- An error stops the run: the report is still written (the failing block
 -- shows the error, later blocks are marked as not run) and run() raises
 -- "notebook FILE: block K (line L: `first line`) failed: message".
+--
+-- Parameters: the block fenced ```lua {parameters} holds `name = value --
+-- help` lines, the notebook's defaults; opts.params (srgeo notebook FILE
+-- --name VALUE) sets them after it runs.  N.expect prints the expected run
+-- time from the notebook's recorded cost, and the runner counts it down per
+-- cell on stderr.  N.to_ipynb / N.from_ipynb / N.convert: the Jupyter form
+-- (srgeo.ipynb; the Markdown is the source).
 local srgeo = require "srgeo"
 local util = require "srgeo.util"
 local H = require "srgeo.html"
