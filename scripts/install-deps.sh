@@ -8,7 +8,8 @@
 #                                       clang + libFuzzer for make fuzz (CI),
 #                                       and ONNX's backend node tests
 #                                       (libonnx-testdata), run through the
-#                                       ONNX importer
+#                                       ONNX importer, and nbformat, to validate
+#                                       the .ipynb srgeo notebook --to ipynb writes
 #   sh scripts/install-deps.sh --torch  also PyTorch, for regenerating fixtures
 #                                       and the comparison benchmarks
 set -e
@@ -18,7 +19,7 @@ libonnx-dev protobuf-c-compiler libprotobuf-c-dev
 openmpi-bin libopenmpi-dev"
 for a in "$@"; do
     case "$a" in
-    --test) PKGS="$PKGS chromium luarocks clang libclang-rt-14-dev libomp-14-dev libonnx-testdata" ;;
+    --test) PKGS="$PKGS chromium luarocks clang libclang-rt-14-dev libomp-14-dev libonnx-testdata python3-nbformat" ;;
     --torch) PKGS="$PKGS python3-torch python3-torchvision python3-numpy" ;;
     *) echo "install-deps: unknown option $a (--test, --torch)" >&2; exit 2 ;;
     esac

@@ -25,7 +25,7 @@ local TOPICS = {
   { "metrics", "srgeo.metrics: activation flips, local linearity, trajectory length" },
   { "experiment", "srgeo.experiment and srgeo.cli: what the scripts share (specs, caching, outputs)" },
   { "scripts", "scripts/*.lua: runnable experiments, also subcommands: srgeo bump --help (srgeo.examples() lists them)" },
-  { "notebook", "srgeo notebook FILE.md: run a Markdown notebook into an HTML report" },
+  { "notebook", "srgeo notebook FILE.md: run a Markdown notebook into an HTML report (--images, --preset; --to ipynb)" },
   { "mpi", "srgeo.mpi: mpirun -np N srgeo ...: sweeps, profiles and training spread over processes and machines" },
   { "shell", "the srgeo shell: REPL keys, command line, environment" },
   { "library", "the helpers under it all: srgeo.stats, util, json, markdown, html, identity, index" },
@@ -187,7 +187,11 @@ Top-level ```lua blocks run in one Lua state, like Jupyter cells: print output i
 a block ending in an expression shows its value (a call ending in ';' stays quiet), figures drawn by
 srgeo.plot are embedded (without opts.out they go to DIR/figures/).  Markdown by cmark-gfm.  Writes
 DIR/NAME.html (self-contained: images inlined, CSS inline) and DIR/NAME.md (outputs included); an
-error stops the run naming the block.  srgeo scripts/report.lua out/ indexes a results tree (index.html).]]
+error stops the run naming the block.  srgeo scripts/report.lua out/ indexes a results tree (index.html).
+Parameters: the ```lua {parameters} block's `name = value -- help` lines are defaults; run small with
+  srgeo notebook notebooks/trained_vs_init.md --images 4 --preset quick    (FILE.md --help lists them)
+srgeo.notebook.expect{...} prints the expected run time; the runner prints per cell the time so far and left.
+Jupyter: srgeo notebook --to ipynb FILE.md [-o OUT.ipynb]; --to md FILE.ipynb converts back (outputs dropped).]]
 
 TEXT.mpi = [[
 Under mpirun every rank runs the same script (Open MPI; README "Running on a cluster"):

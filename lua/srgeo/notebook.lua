@@ -30,9 +30,17 @@
 -- An error stops the run: the report is still written (the failing block
 -- shows the error, later blocks are marked as not run) and run() raises
 -- "notebook FILE: block K (line L: `first line`) failed: message".
+--
+-- Parameters: the block fenced ```lua {parameters} holds `name = value --
+-- help` lines, the notebook's defaults; opts.params (srgeo notebook FILE
+-- --name VALUE) sets them after it runs.  N.expect prints the expected run
+-- time from the notebook's recorded cost, and the runner counts it down per
+-- cell on stderr.  N.to_ipynb / N.from_ipynb / N.convert: the Jupyter form
+-- (srgeo.ipynb; the Markdown is the source).
 local srgeo = require "srgeo"
 local util = require "srgeo.util"
 local H = require "srgeo.html"
+local ipynb = require "srgeo.ipynb"
 
 local N = {}
 
@@ -48,14 +56,12 @@ local function lines_of(text)
   return lines
 end
 
-local function runnable(info)
-  local lang = info:match("^%s*([%w_%-%+]+)")
-  return lang ~= nil and lang:lower() == "lua" and not info:find("norun", 1, true)
-end
+local runnable = ipynb.runnable
 
 --- N.parse(text) -> cells: {kind = "text", text =, line =} and {kind =
 --- "code", info =, code =, line = (line of the opening fence), first_line
---- = (of the code), last_line =, run = true, index = (k-th block)}.  The
+--- = (of the code), last_line =, run = true, index = (k-th block),
+--- parameters = true for the ```lua {parameters} block}.  The
 --- blocks are the top-level fenced code blocks whose info string starts
 --- with lua (not norun), found by CommonMark's rules (cmark-gfm); the rest,
 --- other code blocks included, is text.
@@ -71,12 +77,145 @@ function N.parse(text)
       text_cell(at, b.line - 1)
       k = k + 1
       cells[#cells + 1] = { kind = "code", lang = "lua", info = b.info, code = b.code, line = b.line,
-                            first_line = b.line + 1, last_line = b.last_line, run = true, index = k }
+                            first_line = b.line + 1, last_line = b.last_line, run = true, index = k,
+                            parameters = ipynb.is_parameters(b.info) or nil }
       at = b.last_line + 1
     end
   end
   text_cell(at, #lines)
   return cells
+end
+
+-- ---------------------------------------------------------------------------
+-- Parameters: the ```lua {parameters} block
+
+-- A parameter's value: a Lua literal (number, string, boolean), then an
+-- optional `-- help` comment.  The first "--" after which the value parses
+-- ends it (a string may hold "--").
+local function param_value(rest)
+  local at = 1
+  while true do
+    local p = rest:find("--", at, true)
+    local expr = p and rest:sub(1, p - 1) or rest
+    local f = load("return " .. expr, "=parameter", "t", {})
+    if f then
+      local ok, v = pcall(f)
+      local t = type(v)
+      if ok and (t == "number" or t == "string" or t == "boolean") then
+        return v, p and rest:sub(p + 2):match("^%s*(.-)%s*$") or ""
+      end
+    end
+    if not p then return nil end
+    at = p + 2
+  end
+end
+
+--- N.parameters(cells, path) -> list of {name =, default =, help =, line =}
+--- (also keyed by name), from the notebook's parameters block: one
+--- `name = value -- help` per line, value a number, string or boolean
+--- literal (papermill's "parameters" cell).  No block: an empty list.
+function N.parameters(cells, path)
+  local list, block = {}, nil
+  for _, c in ipairs(cells) do
+    if c.parameters then
+      if block then
+        util.raise { msg = string.format("notebook %s: two parameters blocks (lines %d and %d); one holds them all",
+          tostring(path), block.line, c.line) }
+      end
+      block = c
+    end
+  end
+  if not block then return list end
+  local lines = lines_of(block.code)
+  for i, l in ipairs(lines) do
+    if l:match("%S") and not l:match("^%s*%-%-") then
+      local name, rest = l:match("^%s*([%a_][%w_]*)%s*=%s*(.-)%s*$")
+      local v, help
+      if name then v, help = param_value(rest) end
+      if v == nil then
+        util.raise { msg = string.format("notebook %s: parameters block, line %d: `%s` is not `name = value -- help` "
+          .. "with a number, string or boolean value", tostring(path), block.first_line + i - 1, l) }
+      end
+      local p = { name = name, default = v, help = help, line = block.first_line + i - 1 }
+      list[#list + 1] = p
+      list[name] = p
+    end
+  end
+  return list
+end
+
+-- The command-line spelling of parameters: --images, --preset.
+local function names_of(params)
+  local t = {}
+  for _, p in ipairs(params) do t[#t + 1] = "--" .. p.name:gsub("_", "-") end
+  return #t > 0 and table.concat(t, ", ") or "none"
+end
+N.parameter_names = names_of
+
+-- Overrides checked against the notebook's parameters: known names, and the
+-- type of the default (an integer default takes integers).
+local function check_overrides(params, given, path)
+  local out, names = {}, {}
+  for k in pairs(given or {}) do names[#names + 1] = k end
+  table.sort(names)
+  for _, k in ipairs(names) do
+    local v, p = given[k], params[k]
+    if not p then
+      util.raise { msg = string.format("notebook %s: unknown parameter '%s'; its parameters are %s (srgeo notebook %s --help)",
+        tostring(path), k, names_of(params), tostring(path)) }
+    end
+    local want = math.type(p.default) == "integer" and "integer" or type(p.default)
+    if want == "integer" and math.type(v) == "float" and v == math.floor(v) then v = math.tointeger(v) end
+    local got = math.type(v) == "integer" and "integer" or type(v)
+    if got ~= want and not (want == "number" and got == "integer") then
+      util.raise { msg = string.format("notebook %s: parameter %s takes %s %s (default %s), got %s", tostring(path), k,
+        want == "integer" and "an" or "a", want, tostring(p.default), tostring(v)) }
+    end
+    out[#out + 1] = { name = k, value = v }
+  end
+  return out
+end
+
+-- ---------------------------------------------------------------------------
+-- Expected run time
+
+local function duration(s)
+  if s < 90 then return string.format("%.0f s", s) end
+  if s < 90 * 60 then return string.format("%.0f min", s / 60) end
+  return string.format("%.1f h", s / 3600)
+end
+N.duration = duration
+
+-- The run in progress (set by N.run), which N.expect tells the total.
+local running
+
+--- N.expect{seconds = {PRESET = s, ...}, profiles =, images =, preset =,
+--- measured = "machine, date"} -> seconds or nil: prints the notebook's
+--- expected run time from its recorded cost (seconds per image and profile
+--- for each preset, measured on the stated machine), scaled by the number
+--- of profiles and images; a preset without a recorded cost says so.  Under
+--- `srgeo notebook` the estimate also drives the per-cell "~N min left".
+function N.expect(o)
+  local per = o.seconds and o.seconds[o.preset]
+  local line, total
+  if per then
+    total = per * o.profiles * o.images
+    line = string.format("expected run time: ~%s (%d profiles × %d images × %.3g s per image and profile with the %s preset, "
+      .. "measured on %s; profiles already in OUT/units are not recomputed)", duration(total), o.profiles, o.images, per,
+      o.preset, o.measured or "an unstated machine")
+  else
+    local known = {}
+    for k in pairs(o.seconds or {}) do known[#known + 1] = k end
+    table.sort(known)
+    line = string.format("expected run time: unknown (%d profiles × %d images; no recorded cost for the %s preset%s)",
+      o.profiles, o.images, tostring(o.preset), #known > 0 and ", only for " .. table.concat(known, ", ") or "")
+  end
+  print(line)
+  if running then
+    running.expected = total
+    if not running.quiet then io.stderr:write("[notebook] ", line, "\n") end
+  end
+  return total
 end
 
 -- ---------------------------------------------------------------------------
@@ -120,19 +259,30 @@ function N.compile(code, chunkname, env, first_line)
   return plain, plain and false or err
 end
 
+--- N.read(path) -> the notebook's Markdown text (an .ipynb converted).
+function N.read(path)
+  local text = util.try_read(path)
+  if not text then util.raise { msg = "notebook: cannot read " .. tostring(path) } end
+  if path:match("%.ipynb$") then text = ipynb.to_markdown(text) end
+  return text
+end
+
 --- N.run(path, opts) -> {html =, md =, cells =, seconds =, ok = true}.
 --- opts: out (folder; default out/notebooks/NAME), quiet (no progress on
 --- stderr), env (the environment blocks run in; default a fresh one over _G),
---- title.  Raises N.Error when a block fails (after writing the report).
+--- title, params ({name = value}: set after the parameters block runs; an
+--- unknown name or a value of another type than the default is an error
+--- before anything runs).  Raises N.Error when a block fails (after writing
+--- the report).  PATH may be an .ipynb (run as its Markdown form).
 function N.run(path, opts)
   opts = opts or {}
-  local text = util.try_read(path)
-  if not text then util.raise { msg = "notebook: cannot read " .. tostring(path) } end
-  local name = (path:match("([^/]+)$") or path):gsub("%.md$", ""):gsub("%.markdown$", "")
+  local text = N.read(path)
+  local name = (path:match("([^/]+)$") or path):gsub("%.md$", ""):gsub("%.markdown$", ""):gsub("%.ipynb$", "")
+  local cells = N.parse(text)
+  local overrides = check_overrides(N.parameters(cells, path), opts.params, path)
   local out = opts.out or ("out/notebooks/" .. name)
   util.mkdir(out)
   util.mkdir(out .. "/figures")
-  local cells = N.parse(text)
   local env = opts.env or setmetatable({}, { __index = _G })
   env.OUT = out
   local nfig = 0
@@ -157,6 +307,8 @@ function N.run(path, opts)
   for _, c in ipairs(cells) do if c.run then total = total + 1 end end
   local t_start = srgeo._clock()
   local failed
+  local outer = running
+  running = { quiet = opts.quiet }
   local plot = srgeo.plot
   local repr = require("srgeo.repl").repr
   for _, c in ipairs(cells) do
@@ -204,6 +356,17 @@ function N.run(path, opts)
           return table.unpack(r, 1, r.n)
         end
       end
+      if not opts.quiet then
+        local so_far = srgeo._clock() - t_start
+        local left = ""
+        if running.expected then
+          left = running.expected >= so_far and string.format(", ~%s left", duration(running.expected - so_far))
+            or string.format(", over the expected ~%s", duration(running.expected))
+        end
+        io.stderr:write(string.format("[notebook] cell %d/%d (line %d), %s so far%s\n", c.index, total, c.line,
+          duration(so_far), left))
+        io.stderr:flush()
+      end
       _G.print, io.write = cap_print, cap_write
       if rawget(env, "print") == saved_print then env.print = cap_print end
       local t0 = srgeo._clock()
@@ -238,6 +401,14 @@ function N.run(path, opts)
           if not skip then vals[#vals + 1] = v; any = any or v ~= nil end
         end
         if any then c.value = repr(table.unpack(vals)) end
+        if c.parameters and #overrides > 0 then
+          local set = {}
+          for _, o in ipairs(overrides) do
+            env[o.name] = o.value
+            set[#set + 1] = o.name .. " = " .. (type(o.value) == "string" and string.format("%q", o.value) or tostring(o.value))
+          end
+          c.output = c.output .. "parameters given: " .. table.concat(set, ", ") .. "\n"
+        end
       else
         local e = res[2]
         c.error = e.msg
@@ -246,12 +417,13 @@ function N.run(path, opts)
       end
       nfig = nfig + #c.figures
       if not opts.quiet then
-        io.stderr:write(string.format("[notebook] block %d/%d (line %d) %s %.1f s%s\n", c.index, total, c.line,
+        io.stderr:write(string.format("[notebook] cell %d/%d (line %d) %s %.1f s%s\n", c.index, total, c.line,
           c.error and "FAILED after" or "done in", c.seconds, #c.figures > 0 and string.format(", %d figure(s)", #c.figures) or ""))
         io.stderr:flush()
       end
     end
   end
+  running = outer
   local seconds = srgeo._clock() - t_start
   local meta = { name = name, path = path, out = out, seconds = seconds, title = opts.title, failed = failed,
                  blocks = total, figures = nfig }
@@ -265,6 +437,42 @@ function N.run(path, opts)
     util.raise { msg = msg, block = failed.index, line = failed.line, html = html, md = md }
   end
   return { html = html, md = md, cells = cells, seconds = seconds, ok = true, figures = nfig }
+end
+
+-- ---------------------------------------------------------------------------
+-- Jupyter: the Markdown notebook is the source, an .ipynb is generated
+
+N.to_ipynb, N.from_ipynb = ipynb.from_markdown, ipynb.to_markdown
+
+--- N.convert(path, to, out, force) -> out: FILE.md to an .ipynb (to =
+--- "ipynb") or FILE.ipynb to Markdown (to = "md", outputs dropped), written
+--- atomically; out defaults to PATH with the other extension.  A Markdown
+--- file that exists and differs is replaced only with force (it is the
+--- source; an .ipynb is generated and always replaced).
+function N.convert(path, to, out, force)
+  local text = util.try_read(path)
+  if not text then util.raise { msg = "notebook: cannot read " .. tostring(path) } end
+  local stem = path:gsub("%.ipynb$", ""):gsub("%.markdown$", ""):gsub("%.md$", "")
+  local result
+  if to == "ipynb" then
+    if path:match("%.ipynb$") then util.raise { msg = "notebook --to ipynb: " .. path .. " is already an .ipynb" } end
+    result = ipynb.from_markdown(text)
+  elseif to == "md" then
+    result = path:match("%.ipynb$") and ipynb.to_markdown(text) or text
+  else
+    util.raise { msg = "notebook: --to " .. tostring(to) .. ": the formats are ipynb and md" }
+  end
+  out = out or (stem .. "." .. to)
+  if out == path then util.raise { msg = "notebook: converting " .. path .. " onto itself" } end
+  if to == "md" and not force then
+    local have = util.try_read(out)
+    if have and have ~= result then
+      util.raise { msg = "notebook: " .. out .. " exists and differs from " .. path .. "'s Markdown; "
+        .. "pass --force to replace it, or -o OTHER.md" }
+    end
+  end
+  util.write_atomic(out, result)
+  return out
 end
 
 -- ---------------------------------------------------------------------------
@@ -381,11 +589,7 @@ local function md_figure(f, out, c, k)
   return rel
 end
 
-local function fence_for(s)
-  local n = 3
-  for run in s:gmatch("`+") do n = math.max(n, #run + 1) end
-  return string.rep("`", n)
-end
+local fence_for = ipynb.fence_for
 
 local function text_block(s)
   local f = fence_for(s)

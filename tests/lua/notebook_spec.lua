@@ -352,6 +352,191 @@ T.test("notebook: an error stops the run, names the block and its first line", f
     "block 2 (line 5: `local t = nil`) failed: " .. ROOT .. "/exprerr.md:7: attempt to index a nil value (local 't')")
 end)
 
+-- ---------------------------------------------------------------------------
+-- Jupyter: .ipynb generated from the Markdown source; parameters; expected time
+
+local function shipped_notebooks()
+  local out = {}
+  for _, f in ipairs(srgeo._listdir("notebooks") or {}) do
+    if f:match("%.md$") then out[#out + 1] = "notebooks/" .. f end
+  end
+  table.sort(out)
+  return out
+end
+
+local NBFORMAT_PY = "/usr/bin/python3"
+local function nbformat_available()
+  local _, code = sh(NBFORMAT_PY .. " -c 'import nbformat' >/dev/null")
+  return code == 0
+end
+
+T.test("ipynb: every shipped notebook converts md -> ipynb -> md byte-identical, and odd layouts too", function()
+  local I = require "srgeo.ipynb"
+  local nbs = shipped_notebooks()
+  T.truthy(#nbs >= 5, "shipped notebooks: " .. #nbs)
+  for _, p in ipairs(nbs) do
+    local md = read(p)
+    local back = N.from_ipynb(N.to_ipynb(md))
+    T.truthy(back == md, p .. ": the round trip changed the file")
+  end
+  -- leading and trailing empty lines, adjacent blocks, an empty block, an unclosed fence,
+  -- CRLF, ~~~ and longer fences with trailing spaces, an indented fence, no final newline
+  for _, md in ipairs { "", "x", "\n\n# a\n\n\n```lua\n```\n```lua\nx\n\n```\n\n\n", "```lua\nunclosed\n",
+                        "a\r\n\r\n```lua\r\nx\r\n```\r\n", "~~~~lua {parameters}\na = 1\n~~~~~  \ntext",
+                        "  ```lua\n  x\n  ```\n", "````lua\nprint('```')\n````\n\n```lua norun\nnot a cell\n```\n" } do
+    local back = I.to_markdown(I.from_markdown(md))
+    T.truthy(back == md, string.format("%q came back as %q", md, back))
+  end
+end)
+
+T.test("ipynb: nbformat 4.5 structure: kernelspec srgeo, cell ids, line lists, the parameters cell tagged", function()
+  for _, p in ipairs(shipped_notebooks()) do
+    local text = N.to_ipynb(read(p))
+    local nb = json.decode(text)
+    T.eq(nb.nbformat, 4, p); T.eq(nb.nbformat_minor, 5, p)
+    T.same(nb.metadata.kernelspec, { name = "srgeo", display_name = "srgeo (Lua 5.4)", language = "lua" })
+    T.same(nb.metadata.language_info, { name = "lua", version = "5.4", file_extension = ".lua", mimetype = "text/x-lua" })
+    local ids, kinds, tagged = {}, { markdown = 0, code = 0 }, 0
+    for i, c in ipairs(nb.cells) do
+      T.truthy(kinds[c.cell_type], p .. ": cell type " .. tostring(c.cell_type))
+      kinds[c.cell_type] = kinds[c.cell_type] + 1
+      T.truthy(type(c.id) == "string" and c.id:match("^[%w_-]+$") and #c.id <= 64 and not ids[c.id], p .. ": cell id " .. tostring(c.id))
+      ids[c.id] = true
+      T.eq(type(c.source), "table", p .. ": source as a list of lines")
+      for j, l in ipairs(c.source) do
+        T.truthy(j == #c.source or l:sub(-1) == "\n", p .. ": every line but the last ends in a newline")
+        T.truthy(not l:sub(1, -2):find("\n", 1, true), p .. ": one line per item")
+      end
+      if c.cell_type == "code" then
+        T.same(c.outputs, {}, p .. " outputs")
+        for _, t in ipairs(c.metadata.tags or {}) do if t == "parameters" then tagged = tagged + 1 end end
+      end
+      T.truthy(i == 1 or c.cell_type ~= nb.cells[i - 1].cell_type or c.cell_type == "code", "cells alternate")
+    end
+    T.eq(tagged, 1, p .. ": one cell tagged parameters")
+    T.truthy(kinds.code >= 4 and kinds.markdown >= 3, p)
+    T.eq(select(2, text:gsub('"execution_count": null', "")), kinds.code, "execution_count null on every code cell")
+  end
+end)
+
+T.test("ipynb: valid by nbformat's schema (Debian python3-nbformat)", function()
+  if not nbformat_available() then T.skip("python3-nbformat not installed for " .. NBFORMAT_PY .. " (install-deps.sh --test)") end
+  util.mkdir(ROOT .. "/ipynb")
+  local files = {}
+  for _, p in ipairs(shipped_notebooks()) do
+    local out = ROOT .. "/ipynb/" .. p:match("([^/]+)%.md$") .. ".ipynb"
+    util.write_atomic(out, N.to_ipynb(read(p)))
+    files[#files + 1] = out
+  end
+  local log, code = sh(NBFORMAT_PY .. " -c 'import sys, nbformat\nfor f in sys.argv[1:]:\n"
+    .. "    nb = nbformat.read(f, as_version=nbformat.NO_CONVERT); nbformat.validate(nb)\n"
+    .. "    print(f, nb.nbformat, nb.nbformat_minor, len(nb.cells), \"valid\")' " .. table.concat(files, " "))
+  T.eq(code, 0, log)
+  T.eq(select(2, log:gsub(" 4 5 %d+ valid", "")), #files, log)
+end)
+
+T.test("ipynb: srgeo notebook --to ipynb / --to md from the command line; the Markdown source is not overwritten", function()
+  local src = write_nb("conv", "# Conv\n\n```lua {parameters}\nn = 2 -- count\n```\n\nText.\n\n```lua\nprint(n)\n```\n")
+  local nbfile, back = ROOT .. "/conv_out.ipynb", ROOT .. "/conv_back.md"
+  os.remove(nbfile); os.remove(back)
+  local log, code = sh(exe() .. " notebook --to ipynb " .. src .. " -o " .. nbfile)
+  T.eq(code, 0, log)
+  T.truthy(json.decode(read(nbfile)).nbformat == 4, "an .ipynb written")
+  log, code = sh(exe() .. " notebook --to md " .. nbfile .. " -o " .. back)
+  T.eq(code, 0, log)
+  T.eq(read(back), read(src), "md -> ipynb -> md through the command line")
+  -- the default output of --to md is the .md beside it: replaced only when equal or with --force
+  local nb2 = ROOT .. "/conv.ipynb"
+  util.write_atomic(nb2, read(nbfile):gsub("Text%.", "Edited in Jupyter."))
+  log, code = sh(exe() .. " notebook --to md " .. nb2)
+  T.eq(code, 1, log)
+  T.truthy(log:find("exists and differs", 1, true), log)
+  T.truthy(read(src):find("Text.", 1, true), "source kept")
+  log, code = sh(exe() .. " notebook --to md " .. nb2 .. " --force")
+  T.eq(code, 0, log)
+  T.truthy(read(src):find("Edited in Jupyter.", 1, true), "--force replaces it")
+  -- an .ipynb runs as its Markdown
+  local r = N.run(nbfile, { out = ROOT .. "/conv_run", quiet = true })
+  T.eq(r.cells[#r.cells - (r.cells[#r.cells].kind == "text" and 1 or 0)].output, "2\n")
+  T.raises(function() N.from_ipynb('{"nbformat": 3, "worksheets": []}') end, "nbformat 3; srgeo reads nbformat 4")
+  T.raises(function() N.from_ipynb("[1,") end, "ipynb: not JSON")
+end)
+
+local PARAM_NB = "# Params\n\n```lua {parameters}\nn = 2            -- how many\nname = \"a -- b\" -- a string holding --\n"
+  .. "scale = 0.5\nloud = false\n```\n\n```lua\nfor i = 1, n do io.write(name, \" \") end\nprint(scale, loud)\n```\n"
+
+T.test("notebook parameters: the block's values are defaults, overrides change what runs, unknown ones are errors", function()
+  local path = write_nb("params", PARAM_NB)
+  local ps = N.parameters(N.parse(read(path)), path)
+  T.eq(#ps, 4)
+  T.eq(ps.n.default, 2); T.eq(ps.name.default, "a -- b"); T.eq(ps.name.help, "a string holding --"); T.eq(ps.n.help, "how many")
+  T.eq(ps.scale.default, 0.5); T.eq(ps.loud.default, false); T.eq(ps.n.line, 4)
+  local function last_output(r) for i = #r.cells, 1, -1 do if r.cells[i].kind == "code" then return r.cells[i].output end end end
+  local r = N.run(path, { out = ROOT .. "/params_out", quiet = true })
+  T.eq(last_output(r), "a -- b a -- b 0.5\tfalse\n")
+  r = N.run(path, { out = ROOT .. "/params_out", quiet = true, params = { n = 3, name = "z", scale = 2, loud = true } })
+  T.eq(last_output(r), "z z z 2\ttrue\n")
+  T.truthy(read(r.md):find('parameters given: loud = true, n = 3, name = "z", scale = 2', 1, true), "the report says what was given")
+  T.raises(function() N.run(path, { quiet = true, params = { images = 4 } }) end,
+    "unknown parameter 'images'; its parameters are --n, --name, --scale, --loud")
+  T.raises(function() N.run(path, { quiet = true, params = { n = "many" } }) end, "parameter n takes an integer (default 2), got many")
+  T.raises(function() N.run(path, { quiet = true, params = { n = 1.5 } }) end, "parameter n takes an integer")
+  T.raises(function() N.parameters(N.parse("```lua {parameters}\nx = {1, 2}\n```\n"), "t.md") end,
+    "t.md: parameters block, line 2: `x = {1, 2}` is not `name = value -- help`")
+  T.raises(function() N.parameters(N.parse("```lua {parameters}\nx = 1\n```\n\n```lua {parameters}\ny = 1\n```\n"), "t.md") end,
+    "two parameters blocks (lines 1 and 5)")
+  -- from the command line: --NAME VALUE, --help lists them with defaults, an unknown one exits 2 naming them
+  local out = ROOT .. "/params_cli"
+  local log, code = sh(exe() .. " notebook " .. path .. " --n 4 --name=q --out " .. out)
+  T.eq(code, 0, log)
+  T.truthy(read(out .. "/params.md"):find("q q q q 0.5\tfalse", 1, true), read(out .. "/params.md"))
+  log, code = sh(exe() .. " notebook " .. path .. " --help")
+  T.eq(code, 0, log)
+  T.truthy(log:find("%-%-n N +how many %[2%]") and log:find("--name VALUE", 1, true) and log:find("[a -- b]", 1, true)
+    and log:find("--loud", 1, true), log)
+  log, code = sh(exe() .. " notebook " .. path .. " --images 4 --preset quick")
+  T.eq(code, 2, log)
+  T.truthy(log:find("unknown parameter '--images'; its parameters are --n, --name, --scale, --loud", 1, true), log)
+  log, code = sh(exe() .. " notebook " .. path .. " --n lots")
+  T.eq(code, 2, log)
+  T.truthy(log:find("--n expects a number (got 'lots')", 1, true), log)
+end)
+
+T.test("notebook expected run time: printed from the cost model, drives the per-cell time left", function()
+  local path = write_nb("expect", "```lua {parameters}\nimages = 4\npreset = \"quick\"\n```\n\n```lua\n"
+    .. "srgeo.notebook.expect { profiles = 3, images = images, preset = preset, seconds = { quick = 10 }, measured = \"a test box\" }\n"
+    .. "```\n\n```lua\nx = 1\n```\n")
+  local out = ROOT .. "/expect_out"
+  local r = N.run(path, { out = out, quiet = true })
+  T.eq(r.cells[3].output, "expected run time: ~2 min (3 profiles × 4 images × 10 s per image and profile with the quick preset, "
+    .. "measured on a test box; profiles already in OUT/units are not recomputed)\n")
+  r = N.run(path, { out = out, quiet = true, params = { preset = "paper" } })
+  T.truthy(r.cells[3].output:find("expected run time: unknown (3 profiles × 4 images; no recorded cost for the paper preset", 1, true),
+    r.cells[3].output)
+  local log, code = sh(exe() .. " notebook " .. path .. " --out " .. out .. " --images 1")
+  T.eq(code, 0, log)
+  T.truthy(log:find("[notebook] expected run time: ~30 s", 1, true), log)
+  T.truthy(log:find("[notebook] cell 3/3 (line 10), 0 s so far, ~30 s left", 1, true), log)
+  -- every shipped notebook: images and preset parameters, and its expected time printed before the first heavy cell
+  for _, p in ipairs(shipped_notebooks()) do
+    local cells = N.parse(read(p))
+    local ps = N.parameters(cells, p)
+    T.truthy(ps.images and ps.preset, p .. ": --images and --preset")
+    local expect_at, heavy_at
+    for _, c in ipairs(cells) do
+      if c.run then
+        if not expect_at and c.code:find("srgeo.notebook.expect", 1, true) then expect_at = c.index end
+        if not heavy_at and c.code:find("E.new", 1, true) then heavy_at = c.index end
+      end
+    end
+    T.truthy(expect_at and heavy_at and expect_at < heavy_at, p .. ": expect in cell " .. tostring(expect_at)
+      .. ", first heavy cell " .. tostring(heavy_at))
+    local code = cells[1].code
+    for _, c in ipairs(cells) do if c.index == expect_at then code = c.code end end
+    T.truthy(code:find("sequential = %d") and code:find("quick = %d"), p .. ": costs recorded for sequential and quick")
+  end
+end)
+
 T.test("notebook: the report renders in headless Chromium: no console errors, wide tables and outputs scroll", function()
   chromium_or_skip()
   local cols = {}
