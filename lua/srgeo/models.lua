@@ -280,7 +280,9 @@ local function is_torch_file(path)
   if not f then return false end
   local head = f:read(4)
   f:close()
-  return head == "PK\3\4" or (head ~= nil and head:byte(1) == 0x80)
+  -- a legacy pickle opens with PROTO 2 and the LONG1 magic number; a
+  -- safetensors file's 8-byte header length can begin with 0x80 too
+  return head == "PK\3\4" or (head ~= nil and head:sub(1, 3) == "\128\2\138" and not path:match("%.safetensors$"))
 end
 M.is_torch_file = is_torch_file
 

@@ -412,8 +412,13 @@ static double chain_seconds(int n)
 
 TEST(graph_builds_and_aliases_in_linear_time)
 {
+    /* best of 2 each: on a loaded machine (and with fresh pages slow to
+     * touch) one run can take several times another; the quadratic walk
+     * this guards against took 30 s at 10^5 nodes, far beyond the bound */
     double t1 = chain_seconds(20000), t2 = chain_seconds(100000);
-    CHECK(t1 >= 0 && t2 >= 0, "building the chains: %s", sr_errmsg());
+    double u1 = chain_seconds(20000), u2 = chain_seconds(100000);
+    CHECK(t1 >= 0 && t2 >= 0 && u1 >= 0 && u2 >= 0, "building the chains: %s", sr_errmsg());
+    t1 = u1 < t1 ? u1 : t1, t2 = u2 < t2 ? u2 : t2;
     printf("     2e4 nodes %.3f s, 1e5 nodes %.3f s: ratio %.1f (linear 5, quadratic 25)\n", t1, t2, t2 / t1);
-    CHECK(t2 < 10 * t1 + 0.05, "10^5 nodes took %.3f s, 2·10^4 %.3f s", t2, t1);
+    CHECK(t2 < 15 * t1 + 0.25, "10^5 nodes took %.3f s, 2·10^4 %.3f s", t2, t1);
 }
