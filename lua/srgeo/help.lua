@@ -114,7 +114,9 @@ r_η = E_u ‖Φ(x+ηu) − Φ(x)‖² / (η² E_u ‖J(x)u‖²): 1 where Φ is
     p.shape.text (the numbers that decided it), p.image_shapes (each image's call)
   print(p:summary())   p:save_csv(path)   p:save_json(path)   q = srgeo.profile.load(path)
   descriptors (each {value, lo, hi}, NaN with a reason where the shape leaves them undefined): plateau,
-    onset, peak_eta, peak_height, half_width, decay_slope, area
+    onset, peak_eta, peak_height, half_width, decay_slope, area; peak_eta is parabolic: the vertex of a
+    parabola in log η through the median profile's highest rung and its neighbours, while the shape
+    text's "peak rung" is that rung itself (p.shape.peak)
   c = srgeo.profile.compare(p1, p2, {permutations = 1000})   -- c.p.curve, c.p.peak_eta, ...
   srgeo.plot.profile({p1, p2}, {out = "bump.png", labels = {"trained", "init"}})   srgeo.plot.show(p)]]
 

@@ -94,7 +94,7 @@ local function cell(d)
   return v
 end
 
-local DESCRIPTORS = { { "plateau", "plateau" }, { "onset", "onset η" }, { "peak_eta", "peak η" },
+local DESCRIPTORS = { { "plateau", "plateau" }, { "onset", "onset η" }, { "peak_eta", "peak η (parabolic)" },
                       { "peak_height", "peak r" }, { "half_width", "half-width" }, { "decay_slope", "decay slope" },
                       { "area", "area" } }
 
@@ -175,7 +175,15 @@ local function run_html(root, run)
   if t.written then facts[#facts + 1] = "written " .. esc(t.written) end
   if type(t.seconds) == "number" then facts[#facts + 1] = string.format("%.1f s", t.seconds) end
   if o.preset then facts[#facts + 1] = "preset " .. esc(o.preset) end
-  if o.images then facts[#facts + 1] = esc(o.images) .. " images per set" end
+  -- the images each unit's profile holds (not the count asked for: a folder may hold fewer)
+  local lo, hi
+  for _, u in ipairs(units) do
+    local n = type(u) == "table" and math.type(u.n_images) and u.n_images
+    if n then lo, hi = math.min(lo or n, n), math.max(hi or n, n) end
+  end
+  if lo then
+    facts[#facts + 1] = lo == hi and string.format("%d images per set", lo) or string.format("%d–%d images per set", lo, hi)
+  end
   if o.seed then facts[#facts + 1] = "seed " .. esc(o.seed) end
   facts[#facts + 1] = string.format("%d units (%d cached)", #units, cached)
   h[#h + 1] = '<p class="facts">' .. table.concat(facts, " · ") .. "</p>"

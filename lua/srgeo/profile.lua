@@ -868,6 +868,7 @@ function Profile:summary()
     out[#out + 1] = string.format("%-12s %s %s %s%s", k, fmt(dsc.value), fmt(dsc.lo), fmt(dsc.hi),
       dsc.reason and "  (" .. dsc.reason .. ")" or "")
   end
+  out[#out + 1] = bump.PEAK_NOTE
   return table.concat(out, "\n")
 end
 

@@ -79,7 +79,7 @@ R.columns = columns
 --- CIs), half-width, area, ‖J‖_F.  A descriptor the shape leaves undefined
 --- shows as "–" (R.shape_table says why).
 function R.descriptor_table(ps, labels)
-  local rows = { { "profile", "shape", "plateau", "onset η", "peak η [95% CI]", "peak r [95% CI]", "half-width",
+  local rows = { { "profile", "shape", "plateau", "onset η", "peak η (parabolic) [95% CI]", "peak r [95% CI]", "half-width",
                    "area", "‖J‖_F [95% CI]" } }
   for i, p in ipairs(ps) do
     local d = p.descriptors
@@ -251,6 +251,7 @@ function R.write(ex, ps, labels)
   if #ps > 0 then
     s[#s + 1] = "Descriptors (median over images; 95% bootstrap CIs over images; –: undefined for the shape):"
     s[#s + 1] = R.descriptor_table(ps, labels)
+    s[#s + 1] = bump.PEAK_NOTE .. "."
     s[#s + 1] = ""
     s[#s + 1] = "Shape tests (srgeo.bump: simultaneous bounds at familywise level alpha):"
     s[#s + 1] = R.shape_table(ps, labels)
