@@ -513,7 +513,8 @@ T.test("bump.lua: trained + twin; rerun reuses cached units; --force and new opt
   T.truthy(log:find("peak η", 1, true), "prints the descriptor table")
   -- titles are literal text (noenhanced): names appear as typed, not escaped
   local title = read(out .. "/bump.gp"):match("\nset title (.-)\n")
-  T.truthy(title and title:find('"r_η on noise (4 images, seed 0, ', 1, true) and title:find("noenhanced", 1, true)
+  T.truthy(title and title:find("tiny: trained vs random init: r_η on noise (4 images, seed 0, ", 1, true)
+    and title:find("noenhanced", 1, true)
     and not title:find("\\", 1, true), tostring(title))
   local unit = out .. "/units/tiny__noise_4@0.json"
   local before = read(unit)
