@@ -36,7 +36,7 @@ for _, k in ipairs { "parse_model", "twin", "load_model", "input_shape", "model_
                      "parse_eval", "load_eval", "expand_models", "eval_key" } do E[k] = S[k] end
 E.model_key = cache.model_key
 for _, k in ipairs { "jacobian_fro", "bump", "with_jacobian", "columns", "descriptor_table", "shape_table",
-                     "compare_table", "finding", "load_results" } do E[k] = report[k] end
+                     "compare_table", "finding", "load_results", "images_text" } do E[k] = report[k] end
 
 -- ---------------------------------------------------------------------------
 -- Options every script shares
@@ -460,20 +460,6 @@ function Ex:figure(name, plotfn, data, opts)
   end
   if #written > 0 then self.figures[#self.figures + 1] = { name = name, files = written } end
   return written[1]
-end
-
---- The images behind profiles, as a title says it: "8 images", or "8–32
---- images" when the profiles hold different counts (p.n_images: what was
---- computed, never the count asked for); nil without profiles.
-function E.images_text(ps)
-  local lo, hi
-  for _, p in pairs(ps or {}) do
-    local n = type(p) == "table" and p.n_images
-    if n then lo, hi = math.min(lo or n, n), math.max(hi or n, n) end
-  end
-  if not lo then return nil end
-  if lo == hi then return string.format("%d image%s", lo, lo == 1 and "" or "s") end
-  return string.format("%d–%d images", lo, hi)
 end
 
 --- A figure title for an evaluation set: "r_η on NAME (N images, seed S, P preset)";

@@ -176,14 +176,8 @@ local function run_html(root, run)
   if type(t.seconds) == "number" then facts[#facts + 1] = string.format("%.1f s", t.seconds) end
   if o.preset then facts[#facts + 1] = "preset " .. esc(o.preset) end
   -- the images each unit's profile holds (not the count asked for: a folder may hold fewer)
-  local lo, hi
-  for _, u in ipairs(units) do
-    local n = type(u) == "table" and math.type(u.n_images) and u.n_images
-    if n then lo, hi = math.min(lo or n, n), math.max(hi or n, n) end
-  end
-  if lo then
-    facts[#facts + 1] = lo == hi and string.format("%d images per set", lo) or string.format("%d–%d images per set", lo, hi)
-  end
+  local images = require("srgeo.report").images_text(units)
+  if images then facts[#facts + 1] = images .. " per set" end
   if o.seed then facts[#facts + 1] = "seed " .. esc(o.seed) end
   facts[#facts + 1] = string.format("%d units (%d cached)", #units, cached)
   h[#h + 1] = '<p class="facts">' .. table.concat(facts, " · ") .. "</p>"
