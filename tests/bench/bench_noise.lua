@@ -20,7 +20,7 @@ local o = cli.run({
   about = "p.noise (95% bound on r's float32 error) vs float64 over the whole direction set",
   options = {
     { "cases", "small_resnet:fmnist-test:paper,resnet18_cifar@init:noise:paper,small_vgg:fmnist-test:paper,"
-      .. "vgg16_cifar@init:noise:paper:256,small_resnet:fmnist-test:sequential", "MODEL:EVAL:PRESET[:DIRECTIONS],..." },
+      .. "vgg16_cifar@init:noise:paper:256,small_vgg:fmnist-test:quick", "MODEL:EVAL:PRESET[:DIRECTIONS],..." },
     { "images", 4, "images per case" },
     { "threads", "1,2", "thread counts" },
     { "rungs", "1,9", "rungs of the preset's ladder (1: tiny η)" },

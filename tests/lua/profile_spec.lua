@@ -518,3 +518,20 @@ T.test("p.noise bounds the float32 error of r over the whole direction set (floa
   srgeo.threads(threads)
   print(string.format("     %d cases, smallest p.noise / float32 error %.3g", cases, worst))
 end)
+
+T.test("p.noise: the sequential estimator's first step bounds without the finite-population correction", function()
+  -- every direction checked: the fixed estimator's bound is the exact error;
+  -- the sequential one's first step (here all 16 directions, the cap) keeps
+  -- the sampling term, since its rungs may take more directions later
+  local m = srgeo.models.mlp { seed = 2 }
+  m:eval()
+  local X = srgeo.data.fashion_mnist { split = "test" }:sample(1, 3)
+  local o = { preset = "quick", directions = 16, noise_directions = 32, scales = { 1e-3 }, progress = false,
+              bootstrap = 1, orthogonal = 0 }
+  local fixed = srgeo.profile(m, X, o)
+  local seq = srgeo.profile(m, X, merged(o, { preset = "sequential", seq_chunk = 16 }))
+  T.eq(seq.rung_directions[1][1], 32, "the sequential run rests on the same 16 directions ±")
+  T.close(seq.median[1], fixed.median[1], 1e-12)
+  T.truthy(seq.noise[1][1] > 1.5 * fixed.noise[1][1], string.format("sequential %.3g, fixed %.3g", seq.noise[1][1],
+    fixed.noise[1][1]))
+end)
