@@ -85,7 +85,7 @@ const sr_opt_spec sr_profile_specs[] = {
      .help = "rows per forward batch (auto: about 32 MB of input rows)"},
     {.name = "jvp_batch", .type = SR_OPT_INT, .lo = 1, .hi = 4096, .def = 16, .offset = FIELD(jvp_k),
      .help = "tangents per stacked JVP"},
-    {.name = "noise_directions", .type = SR_OPT_INT, .lo = 0, .hi = 1e6, .def = 8, .offset = FIELD(noise_dirs),
+    {.name = "noise_directions", .type = SR_OPT_INT, .lo = 0, .hi = 1e6, .def = 16, .offset = FIELD(noise_dirs),
      .help = "directions (antipodes counted; 0 or at least 2 base directions) re-evaluated in float64, numerator "
              "and JVPs: p.noise is then a 95% upper confidence bound on the float32 error of r over the whole "
              "direction set (|error on them| + t_0.975 x its standard error as a sample of the set; 0: none)"},

@@ -105,7 +105,8 @@ r_η = E_u ‖Φ(x+ηu) − Φ(x)‖² / (η² E_u ‖J(x)u‖²): 1 where Φ is
            outside paper every direction has its own exact JVP (paired: plateau = 1) and blocks are orthonormal
   range = "auto": extend the ladder until a bump's decay is seen or the per-pixel RMS reaches 1 (p.range says why)
   options: directions, antipodal, jvp_directions (n or "all"), nscales, scales, rms_scales, seed, tap,
-           precision ("float32" with a noise check, or "float64"), bootstrap, ci, family ("gaussian",
+           precision ("float32", p.noise[i][s] a 95% upper bound on r's float32 error from noise_directions
+           re-run in float64; or "float64"), bootstrap, ci, family ("gaussian",
            "lowpass", "toward", "jacobian_top", "gradient", "user"), progress, label, exact_relu,
            share_prefix (default true: leading affine layers once per direction, p.shared_layers)
   fields: p.scales  p.median  p.lo  p.hi  p.mean  p.per_image  p.descriptors  p.jacobian_fro  p.forwards

@@ -42,12 +42,12 @@ local D224 = 3 * 224 * 224
 ---   quick: 64 directions ± antipodes, all paired, 9 rungs
 P.presets = {
   paper = { directions = 1024, antipodal = true, jvp_directions = 256, paired = false, orthogonal = 0, nscales = 17,
-            log10_lo = -2, log10_hi = 2, noise_directions = 8, noise_max = 0.05, bootstrap = 1000, ci = 0.95 },
+            log10_lo = -2, log10_hi = 2, noise_directions = 16, noise_max = 0.05, bootstrap = 1000, ci = 0.95 },
   sequential = { directions = 1024, antipodal = true, jvp_directions = 256, paired = true, orthogonal = "auto",
-                 nscales = 17, log10_lo = -2, log10_hi = 2, noise_directions = 8, noise_max = 0.05, bootstrap = 1000,
+                 nscales = 17, log10_lo = -2, log10_hi = 2, noise_directions = 16, noise_max = 0.05, bootstrap = 1000,
                  ci = 0.95, sequential = true },
   quick = { directions = 64, antipodal = true, jvp_directions = 256, paired = true, orthogonal = "auto", nscales = 9,
-            log10_lo = -2, log10_hi = 2, noise_directions = 4, noise_max = 0.05, bootstrap = 200, ci = 0.95 },
+            log10_lo = -2, log10_hi = 2, noise_directions = 8, noise_max = 0.05, bootstrap = 200, ci = 0.95 },
 }
 
 --- The sequential estimator's stopping rule, as profiles and help state it.
