@@ -36,7 +36,7 @@ end
 local ps = ex:run(units, o.eval)
 local labels = {}
 for i, p in ipairs(ps) do labels[i] = p.label end
-ex:figure("bump", srgeo.plot.profile, ps, {
-  labels = labels, title = o.title or E.title(o.eval, ex, #ps == 1 and ps[1].label or nil),
-})
+-- the title's image count is what the profiles hold (E.title), not what --eval asked for
+local prefix = #ps == 1 and ps[1].label or (o.twin and ps[1].label .. ": trained vs random init") or nil
+ex:figure("bump", srgeo.plot.profile, ps, { labels = labels, title = o.title or E.title(o.eval, ex, prefix, nil, ps) })
 ex:finish(ps, labels)

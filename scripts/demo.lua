@@ -37,10 +37,8 @@ local args = { "--out", o.out, "--eval", eval, "--preset", o.preset, "--seed", t
                "--threads", tostring(o.threads) }
 if have then
   print(string.format("Profiling %s (%s) and its random-init twin on %s, %s preset.", o.model, shipped, eval, o.preset))
-  for _, a in ipairs { "--model", o.model, "--twin", "--title",
-                       string.format("%s: trained vs random init (%d test images, %s preset)", o.model, o.images, o.preset) } do
-    args[#args + 1] = a
-  end
+  -- bump.lua titles it "MODEL: trained vs random init" with the images the profiles hold
+  for _, a in ipairs { "--model", o.model, "--twin" } do args[#args + 1] = a end
 else
   print(string.rep("=", 78))
   print(string.format("NOTICE: %s does not exist yet (`make models` trains the shipped encoders).", shipped))

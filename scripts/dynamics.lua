@@ -65,7 +65,7 @@ local function cell(d)
   if d.value ~= d.value then return "–" end
   return d.lo == d.lo and string.format("%.4g [%.4g, %.4g]", d.value, d.lo, d.hi) or string.format("%.4g", d.value)
 end
-local t = { { "step", "test acc", "shape", "peak r [95% CI]", "peak η [95% CI]", "‖J‖_F" } }
+local t = { { "step", "test acc", "shape", "peak r [95% CI]", "peak η (parabolic) [95% CI]", "‖J‖_F" } }
 for i, c in ipairs(ckpts) do
   local d = ps[i].descriptors
   t[#t + 1] = { tostring(c.step), accs[i] and string.format("%.4f", accs[i]) or "-", (E.bump(ps[i])),

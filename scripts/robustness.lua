@@ -53,13 +53,13 @@ ex:figure("robustness_jacobian", srgeo.plot.descriptors, jps,
 -- peak η only where the shape test found a bump (NaN otherwise: a gap)
 local series, names = { jac }, { "‖J‖_F" }
 for _, v in ipairs(peak) do
-  if v == v then series, names = { peak, jac }, { "peak η (bumps only)", "‖J‖_F" } break end
+  if v == v then series, names = { peak, jac }, { "peak η, parabolic (bumps only)", "‖J‖_F" } break end
 end
 ex:figure("robustness_vs_eps", function(ys, op) return srgeo.plot.lines(eps, ys, op) end, series,
   { labels = names, xlabel = "training ε (L2)", ylabel = "value", logy = true,
     title = E.title(o.eval, ex, nil, "Peak η and ‖J‖_F vs training ε") })
 local function num(v) return v == v and string.format("%.4g", v) or "–" end
-local t = { { "model", "ε", "shape", "peak η", "peak r", "‖J‖_F" } }
+local t = { { "model", "ε", "shape", "peak η (parabolic)", "peak r", "‖J‖_F" } }
 for i, p in ipairs(ps) do
   t[#t + 1] = { o.models[i], string.format("%g", eps[i]), (E.bump(p)), num(peak[i]),
                 num(p.descriptors.peak_height.value), num(jac[i]) }

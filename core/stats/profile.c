@@ -85,11 +85,15 @@ const sr_opt_spec sr_profile_specs[] = {
      .help = "rows per forward batch (auto: about 32 MB of input rows)"},
     {.name = "jvp_batch", .type = SR_OPT_INT, .lo = 1, .hi = 4096, .def = 16, .offset = FIELD(jvp_k),
      .help = "tangents per stacked JVP"},
-    {.name = "noise_directions", .type = SR_OPT_INT, .lo = 0, .hi = 1e6, .def = 8, .offset = FIELD(noise_dirs),
-     .help = "directions (antipodes counted) re-evaluated in float64, numerator and JVPs, for the float32 noise "
-             "estimate (0: none)"},
+    {.name = "noise_directions", .type = SR_OPT_INT, .lo = 0, .hi = 1e6, .def = 16, .offset = FIELD(noise_dirs),
+     .help = "directions (antipodes counted; 0 or at least 2 base directions) re-evaluated in float64, numerator "
+             "and JVPs: p.noise is then a 95% upper confidence bound on the float32 error of r over the whole "
+             "direction set (|error on them| + t_0.975 x its standard error as a sample of the set; 0: none)"},
+    {.name = "noise_fpc", .type = SR_OPT_BOOL, .def = 1, .offset = FIELD(noise_fpc),
+     .help = "finite-population correction of the noise bound (off: the run adds directions later, as the "
+             "sequential estimator's first step)"},
     {.name = "noise_max", .type = SR_OPT_NUM, .lo = 0, .hi = INFINITY, .def = 0.05, .offset = FIELD(noise_max),
-     .help = "discard a rung whose float32 error, of r or of its energy, exceeds this fraction"},
+     .help = "discard a rung whose float32 error bound, of r or of its energy, exceeds this fraction"},
     {.name = "per_direction", .type = SR_OPT_BOOL, .def = 0, .offset = FIELD(per_direction),
      .help = "keep every direction's displacement energy"},
     {.name = "exact_relu", .type = SR_OPT_BOOL, .def = 0, .offset = FIELD(exact_relu),
@@ -472,6 +476,10 @@ static int check_opts(const sr_module *m, const sr_tensor *x, const sr_profile_o
         if (!(o->scales[s] > 0) || !isfinite(o->scales[s]))
             return sr_fail("profile: scale %d is %g (scales must be positive and finite)", s + 1,
                            o->scales[s]);
+    if (o->noise_dirs > 0 && o->noise_dirs < (o->antipodal ? 3 : 2))
+        return sr_fail("profile: noise_directions %lld checks one base direction; the float32 noise bound needs "
+                       "at least 2, noise_directions >= %d, or 0 for none",
+                       (long long)o->noise_dirs, o->antipodal ? 3 : 2);
     if (!sr_tensor_all_finite(x, NULL))
         return sr_fail("profile: the image %s contains NaN or Inf", SR_SHAPE(x));
     return 0;
@@ -492,25 +500,61 @@ static int exact_prepare(sr_module *m, const sr_tensor *x, const sr_profile_opts
     return 0;
 }
 
-/* Float32 noise: the first nb base directions of the set (and their
- * antipodes) again in float64, numerator and JVPs, compared with the
- * float32 values on the same directions: relative errors of their energies
- * per rung, of their JVP energies, and of r over them; a rung whose error
- * of r or of its energy exceeds noise_max is discarded.  D, jsq: the run's
- * float32 values (D with stride total per rung). */
+/* A ratio estimate from a sample of n of the N units of a population
+ * (units: base directions, each with its antipode when the set has them):
+ * *est = Σ err / Σ val over the sample, the estimate of the population's
+ * Σ err / Σ val; returns its standard error (the ratio estimator's:
+ * residuals err_i − est·val_i, finite-population correction 1 − n/N, none
+ * for N = 0), Inf for a single unit. */
+static double ratio_se(const double *err, const double *val, int64_t n, int64_t N, double *est)
+{
+    double se = 0, sv = 0;
+    for (int64_t i = 0; i < n; i++) {
+        se += err[i];
+        sv += val[i];
+    }
+    *est = sv > 0 ? se / sv : (se != 0 ? INFINITY : 0);
+    if (!isfinite(*est))
+        return INFINITY;
+    if (n < 2)
+        return se != 0 ? INFINITY : 0;
+    double ss = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double e = err[i] - *est * val[i];
+        ss += e * e;
+    }
+    double fpc = N > 0 ? 1 - (double)n / (double)N : 1;
+    return sqrt((fpc > 0 ? fpc : 0) * ss / (double)(n - 1) / (double)n) / (sv / (double)n);
+}
+
+/* Float32 noise as a bound: the first nb base directions of the set (and
+ * their antipodes) again in float64, numerator and JVPs.  r's float32 error
+ * is (1 + A)/(1 + B) − 1, with A = ΣΔD/ΣD over every direction of the
+ * numerator and B = ΣΔJ/ΣJ over every JVP of the denominator (Δ: float32 −
+ * float64).  The checked directions are a random sample of those units
+ * (directions are exchangeable draws), so A and B are ratio estimates with
+ * standard errors (ratio_se, corrected for the finite population unless
+ * o->noise_fpc is off); each reported noise is |estimate| + t_{0.975, nb−1}
+ * × its SE: a two-sided 95% t bound on the error of the whole run, which
+ * covers the directions not checked.  For r, the SE of A − B is bounded by
+ * SE_A + SE_B (whatever their correlation).  A rung whose bound for r or
+ * for its energy exceeds noise_max is discarded.  D, jsq: the run's float32
+ * values (D with stride total per rung); nj: the JVP directions behind the
+ * denominator. */
 static int noise_check(sr_module *m, const sr_tensor *x, const sr_profile_opts *o, const double *D, const double *jsq,
-                       int64_t nb, int64_t batch, sr_profile_result *res)
+                       int64_t nb, int64_t nj, int64_t batch, sr_profile_result *res)
 {
     int ns = o->nscales, anti = o->antipodal ? 1 : 0;
     int64_t total = total_dirs(o), nidx = nb * (1 + anti);
     int rc = -1, converted = 0;
     double *D64 = malloc((size_t)(ns * nidx) * sizeof *D64), *J64 = malloc((size_t)nb * sizeof *J64);
+    double *err = malloc((size_t)nb * sizeof *err), *val = malloc((size_t)nb * sizeof *val);
     double *g0 = NULL;
     int64_t *idx = malloc((size_t)nidx * sizeof *idx);
     sr_tensor x64 = SR_TENSOR_INIT, y0 = SR_TENSOR_INIT;
     sr_dir_set g;
     memset(&g, 0, sizeof g);
-    if (!D64 || !J64 || !idx) {
+    if (!D64 || !J64 || !err || !val || !idx) {
         sr_fail("profile: out of memory");
         goto done;
     }
@@ -535,26 +579,29 @@ static int noise_check(sr_module *m, const sr_tensor *x, const sr_profile_opts *
     if (jac_energies(m, &x64, o, &g, idx, nb, J64, &res->nforward, NULL, NULL) ||
         energies(m, &x64, g0, nf, o, &g, idx, nidx, batch, D64, &res->nforward, NULL))
         goto done;
-    double jerr = 0, j32 = 0, j64 = 0;
+    double t = sr_t975(nb - 1), b_est;
     for (int64_t b = 0; b < nb; b++) {
-        jerr += fabs(jsq[b] - J64[b]);
-        j32 += jsq[b];
-        j64 += J64[b];
+        err[b] = jsq[b] - J64[b];
+        val[b] = J64[b];
     }
-    res->noise_jvp = j64 > 0 ? jerr / j64 : (jerr > 0 ? INFINITY : 0);
+    double b_se = ratio_se(err, val, nb, o->noise_fpc ? nj : 0, &b_est);
+    res->noise_jvp = fabs(b_est) + t * b_se;
     for (int s = 0; s < ns; s++) {
-        double err = 0, d32 = 0, d64 = 0;
-        for (int64_t b = 0; b < nb; b++)
+        for (int64_t b = 0; b < nb; b++) {
+            err[b] = val[b] = 0;
             for (int k = 0; k <= anti; k++) {
                 double v32 = D[s * total + k * o->ndirs + b], v64 = D64[s * nidx + k * nb + b];
-                err += fabs(v32 - v64);
-                d32 += v32;
-                d64 += v64;
+                err[b] += v32 - v64;
+                val[b] += v64;
             }
-        res->noise_energy[s] = d64 > 0 ? err / d64 : (err > 0 ? INFINITY : 0);
-        /* r over the checked directions: the η² and the counts cancel */
-        double r32 = d32 / j32, r64 = d64 / j64;
-        res->noise[s] = r64 > 0 ? fabs(r32 / r64 - 1) : (r32 != r64 ? INFINITY : 0);
+        }
+        double a_est, a_se = ratio_se(err, val, nb, o->noise_fpc ? o->ndirs : 0, &a_est);
+        res->noise_energy[s] = fabs(a_est) + t * a_se;
+        /* r32/r64 = (1 + A)/(1 + B): the η² and the counts cancel; its SE by
+         * the delta method, each term at its worst sign */
+        double q = 1 + b_est, dr = (1 + a_est) / q - 1;
+        double dr_se = a_se / q + b_se * (1 + fabs(a_est)) / (q * q);
+        res->noise[s] = q > 0 ? fabs(dr) + t * dr_se : INFINITY;
         if (!(res->noise[s] <= o->noise_max && res->noise_energy[s] <= o->noise_max))
             res->r[s] = NAN;
     }
@@ -564,6 +611,8 @@ done:
         rc = -1;
     free(D64);
     free(J64);
+    free(err);
+    free(val);
     free(g0);
     free(idx);
     sr_dirs_free(&g);
@@ -674,7 +723,7 @@ int sr_profile_image(sr_module *m, const sr_tensor *x, const sr_profile_opts *o,
     int64_t nb = anti ? (o->noise_dirs + 1) / 2 : o->noise_dirs;
     if (nb > nj)
         nb = nj;
-    if (nb > 0 && m->dtype == SR_F32 && noise_check(m, x, o, D, res->jvp_sq, nb, batch, res))
+    if (nb > 0 && m->dtype == SR_F32 && noise_check(m, x, o, D, res->jvp_sq, nb, nj, batch, res))
         goto done;
     if (o->per_direction) {
         res->per_dir = D;

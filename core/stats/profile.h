@@ -43,8 +43,9 @@ typedef struct sr_profile_opts {
     int64_t batch;         /* rows per forward batch */
     int64_t jvp_k;         /* tangents per stacked jvp */
     const sr_module *tap;  /* NULL: the module's output */
-    int64_t noise_dirs;    /* directions re-evaluated in float64 (0: no estimate) */
-    double noise_max;      /* discard a rung when the float32 error of r or of its energy exceeds this */
+    int64_t noise_dirs;    /* directions re-evaluated in float64 (0: no bound; else >= 2 base directions) */
+    int noise_fpc;         /* finite-population correction of the noise bound (off: more directions follow) */
+    double noise_max;      /* discard a rung when the float32 error bound of r or of its energy exceeds this */
     int per_direction;     /* keep every D_s,i in res->per_dir */
     sr_dir_family family;
     const sr_tensor *user_dirs; /* (n, C, H, W) or (n, d) for SR_DIRS_USER: row b is base direction b */
@@ -94,11 +95,14 @@ typedef struct sr_profile_result {
     double *ci;            /* [nscales] relative 95% CI half-width of r */
     sr_rung_moments *moments; /* [nscales] each rung's moments (stats/rung.h) */
     /* Float32 runs re-evaluate the first noise_dirs base directions (and
-     * antipodes) in float64, numerator and JVPs; relative errors of the
-     * float32 values on those directions (NaN if not estimated): */
-    double *noise;         /* [nscales] of r (their ratio of means) */
-    double *noise_energy;  /* [nscales] of their displacement energies (Σ|ΔD| / ΣD) */
-    double noise_jvp;      /* of their JVP energies (Σ|ΔJ| / ΣJ) */
+     * antipodes) in float64, numerator and JVPs; from their float32 errors,
+     * two-sided 95% upper bounds on the relative float32 error over the
+     * whole direction set (|estimate| + t_{0.975} SE, the checked
+     * directions as a sample of the set; profile.c noise_check), NaN if not
+     * checked: */
+    double *noise;         /* [nscales] of r */
+    double *noise_energy;  /* [nscales] of the mean displacement energy (the numerator) */
+    double noise_jvp;      /* of the mean JVP energy (the denominator) */
     double *per_dir;       /* [nscales × ndirs_total] when per_direction */
     double *jvp_sq;        /* [njvp_used] ‖J u_i‖² per JVP direction */
     int64_t njvp_used;

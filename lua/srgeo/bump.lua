@@ -257,7 +257,7 @@ function B.classify(t)
     shape.peak = { rung = best, eta = scales[best], value = values[best] }
     shape.rise = record(rise_at[best])
     shape.decay = record(dci)
-    shape.text = string.format("bump: r %s at η %s, %s [%s, %s] over the plateau %s, then %s at η %s (%s [%s, %s])",
+    shape.text = string.format("bump: r %s at the peak rung η %s, %s [%s, %s] over the plateau %s, then %s at η %s (%s [%s, %s])",
       fmt(values[best]), fmt(scales[best]), signed(est[rise_at[best]]), signed(lo[rise_at[best]]),
       signed(hi[rise_at[best]]), fmt(plat.value), fmt(values[cs[dci].b]), fmt(scales[cs[dci].b]), signed(est[dci]),
       signed(lo[dci]), signed(hi[dci]))
@@ -278,7 +278,7 @@ function B.classify(t)
       dip = string.format(" after a dip to %s at η %s (%s [%s, %s]),", fmt(values[low]), fmt(scales[low]),
         signed(est[fall_at[low]]), signed(lo[fall_at[low]]), signed(hi[fall_at[low]]))
     end
-    shape.text = string.format("%s: r %s at η %s, %s [%s, %s] over the plateau %s,%s no decay after it %s",
+    shape.text = string.format("%s: r %s at the highest raised rung η %s, %s [%s, %s] over the plateau %s,%s no decay after it %s",
       shape.class, fmt(values[top]), fmt(scales[top]), signed(est[ci]), signed(lo[ci]), signed(hi[ci]),
       fmt(plat.value), dip, shape.bound and "up to the physical bound (per-pixel RMS ≥ 1)"
         or string.format("up to the top rung η %s (the range stops short of the physical bound)", fmt(scales[idx[#idx]])))
@@ -317,6 +317,13 @@ end
 -- Descriptors
 
 B.DESCRIPTORS = { "plateau", "onset", "peak_eta", "peak_height", "half_width", "decay_slope", "area" }
+
+--- Two peaks, named apart wherever both are printed: the descriptor peak_eta
+--- is the vertex of a parabola in log η through the curve's highest rung
+--- (within a bump's window) and its two neighbours, between rungs; the shape
+--- test's "peak rung" (p.shape.peak, its text) is that highest rung itself.
+B.PEAK_NOTE = "peak η (parabolic): the vertex of a parabola in log η through the median profile's highest rung and its "
+  .. "neighbours; the shape test's \"peak rung\" is that rung itself"
 
 --- bump.descriptors(scales, r [, window]) -> the raw descriptors of one curve
 --- (NaN rungs skipped).  plateau: mean r over the first up to 3 valid rungs;

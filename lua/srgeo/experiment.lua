@@ -33,10 +33,10 @@ local copy = util.copy
 
 E.shipped_dir, E.shipped = models.shipped_dir, models.shipped
 for _, k in ipairs { "parse_model", "twin", "load_model", "input_shape", "model_eps", "checkpoints", "EVAL_NAMES",
-                     "parse_eval", "load_eval", "expand_models" } do E[k] = S[k] end
+                     "parse_eval", "load_eval", "expand_models", "eval_key" } do E[k] = S[k] end
 E.model_key = cache.model_key
 for _, k in ipairs { "jacobian_fro", "bump", "with_jacobian", "columns", "descriptor_table", "shape_table",
-                     "compare_table", "finding", "load_results" } do E[k] = report[k] end
+                     "compare_table", "finding", "load_results", "images_text" } do E[k] = report[k] end
 
 -- ---------------------------------------------------------------------------
 -- Options every script shares
@@ -63,7 +63,7 @@ function E.common_options(defaults)
     { "refine", false, "add rungs halfway around a bump's peak (peak η within half a rung spacing)" },
     { "alpha", defaults.alpha or 0.05, "level of the shape tests (familywise)", type = "number" },
     { "bootstrap", type = "integer", help = "bootstrap resamples for the CI bands (overrides the preset)" },
-    { "precision", type = "string", help = "float32 (with the noise check) or float64", choices = { "float32", "float64" } },
+    { "precision", type = "string", help = "float32 (with a 95% bound on its float32 error, p.noise) or float64", choices = { "float32", "float64" } },
     { "tap", type = "string", help = "module to measure (default: the model's 'features'; an .onnx model: "
       .. "'embedding' when its last linear layer makes class scores, else 'output'; a value name imports only "
       .. "what it depends on)" },
@@ -205,11 +205,20 @@ function Ex:unit(mspec, espec, extra)
   local label = extra.label or ms.label
   local key = extra.key or cache.key(ms, es, popts.tap)
   local files = cache.files(self.out .. "/units", key)
-  local rec = { key = key, label = label, model = ms.spec, model_label = ms.label, eval = es.key,
+  -- rec.eval: the set as asked until a profile says how many images it holds (take_profile)
+  local rec = { key = key, label = label, model = ms.spec, model_label = ms.label, eval = es.key, request = es.key,
                 eval_label = extra.eval_label or es.label, tap = popts.tap, json = files.json, csv = files.csv }
   local desc = cache.unit(ms, es, popts, self.seed, self.out .. "/units")
   if S.is_onnx(ms) then desc.import = self.import end
   return { ms = ms, es = es, popts = popts, label = label, files = files, rec = rec, desc = desc }
+end
+
+-- A unit's record takes its profile: the set's key names the images the
+-- profile holds, not the count asked for.
+local function take_profile(u, p)
+  u.rec.profile = p
+  if p and p.n_images then u.rec.eval = S.eval_key(u.es, p.n_images) end
+  return p
 end
 
 -- The unit's profile from the cache (nil when it must be computed).
@@ -218,8 +227,8 @@ function Ex:from_cache(u)
   local p, changed = cache.lookup(u.files, u.desc)
   if p then
     p.label = u.label
-    u.rec.cached, u.rec.profile, u.profile = true, p, p
-    return p
+    u.rec.cached, u.profile = true, p
+    return take_profile(u, p)
   elseif changed and not self.quiet and not u.said_changed then
     u.said_changed = true
     self:log("  %s: options or model changed since it was cached; recomputing", u.rec.key)
@@ -284,7 +293,7 @@ function Ex:compute_unit(u)
   local m = self:model(u.ms)
   local X = self:eval_set(u.es, m, u.ms.label)
   local po = copy(u.popts)
-  po.label, po.model_name, po.eval = u.label, u.ms.spec, u.es.key
+  po.label, po.model_name, po.eval = u.label, u.ms.spec, S.eval_key(u.es, #X)
   if resume then
     self:log("  %s: resuming after image %d of %d (checkpoints in %s)", rec.key, resume.n_images, #X, files.partial)
   end
@@ -296,7 +305,8 @@ function Ex:compute_unit(u)
       .. "cached in %s/units — rerun the same command to resume", rec.key, p.n_images, self.computed + self.cached, self.out)
   end
   cache.store(files, u.desc, u.label, p, srgeo._clock() - t0)
-  rec.cached, rec.profile, rec.seconds = false, p, srgeo._clock() - t0
+  rec.cached, rec.seconds = false, srgeo._clock() - t0
+  take_profile(u, p)
   self.computed = self.computed + 1
   return p
 end
@@ -366,7 +376,7 @@ function Ex:compute(us, log)
         local m = self:model(u.ms)
         local X = self:eval_set(u.es, m, u.ms.label)
         local po = copy(u.popts)
-        po.label, po.model_name, po.eval = u.label, u.ms.spec, u.es.key
+        po.label, po.model_name, po.eval = u.label, u.ms.spec, S.eval_key(u.es, #X)
         local t0 = srgeo._clock()
         local p = srgeo.profile(m, X, po, { resume = pl.resume,
           on_image = mpi.root() and function(pp, i) cache.save_image(u.files, u.desc, pp, i) end or nil })
@@ -377,6 +387,7 @@ function Ex:compute(us, log)
           if locks[k] then locks[k]:unlock(); locks[k] = nil end
         end
         u.profile, u.rec.seconds = p, seconds
+        take_profile(u, p)
         self.computed = self.computed + 1
         line(k)
       end
@@ -398,7 +409,8 @@ function Ex:compute(us, log)
   local ps = {}
   for k, u in ipairs(us) do
     ps[k] = srgeo.profile.adopt(got[k].profile)
-    u.profile, u.rec.profile, u.rec.seconds = ps[k], ps[k], got[k].seconds
+    u.profile, u.rec.seconds = ps[k], got[k].seconds
+    take_profile(u, ps[k])
     self.units[#self.units + 1] = u.rec
   end
   return ps
@@ -466,11 +478,17 @@ end
 
 --- A figure title for an evaluation set: "r_η on NAME (N images, seed S, P preset)";
 --- prefix: text before it (a model name); what: the quantity (default r_η).
+--- N is what the profiles hold: ps (default: ex's units on that set), or,
+--- before any is computed, the count asked for ("up to N images").
 --- srgeo.plot sets titles literally (noenhanced), so names need no escaping.
-function E.title(espec, ex, prefix, what)
+function E.title(espec, ex, prefix, what, ps)
   local es = E.parse_eval(espec, ex and { images = ex.images, seed = ex.seed })
-  return string.format("%s%s on %s (%d images, seed %d, %s preset)", prefix and prefix .. ": " or "", what or "r_η",
-    es.name, es.n, es.seed, ex and ex.preset or "quick")
+  if not ps and ex then
+    ps = {}
+    for _, rec in ipairs(ex.units) do if rec.request == es.key then ps[#ps + 1] = rec.profile end end
+  end
+  return string.format("%s%s on %s (%s, seed %d, %s preset)", prefix and prefix .. ": " or "", what or "r_η",
+    es.name, E.images_text(ps) or string.format("up to %d images", es.n), es.seed, ex and ex.preset or "quick")
 end
 
 --- Default taps of a model for layer-resolved profiles: its top-level

@@ -116,7 +116,8 @@ r_η = E_u ‖Φ(x+ηu) − Φ(x)‖² / (η² E_u ‖J(x)u‖²): 1 where Φ is
            outside paper every direction has its own exact JVP (paired: plateau = 1) and blocks are orthonormal
   range = "auto": extend the ladder until a bump's decay is seen or the per-pixel RMS reaches 1 (p.range says why)
   options: directions, antipodal, jvp_directions (n or "all"), nscales, scales, rms_scales, seed, tap,
-           precision ("float32" with a noise check, or "float64"), bootstrap, ci, family ("gaussian",
+           precision ("float32", p.noise[i][s] a 95% upper bound on r's float32 error from noise_directions
+           re-run in float64; or "float64"), bootstrap, ci, family ("gaussian",
            "lowpass", "toward", "jacobian_top", "gradient", "user"), progress, label, exact_relu,
            share_prefix (default true: leading affine layers once per direction, p.shared_layers),
            directional (default true: JVPs take the one-sided derivative at kinks and ties, u and −u each their own,
@@ -128,7 +129,9 @@ r_η = E_u ‖Φ(x+ηu) − Φ(x)‖² / (η² E_u ‖J(x)u‖²): 1 where Φ is
     p.shape.text (the numbers that decided it), p.image_shapes (each image's call)
   print(p:summary())   p:save_csv(path)   p:save_json(path)   q = srgeo.profile.load(path)
   descriptors (each {value, lo, hi}, NaN with a reason where the shape leaves them undefined): plateau,
-    onset, peak_eta, peak_height, half_width, decay_slope, area
+    onset, peak_eta, peak_height, half_width, decay_slope, area; peak_eta is parabolic: the vertex of a
+    parabola in log η through the median profile's highest rung and its neighbours, while the shape
+    text's "peak rung" is that rung itself (p.shape.peak)
   c = srgeo.profile.compare(p1, p2, {permutations = 1000})   -- c.p.curve, c.p.peak_eta, ...
   srgeo.plot.profile({p1, p2}, {out = "bump.png", labels = {"trained", "init"}})   srgeo.plot.show(p)]]
 

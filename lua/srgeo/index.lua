@@ -228,7 +228,7 @@ local function cell(d)
   return v
 end
 
-local DESCRIPTORS = { { "plateau", "plateau" }, { "onset", "onset η" }, { "peak_eta", "peak η" },
+local DESCRIPTORS = { { "plateau", "plateau" }, { "onset", "onset η" }, { "peak_eta", "peak η (parabolic)" },
                       { "peak_height", "peak r" }, { "half_width", "half-width" }, { "decay_slope", "decay slope" },
                       { "area", "area" } }
 
@@ -312,7 +312,9 @@ local function run_html(tree, run)
   if t.written then facts[#facts + 1] = "written " .. esc(t.written) end
   if type(t.seconds) == "number" then facts[#facts + 1] = string.format("%.1f s", t.seconds) end
   if o.preset then facts[#facts + 1] = "preset " .. esc(o.preset) end
-  if o.images then facts[#facts + 1] = esc(o.images) .. " images per set" end
+  -- the images each unit's profile holds (not the count asked for: a folder may hold fewer)
+  local images = require("srgeo.report").images_text(units)
+  if images then facts[#facts + 1] = images .. " per set" end
   if o.seed then facts[#facts + 1] = "seed " .. esc(o.seed) end
   facts[#facts + 1] = string.format("%d units (%d cached)", #units, cached)
   h[#h + 1] = '<p class="facts">' .. table.concat(facts, " · ") .. "</p>"

@@ -1116,7 +1116,7 @@ end
 local FIELD_LABELS = {
   plateau = "plateau level of r_η",
   onset = "onset η (r leaves the plateau by 5%)",
-  peak_eta = "peak η",
+  peak_eta = "peak η (parabolic vertex of the median profile)",
   peak_height = "peak height (max r_η)",
   half_width = "half-width (decades of η)",
   decay_slope = "decay slope (d log r / d log η)",
@@ -1125,7 +1125,7 @@ local FIELD_LABELS = {
 local LOG_FIELDS = { onset = true, peak_eta = true }
 -- Names for a chart's title (literal text, no subscripts).
 local FIELD_TITLES = {
-  plateau = "Plateau", onset = "Onset η", peak_eta = "Peak η", peak_height = "Peak height", half_width = "Half-width",
+  plateau = "Plateau", onset = "Onset η", peak_eta = "Peak η (parabolic)", peak_height = "Peak height", half_width = "Half-width",
   decay_slope = "Decay slope", area = "Area above r = 1", jacobian_fro = "‖J‖_F",
 }
 

@@ -7,8 +7,8 @@
 --   p2 = srgeo.profile.load(path)
 --   c = srgeo.profile.compare(p1, p2)      -- permutation tests
 --
--- The per-image work (directions, exact JVPs, batched forwards, float32 noise
--- estimate) runs in C (core/stats/profile.c), one call per image and set of
+-- The per-image work (directions, exact JVPs, batched forwards, the float32 noise
+-- bound) runs in C (core/stats/profile.c), one call per image and set of
 -- rungs, or per step of directions in sequential mode.  This module chooses
 -- the ladder (and extends it with range = "auto"), runs the sequential
 -- estimator across images, and aggregates: the median over images (the
@@ -42,12 +42,12 @@ local D224 = 3 * 224 * 224
 ---   quick: 64 directions ± antipodes, all paired, 9 rungs
 P.presets = {
   paper = { directions = 1024, antipodal = true, jvp_directions = 256, paired = false, orthogonal = 0, nscales = 17,
-            log10_lo = -2, log10_hi = 2, noise_directions = 8, noise_max = 0.05, bootstrap = 1000, ci = 0.95 },
+            log10_lo = -2, log10_hi = 2, noise_directions = 16, noise_max = 0.05, bootstrap = 1000, ci = 0.95 },
   sequential = { directions = 1024, antipodal = true, jvp_directions = 256, paired = true, orthogonal = "auto",
-                 nscales = 17, log10_lo = -2, log10_hi = 2, noise_directions = 8, noise_max = 0.05, bootstrap = 1000,
+                 nscales = 17, log10_lo = -2, log10_hi = 2, noise_directions = 16, noise_max = 0.05, bootstrap = 1000,
                  ci = 0.95, sequential = true },
   quick = { directions = 64, antipodal = true, jvp_directions = 256, paired = true, orthogonal = "auto", nscales = 9,
-            log10_lo = -2, log10_hi = 2, noise_directions = 4, noise_max = 0.05, bootstrap = 200, ci = 0.95 },
+            log10_lo = -2, log10_hi = 2, noise_directions = 8, noise_max = 0.05, bootstrap = 200, ci = 0.95 },
 }
 
 --- The sequential estimator's stopping rule, as profiles and help state it.
@@ -60,7 +60,7 @@ P.SEQUENTIAL_RULE = "each image's rung takes steps of directions (each with its 
 local option_names = {
   preset = true, directions = true, antipodal = true, jvp_directions = true, nscales = true,
   log10_lo = true, log10_hi = true, scales = true, rms_scales = true, seed = true, batch = true,
-  jvp_batch = true, tap = true, noise_directions = true, noise_max = true, precision = true,
+  jvp_batch = true, tap = true, noise_directions = true, noise_fpc = true, noise_max = true, precision = true,
   bootstrap = true, ci = true, per_direction = true, progress = true, label = true, model_name = true,
   user_directions = true, family = true, lowpass_sigma = true, toward = true, k = true, iters = true,
   labels = true, exact_relu = true, target_ci = true, seq_chunk = true, seq_min = true, jacobian_norm = true,
@@ -284,6 +284,9 @@ local function call(run, p, i, rungs, first, count, noise)
   copts.directions, copts.first_direction = count or o.directions, first
   copts.orthogonal = o.orthogonal
   copts.noise_directions = noise and o.noise_directions or 0
+  -- the sequential estimator's first step is not the rung's whole set: no
+  -- finite-population correction of the bound (the conservative side)
+  copts.noise_fpc = o.noise_fpc ~= false and not o.sequential
   local random = family_options(run.model, x, i, o, copts)
   if not random and (first > 0 or o.sequential) then
     error("profile: the sequential estimator draws more directions as it needs them: it takes the gaussian or lowpass family", 0)
@@ -912,6 +915,7 @@ function Profile:summary()
     out[#out + 1] = string.format("%-12s %s %s %s%s", k, fmt(dsc.value), fmt(dsc.lo), fmt(dsc.hi),
       dsc.reason and "  (" .. dsc.reason .. ")" or "")
   end
+  out[#out + 1] = bump.PEAK_NOTE
   return table.concat(out, "\n")
 end
 

@@ -74,12 +74,26 @@ local function columns(rows)
 end
 R.columns = columns
 
+--- report.images_text(list) -> "8 images", or "8–32 images" when they
+--- differ: the images each entry (a profile, or a results.json unit) holds
+--- (n_images: what was computed, never the count asked for); nil if none says.
+function R.images_text(list)
+  local lo, hi
+  for _, p in pairs(list or {}) do
+    local n = type(p) == "table" and math.type(p.n_images) and p.n_images
+    if n then lo, hi = math.min(lo or n, n), math.max(hi or n, n) end
+  end
+  if not lo then return nil end
+  if lo == hi then return string.format("%d image%s", lo, lo == 1 and "" or "s") end
+  return string.format("%d–%d images", lo, hi)
+end
+
 --- report.descriptor_table(profiles [, labels]) -> text: one row per profile:
 --- its shape (srgeo.bump's class), plateau, onset η, peak η and height (with
 --- CIs), half-width, area, ‖J‖_F.  A descriptor the shape leaves undefined
 --- shows as "–" (R.shape_table says why).
 function R.descriptor_table(ps, labels)
-  local rows = { { "profile", "shape", "plateau", "onset η", "peak η [95% CI]", "peak r [95% CI]", "half-width",
+  local rows = { { "profile", "shape", "plateau", "onset η", "peak η (parabolic) [95% CI]", "peak r [95% CI]", "half-width",
                    "area", "‖J‖_F [95% CI]" } }
   for i, p in ipairs(ps) do
     local d = p.descriptors
@@ -259,6 +273,7 @@ function R.write(ex, ps, labels)
   if #ps > 0 then
     s[#s + 1] = "Descriptors (median over images; 95% bootstrap CIs over images; –: undefined for the shape):"
     s[#s + 1] = R.descriptor_table(ps, labels)
+    s[#s + 1] = bump.PEAK_NOTE .. "."
     s[#s + 1] = ""
     s[#s + 1] = "Shape tests (srgeo.bump: simultaneous bounds at familywise level alpha):"
     s[#s + 1] = R.shape_table(ps, labels)

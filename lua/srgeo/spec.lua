@@ -413,6 +413,13 @@ function S.parse_eval(spec, defaults)
   return es
 end
 
+--- spec.eval_key(es, n) -> the key of evaluation set es with n images (the
+--- count that was loaded: a folder or a named set may hold fewer than es.n).
+function S.eval_key(es, n)
+  es = S.parse_eval(es)
+  return (es.key:gsub(":%d+@(%-?%d+)$", ":" .. math.tointeger(n) .. "@%1"))
+end
+
 local source_cache = setmetatable({}, { __mode = "v" })
 
 local function source(base)

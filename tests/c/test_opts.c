@@ -154,7 +154,7 @@ TEST(opts_profile_engine_reads_and_checks_its_declared_options)
     sr_opts_kv(&o, &data, "profile", (const char *[]){"directions", "8", "antipodal", "false", "jvp_batch", "4",
                                                      "lowpass_sigma", "1.5", "tap", "features", NULL});
     CHECK_OK(sr_profile_opts_read(&o, &po));
-    CHECK(po.ndirs == 8 && !po.antipodal && po.jvp_k == 4 && po.njvp == 256 && po.noise_dirs == 8 &&
+    CHECK(po.ndirs == 8 && !po.antipodal && po.jvp_k == 4 && po.njvp == 256 && po.noise_dirs == 16 &&
               po.family == SR_DIRS_LOWPASS && po.lowpass_sigma == 1.5 && po.tap == NULL && po.batch == 0,
           "read: ndirs %lld antipodal %d jvp_k %lld family %d", (long long)po.ndirs, po.antipodal,
           (long long)po.jvp_k, (int)po.family);

@@ -476,3 +476,96 @@ TEST(profile_float32_noise_covers_the_jvp_denominator)
     }
     sr_tensor_free(&x);
 }
+
+/* The float32 noise bound against the float32 error of r over the whole
+ * direction set, from a float64 run on the same directions.  Φ = x ⊙ x
+ * with a large offset: at small η the float32 differences are mostly
+ * rounding, different per direction, so the bound's sampling term matters.
+ * actual[s] = |r32 / r64 − 1| with r from each run's moments (defined also
+ * where a rung is discarded). */
+static void noise_vs_float64(sr_profile_opts *o, uint64_t seed, double *noise, double *actual)
+{
+    sr_module *m = sr_module_new(&sq_ops, 0);
+    sr_tensor x = SR_TENSOR_INIT, x32 = SR_TENSOR_INIT;
+    CHECK_OK(check_randn(&x, 2, (int64_t[]){1, 64}, seed));
+    for (int64_t e = 0; e < 64; e++)
+        sr_f64(&x)[e] += 100;
+    o->seed = seed;
+    sr_profile_result r64, r32;
+    m->dtype = SR_F64;
+    CHECK_OK(sr_profile_image(m, &x, o, &r64));
+    CHECK_OK(sr_tensor_convert(&x32, &x, SR_F32));
+    m->dtype = SR_F32;
+    CHECK_OK(sr_profile_image(m, &x32, o, &r32));
+    for (int s = 0; s < o->nscales; s++) {
+        double a = r32.moments[s].d_mean / r32.moments[s].j_mean, b = r64.moments[s].d_mean / r64.moments[s].j_mean;
+        actual[s] = fabs(a / b - 1);
+        noise[s] = r32.noise[s];
+    }
+    sr_profile_result_free(&r64);
+    sr_profile_result_free(&r32);
+    sr_tensor_free(&x);
+    sr_tensor_free(&x32);
+    sr_module_release(m);
+}
+
+TEST(profile_float32_noise_is_the_exact_error_when_every_direction_is_checked)
+{
+    double scales[] = {1e-4, 1e-3, 1e-2}, noise[3], actual[3];
+    for (int paired = 0; paired <= 1; paired++) {
+        /* unpaired: JVPs on all 32 base directions too (the check takes at
+         * most the JVP directions) */
+        sr_profile_opts o = opts_of(32, 32, scales, 3);
+        o.paired = paired;
+        o.noise_dirs = 64; /* all: the finite-population correction leaves no sampling term */
+        noise_vs_float64(&o, 5, noise, actual);
+        for (int s = 0; s < 3; s++)
+            CHECK(fabs(noise[s] - actual[s]) <= 1e-6 * actual[s] && actual[s] > 1e-5,
+                  "paired %d rung %d: noise %.12g, float32 error over the set %.12g", paired, s, noise[s], actual[s]);
+    }
+}
+
+TEST(profile_float32_noise_bounds_the_error_of_r_over_the_whole_set)
+{
+    /* 4 of 64 base directions checked: a 95% bound, so over 30 images x 3
+     * rungs a few misses are allowed; the estimate alone (no t·SE term)
+     * misses about half of them. */
+    double scales[] = {1e-4, 1e-3, 1e-2}, noise[3], actual[3];
+    int miss = 0, cases = 0;
+    double worst = INFINITY;
+    for (int paired = 0; paired <= 1; paired++)
+        for (uint64_t seed = 1; seed <= 15; seed++) {
+            sr_profile_opts o = opts_of(64, 32, scales, 3);
+            o.paired = paired;
+            o.noise_dirs = 8;
+            noise_vs_float64(&o, seed, noise, actual);
+            for (int s = 0; s < 3; s++) {
+                cases++;
+                miss += !(noise[s] >= actual[s]);
+                if (noise[s] / actual[s] < worst)
+                    worst = noise[s] / actual[s];
+            }
+        }
+    printf("     %d of %d (image, rung) cases above the bound; smallest bound / error %.3g\n", miss, cases, worst);
+    CHECK(miss <= cases / 20, "%d of %d errors above the 95%% bound", miss, cases);
+}
+
+TEST(profile_float32_noise_needs_two_base_directions)
+{
+    sr_module *m = sr_module_new(&sq_ops, 0);
+    m->dtype = SR_F32;
+    sr_tensor x = SR_TENSOR_INIT;
+    CHECK_OK(check_randn(&x, 2, (int64_t[]){1, 8}, 1));
+    CHECK_OK(sr_tensor_convert(&x, &x, SR_F32));
+    double scales[] = {0.1};
+    sr_profile_opts o = opts_of(8, 8, scales, 1);
+    o.noise_dirs = 2;
+    sr_profile_result r;
+    CHECK_ERR(sr_profile_image(m, &x, &o, &r), "noise_directions 2 checks one base direction");
+    o.noise_dirs = 3;
+    CHECK_OK(sr_profile_image(m, &x, &o, &r));
+    CHECK(isfinite(r.noise[0]), "two base directions: a finite bound, got %g", r.noise[0]);
+    sr_profile_result_free(&r);
+    sr_tensor_free(&x);
+    sr_module_release(m);
+}

@@ -173,3 +173,22 @@ T.test("bump.simulate: seeded, the requested shape", function()
   T.eq(#s1, 12)
   T.raises(function() B.simulate("wiggle") end, "unknown shape 'wiggle'")
 end)
+
+T.test("the two peaks are named apart: the shape's peak rung, the parabolic peak η descriptor", function()
+  -- an asymmetric peak: the parabola's vertex lies between rungs, off the highest rung
+  local shape, p = shape_of { 1, 1, 1, 1.5, 3, 2.8, 1.2, 1 }
+  T.eq(shape.class, "bump")
+  local rung = p.scales[shape.peak.rung]
+  T.eq(rung, p.scales[5])
+  T.truthy(shape.text:find("^bump: r 3[%.%d]* at the peak rung η " .. string.format("%.3g", rung)), shape.text)
+  local eta = p.descriptors.peak_eta.value
+  T.truthy(eta > rung * 1.05 and eta < p.scales[6], string.format("parabolic peak η %g vs peak rung %g", eta, rung))
+  -- every place that prints the descriptor says which peak it is
+  p.n_images, p.seconds, p.forwards = 12, 0, 0
+  p.options.directions, p.options.antipodal = 1, false
+  T.truthy(p:summary():find(B.PEAK_NOTE, 1, true), p:summary())
+  local E = require "srgeo.experiment"
+  p.label = "x"
+  T.truthy(E.descriptor_table { p }:find("peak η (parabolic) [95% CI]", 1, true), E.descriptor_table { p })
+  T.truthy(srgeo.help.text_of("profile"):find("peak_eta is parabolic", 1, true), "help names the parabolic peak")
+end)

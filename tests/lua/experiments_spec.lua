@@ -224,7 +224,7 @@ T.test("experiment: E.bump is the profile's shape test (srgeo.bump)", function()
   end
   local class, text = E.bump(prof { 1, 1, 1, 3, 1, 1 })
   T.eq(class, "bump")
-  T.truthy(text:find("^bump: r 3"), text)
+  T.truthy(text:find("^bump: r 3[%.%d]* at the peak rung η 10,"), text)
   T.eq(E.bump(prof { 1, 1, 1, 1.5, 3, 6 }), "edge")
   T.eq(E.bump(prof { 1, 1, 1, 0.5, 0.3, 0.2 }), "fall")
   T.eq(E.bump(prof { 1, 1, 1, 1, 1, 1 }), "flat")
@@ -423,6 +423,44 @@ T.test("experiment: --eval takes an image folder, loaded at the model's input sh
     exe(), dir, SMALL, out_dir("folder")))
   T.eq(code, 0, out)
   T.truthy(out:find("on folder:" .. dir .. ":3@0: 3 images", 1, true), out)
+  -- a set that holds fewer images than asked (8 of a folder of 3): every
+  -- count printed is the one computed, from the title to the index page
+  local o8 = out_dir("folder8")
+  out, code = sh(string.format("%s bump --model 'mlp{hidden={4},input={3,8,8}}@init' --eval %s:8 %s --out %s",
+    exe(), dir, SMALL, o8))
+  T.eq(code, 0, out)
+  T.truthy(out:find("on folder:" .. dir .. ":3@0: 3 images", 1, true), out)
+  T.truthy(read(o8 .. "/bump.gp"):find("(3 images, seed 0, quick preset)", 1, true), read(o8 .. "/bump.gp"))
+  T.truthy(not read(o8 .. "/bump.gp"):find("8 images", 1, true), "the asked-for count is not the title's")
+  local r = E.load_results(o8)
+  T.eq(r.units[1].n_images, 3); T.eq(r.units[1].eval, "folder:" .. dir .. ":3@0")
+  local pr = srgeo.profile.load(r.units[1].json)
+  T.eq(pr.identity.eval, "folder:" .. dir .. ":3@0")
+  local page = read(require("srgeo.index").write(o8).path)
+  T.truthy(page:find("3 images per set", 1, true) and not page:find("8 images per set", 1, true), page)
+  -- rerun from the cache: the same counts
+  out, code = sh(string.format("%s bump --model 'mlp{hidden={4},input={3,8,8}}@init' --eval %s:8 %s --out %s",
+    exe(), dir, SMALL, o8))
+  T.truthy(out:find("on folder:" .. dir .. ":3@0: cached", 1, true), out)
+  T.truthy(read(o8 .. "/bump.gp"):find("(3 images, seed 0, quick preset)", 1, true), read(o8 .. "/bump.gp"))
+end)
+
+T.test("experiment: titles and image counts come from the profiles", function()
+  local function prof(n) return { n_images = n } end
+  T.eq(E.images_text { prof(8) }, "8 images")
+  T.eq(E.images_text { prof(1) }, "1 image")
+  T.eq(E.images_text { prof(8), prof(32) }, "8–32 images")
+  T.eq(E.images_text {}, nil)
+  T.eq(E.eval_key("fmnist-test:32@1", 8), "fmnist-test:8@1")
+  local dir = ROOT .. "/keyimages"
+  os.execute("mkdir -p " .. dir)
+  T.eq(E.eval_key(dir .. ":32", 3), "folder:" .. dir .. ":3@0")
+  -- before anything is computed the title says what was asked for, as asked for
+  local ex = { images = 32, seed = 0, preset = "quick", units = {} }
+  T.eq(E.title("fmnist-test", ex), "r_η on fmnist-test (up to 32 images, seed 0, quick preset)")
+  ex.units[1] = { request = "fmnist-test:32@0", profile = prof(8) }
+  T.eq(E.title("fmnist-test", ex, "m"), "m: r_η on fmnist-test (8 images, seed 0, quick preset)")
+  T.eq(E.title("fmnist-test", ex, nil, nil, { prof(5) }), "r_η on fmnist-test (5 images, seed 0, quick preset)")
 end)
 
 T.test("experiment: an evaluation set of other channels than the model's fails naming the sets that fit", function()
@@ -530,7 +568,8 @@ T.test("bump.lua: trained + twin; rerun reuses cached units; --force and new opt
   T.truthy(log:find("peak η", 1, true), "prints the descriptor table")
   -- titles are literal text (noenhanced): names appear as typed, not escaped
   local title = read(out .. "/bump.gp"):match("\nset title (.-)\n")
-  T.truthy(title and title:find("'r_η on noise (4 images, seed 0, ", 1, true) and title:find("noenhanced", 1, true)
+  T.truthy(title and title:find("tiny: trained vs random init: r_η on noise (4 images, seed 0, ", 1, true)
+    and title:find("noenhanced", 1, true)
     and not title:find("\\", 1, true), tostring(title))
   local unit = out .. "/units/tiny__noise_4@0.json"
   local before = read(unit)
@@ -607,7 +646,7 @@ T.test("robustness.lua: ε from names and explicit; layers.lua: one panel per ta
   local r = check_results(out, { "robustness", "robustness_peak_eta", "robustness_jacobian", "robustness_vs_eps" }, 2)
   T.eq(r.extra.eps[1], 0); T.eq(r.extra.eps[2], 0.5)
   -- descriptor charts are titled with the descriptor and the evaluation set
-  T.truthy(read(out .. "/robustness_peak_eta.gp"):find("set title 'Peak η on noise:4@0 (preset quick)'", 1, true))
+  T.truthy(read(out .. "/robustness_peak_eta.gp"):find("set title 'Peak η (parabolic) on noise:4@0 (preset quick)'", 1, true))
   T.truthy(read(out .. "/robustness_jacobian.gp"):find("set title '‖J‖_F on noise:4@0 (preset quick)'", 1, true))
   -- its own default ladder: 3.5 decades (log10 η -1 .. 2.5 at 224²), past the paper preset's top,
   -- then range auto's rungs at the same spacing

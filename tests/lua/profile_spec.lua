@@ -312,7 +312,7 @@ T.test("the shipped trained encoder has a bump; its random-init twin rises (rang
   local init = srgeo.models.small_resnet { seed = 3 }
   init:eval()
   local X = srgeo.data.fashion_mnist { split = "test" }:sample(16, 1)
-  local o = { preset = "quick", directions = 8, nscales = 9, progress = false, noise_directions = 2,
+  local o = { preset = "quick", directions = 8, nscales = 9, progress = false, noise_directions = 4,
               range = "auto", refine = true, bootstrap = 400 }
   local pt, pi = srgeo.profile(trained, X, o), srgeo.profile(init, X, o)
   T.eq(pt.shape.class, "bump", pt.shape.text)
@@ -536,4 +536,63 @@ T.test("share_prefix: normalize → conv1 → bn1 run once per direction, same e
       end
     end
   end
+end)
+
+T.test("p.noise bounds the float32 error of r over the whole direction set (float64 run), 1 and 2 threads", function()
+  -- the fast version of tests/bench/bench_noise.lua: small models, 32
+  -- directions ± (8 checked in float64), a tiny rung (float32 cancellation)
+  -- and a mid one, paired and unpaired (the paper's 16 JVPs)
+  local models = { { "mlp@init", srgeo.models.mlp { seed = 1 } } }
+  for _, name in ipairs { "small_vgg", "small_resnet" } do
+    local path = srgeo.root .. "/models/shipped/" .. name .. ".safetensors"
+    if io.open(path) then models[#models + 1] = { name, srgeo.models.load(path) } end
+  end
+  local X = srgeo.data.fashion_mnist { split = "test" }:sample(2, 5)
+  local threads = srgeo.threads()
+  local cases, worst = 0, math.huge
+  for _, mm in ipairs(models) do
+    local m = mm[2]
+    m:eval()
+    for _, paired in ipairs { true, false } do
+      local o = { directions = 32, jvp_directions = 16, paired = paired, noise_directions = 8, scales = { 1e-3, 1 },
+                  progress = false, bootstrap = 1 }
+      local q = merged(o, { precision = "float64", noise_directions = 0 })
+      local p64 = srgeo.profile(m, X, q)
+      m:float()
+      for _, th in ipairs { 1, 2 } do
+        srgeo.threads(th)
+        local p32 = srgeo.profile(m, X, o)
+        for i = 1, #X do
+          for s = 1, 2 do
+            local a, b = p32.moments[i][s], p64.moments[i][s]
+            local actual = math.abs((a.d_mean / a.j_mean) / (b.d_mean / b.j_mean) - 1)
+            local bound = p32.noise[i][s]
+            cases = cases + 1
+            T.truthy(bound >= actual, string.format("%s paired %s, %d threads, image %d, η %g: p.noise %.3g < float32 "
+              .. "error %.3g", mm[1], tostring(paired), th, i, o.scales[s], bound, actual))
+            if actual > 0 then worst = math.min(worst, bound / actual) end
+          end
+        end
+      end
+    end
+  end
+  srgeo.threads(threads)
+  print(string.format("     %d cases, smallest p.noise / float32 error %.3g", cases, worst))
+end)
+
+T.test("p.noise: the sequential estimator's first step bounds without the finite-population correction", function()
+  -- every direction checked: the fixed estimator's bound is the exact error;
+  -- the sequential one's first step (here all 16 directions, the cap) keeps
+  -- the sampling term, since its rungs may take more directions later
+  local m = srgeo.models.mlp { seed = 2 }
+  m:eval()
+  local X = srgeo.data.fashion_mnist { split = "test" }:sample(1, 3)
+  local o = { preset = "quick", directions = 16, noise_directions = 32, scales = { 1e-3 }, progress = false,
+              bootstrap = 1, orthogonal = 0 }
+  local fixed = srgeo.profile(m, X, o)
+  local seq = srgeo.profile(m, X, merged(o, { preset = "sequential", seq_chunk = 16 }))
+  T.eq(seq.rung_directions[1][1], 32, "the sequential run rests on the same 16 directions ±")
+  T.close(seq.median[1], fixed.median[1], 1e-12)
+  T.truthy(seq.noise[1][1] > 1.5 * fixed.noise[1][1], string.format("sequential %.3g, fixed %.3g", seq.noise[1][1],
+    fixed.noise[1][1]))
 end)
