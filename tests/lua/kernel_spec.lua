@@ -1,0 +1,104 @@
+-- kernel_spec.lua: `srgeo kernel`, the Jupyter kernel, driven by Jupyter's
+-- own client (tests/kernel_check.py on Debian's python3-jupyter-client):
+-- execute with stdout and a trailing value, errors, complete, inspect,
+-- is_complete, a bad signature refused, interrupts (SIGINT during a
+-- profile, interrupt_request during a Lua loop), restart and shutdown; and
+-- the kernelspec `srgeo kernel install` writes.  Skipped, with the reason,
+-- where the shell or jupyter_client is missing.
+local T = ...
+local json = require "srgeo.json"
+
+local SHELL = T.shell() or "build/srgeo"
+local PYTHON = "/usr/bin/python3"
+local function q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+local function need_jupyter()
+  if not T.shell() then T.skip("skipped: the kernel runs in the srgeo shell (run the specs with build/srgeo)") end
+  if os.execute(PYTHON .. " -c 'import jupyter_client' >/dev/null 2>&1") ~= true then
+    T.skip("skipped: python3-jupyter-client is not installed (scripts/install-deps.sh --test)")
+  end
+end
+
+-- The checks kernel_check.py reports, in its order: each must be there and ok.
+local CHECKS = {
+  "kernel_info: lua 5.4, srgeo", "heartbeat",
+  "execute: stdout stream", "execute: trailing expression is execute_result", "execute: status busy then idle",
+  "execute: a table prints with the REPL's printer", "execute: a statement has no result", "execute: stderr stream",
+  "error: reply names the cell line", "error: no Lua traceback", "error: :tb shows the traceback",
+  "error: a syntax error is an error reply",
+  "complete: srgeo.pro -> srgeo.profile", "inspect: help text",
+  "is_complete: incomplete, complete, invalid, incomplete",
+  "bad signature: refused", "bad signature: kernel alive, the message did not run", "bad signature: logged",
+  "interrupt: a running profile stops within 2 s", "interrupt: kernel alive, the next cell runs",
+  "interrupt_request: interrupt_reply, the loop stops within 2 s",
+  "restart: a new kernel with a fresh state", "shutdown: the kernel exits",
+}
+
+local report -- kernel_check.py's output, run once for all the checks
+local function result(name)
+  need_jupyter()
+  if not report then
+    report = T.sh(string.format("timeout 600 %s tests/kernel_check.py %s", PYTHON, q(SHELL)))
+  end
+  for line in report:gmatch("[^\n]+") do
+    local status, rest = line:match("^(%a+)%s+(.*)$")
+    if rest and (rest == name or rest:sub(1, #name + 1) == name .. ":") then return status, line end
+  end
+  return nil, "no line for '" .. name .. "' in:\n" .. report
+end
+
+for _, name in ipairs(CHECKS) do
+  T.test("kernel: " .. name, function()
+    local status, line = result(name)
+    T.eq(status, "ok", line)
+  end)
+end
+
+T.test("kernel: install writes kernel.json (argv, display name, lua, signal) and a 64x64 PNG logo", function()
+  if not T.shell() then T.skip("skipped: the kernel runs in the srgeo shell") end
+  local dir = os.tmpname()
+  os.remove(dir)
+  local out, code = T.sh(string.format("%s kernel install --prefix %s --exe /opt/x/bin/srgeo", q(SHELL), q(dir)))
+  T.eq(code, 0, out)
+  local spec = json.decode(T.read(dir .. "/share/jupyter/kernels/srgeo/kernel.json"))
+  T.same(spec.argv, { "/opt/x/bin/srgeo", "kernel", "-f", "{connection_file}" })
+  T.eq(spec.display_name, "srgeo (Lua 5.4)")
+  T.eq(spec.language, "lua")
+  T.eq(spec.interrupt_mode, "signal")
+  local png = T.read(dir .. "/share/jupyter/kernels/srgeo/logo-64x64.png")
+  T.eq(png:sub(1, 8), "\137PNG\r\n\26\n")
+  T.eq(string.unpack(">I4I4", png, 17), 64) -- IHDR width
+  T.eq(select(2, string.unpack(">I4I4", png, 17)), 64)
+  -- --user honours JUPYTER_DATA_DIR; a bad option is a usage error
+  out, code = T.sh(string.format("JUPYTER_DATA_DIR=%s/user %s kernel install --user", q(dir), q(SHELL)))
+  T.eq(code, 0, out)
+  T.truthy(T.read(dir .. "/user/kernels/srgeo/kernel.json"):find('"kernel"', 1, true))
+  out, code = T.sh(string.format("%s kernel install --bogus", q(SHELL)))
+  T.eq(code, 2, out)
+  T.truthy(out:find("unknown option --bogus", 1, true), out)
+  os.execute("rm -rf " .. q(dir))
+end)
+
+T.test("kernel: a cell's trailing expression (kernel.compile)", function()
+  local k = require "srgeo.kernel"
+  local function run(code)
+    local f, expr = k.compile(code, "=cell")
+    if not f then return nil, expr end
+    return expr, table.pack(f())
+  end
+  local expr, r = run("x = 6 * 7\nx")
+  T.eq(expr, true); T.eq(r[1], 42)
+  expr, r = run("local t = {\n  a = 1 }\nt.a + 1")
+  T.eq(r[1], 2)
+  expr, r = run("y = 1")
+  T.eq(expr, false); T.eq(r.n, 0)
+  expr, r = run("y = 1\n-y") -- an operator continues the line before: y = 1 - y
+  T.eq(expr, false)
+  expr, r = run("for i = 1, 2 do\nend")
+  T.eq(expr, false)
+  local f, err = k.compile("x = = 1", "=In[3]")
+  T.eq(f, nil); T.truthy(err:find("In[3]:1:", 1, true), err)
+  f = k.compile("local a = 1\n\nerror('boom')", "=In[4]") -- line numbers are the cell's
+  local ok, e = pcall(f)
+  T.truthy(not ok and e:find("In[4]:3: boom", 1, true), e)
+end)
