@@ -8,18 +8,19 @@
 --   kernel.serve(connection_file)   answer until shutdown_request
 --   kernel.install{user=, prefix=, exe=, name=} -> the kernelspec folder
 --
--- A cell runs as the REPL runs a line, "return LINE;" when that loads,
--- applied to the cell's last expression: the shortest tail of lines that
--- loads as `return TAIL;` after the lines before it is returned (IPython's
--- "last expression"; `print(x)` NEWLINE `'s'` shows 's', not a call of
--- print's result); the results are the execute_result, printed by
--- srgeo.repl's printer.  print,
+-- A cell runs as a block of a Markdown notebook does (srgeo.notebook's
+-- compile): its last expression, the shortest tail of lines that loads as
+-- `return TAIL`, is returned unless it ends in ";" (IPython's rule; the
+-- REPL's "return LINE" for a one-line cell), and the results are the
+-- execute_result, printed by srgeo.repl's printer.  print,
 -- io.write, io.stdout and io.stderr become `stream` messages while a cell
 -- runs.  An error is the message at the cell's line (srgeo.repl's
 -- user_error when the REPL has one), no traceback: a cell `:tb` shows it,
 -- as in the REPL, and SRGEO_TRACEBACK=1 shows every one.  complete_request
 -- is the REPL's completion, inspect_request the text help(NAME) prints,
--- is_complete_request the REPL's continuation rule.
+-- is_complete_request the REPL's continuation rule.  srgeo.plot.* without
+-- opts.out shows the figure in the notebook (display_data, image/png or
+-- image/svg+xml) instead of failing (srgeo.plot.display).
 local srgeo = require "srgeo"
 local json = require "srgeo.json"
 local repl = require "srgeo.repl"
@@ -108,30 +109,10 @@ end
 -- Cells
 -- ---------------------------------------------------------------------------
 
--- A tail that starts with an operator continues the line before it
--- ("y = a\n-b" is y = a - b), so it is never split off as an expression.
-local function splittable(tail)
-  local c = tail:match("^%s*(.)")
-  return c and not c:find("[-+*/%%^&|~<>=.:,)%]}%(%[]")
-end
-
---- kernel.compile(code, name) -> function, is_expression | nil, message.
-function M.compile(code, name)
-  local lines = {}
-  for l in (code .. "\n"):gmatch("(.-)\n") do lines[#lines + 1] = l end
-  for i = #lines, 1, -1 do
-    local tail = table.concat(lines, "\n", i)
-    if tail:match("%S") and splittable(tail) then
-      -- the head keeps its line count, so messages name the cell's own lines
-      local head = i > 1 and table.concat(lines, "\n", 1, i - 1) .. "\n" or ""
-      local h = load("return " .. tail .. ";", name) and load(head .. "return " .. tail .. ";", name)
-      if h then return h, true end
-    end
-  end
-  local g, err = load(code, name)
-  if not g then return nil, err end
-  return g, false
-end
+--- kernel.compile(code, name) -> function, shows_value | nil, message: the
+--- cell as srgeo.notebook compiles a block (its last expression returned,
+--- unless it ends in ";"), over the globals.
+function M.compile(code, name) return require("srgeo.notebook").compile(code, name, _G, 1) end
 
 local function pack(...) return { n = select("#", ...), ... } end
 
@@ -185,6 +166,19 @@ function M.serve(path)
   local function pub(msg_type, parent, content) send("iopub", { "kernel." .. session .. "." .. msg_type }, msg_type, parent, content) end
   local function status(parent, s) pub("status", parent, { execution_state = s }) end
 
+  -- srgeo.plot.* without out: the figure as display_data of the running cell
+  local current -- {parent = header, flush = function} while a cell runs
+  local MIME = { png = "image/png", svg = "image/svg+xml", pdf = "application/pdf" }
+  local plot = require "srgeo.plot"
+  plot.display = function(path, term)
+    if not current then error("kernel: a figure outside a cell", 0) end
+    local bytes = read_file(path)
+    local data = { ["text/plain"] = "<figure " .. (path:match("([^/]+)$") or path) .. ">" }
+    data[MIME[term] or "application/octet-stream"] = term == "svg" and bytes or require("srgeo.html").base64(bytes)
+    current.flush()
+    pub("display_data", current.parent, { data = data, metadata = {}, transient = {} })
+  end
+
   local handlers = {}
 
   function handlers.kernel_info_request() return "kernel_info_reply", M.kernel_info() end
@@ -221,7 +215,9 @@ function M.serve(path)
     if not f then r = { false, err, err, n = 3 }
     else
       local restore = capture(sink)
+      current = { parent = parent, flush = function() flush("stdout") flush("stderr") end }
       r = pack(k.run(f))
+      current = nil
       restore()
     end
     flush("stdout")

@@ -91,14 +91,66 @@ T.test("kernel: a cell's trailing expression (kernel.compile)", function()
   expr, r = run("local t = {\n  a = 1 }\nt.a + 1")
   T.eq(r[1], 2)
   expr, r = run("y = 1")
-  T.eq(expr, false); T.eq(r.n, 0)
-  expr, r = run("y = 1\n-y") -- an operator continues the line before: y = 1 - y
-  T.eq(expr, false)
+  T.truthy(not expr); T.eq(r.n, 0)
+  expr, r = run("tostring('x')\n'next'") -- the last line, not tostring(...)'next'
+  T.eq(r[1], "next")
+  expr, r = run("y = 2\ntostring(y);") -- ";" keeps it quiet, as in a notebook
+  T.truthy(not expr); T.eq(r.n, 0)
   expr, r = run("for i = 1, 2 do\nend")
-  T.eq(expr, false)
+  T.truthy(not expr); T.eq(r.n, 0)
   local f, err = k.compile("x = = 1", "=In[3]")
   T.eq(f, nil); T.truthy(err:find("In[3]:1:", 1, true), err)
   f = k.compile("local a = 1\n\nerror('boom')", "=In[4]") -- line numbers are the cell's
   local ok, e = pcall(f)
   T.truthy(not ok and e:find("In[4]:3: boom", 1, true), e)
+end)
+
+-- A notebook executed by nbconvert on the srgeo kernel: no error, stdout,
+-- a value, and srgeo.plot.profile without out as an inline image/png.
+T.test("kernel: jupyter nbconvert --execute runs a notebook: no error, a plot without out is an image/png output", function()
+  need_jupyter()
+  if os.execute("command -v jupyter-nbconvert >/dev/null 2>&1") ~= true then
+    T.skip("skipped: jupyter-nbconvert is not installed (scripts/install-deps.sh --test)")
+  end
+  local dir = os.tmpname()
+  os.remove(dir)
+  assert(os.execute("mkdir -p " .. q(dir)))
+  local out, code = T.sh(string.format("%s kernel install --prefix %s", q(SHELL), q(dir)))
+  T.eq(code, 0, out)
+  local function cell(src)
+    return { cell_type = "code", execution_count = "NULL", metadata = {}, outputs = json.array {}, source = src }
+  end
+  local nb = {
+    nbformat = 4, nbformat_minor = 5,
+    metadata = { kernelspec = { name = "srgeo", display_name = "srgeo (Lua 5.4)", language = "lua" } },
+    cells = {
+      cell("print('hello from srgeo')\n1 + 1"),
+      cell("local nn = srgeo.nn\n" ..
+           "m = nn.sequential { nn.linear { in_features = 16, out_features = 16 }, nn.relu {},\n" ..
+           "  nn.linear { in_features = 16, out_features = 4 } }\n" ..
+           "X = {}\nfor i = 1, 3 do X[i] = srgeo.rand({ 1, 16 }, i) end\n" ..
+           "p = srgeo.profile(m, X, { preset = 'quick', progress = false })"),
+      cell("srgeo.plot.profile(p)"),
+    },
+  }
+  T.write(dir .. "/in.ipynb", (json.encode(nb):gsub('"NULL"', "null"))) -- nbformat wants null
+  out, code = T.sh(string.format("cd %s && JUPYTER_PATH=%s/share/jupyter JUPYTER_DATA_DIR=%s/data timeout 300 " ..
+    "jupyter-nbconvert --to notebook --execute --ExecutePreprocessor.timeout=240 --output out.ipynb in.ipynb",
+    q(dir), q(dir), q(dir)))
+  T.eq(code, 0, out)
+  local done = json.decode(T.read(dir .. "/out.ipynb"))
+  local kinds, png, text = {}, nil, {}
+  for _, c in ipairs(done.cells) do
+    for _, o in ipairs(c.outputs or {}) do
+      kinds[#kinds + 1] = o.output_type
+      if o.output_type == "error" then T.truthy(false, "an error output: " .. json.encode(o)) end
+      if o.output_type == "stream" then text[#text + 1] = type(o.text) == "table" and table.concat(o.text) or o.text end
+      if o.data and o.data["image/png"] then png = o.data["image/png"] end
+    end
+  end
+  T.truthy(table.concat(text):find("hello from srgeo", 1, true), table.concat(kinds, " "))
+  T.truthy(png, "no image/png output: " .. table.concat(kinds, " "))
+  T.truthy(type(png) == "string" and #png > 1000, "a PNG of " .. #tostring(png) .. " base64 characters")
+  T.truthy(png:gsub("%s", ""):sub(1, 8) == "iVBORw0K", "base64 of a PNG signature") -- "\137PNG\r\n\26\n"
+  os.execute("rm -rf " .. q(dir))
 end)
