@@ -155,6 +155,7 @@ try:
     km.interrupt_kernel()
     reply = kc.get_shell_msg(timeout=30)
     dt = time.time() - t0
+    print("note interrupt (SIGINT) during a profile: reply after %.2f s" % dt, flush=True)
     check("interrupt: a running profile stops within 2 s", reply["parent_header"]["msg_id"] == msg_id and dt < 2.0,
           "%.2f s, %s" % (dt, reply["content"].get("status")))
     c, msgs = run(kc, "print(p and p.interrupted, srgeo.interrupted())\n'next'")  # the tail, not print(...)'next'
@@ -174,9 +175,18 @@ try:
     reply = kc.get_shell_msg(timeout=30)
     dt = time.time() - t0
     ir = kc.session.recv(sock, mode=0)[1] if sock.poll(5000) else {"msg_type": "none"}
+    print("note interrupt_request during a Lua loop: execute_reply after %.2f s" % dt, flush=True)
     check("interrupt_request: interrupt_reply, the loop stops within 2 s",
           ir["msg_type"] == "interrupt_reply" and reply["content"]["status"] == "error" and dt < 2.0,
           "%.2f s %s" % (dt, reply["content"].get("evalue")))
+
+    # SIGINT between cells does nothing; io.read is an error, not a wait
+    km.interrupt_kernel()
+    time.sleep(0.5)
+    c, msgs = run(kc, "ok = pcall(io.read)\nok")
+    res = of_type(msgs, "execute_result")
+    check("interrupt at idle: kernel alive; io.read fails", km.is_alive() and res and res[0]["data"]["text/plain"] == "false",
+          (c, res))
 
     # restart: shutdown_request(restart=True), a new process, a fresh state
     pid = km.provisioner.process.pid if km.provisioner and km.provisioner.process else None

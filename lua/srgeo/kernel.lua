@@ -57,7 +57,8 @@ end
 -- ---------------------------------------------------------------------------
 
 local function capture(sink)
-  local saved = { print = print, write = io.write, stdout = io.stdout, stderr = io.stderr, output = io.output }
+  local saved = { print = print, write = io.write, read = io.read, stdout = io.stdout, stderr = io.stderr,
+                  output = io.output }
   local function file(name)
     local f = {}
     local methods = {
@@ -90,8 +91,12 @@ local function capture(sink)
   io.write = function(...) return out:write(...) end
   io.stdout, io.stderr = out, err
   io.output = function(f) if f == nil then return out end return saved.output(f) end
+  -- the kernel's stdin is not the notebook's (Jupyter's input_request is not
+  -- implemented): reading it would wait on whatever started Jupyter
+  io.read = function() error("io.read: a kernel cell has no input (read a file instead)", 2) end
   return function()
-    _G.print, io.write, io.stdout, io.stderr, io.output = saved.print, saved.write, saved.stdout, saved.stderr, saved.output
+    _G.print, io.write, io.read, io.stdout, io.stderr, io.output =
+      saved.print, saved.write, saved.read, saved.stdout, saved.stderr, saved.output
   end
 end
 

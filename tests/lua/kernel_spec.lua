@@ -31,7 +31,7 @@ local CHECKS = {
   "bad signature: refused", "bad signature: kernel alive, the message did not run", "bad signature: logged",
   "interrupt: a running profile stops within 2 s", "interrupt: kernel alive, the next cell runs",
   "interrupt_request: interrupt_reply, the loop stops within 2 s",
-  "restart: a new kernel with a fresh state", "shutdown: the kernel exits",
+  "interrupt at idle: kernel alive; io.read fails", "restart: a new kernel with a fresh state", "shutdown: the kernel exits",
 }
 
 local report -- kernel_check.py's output, run once for all the checks
