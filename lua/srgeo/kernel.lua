@@ -27,18 +27,22 @@ local repl = require "srgeo.repl"
 
 local M = {}
 
+-- A user's mistake (a missing connection file, a bad option): the message
+-- alone, no traceback (srgeo.util's user errors).
+local function fail(msg) require("srgeo.util").raise { msg = msg } end
+
 M.PROTOCOL = "5.3"
 M.DISPLAY_NAME = "srgeo (Lua 5.4)"
 
 local function shell()
   local ok, k = pcall(require, "srgeo.kernel_shell")
-  if not ok then error("kernel: srgeo kernel runs inside the srgeo shell (srgeo kernel -f FILE), not a stock lua5.4", 0) end
+  if not ok then fail("kernel: srgeo kernel runs inside the srgeo shell (srgeo kernel -f FILE), not a stock lua5.4") end
   return k
 end
 
 local function read_file(path)
   local f, err = io.open(path, "rb")
-  if not f then error("kernel: cannot read " .. tostring(err), 0) end
+  if not f then fail("kernel: cannot read " .. tostring(err)) end
   local s = f:read("a")
   f:close()
   return s
@@ -153,11 +157,13 @@ end
 --- kernel.serve(connection_file): the kernel's loop, until shutdown_request.
 function M.serve(path)
   local k = shell()
-  local cfg = json.decode(read_file(path))
-  if type(cfg) ~= "table" then error("kernel: " .. path .. " is not a connection file (a JSON object)", 0) end
+  local okj, cfg = pcall(json.decode, read_file(path))
+  if not okj then fail("kernel: " .. path .. ": " .. tostring(cfg)) end
+  if type(cfg) ~= "table" then fail("kernel: " .. path .. " is not a connection file (a JSON object)") end
   local session = session_id()
   cfg.session = session
-  local w = k.open(cfg)
+  local okw, w = pcall(k.open, cfg)
+  if not okw then fail(tostring(w):gsub("^[^\n]-:%d+: ", "")) end
   local nmsg, count, last_tb = 0, 0, nil
 
   local function header(msg_type)
@@ -364,7 +370,7 @@ end
 function M.install(o)
   local util = require "srgeo.util"
   local name = o.name or "srgeo"
-  if not name:match("^[%w_%.%-]+$") then error("kernel install: --name must be letters, digits, _ . -, got '" .. name .. "'", 0) end
+  if not name:match("^[%w_%.%-]+$") then fail("kernel install: --name must be letters, digits, _ . -, got '" .. name .. "'") end
   local base
   if o.prefix then
     base = o.prefix .. "/share/jupyter"
@@ -375,12 +381,12 @@ function M.install(o)
       local xdg = os.getenv("XDG_DATA_HOME")
       if xdg and xdg ~= "" then base = xdg .. "/jupyter"
       elseif home and home ~= "" then base = home .. "/.local/share/jupyter"
-      else error("kernel install: neither HOME nor JUPYTER_DATA_DIR is set; pass --prefix DIR", 0) end
+      else fail("kernel install: neither HOME nor JUPYTER_DATA_DIR is set; pass --prefix DIR") end
     end
   end
   local dir = base .. "/kernels/" .. name
   local ok = os.execute("mkdir -p '" .. dir:gsub("'", "'\\''") .. "'")
-  if not ok then error("kernel install: cannot create " .. dir, 0) end
+  if not ok then fail("kernel install: cannot create " .. dir) end
   local exe = o.exe or shell().exe()
   util.write_atomic(dir .. "/kernel.json", json.encode(M.kernelspec(exe), { indent = true }) .. "\n")
   write_logo(dir .. "/logo-64x64.png")

@@ -154,3 +154,28 @@ T.test("kernel: jupyter nbconvert --execute runs a notebook: no error, a plot wi
   T.truthy(png:gsub("%s", ""):sub(1, 8) == "iVBORw0K", "base64 of a PNG signature") -- "\137PNG\r\n\26\n"
   os.execute("rm -rf " .. q(dir))
 end)
+
+T.test("kernel: a bad connection file or command line is a clear error, no traceback", function()
+  if not T.shell() then T.skip("skipped: the kernel runs in the srgeo shell") end
+  local f = os.tmpname()
+  local function run(args)
+    local out, code = T.sh(string.format("%s kernel %s", q(SHELL), args))
+    T.truthy(not out:find("stack traceback", 1, true), out)
+    return out, code
+  end
+  local out, code = run("-f /nonexistent/conn.json")
+  T.eq(code, 1); T.truthy(out:find("kernel: cannot read /nonexistent/conn.json", 1, true), out)
+  T.write(f, "nope")
+  out, code = run("-f " .. q(f))
+  T.eq(code, 1); T.truthy(out:find("json.decode", 1, true), out)
+  T.write(f, '{"ip": "127.0.0.1", "shell_port": 5, "key": "k"}')
+  out, code = run("-f " .. q(f))
+  T.eq(code, 1); T.truthy(out:find("control_port must be a port number", 1, true), out)
+  T.write(f, '{"ip": "127.0.0.1", "shell_port": 1, "control_port": 2, "iopub_port": 3, "stdin_port": 4, "hb_port": 6,'
+    .. ' "key": "k", "signature_scheme": "hmac-md5"}')
+  out, code = run("-f " .. q(f))
+  T.eq(code, 1); T.truthy(out:find("signature_scheme must be hmac-sha256, got 'hmac-md5'", 1, true), out)
+  out, code = run("--bogus")
+  T.eq(code, 2); T.truthy(out:find("usage: srgeo kernel", 1, true), out)
+  os.remove(f)
+end)
