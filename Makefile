@@ -12,13 +12,14 @@
 #   make fixtures   regenerate PyTorch reference fixtures (needs python3-torch)
 #   make models     retrain the shipped models (scripts/make_models.sh)
 #   make install    PREFIX=/usr/local (DESTDIR= for staging): the shell, srgeo.so,
-#                   the library, models, scripts, notebooks, srgeo.pc, srgeo.1
+#                   the library, models, scripts, notebooks, srgeo.pc, srgeo.1,
+#                   the Jupyter kernelspec
 #   make uninstall
 #   make clean
 
 CC      ?= cc
 BUILD   ?= build
-PKGS    := lua5.4 openblas vips libcjson zlib libcmark-gfm libprotobuf-c
+PKGS    := lua5.4 openblas vips libcjson zlib libcmark-gfm libprotobuf-c libzmq
 # The packages' flags are asked of pkg-config the first time a recipe needs
 # them, never when make reads this file: on a fresh machine `make demo` runs
 # `make deps` first, and before that there is no pkg-config nor any .pc file.
@@ -81,7 +82,7 @@ $(BUILD)/layers.ok: tests/layers.lua $(wildcard core/*/*.c core/*/*.h)
 $(BUILD)/libsrgeo_core.a: $(CORE_OBJ) $(BUILD)/layers.ok
 	@rm -f $@ && ar rcs $@ $(CORE_OBJ)
 
-$(BUILD)/srgeo: $(BUILD)/core/shell/shell.o $(LUA_OBJ) $(BUILD)/libsrgeo_core.a
+$(BUILD)/srgeo: $(BUILD)/core/shell/shell.o $(BUILD)/core/shell/kernel.o $(LUA_OBJ) $(BUILD)/libsrgeo_core.a
 	@echo '  LINK   $@'
 	@$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) -Wl,-E
 
@@ -189,7 +190,8 @@ clean:
 # package.cpath for /usr/local), the library root PREFIX/share/srgeo (lua/,
 # models/, scripts/, notebooks/; the shell and srgeo.so find it from where
 # they are, core/lua/srgeo.c), the core for C programs (PREFIX/include/srgeo,
-# PREFIX/lib/libsrgeo_core.a, PREFIX/lib/pkgconfig/srgeo.pc) and srgeo.1.
+# PREFIX/lib/libsrgeo_core.a, PREFIX/lib/pkgconfig/srgeo.pc), srgeo.1 and the
+# Jupyter kernelspec PREFIX/share/jupyter/kernels/srgeo (srgeo kernel install).
 # LuaRocks (srgeo-*.rockspec) installs a whole prefix into its rock folder.
 VERSION := $(shell sed -n 's/^\#define SRGEO_VERSION "\(.*\)"/\1/p' core/lua/srgeo.c)
 PREFIX  ?= /usr/local
@@ -214,11 +216,12 @@ install: all
 	rm -rf $(addprefix $(D)$(DATADIR)/,$(ROOT_DIRS))
 	tar -cf - $(ROOT_DIRS) | tar -xf - -C $(D)$(DATADIR) --no-same-owner
 	cd core && find . -name '*.h' | tar -cf - -T - | tar -xf - -C $(D)$(INCDIR) --no-same-owner
+	$(BUILD)/srgeo kernel install --prefix $(D)$(PREFIX) --exe $(BINDIR)/srgeo >/dev/null
 
 uninstall:
 	rm -f $(D)$(BINDIR)/srgeo $(D)$(LUA_CMOD)/srgeo.so $(D)$(LIBDIR)/libsrgeo_core.a \
 	      $(D)$(LIBDIR)/pkgconfig/srgeo.pc $(D)$(MANDIR)/man1/srgeo.1
-	rm -rf $(D)$(DATADIR) $(D)$(INCDIR)
+	rm -rf $(D)$(DATADIR) $(D)$(INCDIR) $(D)$(PREFIX)/share/jupyter/kernels/srgeo
 
 .PHONY: all layers deps test sanitize bench demo fixtures fuzz fuzz-build models install uninstall clean
--include $(CORE_OBJ:.o=.d) $(LUA_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/core/shell/shell.d
+-include $(CORE_OBJ:.o=.d) $(LUA_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/core/shell/shell.d $(BUILD)/core/shell/kernel.d

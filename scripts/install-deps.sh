@@ -8,18 +8,20 @@
 #                                       clang + libFuzzer for make fuzz (CI),
 #                                       and ONNX's backend node tests
 #                                       (libonnx-testdata), run through the
-#                                       ONNX importer, and nbformat, to validate
-#                                       the .ipynb srgeo notebook --to ipynb writes
+#                                       ONNX importer, Jupyter's client and
+#                                       nbconvert, which drive srgeo kernel, and
+#                                       nbformat, to validate the .ipynb srgeo
+#                                       notebook --to ipynb writes
 #   sh scripts/install-deps.sh --torch  also PyTorch, for regenerating fixtures
 #                                       and the comparison benchmarks
 set -e
 PKGS="build-essential pkg-config lua5.4 liblua5.4-dev libopenblas-dev libvips-dev libvips-tools
 gnuplot-nox libreadline-dev libcjson-dev zlib1g-dev libcmark-gfm-dev libcmark-gfm-extensions-dev dataset-fashion-mnist tmux
 libonnx-dev protobuf-c-compiler libprotobuf-c-dev
-openmpi-bin libopenmpi-dev"
+openmpi-bin libopenmpi-dev libzmq3-dev"
 for a in "$@"; do
     case "$a" in
-    --test) PKGS="$PKGS chromium luarocks clang libclang-rt-14-dev libomp-14-dev libonnx-testdata python3-nbformat" ;;
+    --test) PKGS="$PKGS chromium luarocks clang libclang-rt-14-dev libomp-14-dev libonnx-testdata python3-nbformat python3-jupyter-client jupyter-nbconvert" ;;
     --torch) PKGS="$PKGS python3-torch python3-torchvision python3-numpy" ;;
     *) echo "install-deps: unknown option $a (--test, --torch)" >&2; exit 2 ;;
     esac

@@ -13,7 +13,8 @@ local root = arg[1] or "."
 -- itself).  kernels never sees nn (a convolution runs without a module
 -- tree); stats never sees io (images are data, not statistics); nn and io
 -- never see stats or train; import builds module graphs from files, so it
--- is the one floor that sees both io and nn.
+-- is the one floor that sees both io and nn; jupyter (the kernel's wire)
+-- sees base only, and only the shell, which runs the kernel, sees it.
 local floors = {
   base = {},
   tensor = { "base" },
@@ -25,8 +26,9 @@ local floors = {
   import = { "base", "tensor", "kernels", "io", "nn" },
   train = { "base", "tensor", "kernels", "nn", "data" },
   mpi = {},
+  jupyter = { "base" },
   lua = { "base", "tensor", "kernels", "io", "data", "nn", "stats", "train", "import", "mpi" },
-  shell = { "base", "lua" },
+  shell = { "base", "lua", "jupyter" },
 }
 local lua_headers = { ["lua.h"] = true, ["lauxlib.h"] = true, ["lualib.h"] = true }
 local sees_lua = { lua = true, shell = true }

@@ -48,6 +48,7 @@
 #include "base/blas.h"
 #include "base/error.h"
 #include "lua/srgeo.h"
+#include "shell/kernel.h"
 
 #define PROGNAME "srgeo"
 #define PROMPT1 "srgeo> "
@@ -1217,6 +1218,26 @@ static void doREPL(lua_State *L)
 }
 
 /* ------------------------------------------------------------------------
+ * `srgeo kernel` (scripts/kernel.lua): a Jupyter kernel, lua/srgeo/kernel.lua
+ * on core/shell/kernel.c, which answers completion and is_complete with the
+ * REPL's own functions.  Offered as require "srgeo.kernel_shell".
+ * ---------------------------------------------------------------------- */
+
+static int open_kernel(lua_State *L)
+{
+    static const sr_kernel_repl repl = {collect_completions, incomplete};
+    return sr_kernel_open(L, &repl);
+}
+
+static void preload_kernel(lua_State *L)
+{
+    luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
+    lua_pushcfunction(L, open_kernel);
+    lua_setfield(L, -2, "srgeo.kernel_shell");
+    lua_pop(L, 1);
+}
+
+/* ------------------------------------------------------------------------
  * main
  * ---------------------------------------------------------------------- */
 
@@ -1265,6 +1286,7 @@ static int pmain(lua_State *L)
     }
     open_srgeo(L);
     open_shell_lua(L);
+    preload_kernel(L);
     if (args & has_v)
         print_version(L, kernels);
     if (args & has_V) {

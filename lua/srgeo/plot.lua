@@ -297,6 +297,12 @@ local function gpstr(s)
 end
 M._gpstr = gpstr
 
+--- plot.display: nil, or function(path, terminal) that shows a figure
+--- drawn without opts.out; `srgeo kernel` sets it, so in Jupyter a plot
+--- without out is a display_data in the notebook (its files are removed
+--- after).  Without it, opts.out is required.
+M.display = nil
+
 -- Text a user gave (a title, a label, a key entry): literal, so `_` and `^`
 -- in "small_resnet" stay characters rather than enhanced-text subscripts.
 local function literal(s) return gpstr(s) .. " noenhanced" end
@@ -345,7 +351,7 @@ Figure.__index = Figure
 -- Choose the terminal and output path from the common options.
 -- size_for(term, default_size) -> {w, h}: a figure's own default size.
 local function new_figure(fn, opts, size_for)
-  local term, out = opts.terminal, opts.out
+  local term, out, display = opts.terminal, opts.out, nil
   if term ~= nil and not TERMINALS[term] then
     fail(fn, "unknown terminal '%s' (png, svg, pdf or dumb)", term)
   end
@@ -363,6 +369,13 @@ local function new_figure(fn, opts, size_for)
     elseif by_ext and by_ext ~= term then
       fail(fn, "terminal '%s' does not match the extension of '%s'", term, out)
     end
+  elseif term ~= "dumb" and M.display then
+    -- no out where figures can be shown (Jupyter): drawn in a temporary folder
+    term = term or "png"
+    display = os.tmpname()
+    os.remove(display)
+    if os.execute("mkdir -m 700 " .. util.shell_quote(display)) ~= true then fail(fn, "cannot create a temporary folder") end
+    out = display .. "/" .. fn .. "." .. (term == "pdf" and "pdf" or term)
   elseif term ~= "dumb" then
     fail(fn, "opts.out is required (a .png, .svg, .pdf or .txt path) unless terminal = \"dumb\"")
   end
@@ -374,7 +387,7 @@ local function new_figure(fn, opts, size_for)
     size = { w, h }
   end
   if term ~= "pdf" then size = { math.floor(size[1] + 0.5), math.floor(size[2] + 0.5) } end
-  return setmetatable({ fn = fn, opts = opts, term = term, out = out, size = size,
+  return setmetatable({ fn = fn, opts = opts, term = term, out = out, size = size, display = display,
                         dumb = term == "dumb", blocks = {}, lines = {} }, Figure)
 end
 
@@ -612,6 +625,12 @@ function Figure:render()
   else
     text = stdout
     cleanup_tmp()
+  end
+  if self.display then -- shown, then removed: the figure was never the user's file
+    local ok, err = pcall(M.display, out, self.term)
+    os.execute("rm -rf " .. q(self.display))
+    if not ok then error(err, 0) end
+    return
   end
   return out, text
 end
