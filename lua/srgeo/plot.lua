@@ -318,7 +318,7 @@ Figure.__index = Figure
 -- Choose the terminal and output path from the common options.
 -- size_for(term, default_size) -> {w, h}: a figure's own default size.
 local function new_figure(fn, opts, size_for)
-  local term, out = opts.terminal, opts.out
+  local term, out, announce = opts.terminal, opts.out, false
   if term ~= nil and not TERMINALS[term] then
     fail(fn, "unknown terminal '%s' (png, svg, pdf or dumb)", term)
   end
@@ -333,7 +333,13 @@ local function new_figure(fn, opts, size_for)
       fail(fn, "terminal '%s' does not match the extension of '%s'", term, out)
     end
   elseif term ~= "dumb" then
-    fail(fn, "opts.out is required (a .png, .svg, .pdf or .txt path) unless terminal = \"dumb\"")
+    -- no out (the REPL): a temporary file of the terminal's format (PNG by
+    -- default), its path printed on stderr and returned
+    term = term or "png"
+    out = os.tmpname()
+    os.remove(out)
+    out = out .. "." .. term
+    announce = true
   end
   local size = TERMINALS[term].size
   if size_for then size = size_for(term, size) end
@@ -343,7 +349,7 @@ local function new_figure(fn, opts, size_for)
     size = { w, h }
   end
   if term ~= "pdf" then size = { math.floor(size[1] + 0.5), math.floor(size[2] + 0.5) } end
-  return setmetatable({ fn = fn, opts = opts, term = term, out = out, size = size,
+  return setmetatable({ fn = fn, opts = opts, term = term, out = out, size = size, announce = announce,
                         dumb = term == "dumb", blocks = {}, lines = {} }, Figure)
 end
 
@@ -578,6 +584,9 @@ function Figure:render()
     text = stdout
     cleanup_tmp()
   end
+  if self.announce then io.stderr:write(string.format("srgeo.plot.%s: no opts.out given; the figure is %s\n", fn, out)) end
+  -- a figure file: its path alone (the REPL echoes one value, not "PATH  nil")
+  if not self.dumb then return out end
   return out, text
 end
 

@@ -1000,10 +1000,32 @@ local function rows_at(rows, idx)
   return out
 end
 
+-- A comparison prints as a table (the REPL shows c = srgeo.profile.compare
+-- (p, p0) readably); its fields stay plain: statistic, p, permutations,
+-- scales, labels.
+local Comparison = {}
+Comparison.__index = Comparison
+function Comparison.__tostring(c)
+  local s = c.scales or {}
+  local lines = { string.format("profile comparison: %s vs %s; %d shared rungs (η %.3g … %.3g), %d permutations",
+    tostring(c.labels and c.labels[1] or "p1"), tostring(c.labels and c.labels[2] or "p2"), #s, s[1] or NAN,
+    s[#s] or NAN, c.permutations or 0),
+    string.format("  %-13s %-22s %s", "quantity", "observed difference", "p") }
+  local function row(k, what)
+    local v, pv = c.statistic and c.statistic[k], c.p and c.p[k]
+    lines[#lines + 1] = string.format("  %-13s %-22s %s", k, v == nil and "" or string.format("%.4g%s", v, what),
+      pv == nil and "" or string.format("%.3g", pv))
+  end
+  row("curve", " (curve distance)")
+  for _, k in ipairs(bump.DESCRIPTORS) do row(k, (k == "onset" or k == "peak_eta") and " (|Δ log10 η|)" or "") end
+  return table.concat(lines, "\n")
+end
+
 --- Two-sample permutation test between profiles, over the rungs they share
 --- (range = "auto" may have extended one ladder further): images are
 --- exchanged between the groups; p-values for the curve distance and for
---- each descriptor difference.
+--- each descriptor difference.  The result prints as a table (tostring);
+--- c.p[k] and c.statistic[k] for curve and each descriptor.
 function P.compare(p1, p2, opts)
   opts = opts or {}
   local i1, i2 = common_rungs(p1, p2)
@@ -1043,9 +1065,9 @@ function P.compare(p1, p2, opts)
     local t = stat(a, b)
     for k, v in pairs(t) do if v == v and obs[k] == obs[k] and v >= obs[k] then count[k] = count[k] + 1 end end
   end
-  local res = { statistic = obs, p = {}, permutations = B, scales = scales }
+  local res = { statistic = obs, p = {}, permutations = B, scales = scales, labels = { p1.label, p2.label } }
   for k, c in pairs(count) do res.p[k] = (obs[k] == obs[k]) and (1 + c) / (1 + B) or NAN end
-  return res
+  return setmetatable(res, Comparison)
 end
 
 return setmetatable(P, { __call = function(_, ...) return profile(...) end })

@@ -295,7 +295,12 @@ end)
 T.test("plot: bad input is a clear error naming the function", function()
   local out = DIR .. "/bad.png"
   T.raises(function() plot.profile({}, { out = out }) end, "srgeo.plot.profile: no profiles given")
-  T.raises(function() plot.profile(trained, {}) end, "srgeo.plot.profile: opts.out is required")
+  -- no out: a temporary PNG, its path returned alone (no "PATH  nil" in the REPL)
+  local r = table.pack(plot.profile(trained, {}))
+  local tmpfig = r[1]
+  T.eq(r.n, 1, "a figure file returns its path alone")
+  T.truthy(tmpfig:match("%.png$") and (T.read(tmpfig) or ""):sub(2, 4) == "PNG", tostring(tmpfig))
+  for _, ext in ipairs { ".png", ".dat", ".gp" } do os.remove((tmpfig:gsub("%.png$", ext))) end
   T.raises(function() plot.profile(trained, { out = DIR .. "/x.jpg" }) end, "cannot choose a terminal for")
   T.raises(function() plot.profile(trained, { out = out, terminal = "dumb" }) end, "does not match the extension")
   T.raises(function() plot.profile(trained, { out = out, colour = "red" }) end, "unknown option 'colour'")
