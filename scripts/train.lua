@@ -23,7 +23,7 @@ local o = cli.run({
     { "config", "{}", "architecture config, a Lua table literal, e.g. {widths={16,32,64}}", metavar = "TABLE" },
     { "model_seed", 0, "seed of the model's initialisation" },
     { "data", "fmnist", "training data", choices = { "fmnist", "cifar10" } },
-    { "data_root", "", "dataset folder (default: the Debian package / srgeo's search path)", metavar = "DIR" },
+    { "data_root", "", "dataset folder (default: the Debian package / srgeo's search path)", metavar = "DIR", sets = "root" },
     { "train_subset", 0, "train on a seeded subset of N images (0: all; for smoke runs)", min = 0 },
     { "epochs", 0, "epochs (or --steps)", min = 0 },
     { "steps", 0, "optimiser steps (instead of --epochs)", min = 0 },
@@ -144,10 +144,7 @@ local ok, err = pcall(srgeo.train.check, opts)
 if not ok then
   local msg = tostring(err):gsub("^srgeo%.train: ", "")
   local objective_opt = msg:match("^%a+: ") ~= nil
-  msg = msg:gsub("^%a+: ", ""):gsub("^([%w_]+) ", function(k)
-    if objective_opt and k == "steps" then k = "attack_steps" end
-    return "--" .. k:gsub("_", "-") .. " "
-  end)
+  msg = util.flag_message(msg:gsub("^%a+: ", ""), objective_opt and { steps = "attack_steps" } or nil)
   io.stderr:write("train.lua: ", msg, "\n(try --help)\n")
   os.exit(2)
 end

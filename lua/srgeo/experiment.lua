@@ -143,10 +143,7 @@ function E.new(o, name)
   local ok, err = pcall(srgeo.profile.check_options, ex.popts)
   if not ok then
     local msg = tostring(err):gsub("^.-profile: ", "")
-    if o._argv then
-      msg = msg:gsub("^([%w_]+) must", function(k) return "--" .. k:gsub("_", "-") .. " must" end)
-      util.raise { msg = (name or "script") .. ": " .. msg }
-    end
+    if o._argv then util.raise { msg = (name or "script") .. ": " .. util.flag_message(msg) } end
     fail("%s", msg)
   end
   util.mkdir(ex.out .. "/units")

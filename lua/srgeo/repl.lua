@@ -231,14 +231,23 @@ end
 -- user's line only).
 local last_traceback, hinted
 
--- A frame of the library's own Lua files (lua/srgeo/*.lua, models/*.lua).
+-- A frame of the library's own Lua files (lua/srgeo/*.lua, models/*.lua,
+-- and the subcommands' scripts/*.lua, whose user's "code" is the command
+-- line).
+local LIBRARY_DIRS = { '/lua/srgeo/', '/models/', '/scripts/' }
 local function library_source(src)
   local root = rawget(srgeo, 'root')
   if type(src) ~= 'string' or type(root) ~= 'string' then return false end
-  return src:sub(1, #root + 12) == '@' .. root .. '/lua/srgeo/' or src:sub(1, #root + 9) == '@' .. root .. '/models/'
+  for _, d in ipairs(LIBRARY_DIRS) do
+    if src:sub(1, #root + #d + 1) == '@' .. root .. d then return true end
+  end
+  return false
 end
 local function library_chunk(name)
-  return name:find('lua/srgeo/[%w_]+%.lua$') ~= nil or name:find('models/[%w_]+%.lua$') ~= nil
+  for _, d in ipairs(LIBRARY_DIRS) do
+    if name:find(d:sub(2) .. '[%w_]+%.lua$') then return true end
+  end
+  return false
 end
 
 -- user_error(msg, traceback, in_repl, full) -> the text the shell prints
@@ -268,6 +277,8 @@ local function user_error(msg, tb, in_repl, full)
   if where then
     if chunk and library_chunk(chunk) then msg = where .. ': ' .. rest
     elseif not chunk and msg ~= 'interrupted!' then msg = where .. ': ' .. msg end
+  elseif chunk and library_chunk(chunk) then
+    msg = rest -- a subcommand's error: no line of the user's to show
   end
   if in_repl then
     if hinted then return msg end

@@ -365,10 +365,10 @@ end
 local function resolve(opts, check_only)
   if type(opts) ~= "table" then fail("options must be a table") end
   local v = declared("train", opts, "srgeo.train")
-  if not opts.model and not check_only then fail("model= is required") end
-  if not opts.data and not check_only then fail("data= is required") end
-  if opts.epochs and opts.steps then fail("give epochs= or steps=, not both") end
-  if not opts.epochs and not opts.steps then fail("give epochs= or steps=") end
+  if not opts.model and not check_only then fail("%s is required", util.option("model")) end
+  if not opts.data and not check_only then fail("%s is required", util.option("data")) end
+  if opts.epochs and opts.steps then fail("give %s or %s, not both", util.option("epochs"), util.option("steps")) end
+  if not opts.epochs and not opts.steps then fail("give %s or %s", util.option("epochs"), util.option("steps")) end
   local c = {}
   c.batch = v.batch
   c.optimizer = v.optimizer

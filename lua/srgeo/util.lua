@@ -14,6 +14,46 @@ function M.failer(prefix)
   return function(fmt, ...) M.raise { msg = prefix .. string.format(fmt, ...) } end
 end
 
+-- How messages name an option.  The library is called from Lua (options
+-- are table fields: root=) and from command lines (flags: --data-root).
+-- cli.run records, for the command line it parsed, which flag sets which
+-- Lua option (M.flags[lua name] = "--flag": an option's own name, or its
+-- `sets =`); messages name options through M.option / M.option_hint /
+-- M.flag_message, so a command-line user reads the flag to type and a Lua
+-- user the field to set.
+M.flags = nil
+
+--- util.option(name) -> "--flag" on a command line that has a flag for Lua
+--- option NAME, else "name=".
+function M.option(name)
+  local f = M.flags and M.flags[name]
+  return f or name .. "="
+end
+
+--- util.option_hint(name, value [, env]) -> how to set option NAME to
+--- VALUE: "pass --data-root DIR" (a command line with a flag for it), "set
+--- ENV=DIR" (a command line without one, when the library reads ENV too),
+--- else "pass root = DIR" (Lua).
+function M.option_hint(name, value, env)
+  local f = M.flags and M.flags[name]
+  if f then return "pass " .. f .. " " .. value end
+  if M.flags and env then return "set " .. env .. "=" .. value end
+  return "pass " .. name .. " = " .. value
+end
+
+--- util.flag_message(msg [, rename]) -> msg with the option it starts
+--- with ("OP: NAME must be ...", the core's declared-option messages, or
+--- "NAME must ...") named as its flag on a command line; rename maps a
+--- declared name to the Lua name the flags know (steps -> attack_steps).
+function M.flag_message(msg, rename)
+  if not M.flags then return msg end
+  local head, name, rest = msg:match("^(.-)([%a_][%w_]*)( must .*)$")
+  if not name or head:find(" ", 1, true) and not head:match(": $") then return msg end
+  local f = M.flags[(rename and rename[name]) or name]
+  if not f then return msg end
+  return head .. f .. rest
+end
+
 --- Write `content` to `path` atomically: a temporary file beside it, then
 --- rename, so a crash never leaves a truncated result behind.
 function M.write_atomic(path, content)

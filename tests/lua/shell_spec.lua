@@ -135,6 +135,32 @@ T.test("shell: every script is a subcommand (srgeo NAME args), listed by --help"
   has(o2, "status 1")
 end)
 
+T.test("shell: messages name a command line's flags (--data-root), and Lua's options (root =) from Lua", function()
+  local out, err, code = run("train --data cifar10 --data-root /nonexistent/x --steps 1 --out " .. q(tmp("run_nodata")))
+  T.eq(code, 1)
+  has(err, "srgeo: srgeo.data.cifar10: no CIFAR-10 binary batches found", "stderr")
+  has(err, "; pass --data-root DIR\n", "stderr")
+  T.truthy(not err:find("root =", 1, true) and not err:find("train.lua:", 1, true), "no Lua option, no script line:\n" .. err)
+  out, err, code = run("-e " .. q("srgeo.data.cifar10{root = '/nonexistent/x'}"))
+  T.eq(code, 1)
+  has(err, "srgeo: (command line):1: srgeo.data.cifar10: ", "stderr")
+  has(err, "; pass root = DIR\n", "stderr")
+  -- the mechanism: util.flags, set by cli.run
+  local util = require "srgeo.util"
+  local saved = util.flags
+  util.flags = nil
+  T.eq(util.option("epochs"), "epochs=")
+  T.eq(util.flag_message("srgeo.train: batch must be an integer"), "srgeo.train: batch must be an integer")
+  util.flags = { epochs = "--epochs", batch = "--batch", attack_steps = "--attack-steps", root = "--data-root" }
+  T.eq(util.option("epochs"), "--epochs")
+  T.eq(util.option_hint("root", "DIR", "SRGEO_CIFAR10"), "pass --data-root DIR")
+  T.eq(util.option_hint("other", "DIR", "SRGEO_X"), "set SRGEO_X=DIR")
+  T.eq(util.flag_message("srgeo.train: batch must be an integer"), "srgeo.train: --batch must be an integer")
+  T.eq(util.flag_message("steps must be >= 0", { steps = "attack_steps" }), "--attack-steps must be >= 0")
+  T.eq(util.flag_message("the batch must be 1"), "the batch must be 1")
+  util.flags = saved
+end)
+
 T.test("shell: several -e chunks run in order; -l requires into a global; srgeo is preloaded", function()
   local out, err, code = run("-e 'x = 20' -e 'x = x * 2 + 2' -e 'print(x)'")
   T.eq(code, 0, err)
