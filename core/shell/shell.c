@@ -164,6 +164,8 @@ static void print_usage(FILE *f, const char *badoption)
             "  --traceback  print the full traceback of an error (SRGEO_TRACEBACK=1;\n"
             "             otherwise the message and your line; srgeo.traceback() or :tb)\n"
             "  --version  show version information and exit\n"
+            "  --lua-path print the LUA_PATH / LUA_CPATH exports that let a stock lua5.4\n"
+            "             `require \"srgeo\"` this installation, and exit\n"
             "  -h, --help show this help and exit\n"
             "  --         stop handling options\n"
             "  -          stop handling options and execute stdin\n"
@@ -417,6 +419,52 @@ static void print_commands(lua_State *L, FILE *f)
     fflush(f);
 }
 
+/* --lua-path: the shell's lines for a stock Lua to find this srgeo:
+ * LUA_CPATH names the folder of srgeo.so (beside the shell in a build,
+ * PREFIX/lib/lua/5.4 after `make install`, which prints the same hint);
+ * LUA_PATH the library's lua/ folder, for its modules (srgeo.so adds it
+ * itself once loaded, so only require "srgeo.cli" before "srgeo" needs
+ * it).  ";;" keeps Lua's defaults. */
+static int print_lua_path(lua_State *L)
+{
+    char exe[4096], so[4096 + 64];
+    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (k <= 0) {
+        l_message(PROGNAME, "--lua-path: cannot find the shell's own path (/proc/self/exe)");
+        return 0;
+    }
+    exe[k] = '\0';
+    char *slash = strrchr(exe, '/');
+    *slash = '\0';
+    const char *cdir = NULL;
+    struct stat st;
+    snprintf(so, sizeof so, "%s/srgeo.so", exe);
+    if (stat(so, &st) == 0)
+        cdir = exe; /* a build folder */
+    else {
+        char *up = strrchr(exe, '/');
+        if (up) {
+            *up = '\0';
+            snprintf(so, sizeof so, "%s/lib/lua/5.4/srgeo.so", exe);
+            if (stat(so, &st) == 0) {
+                snprintf(so, sizeof so, "%s/lib/lua/5.4", exe);
+                cdir = so;
+            }
+        }
+    }
+    lua_getglobal(L, "srgeo");
+    lua_getfield(L, -1, "root");
+    const char *root = lua_tostring(L, -1);
+    if (!cdir) {
+        l_message(PROGNAME, "--lua-path: no srgeo.so beside the shell nor in ../lib/lua/5.4 (a copied shell?)");
+        return 0;
+    }
+    printf("export LUA_PATH=\"%s/lua/?.lua;;\"\nexport LUA_CPATH=\"%s/?.so;;\"\n", root ? root : ".", cdir);
+    fflush(stdout);
+    lua_pop(L, 2);
+    return 1;
+}
+
 /* Bits of the argument indicators returned by collectargs. */
 #define has_error 1 /* bad option */
 #define has_i 2     /* -i */
@@ -425,6 +473,7 @@ static void print_commands(lua_State *L, FILE *f)
 #define has_E 16    /* -E */
 #define has_h 32    /* -h or --help */
 #define has_V 64    /* --version: print and exit */
+#define has_P 128   /* --lua-path: print the exports and exit */
 
 /* Scan the options up to the script name (lua.c's collectargs plus the
  * long options).  *first is the index of the script, 0 if none; on error it
@@ -452,6 +501,8 @@ static int collectargs(char **argv, int *first)
                 args |= has_v | has_V;
             else if (strcmp(argv[i], "--traceback") == 0)
                 full_traceback = 1;
+            else if (strcmp(argv[i], "--lua-path") == 0)
+                args |= has_P;
             else
                 return has_error;
             break;
@@ -1302,6 +1353,10 @@ static int pmain(lua_State *L)
     }
     open_srgeo(L);
     open_shell_lua(L);
+    if (args & has_P) {
+        lua_pushboolean(L, print_lua_path(L));
+        return 1;
+    }
     if (args & has_v)
         print_version(L);
     if (args & has_V) {
