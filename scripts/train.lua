@@ -58,7 +58,7 @@ local o = cli.run({
     { "out", "", "run folder (default runs/ARCH)", metavar = "DIR" },
     { "resume", true, "continue from the latest checkpoint in OUT" },
     { "eval_train", 5000, "train-accuracy subset size at each checkpoint" },
-    { "eval_test", 0, "test-accuracy subset size (0: the whole test set)", min = 0 },
+    { "eval_test", 1000, "test images scored at each checkpoint (a seeded subset; 0: the whole test set)", min = 0 },
     { "log_every", 50, "log interval in steps" },
     { "robust_eval", 0, "after training: PGD accuracy on N test images at --robust-eps", min = 0 },
     { "robust_eps", { 0.5, 1.0 }, "radii for --robust-eval (L2, 7 steps)" },
@@ -181,9 +181,11 @@ local last = run.checkpoints[#run.checkpoints] or {}
 -- Total training time across resumed sessions: the log's elapsed seconds.
 local elapsed = run.history[#run.history] and run.history[#run.history].elapsed_s or wall
 if mpi.root() then
-  print(string.format("done: step %d/%d, train acc %.4f, test acc %.4f, %.1f min of training%s",
-    run.step, run.steps, last.train_acc or 0 / 0, last.test_acc or 0 / 0, elapsed / 60,
-    run.images_per_s and string.format(", %.0f images/s this session", run.images_per_s) or ""))
+  print(string.format("done: step %d/%d, train acc %.4f, test acc %.4f (%s test images), %.1f min of training%s; "
+    .. "%.1f s of it evaluating checkpoints", run.step, run.steps, last.train_acc or 0 / 0, last.test_acc or 0 / 0,
+    o.eval_test > 0 and tostring(math.min(o.eval_test, #test)) or tostring(#test), elapsed / 60,
+    run.images_per_s and string.format(", %.0f images/s training this session", run.images_per_s) or "",
+    run.eval_seconds or 0))
 end
 
 local robust = {}
@@ -214,6 +216,10 @@ if o.ship ~= "" and mpi.root() then -- rank 0 holds the run's files
     end
   end
   local info = srgeo.models.info(run.model) or {}
+  -- the card's test accuracy on the whole test set (checkpoints were scored on --eval-test images)
+  if o.eval_test > 0 and o.eval_test < #test then
+    last = { train_acc = last.train_acc, test_acc = srgeo.train.evaluate(run.model, test).acc }
+  end
   local card = {
     "# " .. name, "",
     string.format("%s trained by srgeo %s on %s (%d training images); %s.", o.model, srgeo.version,
@@ -228,7 +234,7 @@ if o.ship ~= "" and mpi.root() then -- rank 0 holds the run's files
     string.format("| steps | %d (%.4g epochs of %d steps, batch %d) |", run.step, run.step / run.steps_per_epoch,
       run.steps_per_epoch, o.batch),
     string.format("| test accuracy | %.4f (%s test set, %s images) |", last.test_acc or 0 / 0, o.data == "fmnist" and "Fashion-MNIST" or "CIFAR-10",
-      o.eval_test > 0 and tostring(o.eval_test) or "all 10000"),
+      "all " .. #test),
     string.format("| train accuracy | %.4f (seeded subset of %d training images, as trained: same labels/inputs) |",
       last.train_acc or 0 / 0, math.min(o.eval_train, #train)),
     string.format("| training time | %.1f min on %s of %s (%s) |", elapsed / 60, plural(srgeo.threads(), "thread"),

@@ -106,7 +106,9 @@ r_η = E_u ‖Φ(x+ηu) − Φ(x)‖² / (η² E_u ‖J(x)u‖²): 1 where Φ is
   range = "auto": extend the ladder until a bump's decay is seen or the per-pixel RMS reaches 1 (p.range says why)
   options: directions, antipodal, jvp_directions (n or "all"), nscales, scales, rms_scales, seed, tap,
            precision ("float32" with a noise check, or "float64"), bootstrap, ci, family ("gaussian",
-           "lowpass", "toward", "jacobian_top", "gradient", "user"), progress, label, exact_relu,
+           "lowpass", "toward", "jacobian_top", "gradient", "user"), label, exact_relu,
+           progress (true: one bar with the whole profile's ETA over every stage; false; or a function(info),
+           info = {done, total, stage, elapsed} in passes, total the forecast),
            share_prefix (default true: leading affine layers once per direction, p.shared_layers)
   fields: p.scales  p.median  p.lo  p.hi  p.mean  p.per_image  p.descriptors  p.jacobian_fro  p.forwards
   sequential: seq_between (1/4), seq_paper (1/2), or target_ci; p.rung_directions[i][s], p.closed_by[i][s]
@@ -115,7 +117,7 @@ r_η = E_u ‖Φ(x+ηu) − Φ(x)‖² / (η² E_u ‖J(x)u‖²): 1 where Φ is
   print(p:summary())   p:save_csv(path)   p:save_json(path)   q = srgeo.profile.load(path)
   descriptors (each {value, lo, hi}, NaN with a reason where the shape leaves them undefined): plateau,
     onset, peak_eta, peak_height, half_width, decay_slope, area
-  c = srgeo.profile.compare(p1, p2, {permutations = 1000})   -- c.p.curve, c.p.peak_eta, ...
+  c = srgeo.profile.compare(p1, p2, {permutations = 1000})   -- c.p.curve, c.p.peak_eta, ...; prints as a table
   srgeo.plot.profile({p1, p2}, {out = "bump.png", labels = {"trained", "init"}})   srgeo.plot.show(p)]]
 
 TEXT.plot = [[
