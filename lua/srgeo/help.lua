@@ -128,7 +128,12 @@ The terminal follows the extension: .png, .svg, .pdf, .txt (text).
   srgeo.plot.multiples({{p1, p2}, {p3, p4}}, {out =, titles = {...}, labels = {...}})   -- one panel each
   srgeo.plot.heatmap(rows, {out =, rows = steps, cols = p.scales})                     -- e.g. step × η
   srgeo.plot.descriptors(ps, {out =, field = "peak_eta"})                              -- bars/points with CIs
-  srgeo.plot.lines(xs, {ys1, ys2}, {out =, labels =, logx =, logy =, hline =})]]
+  srgeo.plot.lines(xs, {ys1, ys2}, {out =, labels =, logx =, logy =, hline =, lo =, hi =})   -- lo/hi: intervals
+Without out a figure goes to a temporary PNG whose path is printed and returned (the path alone).
+Rules: overlays go on a log y axis when the curves' highest medians differ by more than 3x
+(plot.LOGY_RATIO; logy = false keeps it linear); bars of a ratio (plateau, peak height: r) grow from
+r = 1; ‖J‖_F is an axis label with a subscript F (plot.field_label("jacobian_fro")), plot.JF in titles;
+experiment figures of a descriptor with fewer than two defined values become a table in summary.txt.]]
 
 TEXT.data = [[
 Datasets: #ds, x, label = ds:get(i) (1,C,H,W), X, labels = ds:batch{i, j} or ds:batch(first, last).
