@@ -22,6 +22,12 @@
  *    delivered the signal to.
  *  - `-i` also works when stdin is not a terminal (a plain line reader
  *    replaces readline), so the REPL itself is testable through a pipe.
+ *  - An error prints its message at the user's line, not a traceback
+ *    (msghandler, with lua/srgeo/repl.lua's user_error); the traceback is
+ *    kept for srgeo.traceback() / :tb, and --traceback or SRGEO_TRACEBACK=1
+ *    prints it as lua.c does.
+ *  - `srgeo NAME` runs the subcommand NAME even when a file NAME is in the
+ *    working folder (`srgeo run NAME` or `srgeo ./NAME` runs the file).
  *
  * Signal handlers can only talk to the program through process-wide
  * variables, so this file (unlike the core) keeps a few statics; each is

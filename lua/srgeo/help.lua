@@ -203,8 +203,13 @@ srgeo shell: Lua 5.4 with the srgeo library as the global 'srgeo'.
   expressions print their value       srgeo.version   1 + 1   p.median
   Tab completes names, fields and methods (srgeo.nn.<Tab>, x:<Tab>); history in ~/.srgeo_history
   Ctrl-C stops a running computation (a profile keeps the images done); Ctrl-D or os.exit() quits
+  tables print nested (depth 3, keys sorted, cycles as <cycle>); lists of records as rows
+  an error prints its message at your line; :tb or srgeo.traceback() shows its traceback
+    (srgeo --traceback or SRGEO_TRACEBACK=1: every traceback, for scripts)
   srgeo FILE.lua [args] (args in arg and ...)   srgeo -e 'chunk'   srgeo -i FILE.lua   srgeo --version
-  srgeo NAME [args] runs scripts/NAME.lua (srgeo bump --help); srgeo --help lists them
+  srgeo NAME [args] runs scripts/NAME.lua (srgeo bump --help), even with a file NAME in the folder
+    (srgeo run NAME or srgeo ./NAME runs the file); srgeo --help lists them
+  srgeo --lua-path: the LUA_PATH / LUA_CPATH exports for a stock lua5.4 -l srgeo
   srgeo.threads(n) or SRGEO_THREADS sets the thread count; SRGEO_ROOT the library root
   help(x) for any library table or function; srgeo.examples() lists the scripts]]
 
