@@ -442,7 +442,7 @@ function Ex:figure(name, plotfn, data, opts)
     if ok then
       written[#written + 1] = o.out
     elseif type(err) == "table" and err.too_few then
-      self:note(string.format("%s: %s", o.title or name, (err.msg:gsub("^srgeo%.plot%.%w+: ", ""))), E.columns(err.rows))
+      self:note(string.format("%s: %s", name, (err.msg:gsub("^srgeo%.plot%.%w+: ", ""))), E.columns(err.rows))
       if not self.quiet then io.stderr:write(string.format("%s: %s: a table in the summary instead\n", self.name, name)) end
       break
     else
