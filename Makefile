@@ -193,6 +193,9 @@ clean:
 # PREFIX/lib/libsrgeo_core.a, PREFIX/lib/pkgconfig/srgeo.pc), srgeo.1 and the
 # Jupyter kernelspec PREFIX/share/jupyter/kernels/srgeo (srgeo kernel install).
 # LuaRocks (srgeo-*.rockspec) installs a whole prefix into its rock folder.
+# When LUA_CMOD is not on stock lua5.4's package.cpath (any PREFIX but
+# /usr/local), install prints the LUA_PATH / LUA_CPATH exports that let
+# lua5.4 -l srgeo find it (srgeo --lua-path prints them too).
 VERSION := $(shell sed -n 's/^\#define SRGEO_VERSION "\(.*\)"/\1/p' core/lua/srgeo.c)
 PREFIX  ?= /usr/local
 BINDIR  ?= $(PREFIX)/bin
@@ -217,6 +220,12 @@ install: all
 	tar -cf - $(ROOT_DIRS) | tar -xf - -C $(D)$(DATADIR) --no-same-owner
 	cd core && find . -name '*.h' | tar -cf - -T - | tar -xf - -C $(D)$(INCDIR) --no-same-owner
 	$(BUILD)/srgeo kernel install --prefix $(D)$(PREFIX) --exe $(BINDIR)/srgeo >/dev/null
+	@env -u LUA_CPATH -u LUA_CPATH_5_4 lua5.4 -e 'print(package.cpath)' 2>/dev/null | tr ';' '\n' \
+	  | grep -qxF '$(LUA_CMOD)/?.so' || printf '%s\n' \
+	  "srgeo: $(LUA_CMOD) is not on stock lua5.4's package.cpath; for lua5.4 -l srgeo (require \"srgeo\" from Lua):" \
+	  "  export LUA_PATH=\"$(DATADIR)/lua/?.lua;;\"" \
+	  "  export LUA_CPATH=\"$(LUA_CMOD)/?.so;;\"" \
+	  "($(BINDIR)/srgeo --lua-path prints these lines; the srgeo shell itself needs neither)"
 
 uninstall:
 	rm -f $(D)$(BINDIR)/srgeo $(D)$(LUA_CMOD)/srgeo.so $(D)$(LIBDIR)/libsrgeo_core.a \

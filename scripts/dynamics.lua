@@ -59,8 +59,8 @@ ex:figure("dynamics_peak", srgeo.plot.descriptors, ps, { field = "peak_height", 
 ex:figure("dynamics_peak_eta", srgeo.plot.descriptors, ps, { field = "peak_eta", labels = labels, xlabel = "checkpoint",
   title = E.title(o.eval, ex, nil, "Peak η vs step") })
 ex:figure("dynamics_jacobian", function(ys, op) return srgeo.plot.lines(x, ys, op) end, { jac },
-  { labels = { "‖J‖_F" }, xlabel = "training step + 1", ylabel = "‖J‖_F (median over images)", logx = true,
-    title = E.title(o.eval, ex, nil, "‖J‖_F vs step") })
+  { labels = { srgeo.plot.JF }, xlabel = "training step + 1", ylabel = srgeo.plot.field_label("jacobian_fro"), logx = true,
+    title = E.title(o.eval, ex, nil, srgeo.plot.JF .. " vs step") })
 local function cell(d)
   if d.value ~= d.value then return "–" end
   return d.lo == d.lo and string.format("%.4g [%.4g, %.4g]", d.value, d.lo, d.hi) or string.format("%.4g", d.value)

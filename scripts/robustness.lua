@@ -10,7 +10,8 @@ local o, ex = E.script({
   name = "robustness.lua",
   about = "Encoders adversarially trained at several ε on one evaluation set: robustness.png\n"
        .. "(overlay), robustness_peak_eta.png (peak η with 95% CIs), robustness_jacobian.png\n"
-       .. "(‖J‖_F with CIs), robustness_vs_eps.png (peak η and ‖J‖_F against ε).",
+       .. "(‖J‖_F with CIs), robustness_peak_vs_eps.png and robustness_jacobian_vs_eps.png (peak η,\n"
+       .. "‖J‖_F against ε with 95% CIs; peak η when two models have a bump, else only in the table).",
   options = {
     { "models", { "small_resnet", "small_resnet_pgd_eps0.5", "small_resnet_pgd_eps1.0" }, "encoders (model specs)" },
     { "eps", type = "numbers", help = "training ε of each model (default: the checkpoint's PGD/LLR eps or Gaussian σ, or *_epsX names)" },
@@ -42,22 +43,28 @@ local units = {}
 for i, m in ipairs(o.models) do units[i] = { model = m, label = string.format("ε = %g", eps[i]) } end
 local ps = ex:run(units, o.eval)
 local labels, jps, peak, jac = {}, {}, {}, {}
+local plo, phi, jlo, jhi = {}, {}, {}, {}
 for i, p in ipairs(ps) do
   labels[i], jps[i] = p.label, E.with_jacobian(p)
-  peak[i], jac[i] = p.descriptors.peak_eta.value, jps[i].descriptors.jacobian_fro.value
+  local d, j = p.descriptors.peak_eta, jps[i].descriptors.jacobian_fro
+  peak[i], plo[i], phi[i] = d.value, d.lo, d.hi
+  jac[i], jlo[i], jhi[i] = j.value, j.lo, j.hi
 end
 ex:figure("robustness", srgeo.plot.profile, ps, { labels = labels, title = E.title(o.eval, ex) })
 ex:figure("robustness_peak_eta", srgeo.plot.descriptors, ps, { field = "peak_eta", labels = labels })
-ex:figure("robustness_jacobian", srgeo.plot.descriptors, jps,
-  { field = "jacobian_fro", labels = labels, ylabel = "‖J‖_F (median over images)" })
--- peak η only where the shape test found a bump (NaN otherwise: a gap)
-local series, names = { jac }, { "‖J‖_F" }
-for _, v in ipairs(peak) do
-  if v == v then series, names = { peak, jac }, { "peak η, parabolic (bumps only)", "‖J‖_F" } break end
+ex:figure("robustness_jacobian", srgeo.plot.descriptors, jps, { field = "jacobian_fro", labels = labels })
+-- One quantity per figure, each with its 95% CIs: peak η (only where the
+-- shape test found a bump: NaN otherwise, a gap) and ‖J‖_F against ε.
+local defined = 0
+for _, v in ipairs(peak) do if v == v then defined = defined + 1 end end
+if defined >= 2 then
+  ex:figure("robustness_peak_vs_eps", function(ys, op) return srgeo.plot.lines(eps, ys, op) end, peak,
+    { lo = plo, hi = phi, xlabel = "training ε (L2)", ylabel = "peak η, parabolic (bumps only)", logy = true,
+      title = E.title(o.eval, ex, nil, "Peak η vs training ε") })
 end
-ex:figure("robustness_vs_eps", function(ys, op) return srgeo.plot.lines(eps, ys, op) end, series,
-  { labels = names, xlabel = "training ε (L2)", ylabel = "value", logy = true,
-    title = E.title(o.eval, ex, nil, "Peak η and ‖J‖_F vs training ε") })
+ex:figure("robustness_jacobian_vs_eps", function(ys, op) return srgeo.plot.lines(eps, ys, op) end, jac,
+  { lo = jlo, hi = jhi, xlabel = "training ε (L2)", ylabel = srgeo.plot.field_label("jacobian_fro"),
+    title = E.title(o.eval, ex, nil, srgeo.plot.JF .. " vs training ε") })
 local function num(v) return v == v and string.format("%.4g", v) or "–" end
 local t = { { "model", "ε", "shape", "peak η (parabolic)", "peak r", "‖J‖_F" } }
 for i, p in ipairs(ps) do

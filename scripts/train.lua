@@ -23,7 +23,7 @@ local o = cli.run({
     { "config", "{}", "architecture config, a Lua table literal, e.g. {widths={16,32,64}}", metavar = "TABLE" },
     { "model_seed", 0, "seed of the model's initialisation" },
     { "data", "fmnist", "training data", choices = { "fmnist", "cifar10" } },
-    { "data_root", "", "dataset folder (default: the Debian package / srgeo's search path)", metavar = "DIR" },
+    { "data_root", "", "dataset folder (default: the Debian package / srgeo's search path)", metavar = "DIR", sets = "root" },
     { "train_subset", 0, "train on a seeded subset of N images (0: all; for smoke runs)", min = 0 },
     { "epochs", 0, "epochs (or --steps)", min = 0 },
     { "steps", 0, "optimiser steps (instead of --epochs)", min = 0 },
@@ -58,7 +58,7 @@ local o = cli.run({
     { "out", "", "run folder (default runs/ARCH)", metavar = "DIR" },
     { "resume", true, "continue from the latest checkpoint in OUT" },
     { "eval_train", 5000, "train-accuracy subset size at each checkpoint" },
-    { "eval_test", 0, "test-accuracy subset size (0: the whole test set)", min = 0 },
+    { "eval_test", 1000, "test images scored at each checkpoint (a seeded subset; 0: the whole test set)", min = 0 },
     { "log_every", 50, "log interval in steps" },
     { "robust_eval", 0, "after training: PGD accuracy on N test images at --robust-eps", min = 0 },
     { "robust_eps", { 0.5, 1.0 }, "radii for --robust-eval (L2, 7 steps)" },
@@ -144,10 +144,7 @@ local ok, err = pcall(srgeo.train.check, opts)
 if not ok then
   local msg = tostring(err):gsub("^srgeo%.train: ", "")
   local objective_opt = msg:match("^%a+: ") ~= nil
-  msg = msg:gsub("^%a+: ", ""):gsub("^([%w_]+) ", function(k)
-    if objective_opt and k == "steps" then k = "attack_steps" end
-    return "--" .. k:gsub("_", "-") .. " "
-  end)
+  msg = util.flag_message(msg:gsub("^%a+: ", ""), objective_opt and { steps = "attack_steps" } or nil)
   io.stderr:write("train.lua: ", msg, "\n(try --help)\n")
   os.exit(2)
 end
@@ -184,9 +181,11 @@ local last = run.checkpoints[#run.checkpoints] or {}
 -- Total training time across resumed sessions: the log's elapsed seconds.
 local elapsed = run.history[#run.history] and run.history[#run.history].elapsed_s or wall
 if mpi.root() then
-  print(string.format("done: step %d/%d, train acc %.4f, test acc %.4f, %.1f min of training%s",
-    run.step, run.steps, last.train_acc or 0 / 0, last.test_acc or 0 / 0, elapsed / 60,
-    run.images_per_s and string.format(", %.0f images/s this session", run.images_per_s) or ""))
+  print(string.format("done: step %d/%d, train acc %.4f, test acc %.4f (%s test images), %.1f min of training%s; "
+    .. "%.1f s of it evaluating checkpoints", run.step, run.steps, last.train_acc or 0 / 0, last.test_acc or 0 / 0,
+    o.eval_test > 0 and tostring(math.min(o.eval_test, #test)) or tostring(#test), elapsed / 60,
+    run.images_per_s and string.format(", %.0f images/s training this session", run.images_per_s) or "",
+    run.eval_seconds or 0))
 end
 
 local robust = {}
@@ -217,6 +216,10 @@ if o.ship ~= "" and mpi.root() then -- rank 0 holds the run's files
     end
   end
   local info = srgeo.models.info(run.model) or {}
+  -- the card's test accuracy on the whole test set (checkpoints were scored on --eval-test images)
+  if o.eval_test > 0 and o.eval_test < #test then
+    last = { train_acc = last.train_acc, test_acc = srgeo.train.evaluate(run.model, test).acc }
+  end
   local card = {
     "# " .. name, "",
     string.format("%s trained by srgeo %s on %s (%d training images); %s.", o.model, srgeo.version,
@@ -231,7 +234,7 @@ if o.ship ~= "" and mpi.root() then -- rank 0 holds the run's files
     string.format("| steps | %d (%.4g epochs of %d steps, batch %d) |", run.step, run.step / run.steps_per_epoch,
       run.steps_per_epoch, o.batch),
     string.format("| test accuracy | %.4f (%s test set, %s images) |", last.test_acc or 0 / 0, o.data == "fmnist" and "Fashion-MNIST" or "CIFAR-10",
-      o.eval_test > 0 and tostring(o.eval_test) or "all 10000"),
+      "all " .. #test),
     string.format("| train accuracy | %.4f (seeded subset of %d training images, as trained: same labels/inputs) |",
       last.train_acc or 0 / 0, math.min(o.eval_train, #train)),
     string.format("| training time | %.1f min on %s of %s (%s) |", elapsed / 60, plural(srgeo.threads(), "thread"),

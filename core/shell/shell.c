@@ -22,6 +22,12 @@
  *    delivered the signal to.
  *  - `-i` also works when stdin is not a terminal (a plain line reader
  *    replaces readline), so the REPL itself is testable through a pipe.
+ *  - An error prints its message at the user's line, not a traceback
+ *    (msghandler, with lua/srgeo/repl.lua's user_error); the traceback is
+ *    kept for srgeo.traceback() / :tb, and --traceback or SRGEO_TRACEBACK=1
+ *    prints it as lua.c does.
+ *  - `srgeo NAME` runs the subcommand NAME even when a file NAME is in the
+ *    working folder (`srgeo run NAME` or `srgeo ./NAME` runs the file).
  *
  * Signal handlers can only talk to the program through process-wide
  * variables, so this file (unlike the core) keeps a few statics; each is
@@ -154,6 +160,7 @@ static void print_usage(FILE *f, const char *badoption)
     fprintf(f,
             "usage: %s [options] [script [args]]\n"
             "       %s COMMAND [args]     a subcommand (listed below): %s bump --help\n"
+            "       %s run FILE [args]    run FILE, even one named like a subcommand\n"
             "Available options are:\n"
             "  -e stat    execute string 'stat' (may be repeated)\n"
             "  -i         enter interactive mode after executing 'script'\n"
@@ -162,7 +169,11 @@ static void print_usage(FILE *f, const char *badoption)
             "  -v         show version information\n"
             "  -E         ignore environment variables (" INIT_VAR ")\n"
             "  -W         turn warnings on\n"
+            "  --traceback  print the full traceback of an error (SRGEO_TRACEBACK=1;\n"
+            "             otherwise the message and your line; srgeo.traceback() or :tb)\n"
             "  --version  show version information and exit\n"
+            "  --lua-path print the LUA_PATH / LUA_CPATH exports that let a stock lua5.4\n"
+            "             `require \"srgeo\"` this installation, and exit\n"
             "  -h, --help show this help and exit\n"
             "  --         stop handling options\n"
             "  -          stop handling options and execute stdin\n"
@@ -174,7 +185,8 @@ static void print_usage(FILE *f, const char *badoption)
             "Environment: SRGEO_THREADS (thread count), SRGEO_ROOT (library root),\n"
             "SRGEO_HISTORY (history file, default ~/" HISTORY_FILE "),\n" INIT_VAR
             " (chunk or @file run first), SRGEO_PROGRESS (seconds between\n"
-            "progress lines when stderr is not a terminal; 0: none).\n"
+            "progress lines when stderr is not a terminal; 0: none), SRGEO_TRACEBACK\n"
+            "(1: full tracebacks).\n"
             "OpenBLAS: unless OPENBLAS_CORETYPE is set, %s gives OpenBLAS the\n"
             "kernels of the CPU's widest vectors when its own table picked older ones\n"
             "(it re-executes itself once, marking its choice in SRGEO_BLAS_CORETYPE);\n"
@@ -203,8 +215,20 @@ static int report(lua_State *L, int status)
     return status;
 }
 
-/* Message handler: add a traceback to string errors; use __tostring for
- * error objects that have one. */
+/* SRGEO_TRACEBACK=1 or --traceback: print every error's full traceback. */
+static int full_traceback = 0;
+
+/* Registry key of the srgeo.repl module (its error formatter). */
+static const char *const REPL_KEY = "srgeo.shell.repl";
+
+/* Message handler.  Error objects with a __tostring (the library's user
+ * errors: a bad command line, spec or notebook) print as that text.  For
+ * string errors the full traceback is kept (srgeo.traceback(), :tb) and
+ * the message printed is lua/srgeo/repl.lua's user_error: the message at
+ * the first line of the user's code (an error the library raised inside
+ * its own files points there instead), with a hint where the traceback
+ * is.  lua.c's traceback when full_traceback is set or the formatter
+ * cannot run. */
 static int msghandler(lua_State *L)
 {
     const char *msg = lua_tostring(L, 1);
@@ -214,6 +238,20 @@ static int msghandler(lua_State *L)
         msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
     }
     luaL_traceback(L, L, msg, 1);
+    int tb = lua_gettop(L);
+    if (lua_getfield(L, LUA_REGISTRYINDEX, REPL_KEY) != LUA_TTABLE ||
+        lua_getfield(L, -1, "user_error") != LUA_TFUNCTION) {
+        lua_settop(L, tb);
+        return 1;
+    }
+    lua_pushstring(L, msg);
+    lua_pushvalue(L, tb);
+    lua_pushboolean(L, progname == NULL); /* inside the REPL */
+    lua_pushboolean(L, full_traceback);
+    if (lua_pcall(L, 4, 1, 0) != LUA_OK || !lua_isstring(L, -1)) {
+        lua_settop(L, tb);
+        return 1;
+    }
     return 1;
 }
 
@@ -327,21 +365,21 @@ static int pushargs(lua_State *L)
     return n;
 }
 
-/* `srgeo NAME args...`: NAME is a subcommand when it is a plain word and
- * no file of that name exists (a folder does not count).  lua/srgeo/cli.lua knows them (every
- * scripts/NAME.lua of the library root, and its built-ins); pushes the file
- * to run, or returns an error status with the message pushed. */
+/* `srgeo NAME args...`: a plain word NAME is a subcommand when
+ * lua/srgeo/cli.lua knows one of that name (every scripts/NAME.lua of the
+ * library root, and its built-ins), even when a file NAME is in the working
+ * folder: a stray file named `train` must not take over `srgeo train`
+ * (`srgeo ./train` or `srgeo run train` runs the file).  A word that names
+ * no subcommand runs the file of that name, as lua.c does.  Pushes the path
+ * of the subcommand's file (or nil) and cli's message. */
 static int push_subcommand(lua_State *L, const char *name)
 {
-    static const char code[] = "local c = require 'srgeo.cli'\n"
-                               "local path, err = c.command(...)\n"
-                               "if not path then error(c.Error and setmetatable({msg = err}, c.Error) or err, 0) end\n"
-                               "return path";
+    static const char code[] = "return require('srgeo.cli').command(...)";
     int status = luaL_loadbuffer(L, code, sizeof code - 1, "=subcommand");
     if (status != LUA_OK)
         return status;
     lua_pushstring(L, name);
-    return docall(L, 1, 1);
+    return docall(L, 1, 2);
 }
 
 static int is_word(const char *s)
@@ -354,24 +392,33 @@ static int is_word(const char *s)
     return 1;
 }
 
-static int handle_script(lua_State *L, char **argv)
+/* as_file: `srgeo run FILE`, where FILE is never a subcommand. */
+static int handle_script(lua_State *L, char **argv, int as_file)
 {
     const char *fname = argv[0];
     if (strcmp(fname, "-") == 0 && strcmp(argv[-1], "--") != 0)
         fname = NULL; /* stdin */
     int pushed = 0;
-    struct stat st; /* a folder named like a subcommand (./train) is not a script */
-    if (fname && is_word(fname) && (stat(fname, &st) != 0 || S_ISDIR(st.st_mode))) {
+    if (fname && !as_file && is_word(fname)) {
         int status = push_subcommand(L, fname);
         if (status != LUA_OK)
             return report(L, status);
-        fname = lua_tostring(L, -1);
-        pushed = 1;
-        /* arg[0] is the file that runs, as for `srgeo scripts/NAME.lua` */
-        lua_getglobal(L, "arg");
-        lua_pushvalue(L, -2);
-        lua_rawseti(L, -2, 0);
-        lua_pop(L, 1);
+        struct stat st; /* a folder named like a word is not a script */
+        if (lua_isstring(L, -2)) {
+            lua_pop(L, 1);
+            fname = lua_tostring(L, -1);
+            pushed = 1;
+            /* arg[0] is the file that runs, as for `srgeo scripts/NAME.lua` */
+            lua_getglobal(L, "arg");
+            lua_pushvalue(L, -2);
+            lua_rawseti(L, -2, 0);
+            lua_pop(L, 1);
+        } else if (stat(fname, &st) == 0 && !S_ISDIR(st.st_mode)) {
+            lua_pop(L, 2); /* no such subcommand: the file runs */
+        } else {
+            lua_remove(L, -2);
+            return report(L, LUA_ERRRUN); /* neither: cli's message names the nearest subcommands */
+        }
     }
     int status = luaL_loadfile(L, fname);
     if (pushed)
@@ -394,6 +441,52 @@ static void print_commands(lua_State *L, FILE *f)
     fflush(f);
 }
 
+/* --lua-path: the shell's lines for a stock Lua to find this srgeo:
+ * LUA_CPATH names the folder of srgeo.so (beside the shell in a build,
+ * PREFIX/lib/lua/5.4 after `make install`, which prints the same hint);
+ * LUA_PATH the library's lua/ folder, for its modules (srgeo.so adds it
+ * itself once loaded, so only require "srgeo.cli" before "srgeo" needs
+ * it).  ";;" keeps Lua's defaults. */
+static int print_lua_path(lua_State *L)
+{
+    char exe[4096], so[4096 + 64];
+    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (k <= 0) {
+        l_message(PROGNAME, "--lua-path: cannot find the shell's own path (/proc/self/exe)");
+        return 0;
+    }
+    exe[k] = '\0';
+    char *slash = strrchr(exe, '/');
+    *slash = '\0';
+    const char *cdir = NULL;
+    struct stat st;
+    snprintf(so, sizeof so, "%s/srgeo.so", exe);
+    if (stat(so, &st) == 0)
+        cdir = exe; /* a build folder */
+    else {
+        char *up = strrchr(exe, '/');
+        if (up) {
+            *up = '\0';
+            snprintf(so, sizeof so, "%s/lib/lua/5.4/srgeo.so", exe);
+            if (stat(so, &st) == 0) {
+                snprintf(so, sizeof so, "%s/lib/lua/5.4", exe);
+                cdir = so;
+            }
+        }
+    }
+    lua_getglobal(L, "srgeo");
+    lua_getfield(L, -1, "root");
+    const char *root = lua_tostring(L, -1);
+    if (!cdir) {
+        l_message(PROGNAME, "--lua-path: no srgeo.so beside the shell nor in ../lib/lua/5.4 (a copied shell?)");
+        return 0;
+    }
+    printf("export LUA_PATH=\"%s/lua/?.lua;;\"\nexport LUA_CPATH=\"%s/?.so;;\"\n", root ? root : ".", cdir);
+    fflush(stdout);
+    lua_pop(L, 2);
+    return 1;
+}
+
 /* Bits of the argument indicators returned by collectargs. */
 #define has_error 1 /* bad option */
 #define has_i 2     /* -i */
@@ -402,6 +495,7 @@ static void print_commands(lua_State *L, FILE *f)
 #define has_E 16    /* -E */
 #define has_h 32    /* -h or --help */
 #define has_V 64    /* --version: print and exit */
+#define has_P 128   /* --lua-path: print the exports and exit */
 
 /* Scan the options up to the script name (lua.c's collectargs plus the
  * long options).  *first is the index of the script, 0 if none; on error it
@@ -427,6 +521,10 @@ static int collectargs(char **argv, int *first)
                 args |= has_h;
             else if (strcmp(argv[i], "--version") == 0)
                 args |= has_v | has_V;
+            else if (strcmp(argv[i], "--traceback") == 0)
+                full_traceback = 1;
+            else if (strcmp(argv[i], "--lua-path") == 0)
+                args |= has_P;
             else
                 return has_error;
             break;
@@ -527,6 +625,8 @@ static void open_shell_lua(lua_State *L)
         lua_pop(L, 1);
         return;
     }
+    lua_pushvalue(L, -1);
+    lua_setfield(L, LUA_REGISTRYINDEX, REPL_KEY);
     lua_getfield(L, -1, "repr");
     lua_setfield(L, LUA_REGISTRYINDEX, REPR_KEY);
     if (lua_getglobal(L, "help") == LUA_TNIL) {
@@ -1127,6 +1227,8 @@ static int pushline(lua_State *L, int firstline)
         b[--l] = '\0';
     if (firstline && b[0] == '=') /* 5.2 compatibility: "=x" is "return x" */
         lua_pushfstring(L, "return %s", b + 1);
+    else if (firstline && strcmp(b, ":tb") == 0) /* the last error's traceback */
+        lua_pushliteral(L, "srgeo.traceback()");
     else
         lua_pushlstring(L, b, l);
     free(b);
@@ -1257,6 +1359,16 @@ static int pmain(lua_State *L)
     int script;
     int args = collectargs(argv, &script);
     int optlim = (script > 0) ? script : argc;
+    /* `srgeo run FILE args`: FILE is the script (never a subcommand) */
+    int as_file = 0;
+    if (script > 0 && strcmp(argv[script], "run") == 0 && strcmp(argv[script - 1], "--") != 0) {
+        if (argv[script + 1] == NULL) {
+            l_message(PROGNAME, "run needs a file: srgeo run FILE [args]");
+            return 0;
+        }
+        script++;
+        as_file = 1;
+    }
     luaL_checkversion(L);
     if (args == has_error) {
         print_usage(stderr, argv[script]);
@@ -1265,6 +1377,10 @@ static int pmain(lua_State *L)
     if (args & has_E) {
         lua_pushboolean(L, 1);
         lua_setfield(L, LUA_REGISTRYINDEX, "LUA_NOENV");
+    } else {
+        const char *tb = getenv("SRGEO_TRACEBACK");
+        if (tb && *tb && strcmp(tb, "0") != 0)
+            full_traceback = 1;
     }
     luaL_openlibs(L);
     /* -v, --version and the terminal REPL's banner name the kernels and
@@ -1287,6 +1403,10 @@ static int pmain(lua_State *L)
     open_srgeo(L);
     open_shell_lua(L);
     preload_kernel(L);
+    if (args & has_P) {
+        lua_pushboolean(L, print_lua_path(L));
+        return 1;
+    }
     if (args & has_v)
         print_version(L, kernels);
     if (args & has_V) {
@@ -1300,7 +1420,7 @@ static int pmain(lua_State *L)
         return 0;
     if (!runargs(L, argv, optlim))
         return 0;
-    if (script > 0 && handle_script(L, argv + script) != LUA_OK)
+    if (script > 0 && handle_script(L, argv + script, as_file) != LUA_OK)
         return 0;
     if (args & has_i) {
         doREPL(L);

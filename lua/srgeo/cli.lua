@@ -25,6 +25,8 @@
 -- `--twin=false`) or a list (`a,b,c`; a list default of numbers makes a
 -- list of numbers).  `type =` overrides ("string", "number", "integer",
 -- "boolean", "list", "numbers"), for an option whose default is nil.
+-- `sets = "root"`: the flag sets the library's Lua option root (the
+-- library's messages then say --data-root, not root=: util.option).
 -- `min =` / `max =` bound a number (numbers are finite in any case); the
 -- check and its message are the core's declared-option ones (base/opts.h
 -- through srgeo._check_option: "--images must be an integer >= 1, got 0").
@@ -47,7 +49,7 @@ local copy = util.copy
 local function norm_option(e)
   local o = {
     name = e.name or e[1], default = e.default, help = e.help or e[3] or "",
-    choices = e.choices, type = e.type, metavar = e.metavar, min = e.min, max = e.max,
+    choices = e.choices, type = e.type, metavar = e.metavar, min = e.min, max = e.max, sets = e.sets,
   }
   if o.default == nil and e.default == nil and e[2] ~= nil then o.default = e[2] end
   if type(o.name) ~= "string" or o.name == "" then error("cli: every option needs a name", 3) end
@@ -297,6 +299,14 @@ end
 --- exits 0, and a bad command line prints the message and exits 2 (the
 --- behaviour a script wants).
 function M.run(spec, argv)
+  -- from here on the library's messages name this command line's flags
+  -- (util.option): each option's own name, or the Lua option it `sets`
+  local flags = {}
+  for _, opt in ipairs(compile(spec).list) do
+    flags[opt.name] = flags[opt.name] or flag(opt.name)
+    if opt.sets then flags[opt.sets] = flag(opt.name) end
+  end
+  util.flags = flags
   local ok, o, help = pcall(M.parse, spec, argv)
   if not ok then
     if getmetatable(o) == M.Error then

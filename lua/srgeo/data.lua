@@ -291,7 +291,8 @@ function D.fashion_mnist(opts)
   local lb = find_idx(root, prefix .. "-labels-idx1-ubyte")
   if not im or not lb then
     fail("fashion_mnist", "cannot find %s-images-idx3-ubyte[.gz] and %s-labels-idx1-ubyte[.gz] in %s "
-      .. "(install the Debian package dataset-fashion-mnist with `make deps`, or pass root=)", prefix, prefix, root)
+      .. "(install the Debian package dataset-fashion-mnist with `make deps`, or %s)", prefix, prefix, root,
+      util.option_hint("root", "DIR", "SRGEO_FASHION_MNIST"))
   end
   return D.idx { images = im, labels = lb, classes = D.FASHION_MNIST_CLASSES, name = "fashion_mnist/" .. split }
 end
@@ -328,7 +329,10 @@ function D.cifar10(opts)
   local split = opts.split or "train"
   if split ~= "train" and split ~= "test" then fail("cifar10", "split must be \"train\" or \"test\", got %s", tostring(split)) end
   local dir, tried = cifar_dir(expand(opts.root))
-  if not dir then fail("cifar10", "no CIFAR-10 binary batches found (looked in %s); pass root=", tried or opts.root) end
+  if not dir then
+    fail("cifar10", "no CIFAR-10 binary batches found (looked in %s); %s", tried or opts.root,
+      util.option_hint("root", "DIR", "SRGEO_CIFAR10"))
+  end
   local files = {}
   if split == "train" then
     for k = 1, 5 do files[k] = dir .. "/data_batch_" .. k .. ".bin" end

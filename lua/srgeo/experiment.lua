@@ -156,10 +156,7 @@ function E.new(o, name)
   local ok, err = pcall(srgeo.profile.check_options, ex.popts)
   if not ok then
     local msg = tostring(err):gsub("^.-profile: ", "")
-    if o._argv then
-      msg = msg:gsub("^([%w_]+) must", function(k) return "--" .. k:gsub("_", "-") .. " must" end)
-      util.raise { msg = (name or "script") .. ": " .. msg }
-    end
+    if o._argv then util.raise { msg = (name or "script") .. ": " .. util.flag_message(msg) } end
     fail("%s", msg)
   end
   util.mkdir(ex.out .. "/units")
@@ -464,9 +461,16 @@ function Ex:figure(name, plotfn, data, opts)
   for _, ext in ipairs { "png", "svg" } do
     local o = copy(opts or {})
     o.out = self.out .. "/" .. name .. "." .. ext
+    -- a descriptor chart of fewer than two values is mostly its "left
+    -- out" note: its values go in the summary as a table instead
+    if plotfn == srgeo.plot.descriptors and o.min_points == nil then o.min_points = 2 end
     local ok, err = pcall(plotfn, data, o)
     if ok then
       written[#written + 1] = o.out
+    elseif type(err) == "table" and err.too_few then
+      self:note(string.format("%s: %s", name, (err.msg:gsub("^srgeo%.plot%.%w+: ", ""))), E.columns(err.rows))
+      if not self.quiet then io.stderr:write(string.format("%s: %s: a table in the summary instead\n", self.name, name)) end
+      break
     else
       io.stderr:write(string.format("%s: figure %s not drawn: %s\n", self.name, o.out, tostring(err)))
       break

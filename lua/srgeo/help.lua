@@ -118,7 +118,9 @@ r_η = E_u ‖Φ(x+ηu) − Φ(x)‖² / (η² E_u ‖J(x)u‖²): 1 where Φ is
   options: directions, antipodal, jvp_directions (n or "all"), nscales, scales, rms_scales, seed, tap,
            precision ("float32", p.noise[i][s] a 95% upper bound on r's float32 error from noise_directions
            re-run in float64; or "float64"), bootstrap, ci, family ("gaussian",
-           "lowpass", "toward", "jacobian_top", "gradient", "user"), progress, label, exact_relu,
+           "lowpass", "toward", "jacobian_top", "gradient", "user"), label, exact_relu,
+           progress (true: one bar with the whole profile's ETA over every stage; false; or a function(info),
+           info = {done, total, stage, elapsed} in passes, total the forecast),
            share_prefix (default true: leading affine layers once per direction, p.shared_layers),
            directional (default true: JVPs take the one-sided derivative at kinks and ties, u and −u each their own,
            so r → 1 as η → 0 on every input; false: PyTorch's subgradient); p.ties[i], p.near_ties[i],
@@ -132,7 +134,7 @@ r_η = E_u ‖Φ(x+ηu) − Φ(x)‖² / (η² E_u ‖J(x)u‖²): 1 where Φ is
     onset, peak_eta, peak_height, half_width, decay_slope, area; peak_eta is parabolic: the vertex of a
     parabola in log η through the median profile's highest rung and its neighbours, while the shape
     text's "peak rung" is that rung itself (p.shape.peak)
-  c = srgeo.profile.compare(p1, p2, {permutations = 1000})   -- c.p.curve, c.p.peak_eta, ...
+  c = srgeo.profile.compare(p1, p2, {permutations = 1000})   -- c.p.curve, c.p.peak_eta, ...; prints as a table
   srgeo.plot.profile({p1, p2}, {out = "bump.png", labels = {"trained", "init"}})   srgeo.plot.show(p)]]
 
 TEXT.plot = [[
@@ -144,7 +146,12 @@ The terminal follows the extension: .png, .svg, .pdf, .txt (text).  Titles, labe
   srgeo.plot.multiples({{p1, p2}, {p3, p4}}, {out =, titles = {...}, labels = {...}})   -- one panel each
   srgeo.plot.heatmap(rows, {out =, rows = steps, cols = p.scales})                     -- e.g. step × η
   srgeo.plot.descriptors(ps, {out =, field = "peak_eta"})                              -- bars/points with CIs
-  srgeo.plot.lines(xs, {ys1, ys2}, {out =, labels =, logx =, logy =, hline =})]]
+  srgeo.plot.lines(xs, {ys1, ys2}, {out =, labels =, logx =, logy =, hline =, lo =, hi =})   -- lo/hi: intervals
+Without out a figure goes to a temporary PNG whose path is printed and returned (the path alone).
+Rules: overlays go on a log y axis when the curves' highest medians differ by more than 3x
+(plot.LOGY_RATIO; logy = false keeps it linear); bars of a ratio (plateau, peak height: r) grow from
+r = 1; ‖J‖_F is an axis label with a subscript F (plot.field_label("jacobian_fro")), plot.JF in titles;
+experiment figures of a descriptor with fewer than two defined values become a table in summary.txt.]]
 
 TEXT.data = [[
 Datasets: #ds, x, label = ds:get(i) (1,C,H,W), X, labels = ds:batch{i, j} or ds:batch(first, last).
@@ -220,8 +227,13 @@ srgeo shell: Lua 5.4 with the srgeo library as the global 'srgeo'.
   expressions print their value       srgeo.version   1 + 1   p.median
   Tab completes names, fields and methods (srgeo.nn.<Tab>, x:<Tab>); history in ~/.srgeo_history
   Ctrl-C stops a running computation (a profile keeps the images done); Ctrl-D or os.exit() quits
+  tables print nested (depth 3, keys sorted, cycles as <cycle>); lists of records as rows
+  an error prints its message at your line; :tb or srgeo.traceback() shows its traceback
+    (srgeo --traceback or SRGEO_TRACEBACK=1: every traceback, for scripts)
   srgeo FILE.lua [args] (args in arg and ...)   srgeo -e 'chunk'   srgeo -i FILE.lua   srgeo --version
-  srgeo NAME [args] runs scripts/NAME.lua (srgeo bump --help); srgeo --help lists them
+  srgeo NAME [args] runs scripts/NAME.lua (srgeo bump --help), even with a file NAME in the folder
+    (srgeo run NAME or srgeo ./NAME runs the file); srgeo --help lists them
+  srgeo --lua-path: the LUA_PATH / LUA_CPATH exports for a stock lua5.4 -l srgeo
   srgeo.threads(n) or SRGEO_THREADS sets the thread count (at most the CPUs srgeo may run on: more is
   clamped with a notice); SRGEO_ROOT the library root
   srgeo.config(): the CPU, its vector features, the BLAS kernels in use (cfg.summary), threads, OpenMP

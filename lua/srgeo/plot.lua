@@ -351,7 +351,7 @@ Figure.__index = Figure
 -- Choose the terminal and output path from the common options.
 -- size_for(term, default_size) -> {w, h}: a figure's own default size.
 local function new_figure(fn, opts, size_for)
-  local term, out, display = opts.terminal, opts.out, nil
+  local term, out, display, announce = opts.terminal, opts.out, nil, false
   if term ~= nil and not TERMINALS[term] then
     fail(fn, "unknown terminal '%s' (png, svg, pdf or dumb)", term)
   end
@@ -377,7 +377,13 @@ local function new_figure(fn, opts, size_for)
     if os.execute("mkdir -m 700 " .. util.shell_quote(display)) ~= true then fail(fn, "cannot create a temporary folder") end
     out = display .. "/" .. fn .. "." .. (term == "pdf" and "pdf" or term)
   elseif term ~= "dumb" then
-    fail(fn, "opts.out is required (a .png, .svg, .pdf or .txt path) unless terminal = \"dumb\"")
+    -- no out (the REPL): a temporary file of the terminal's format (PNG by
+    -- default), its path printed on stderr and returned
+    term = term or "png"
+    out = os.tmpname()
+    os.remove(out)
+    out = out .. "." .. term
+    announce = true
   end
   local size = TERMINALS[term].size
   if size_for then size = size_for(term, size) end
@@ -387,7 +393,7 @@ local function new_figure(fn, opts, size_for)
     size = { w, h }
   end
   if term ~= "pdf" then size = { math.floor(size[1] + 0.5), math.floor(size[2] + 0.5) } end
-  return setmetatable({ fn = fn, opts = opts, term = term, out = out, size = size, display = display,
+  return setmetatable({ fn = fn, opts = opts, term = term, out = out, size = size, display = display, announce = announce,
                         dumb = term == "dumb", blocks = {}, lines = {} }, Figure)
 end
 
@@ -632,6 +638,9 @@ function Figure:render()
     if not ok then error(err, 0) end
     return
   end
+  if self.announce then io.stderr:write(string.format("srgeo.plot.%s: no opts.out given; the figure is %s\n", fn, out)) end
+  -- a figure file: its path alone (the REPL echoes one value, not "PATH  nil")
+  if not self.dumb then return out end
   return out, text
 end
 
@@ -829,6 +838,28 @@ function Figure:profile_panel(ps, o, e, entries, show_key)
   self:cmd("plot " .. table.concat(parts, ", \\\n     "))
 end
 
+-- Overlays go on a log y axis unless the caller says (opts.logy): when
+-- the curves' highest medians differ by more than LOGY_RATIO (a bump of
+-- r = 6 under a rise to 50 is flat on a linear axis), all of them > 0.
+local LOGY_RATIO = 3
+local function auto_logy(panels)
+  local lo, hi = HUGE, -HUGE
+  for _, ps in ipairs(panels) do
+    for _, q in ipairs(ps) do
+      local m = -HUGE
+      for _, v in ipairs(q.median) do
+        if finite(v) then
+          if v <= 0 then return false end
+          m = math.max(m, v)
+        end
+      end
+      if m > -HUGE then lo, hi = math.min(lo, m), math.max(hi, m) end
+    end
+  end
+  return lo < HUGE and hi / lo > LOGY_RATIO
+end
+M.LOGY_RATIO = LOGY_RATIO
+
 -- Defaults for profile-like options.
 local function profile_opts(fn, opts)
   return {
@@ -853,6 +884,7 @@ local function draw_profiles(fn, p, opts)
   local pick = palette_of(fn, opts)
   for i, q in ipairs(ps) do q.color = pick(i, #ps) end
   local o = profile_opts(fn, opts)
+  if o.logy == nil and not o.yrange then o.logy = auto_logy { ps } end
   fig:base_style(opts.connect)
   fig:title(opts.title)
   fig:labels(opts.xlabel or ETA_LABEL, opts.ylabel or R_LABEL)
@@ -864,7 +896,9 @@ end
 --- plot.profile(p_or_list, opts) -> out[, text]
 --- r_η against η on a log axis: CI bands, median lines with points, dashed
 --- r = 1.  opts: out, terminal, title, labels (default: the profiles'
---- labels, told apart by their identities), xlabel, ylabel, logy, yrange
+--- labels, told apart by their identities), xlabel, ylabel, logy (default:
+--- a log y axis when the curves' highest medians differ by more than 3x,
+--- plot.LOGY_RATIO, so a small bump is not flattened under a large rise), yrange
 --- {lo, hi}, xrange, per_image (thin line per image), band (false: no CI
 --- band), connect (join lines across discarded rungs; default: a gap), key
 --- (a gnuplot `set key` argument: words and numbers), palette ("categorical", the default, or
@@ -920,10 +954,14 @@ function M.multiples(entries, opts)
     rows = math.ceil(n / cols)
   end
   local o = profile_opts(fn, opts)
-  local panels, shared = {}, nil
+  local panels, shared, lists = {}, nil, {}
   for i = 1, n do
     if entries[i] == nil then fail(fn, "panel %d is nil", i) end
-    local ps = panel_profiles(fn, entries[i], opts.labels, "panel " .. i)
+    lists[i] = panel_profiles(fn, entries[i], opts.labels, "panel " .. i)
+  end
+  if o.logy == nil and not o.yrange then o.logy = auto_logy(lists) end
+  for i = 1, n do
+    local ps = lists[i]
     local e, k = profiles_extent(ps, o)
     panels[i] = { ps = ps, e = e, entries = k }
     shared = shared and extent_merge(shared, e) or extent_merge(new_extent(o.logy), e)
@@ -1140,12 +1178,22 @@ local FIELD_LABELS = {
   half_width = "half-width (decades of η)",
   decay_slope = "decay slope (d log r / d log η)",
   area = "area above r = 1 (decades)",
+  -- enhanced text: F typeset as a subscript (pngcairo, svg, pdf)
+  jacobian_fro = "‖J‖_F (median over images)",
 }
+--- plot.field_label(field) -> the library's axis label of a descriptor
+--- (enhanced text: pass it as ylabel to keep its subscripts).
+function M.field_label(field) return FIELD_LABELS[field] end
+-- ‖J‖_F in literal text (titles, key entries), where an underscore would
+-- print as itself: the F follows the bars.
+M.JF = "‖J‖F"
 local LOG_FIELDS = { onset = true, peak_eta = true }
+-- Ratios whose baseline is 1 (r = 1: locally linear): their bars grow from 1.
+local RATIO_FIELDS = { plateau = true, peak_height = true }
 -- Names for a chart's title (literal text, no subscripts).
 local FIELD_TITLES = {
   plateau = "Plateau", onset = "Onset η", peak_eta = "Peak η (parabolic)", peak_height = "Peak height", half_width = "Half-width",
-  decay_slope = "Decay slope", area = "Area above r = 1", jacobian_fro = "‖J‖_F",
+  decay_slope = "Decay slope", area = "Area above r = 1", jacobian_fro = "‖J‖F",
 }
 
 -- A descriptor chart's default title: the descriptor, and the evaluation
@@ -1199,11 +1247,14 @@ end
 --- evaluation set(s) and preset of the profiles' identities).  A descriptor
 --- a profile's shape leaves undefined (NaN with a reason: an edge, a rise,
 --- ...) is never drawn: the figure lists it under the chart as left out,
---- with the reason.
+--- with the reason.  Bars of a ratio (plateau, peak_height: r, whose
+--- baseline is 1) span 1 .. value.  opts.min_points: fewer defined values
+--- raise an error whose .rows hold the values (srgeo.experiment's figures
+--- ask for 2 and put the table in the summary instead).
 function M.descriptors(profiles, opts)
   local fn = "descriptors"
   opts = check_opts(fn, opts, { field = "string", labels = "table", groups = "table", style = "string",
-    logy = "boolean", ylabel = "string", xlabel = "string", yrange = "table" })
+    logy = "boolean", ylabel = "string", xlabel = "string", yrange = "table", min_points = "number" })
   local field = opts.field or "peak_eta"
   local style = opts.style or (LOG_FIELDS[field] and "points" or "bars")
   if style ~= "bars" and style ~= "points" then fail(fn, "style must be \"bars\" or \"points\", got '%s'", style) end
@@ -1256,6 +1307,7 @@ function M.descriptors(profiles, opts)
     end
   end
   if not seen then fail(fn, "no profile has a descriptor '%s'", field) end
+  local ratio = RATIO_FIELDS[field] and not logy
 
   local labels = check_labels(fn, opts.labels, grouped and S or G, grouped and "bars per group" or "profiles")
   local group_names = opts.groups and check_labels(fn, opts.groups, G, "groups")
@@ -1296,7 +1348,11 @@ function M.descriptors(profiles, opts)
       { "x", "value", "lo", "hi", "colour", "group" }, rows)
     local title = name and "title " .. literal(name) or "notitle"
     if any then
-      if style == "bars" then
+      if style == "bars" and ratio then
+        -- a ratio's bar spans 1 .. value (below 1 it hangs down)
+        bars[#bars + 1] = string.format("DATA index %d using 1:(($2+1)/2):(%g):(abs($2-1)/2):5 with boxxyerror fs solid 0.85 noborder lc rgb variable %s",
+          idx, width * 0.46, title)
+      elseif style == "bars" then
         bars[#bars + 1] = string.format("DATA index %d using 1:2:(%g):5 with boxes fs solid 0.85 noborder lc rgb variable %s",
           idx, width * 0.92, title)
       else
@@ -1308,6 +1364,26 @@ function M.descriptors(profiles, opts)
   end
   if #bars == 0 and #left_out == 0 then
     fail(fn, "no profile has a finite '%s'%s", field, logy and " (positive, for a log axis)" or "")
+  end
+  -- opts.min_points: with fewer defined values a chart is mostly its note;
+  -- the error carries the values as rows (srgeo.experiment puts them in the
+  -- summary as a table instead)
+  local defined, rows_out = 0, { { "", field, "lo", "hi", "why not" } }
+  for g = 1, G do
+    for s = 1, S do
+      local c = cells[g][s]
+      if c[1] == c[1] then defined = defined + 1 end
+      local why = ""
+      for _, l in ipairs(left_out) do if l.g == g and l.s == s then why = l.why end end
+      local name = grouped and string.format("%s / %s", tic_names[g], labels and labels[s] or labels_from[s] or ("bar " .. s))
+        or tic_names[g]
+      local function num(v) return v == v and string.format("%.4g", v) or "–" end
+      rows_out[#rows_out + 1] = { name, num(c[1]), num(c[2]), num(c[3]), why }
+    end
+  end
+  if opts.min_points and defined < opts.min_points then
+    util.raise { msg = string.format("srgeo.plot.%s: %d of %d %s defined (fewer than %d: a table, not a chart)", fn,
+      defined, G * S, field, opts.min_points), too_few = true, rows = rows_out }
   end
   if #left_out > 0 then
     -- under the chart: which bars are missing and why (the shape test's reason)
@@ -1331,11 +1407,15 @@ function M.descriptors(profiles, opts)
       extent_add(e, 0, logy and 10 or 1)
     end
   end
-  if style == "bars" and not logy then extent_add(e, 0, 0) end -- bars start at zero
+  if style == "bars" and not logy then extent_add(e, 0, ratio and 1 or 0) end -- bars start at their baseline
   extent_finish(e, -0.6, G - 0.4)
   local entries = (grouped and (labels or next(labels_from))) and S or 0
   fig:key_and_yrange(e, entries, check_range(fn, "yrange", opts.yrange, logy), opts.key)
-  if style == "bars" and not logy then fig:cmd("set xzeroaxis lt 1 lw 1 lc rgb '#222222'") end
+  if style == "bars" and ratio then
+    fig:cmd("set arrow 97 from graph 0, first 1 to graph 1, first 1 nohead lt 1 lw 1 lc rgb '#222222' back")
+  elseif style == "bars" and not logy then
+    fig:cmd("set xzeroaxis lt 1 lw 1 lc rgb '#222222'")
+  end
   -- Bars under their error bars; points over theirs.
   local first, second = bars, errs
   if style == "points" then first, second = errs, bars end
@@ -1354,16 +1434,22 @@ end
 --- series); ys_list an array of numbers (one series) or of arrays.  Missing
 --- y values (nil/NaN) leave a gap (opts.connect joins across them).  opts:
 --- labels, xlabel, ylabel, logx, logy, xrange, yrange, points (default true),
---- hline (a dashed reference y).
+--- hline (a dashed reference y), lo and hi (intervals, shaped as ys_list:
+--- drawn as capped bars, written as the .dat's lo and hi columns).
 function M.lines(xs, ys_list, opts)
   local fn = "lines"
   opts = check_opts(fn, opts, { labels = "table", xlabel = "string", ylabel = "string", logx = "boolean",
     logy = "boolean", xrange = "table", yrange = "table", points = "boolean", hline = "number",
-    connect = "boolean" })
+    connect = "boolean", lo = "table", hi = "table" })
   if type(ys_list) ~= "table" or max_index(ys_list) == 0 then fail(fn, "ys_list must be a non-empty array") end
   if type(xs) ~= "table" or max_index(xs) == 0 then fail(fn, "xs must be a non-empty array") end
-  if type(ys_list[1]) ~= "table" then ys_list = { ys_list } end
+  local single = type(ys_list[1]) ~= "table"
+  if single then ys_list = { ys_list } end
   local ns = max_index(ys_list)
+  -- intervals: lo and hi shaped as ys_list (an array per series)
+  if (opts.lo == nil) ~= (opts.hi == nil) then fail(fn, "give both lo and hi, or neither") end
+  local los, his = opts.lo, opts.hi
+  if los and single then los, his = { los }, { his } end
   local per_series_x = type(xs[1]) == "table"
   if per_series_x and max_index(xs) ~= ns then fail(fn, "xs has %d arrays for %d series", max_index(xs), ns) end
   local labels = check_labels(fn, opts.labels, ns, "series")
@@ -1381,6 +1467,10 @@ function M.lines(xs, ys_list, opts)
     local x = coords(fn, per_series_x and ("xs[" .. s .. "]") or "xs", per_series_x and xs[s] or xs, nil, opts.logx)
     local y = values(fn, "ys_list[" .. s .. "]", ys_list[s], #x)
     series[s] = { x, y }
+    if los then
+      series[s][3] = values(fn, "lo[" .. s .. "]", los[s], #x)
+      series[s][4] = values(fn, "hi[" .. s .. "]", his[s], #x)
+    end
     for k = 1, #x do
       local tx = opts.logx and math.log(x[k], 10) or x[k]
       xmin, xmax = math.min(xmin, tx), math.max(xmax, tx)
@@ -1389,17 +1479,25 @@ function M.lines(xs, ys_list, opts)
   end
   if not any then fail(fn, "no finite y value to plot") end
   for s = 1, ns do
-    local x, y = series[s][1], series[s][2]
+    local x, y, lo, hi = series[s][1], series[s][2], series[s][3], series[s][4]
     local rows = {}
     for k = 1, #x do
-      rows[k] = { x[k], y[k] }
-      extent_add(e, opts.logx and math.log(x[k], 10) or x[k], y[k])
+      local tx = opts.logx and math.log(x[k], 10) or x[k]
+      rows[k] = lo and { x[k], y[k], lo[k], hi[k] } or { x[k], y[k] }
+      extent_add(e, tx, y[k])
+      if lo then extent_add(e, tx, lo[k]); extent_add(e, tx, hi[k]) end
     end
     local name = labels and labels[s]
-    local idx = fig:block("series " .. s .. (name and ": " .. name or ""), { "x", "y" }, rows)
+    local idx = fig:block("series " .. s .. (name and ": " .. name or ""), lo and { "x", "y", "lo", "hi" } or { "x", "y" },
+      rows)
     parts[#parts + 1] = string.format('DATA index %d using 1:2 with %s lw 2 lc rgb "%s" %s', idx,
       opts.points == false and "lines" or "linespoints " .. point_style(fig, s),
       color(s), name and "title " .. literal(name) or "notitle")
+    -- intervals as capped vectors lo -> hi, as the descriptor charts draw them
+    if lo then
+      parts[#parts + 1] = string.format('DATA index %d using 1:3:(0):($4-$3) with vectors heads size screen 0.006,90 lw 1.2 lc rgb "%s" notitle',
+        idx, color(s))
+    end
   end
   if opts.hline then
     if not finite(opts.hline) then fail(fn, "hline must be a finite number") end

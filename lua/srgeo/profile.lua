@@ -441,17 +441,23 @@ local function each_image(p, list, fn, on_done)
 end
 
 -- on_image (hooks): under mpirun rank 0 alone reports (srgeo.cache writes).
-local function fixed_fill(run, p, rungs, bar, start, on_image)
+-- prog, stage: the profile's progress (new_progress) and this stage's name.
+local function fixed_fill(run, p, rungs, prog, stage, start, on_image)
   local list = {}
   for i = start or 1, run.n do list[#list + 1] = i end
   if on_image and not require("srgeo.mpi").root() then on_image = nil end
+  local f0, k = p.forwards, 0
   each_image(p, list, function(i)
     call(run, p, i, rungs, 0, nil, true)
     for _, s in ipairs(rungs) do p._state[i].rungs[s].closed = "fixed" end
   end, function(i)
     p._filled = i
     if on_image then on_image(p, i) end
-    if bar then bar.update(i) end
+    k = k + 1
+    if prog then
+      local per = (p.forwards - f0) / k -- passes an image of this stage takes
+      prog.update(per * (#list - k), string.format("%s: image %d/%d", stage, i, run.n), per * run.n / #rungs)
+    end
   end)
 end
 
@@ -498,17 +504,25 @@ local function settle(p, rs, s, sdb)
   return nil, need
 end
 
-local function sequential_fill(run, p, rungs, bar)
+local function sequential_fill(run, p, rungs, prog, stage)
   local o = p.options
   local chunk = o.seq_chunk
   local pilot = (o.seq_min and o.seq_min > 0) and o.seq_min or chunk
   pilot = math.min(pilot, o.directions)
   local next_dir, all = {}, {}
   for i = 1, run.n do all[i] = i end
+  -- progress: passes per direction of one image's rung in this stage (the
+  -- forecast of the steps to come is their predicted directions at that)
+  local f0, units, k = p.forwards, 0, 0
+  local function per_unit() return units > 0 and (p.forwards - f0) / units or 0 end
   each_image(p, all, function(i) return call(run, p, i, rungs, 0, pilot, true) end, function(i, nb)
     next_dir[i] = nb
     p._filled = i
-    if bar then bar.update(i, "(first step)") end
+    units, k = units + nb * #rungs, k + 1
+    if prog then
+      local per = (p.forwards - f0) / k
+      prog.update(per * (run.n - k), string.format("%s, first step: image %d/%d", stage, i, run.n), per * run.n / #rungs)
+    end
   end)
   local rounds = 0
   while true do
@@ -516,7 +530,7 @@ local function sequential_fill(run, p, rungs, bar)
     for _, s in ipairs(rungs) do sdb[s] = between_sd(p, s) end
     -- which rungs of which images stay open (every rank alike), then one
     -- more step of each open image (independent given sdb)
-    local open_total, todo, plan = 0, {}, {}
+    local open_total, todo, plan, left = 0, {}, {}, 0
     for i = 1, run.n do
       local st, open, need = p._state[i], {}, math.huge
       for _, s in ipairs(rungs) do
@@ -528,6 +542,7 @@ local function sequential_fill(run, p, rungs, bar)
           else
             open[#open + 1] = s
             need = math.min(need, want or math.huge)
+            left = left + math.max(math.min(want or o.directions, o.directions) - next_dir[i], 0)
           end
         end
       end
@@ -540,22 +555,31 @@ local function sequential_fill(run, p, rungs, bar)
         todo[#todo + 1], plan[i] = i, { open = open, have = have, step = step }
       end
     end
+    rounds = rounds + 1
+    local ran, k2 = 0, 0
     each_image(p, todo, function(i)
       local q = plan[i]
       return q.have + call(run, p, i, q.open, q.have, q.step, false)
-    end, function(i, nd) next_dir[i] = nd end)
-    rounds = rounds + 1
-    if bar then bar.update(run.n, string.format("(step %d: %d rungs open)", rounds, open_total)) end
+    end, function(i, nd)
+      local q = plan[i]
+      ran, units, k2 = ran + (nd - q.have) * #q.open, units + (nd - q.have) * #q.open, k2 + 1
+      next_dir[i] = nd
+      if prog then
+        local rest = (left - ran) * per_unit()
+        prog.update(rest, string.format("%s, step %d: %d rungs of images open, image %d/%d", stage, rounds, open_total,
+          k2, #todo), (p.forwards - f0 + rest) / #rungs)
+      end
+    end)
     if open_total == 0 then break end
   end
 end
 
 -- start, on_image: the first stage of a fixed profile resumes after the
 -- images it is given and reports each image it finishes (hooks).
-local function fill(run, p, rungs, bar, start, on_image)
+local function fill(run, p, rungs, stage, start, on_image)
   p._filled = (start or 1) - 1
-  if p.options.sequential then sequential_fill(run, p, rungs, bar)
-  else fixed_fill(run, p, rungs, bar, start, on_image) end
+  if p.options.sequential then sequential_fill(run, p, rungs, run.prog, stage)
+  else fixed_fill(run, p, rungs, run.prog, stage, start, on_image) end
 end
 
 -- New rungs at etas: insert them into the ladder (kept increasing) and
@@ -653,16 +677,57 @@ end
 -- peak and its neighbours.
 local MAX_ADDED = 64
 
--- A progress bar per stage (the first fill is "profile"; each added rung
--- its own), or nil without progress.
-local function stage_bar(run, label)
-  return run.o.progress ~= false and util.progress(label, run.n) or nil
+-- The rungs range = "auto" may still add after the ladder as it stands:
+-- until a rung's per-pixel RMS reaches 1 (at most MAX_ADDED in all), and
+-- refine's two when it has not run yet: an upper bound (a bump seen stops
+-- it sooner).
+local function rungs_to_come(p, refine_pending)
+  local o, k = p.options, 0
+  if o.range == "auto" then
+    local ns, top = #p.scales, p.scales[#p.scales]
+    local step = ns >= 2 and p.scales[ns] / p.scales[ns - 1] or 10 ^ 0.25
+    local added = p.range and p.range.added or 0
+    if rms(p, top) < 1 and step > 1 then k = math.ceil(math.log(math.sqrt(p.input_dim) / top) / math.log(step)) end
+    k = math.max(0, math.min(k, MAX_ADDED - added))
+  end
+  if o.refine and refine_pending then k = k + 2 end
+  return k
+end
+
+-- Progress of the whole profile, in passes (p.forwards counts every
+-- forward and JVP pass the engine runs): those done against a forecast of
+-- the whole profile's, so the ETA is the profile's, not a stage's.  Each
+-- stage forecasts its own rest as it learns its cost (fixed: its passes
+-- per image so far times the images left; sequential: after every image's
+-- first step, each open rung's predicted directions (settle) at the passes
+-- a direction of a rung has cost so far), and range = "auto" adds the
+-- rungs it may still add (rungs_to_come) at the first stage's passes per
+-- rung.  o.progress: false (none), true (a bar on stderr, util.progress)
+-- or a function called with {done =, total =, stage =, elapsed =}.
+local function new_progress(run, p)
+  local o = run.o
+  if o.progress == false then return nil end
+  local sink = type(o.progress) == "function" and o.progress or nil
+  local bar = not sink and util.progress("profile", 1, { percent = true }) or nil
+  local t0 = srgeo._clock()
+  local prog = { base = p.forwards, refine_pending = true }
+  -- stage_left: the passes this stage still needs; rung_cost: the passes of
+  -- one rung over all images (the first stage sets it)
+  function prog.update(stage_left, stage, rung_cost)
+    if rung_cost and prog.first then prog.rung_cost = rung_cost end
+    local more = rungs_to_come(p, prog.refine_pending)
+    local done = p.forwards - prog.base
+    local total = done + math.max(stage_left, 0) + more * (prog.rung_cost or 0)
+    if more > 0 and p.options.range == "auto" then stage = string.format("%s; ≤ %d more rungs", stage, more) end
+    prog.last = { done = done, total = total, stage = stage, elapsed = srgeo._clock() - t0 }
+    if sink then sink(prog.last) else bar.update(done, "(" .. stage .. ")", total) end
+  end
+  function prog.finish() if bar then bar.done() end end
+  return prog
 end
 
 local function fill_stage(run, p, rungs, what)
-  local bar = stage_bar(run, string.format("profile, %s η %.3g", what, p.scales[rungs[1]]))
-  fill(run, p, rungs, bar)
-  if bar then bar.done() end
+  fill(run, p, rungs, string.format("%s η %.3g", what, p.scales[rungs[1]]))
 end
 
 local function extend(run, p)
@@ -693,7 +758,7 @@ local function extend(run, p)
       local step = ns >= 2 and p.scales[ns] / p.scales[ns - 1] or 10 ^ 0.25
       local new = add_rungs(p, { top * step })
       p.range.added = p.range.added + 1
-      fill_stage(run, p, new, "rung")
+      fill_stage(run, p, new, "range auto: rung")
       publish(p)
       aggregate(p)
     end
@@ -708,7 +773,8 @@ local function extend(run, p)
     if s < #p.scales then etas[#etas + 1] = math.sqrt(p.scales[s] * p.scales[s + 1]) end
     local new = add_rungs(p, etas)
     p.range.refined = #new
-    fill_stage(run, p, new, "rungs from")
+    if run.prog then run.prog.refine_pending = false end
+    fill_stage(run, p, new, "refining: rungs from")
     publish(p)
     aggregate(p)
   end
@@ -778,20 +844,20 @@ local function profile(model, X, opts, hooks)
     start = k + 1
   end
   local on_image = hooks and hooks.on_image
-  local bar = stage_bar(run, "profile")
+  run.prog = new_progress(run, p)
+  if run.prog then run.prog.first = true end
   local t0 = srgeo._clock()
   local rungs = {}
   for s = 1, #p.scales do rungs[s] = s end
   local ok, err = pcall(function()
-    fill(run, p, rungs, bar, start, on_image)
-    if bar then bar.done() end
-    bar = nil
+    fill(run, p, rungs, "first stage", start, on_image)
+    if run.prog then run.prog.first = false end
     p.n_images = p._filled
     publish(p)
     aggregate(p)
     extend(run, p)
   end)
-  if bar then bar.done() end
+  if run.prog then run.prog.finish() end
   if run.f64 and restore == "float32" then model:float() end
   p.seconds = srgeo._clock() - t0
   if not ok then
@@ -1051,10 +1117,32 @@ local function rows_at(rows, idx)
   return out
 end
 
+-- A comparison prints as a table (the REPL shows c = srgeo.profile.compare
+-- (p, p0) readably); its fields stay plain: statistic, p, permutations,
+-- scales, labels.
+local Comparison = {}
+Comparison.__index = Comparison
+function Comparison.__tostring(c)
+  local s = c.scales or {}
+  local lines = { string.format("profile comparison: %s vs %s; %d shared rungs (η %.3g … %.3g), %d permutations",
+    tostring(c.labels and c.labels[1] or "p1"), tostring(c.labels and c.labels[2] or "p2"), #s, s[1] or NAN,
+    s[#s] or NAN, c.permutations or 0),
+    string.format("  %-13s %-22s %s", "quantity", "observed difference", "p") }
+  local function row(k, what)
+    local v, pv = c.statistic and c.statistic[k], c.p and c.p[k]
+    lines[#lines + 1] = string.format("  %-13s %-22s %s", k, v == nil and "" or string.format("%.4g%s", v, what),
+      pv == nil and "" or string.format("%.3g", pv))
+  end
+  row("curve", " (curve distance)")
+  for _, k in ipairs(bump.DESCRIPTORS) do row(k, (k == "onset" or k == "peak_eta") and " (|Δ log10 η|)" or "") end
+  return table.concat(lines, "\n")
+end
+
 --- Two-sample permutation test between profiles, over the rungs they share
 --- (range = "auto" may have extended one ladder further): images are
 --- exchanged between the groups; p-values for the curve distance and for
---- each descriptor difference.
+--- each descriptor difference.  The result prints as a table (tostring);
+--- c.p[k] and c.statistic[k] for curve and each descriptor.
 function P.compare(p1, p2, opts)
   opts = opts or {}
   local i1, i2 = common_rungs(p1, p2)
@@ -1094,9 +1182,9 @@ function P.compare(p1, p2, opts)
     local t = stat(a, b)
     for k, v in pairs(t) do if v == v and obs[k] == obs[k] and v >= obs[k] then count[k] = count[k] + 1 end end
   end
-  local res = { statistic = obs, p = {}, permutations = B, scales = scales }
+  local res = { statistic = obs, p = {}, permutations = B, scales = scales, labels = { p1.label, p2.label } }
   for k, c in pairs(count) do res.p[k] = (obs[k] == obs[k]) and (1 + c) / (1 + B) or NAN end
-  return res
+  return setmetatable(res, Comparison)
 end
 
 return setmetatable(P, { __call = function(_, ...) return profile(...) end })

@@ -2,7 +2,8 @@
 -- and resume it bit for bit.
 --
 --   run = srgeo.train{model = m, data = train_ds, test_data = test_ds, epochs = 20, out = "runs/r18"}
---   run.history, run.checkpoints, run.final.test_acc, run.images_per_s
+--   run.history, run.checkpoints, run.final.test_acc, run.images_per_s (training's
+--   alone), run.eval_seconds (this session's evaluations of checkpoints)
 --
 -- Options (defaults): epochs= or steps=; batch 128; optimizer "sgd" (lr 0.1, momentum 0.9,
 -- nesterov false, weight_decay 5e-4 coupled) | "adamw" (lr 1e-3, beta1, beta2, adam_eps,
@@ -365,10 +366,10 @@ end
 local function resolve(opts, check_only)
   if type(opts) ~= "table" then fail("options must be a table") end
   local v = declared("train", opts, "srgeo.train")
-  if not opts.model and not check_only then fail("model= is required") end
-  if not opts.data and not check_only then fail("data= is required") end
-  if opts.epochs and opts.steps then fail("give epochs= or steps=, not both") end
-  if not opts.epochs and not opts.steps then fail("give epochs= or steps=") end
+  if not opts.model and not check_only then fail("%s is required", util.option("model")) end
+  if not opts.data and not check_only then fail("%s is required", util.option("data")) end
+  if opts.epochs and opts.steps then fail("give %s or %s, not both", util.option("epochs"), util.option("steps")) end
+  if not opts.epochs and not opts.steps then fail("give %s or %s", util.option("epochs"), util.option("steps")) end
   local c = {}
   c.batch = v.batch
   c.optimizer = v.optimizer
@@ -485,7 +486,8 @@ local function progress_line(st)
   st.last_print = now
   local done = st.step - st.start
   local el = now - st.t0
-  local ips = el > 0 and done * st.batch / el or 0
+  local train_s = el - (st.eval_s or 0) -- evaluating checkpoints is not training
+  local ips = train_s > 0 and done * st.batch / train_s or 0
   local eta = done > 0 and el * (st.total - st.step) / done or 0 / 0
   -- The running means of the current log interval (just after a log row:
   -- that row's values).
@@ -663,9 +665,13 @@ function T.train(opts)
   local Xb, Xbuf
   local t_session = srgeo._clock()
   st.t0 = t_session
-  local interval_t0, interval_images = t_session, 0
+  local interval_t0, interval_images, interval_eval = t_session, 0, 0
 
+  -- Evaluation time is kept apart (st.eval_s, this session): throughput is
+  -- training's alone, not diluted by scoring checkpoints.
+  st.eval_s = 0
   local function eval_now()
+    local te = srgeo._clock()
     local r = {}
     if eval_train_idx then
       local e = T._evaluate(m, X, labels, eval_train_idx, c.eval_batch)
@@ -675,6 +681,7 @@ function T.train(opts)
       local e = T._evaluate(m, Xtest, ltest, eval_test_idx, c.eval_batch)
       r.test_loss, r.test_acc = e.loss, e.acc
     end
+    st.eval_s = st.eval_s + (srgeo._clock() - te)
     return r
   end
 
@@ -806,9 +813,9 @@ function T.train(opts)
       r.lr = st.lr
       r.loss = st.acc_loss / math.max(1, st.acc_n)
       r.acc = st.acc_correct / math.max(1, st.acc_images)
-      r.images_per_s = interval_images / math.max(1e-9, now - interval_t0)
+      r.images_per_s = interval_images / math.max(1e-9, now - interval_t0 - (st.eval_s - interval_eval))
       r.elapsed_s = st.elapsed + (now - t_session)
-      interval_t0, interval_images = now, 0
+      interval_t0, interval_images, interval_eval = now, 0, st.eval_s
       st.last_loss, st.last_acc = r.loss, r.acc
       st.acc_loss, st.acc_correct, st.acc_n, st.acc_images = 0, 0, 0, 0
       if opts.on_log then opts.on_log(r) end
@@ -846,8 +853,8 @@ function T.train(opts)
   end
   return {
     out = out, model = m, step = st.step, steps = total, steps_per_epoch = spe, history = rows,
-    checkpoints = checkpoints, final = final, seconds = session, config = c,
-    images_per_s = done > 0 and done * B / session or nil,
+    checkpoints = checkpoints, final = final, seconds = session, config = c, eval_seconds = st.eval_s,
+    images_per_s = done > 0 and done * B / math.max(1e-9, session - st.eval_s) or nil,
   }
 end
 

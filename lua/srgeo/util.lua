@@ -14,6 +14,46 @@ function M.failer(prefix)
   return function(fmt, ...) M.raise { msg = prefix .. string.format(fmt, ...) } end
 end
 
+-- How messages name an option.  The library is called from Lua (options
+-- are table fields: root=) and from command lines (flags: --data-root).
+-- cli.run records, for the command line it parsed, which flag sets which
+-- Lua option (M.flags[lua name] = "--flag": an option's own name, or its
+-- `sets =`); messages name options through M.option / M.option_hint /
+-- M.flag_message, so a command-line user reads the flag to type and a Lua
+-- user the field to set.
+M.flags = nil
+
+--- util.option(name) -> "--flag" on a command line that has a flag for Lua
+--- option NAME, else "name=".
+function M.option(name)
+  local f = M.flags and M.flags[name]
+  return f or name .. "="
+end
+
+--- util.option_hint(name, value [, env]) -> how to set option NAME to
+--- VALUE: "pass --data-root DIR" (a command line with a flag for it), "set
+--- ENV=DIR" (a command line without one, when the library reads ENV too),
+--- else "pass root = DIR" (Lua).
+function M.option_hint(name, value, env)
+  local f = M.flags and M.flags[name]
+  if f then return "pass " .. f .. " " .. value end
+  if M.flags and env then return "set " .. env .. "=" .. value end
+  return "pass " .. name .. " = " .. value
+end
+
+--- util.flag_message(msg [, rename]) -> msg with the option it starts
+--- with ("OP: NAME must be ...", the core's declared-option messages, or
+--- "NAME must ...") named as its flag on a command line; rename maps a
+--- declared name to the Lua name the flags know (steps -> attack_steps).
+function M.flag_message(msg, rename)
+  if not M.flags then return msg end
+  local head, name, rest = msg:match("^(.-)([%a_][%w_]*)( must .*)$")
+  if not name or head:find(" ", 1, true) and not head:match(": $") then return msg end
+  local f = M.flags[(rename and rename[name]) or name]
+  if not f then return msg end
+  return head .. f .. rest
+end
+
 --- Write `content` to `path` atomically: a temporary file beside it, then
 --- rename, so a crash never leaves a truncated result behind.
 function M.write_atomic(path, content)
@@ -148,34 +188,44 @@ end
 --- A progress report on stderr: on a terminal a bar redrawn in place (count,
 --- elapsed, ETA); otherwise (piped, nohup, a log file) a plain line every
 --- SRGEO_PROGRESS seconds (default 10; 0: none), so a long run still says
---- where it is.
-function M.progress(label, total)
+--- where it is.  p.update(done [, extra [, total]]): total, when given,
+--- replaces the forecast (srgeo.profile's stages refine it as they go).
+--- opts.percent: show a percentage, not done/total (work in units a user
+--- does not count, such as passes).
+function M.progress(label, total, opts)
   local srgeo = require "srgeo"
   if srgeo._mpi.rank() ~= 0 then return { update = function() end, done = function() end } end -- mpirun: rank 0 reports
   local tty = srgeo._isatty(2)
   local every = tonumber(os.getenv("SRGEO_PROGRESS") or "") or 10
+  local percent = opts and opts.percent
   local t0 = srgeo._clock()
   local last = tty and -1 or t0
   local p = {}
-  function p.update(done, extra)
+  local function count(done)
+    if percent then return string.format("%d%%", total > 0 and math.floor(100 * math.min(done / total, 1)) or 100) end
+    return string.format("%d/%d", done, total)
+  end
+  function p.update(done, extra, new_total)
+    if new_total then total = new_total end
     local now = srgeo._clock()
     local el = now - t0
-    local eta = done > 0 and el * (total - done) / done or 0 / 0
+    local eta = done > 0 and el * math.max(total - done, 0) / done or 0 / 0
     if not tty then
-      if every <= 0 or now - last < every or done >= total then return end
+      if every <= 0 or now - last < every or (done >= total and not new_total) then return end
       last = now
-      io.stderr:write(string.format("%s: %d/%d (%d%%), %s elapsed, ETA %s%s\n", label, done, total,
-        total > 0 and math.floor(100 * done / total) or 100, M.duration(el), M.duration(eta), extra and " " .. extra or ""))
+      io.stderr:write(string.format("%s: %s%s, %s elapsed, ETA %s%s\n", label, count(done),
+        percent and "" or string.format(" (%d%%)", total > 0 and math.floor(100 * done / total) or 100),
+        M.duration(el), M.duration(eta), extra and " " .. extra or ""))
       io.stderr:flush()
       return
     end
     if now - last < 0.1 and done < total then return end
     last = now
-    local frac = total > 0 and done / total or 1
+    local frac = total > 0 and math.min(done / total, 1) or 1
     local width = 24
     local fill = math.floor(frac * width + 0.5)
-    io.stderr:write(string.format("\r%s [%s%s] %d/%d  %s elapsed, %s left %s\27[K", label,
-      string.rep("#", fill), string.rep(".", width - fill), done, total, M.duration(el), M.duration(eta), extra or ""))
+    io.stderr:write(string.format("\r%s [%s%s] %s  %s elapsed, %s left %s\27[K", label,
+      string.rep("#", fill), string.rep(".", width - fill), count(done), M.duration(el), M.duration(eta), extra or ""))
     io.stderr:flush()
   end
   function p.done()

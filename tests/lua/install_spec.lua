@@ -34,13 +34,14 @@ local CLEAN_ENV = "env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u SRGEO_ROOT"
 local function install(vars)
   local out, code = sh(string.format("%s make -s --no-print-directory BUILD=%s %s install", CLEAN_ENV, q(BUILD), vars))
   T.eq(code, 0, "make install " .. vars .. ":\n" .. out)
+  return out
 end
 
-local installed
+local installed, install_out
 local function prefix()
   if not installed then
     installed = tmp .. "/prefix"
-    install("PREFIX=" .. q(installed))
+    install_out = install("PREFIX=" .. q(installed))
   end
   return installed
 end
@@ -97,6 +98,23 @@ T.test("install: srgeo.so from the prefix loads in a stock lua5.4 with its libra
     q("local s = require 'srgeo'; print(s.root, type(s.models.list), type(s.profile.compare))")))
   T.eq(code, 0, out)
   T.eq(out, P .. "/share/srgeo\tfunction\tfunction\n")
+end)
+
+T.test("install: make install says how stock Lua finds a prefix off its paths; srgeo --lua-path prints the exports", function()
+  if os.execute("command -v lua5.4 >/dev/null 2>&1") ~= true then T.skip("lua5.4 is not installed") end
+  local P = prefix()
+  has(install_out, "srgeo: " .. P .. "/lib/lua/5.4 is not on stock lua5.4's package.cpath", "make install's output")
+  has(install_out, 'export LUA_CPATH="' .. P .. '/lib/lua/5.4/?.so;;"', "make install's output")
+  has(install_out, P .. "/bin/srgeo --lua-path", "make install's output")
+  local lines, code = sh(string.format("cd / && %s %s --lua-path", CLEAN_ENV, q(P .. "/bin/srgeo")))
+  T.eq(code, 0, lines)
+  T.eq(lines, string.format('export LUA_PATH="%s/share/srgeo/lua/?.lua;;"\nexport LUA_CPATH="%s/lib/lua/5.4/?.so;;"\n', P, P))
+  has(install_out, lines:match("[^\n]+"), "the same lines in make install's output")
+  local out
+  out, code = sh(string.format("cd / && eval \"$(%s %s --lua-path)\" && %s %s -l srgeo -e %s", CLEAN_ENV, q(P .. "/bin/srgeo"),
+    CLEAN_ENV, lua54(), q("print(srgeo.root)")))
+  T.eq(code, 0, out)
+  T.eq(out, P .. "/share/srgeo\n")
 end)
 
 T.test("install: DESTDIR stages the install; the staged tree runs where it is, srgeo.pc names the final prefix", function()

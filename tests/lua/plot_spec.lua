@@ -265,7 +265,7 @@ T.test("plot.descriptors: bars with error bars, grouped points, numbers and {val
   T.eq(plot.descriptors({ trained, random }, { out = out, field = "peak_height" }), out)
   local _, dat, gp = check_figure(out, "png")
   T.truthy(dat:find("# x value lo hi colour group", 1, true), "columns named")
-  T.truthy(gp:find("with boxes", 1, true) and gp:find("with vectors heads", 1, true), "bars and error bars")
+  T.truthy(gp:find("with boxxyerror", 1, true) and gp:find("with vectors heads", 1, true), "bars (from 1: a ratio) and error bars")
   T.truthy(#rerun(out) > 0)
   local out2 = DIR .. "/descriptors_grouped.svg"
   local undecided = bump("no peak", 0, 0)
@@ -296,7 +296,12 @@ end)
 T.test("plot: bad input is a clear error naming the function", function()
   local out = DIR .. "/bad.png"
   T.raises(function() plot.profile({}, { out = out }) end, "srgeo.plot.profile: no profiles given")
-  T.raises(function() plot.profile(trained, {}) end, "srgeo.plot.profile: opts.out is required")
+  -- no out: a temporary PNG, its path returned alone (no "PATH  nil" in the REPL)
+  local r = table.pack(plot.profile(trained, {}))
+  local tmpfig = r[1]
+  T.eq(r.n, 1, "a figure file returns its path alone")
+  T.truthy(tmpfig:match("%.png$") and (T.read(tmpfig) or ""):sub(2, 4) == "PNG", tostring(tmpfig))
+  for _, ext in ipairs { ".png", ".dat", ".gp" } do os.remove((tmpfig:gsub("%.png$", ext))) end
   T.raises(function() plot.profile(trained, { out = DIR .. "/x.jpg" }) end, "cannot choose a terminal for")
   T.raises(function() plot.profile(trained, { out = out, terminal = "dumb" }) end, "does not match the extension")
   T.raises(function() plot.profile(trained, { out = out, colour = "red" }) end, "unknown option 'colour'")
@@ -421,4 +426,73 @@ T.test("plot: hostile text in every field (backquotes, system(), quotes, newline
   T.raises(function() plot.profile(trained, { out = hd .. "/x.png", key = "top\n!touch PWNED" }) end,
     "option key must be gnuplot key words")
   T.eq(canaries(), "")
+end)
+
+-- Figures a paper can use (issue 36): each rule read back from the .gp / .dat written.
+T.test("plot: overlays whose highest medians differ by more than 3x go on a log y axis; closer ones stay linear", function()
+  local function flat(label, top)
+    return { label = label, scales = { 0.1, 1, 10, 100 }, median = { 1, 1.2, top, top * 0.9 } }
+  end
+  local out = DIR .. "/logy_auto.png"
+  plot.profile({ flat("bump", 6), flat("rise", 40) }, { out = out })
+  T.truthy(read(DIR .. "/logy_auto.gp"):find("set logscale y", 1, true), "6 vs 40: log y")
+  plot.profile({ flat("a", 2), flat("b", 5) }, { out = out })
+  T.truthy(not read(DIR .. "/logy_auto.gp"):find("set logscale y", 1, true), "2 vs 5: linear")
+  plot.profile({ flat("bump", 6), flat("rise", 40) }, { out = out, logy = false })
+  T.truthy(not read(DIR .. "/logy_auto.gp"):find("set logscale y", 1, true), "logy = false is kept")
+  plot.multiples({ { flat("bump", 6) }, { flat("rise", 40) } }, { out = out })
+  T.truthy(read(DIR .. "/logy_auto.gp"):find("set logscale y", 1, true), "multiples share the rule")
+  T.eq(plot.LOGY_RATIO, 3)
+end)
+
+T.test("plot: ‖J‖_F typeset: a subscript in the enhanced axis label, no literal underscore in titles and keys", function()
+  local ps = {}
+  for i = 1, 3 do
+    ps[i] = { label = "m" .. i, descriptors = { jacobian_fro = { value = i, lo = i - 0.1, hi = i + 0.1 } } }
+  end
+  plot.descriptors(ps, { field = "jacobian_fro", out = DIR .. "/jf.svg" })
+  local gp = read(DIR .. "/jf.gp")
+  for line in gp:gmatch("[^\n]+") do
+    if line:find("‖J‖_F", 1, true) then
+      T.truthy(line:find("^set ylabel") and not line:find("noenhanced", 1, true), "‖J‖_F only as enhanced text: " .. line)
+    end
+  end
+  T.truthy(gp:find("‖J‖_F (median over images)", 1, true), "the axis label")
+  T.truthy(gp:find("‖J‖F", 1, true), "the title without the underscore")
+  T.truthy(read(DIR .. "/jf.svg"):find("<svg", 1, true))
+  plot.lines({ 1, 2, 3 }, { 1, 2, 3 }, { out = DIR .. "/jf_lines.png", labels = { plot.JF }, ylabel = plot.field_label("jacobian_fro") })
+  local gl = read(DIR .. "/jf_lines.gp")
+  T.truthy(gl:find("‖J‖_F (median over images)", 1, true) and not gl:find("‖J‖_F[^\n]*noenhanced"), gl)
+end)
+
+T.test("plot: one quantity per axis with its intervals (plot.lines lo/hi); ratio bars from 1; too few points raise a table", function()
+  plot.lines({ 0, 0.5, 1 }, { 2, 3, 4 }, { lo = { 1.5, 2.5, 3.5 }, hi = { 2.5, 3.5, 4.5 }, out = DIR .. "/ci_lines.png",
+    ylabel = "peak η" })
+  T.truthy(read(DIR .. "/ci_lines.dat"):find("# x y lo hi\n0 2 1.5 2.5\n", 1, true), read(DIR .. "/ci_lines.dat"))
+  T.truthy(read(DIR .. "/ci_lines.gp"):find("using 1:3:(0):($4-$3) with vectors", 1, true), "intervals drawn")
+  T.raises(function() plot.lines({ 1, 2 }, { 1, 2 }, { lo = { 1, 2 }, out = DIR .. "/x.png" }) end, "give both lo and hi")
+  -- a ratio (peak height: r, baseline 1) grows from 1; a non-ratio (area) from 0
+  plot.descriptors({ trained, random }, { field = "peak_height", out = DIR .. "/ratio.png" })
+  local gp = read(DIR .. "/ratio.gp")
+  T.truthy(gp:find("using 1:(($2+1)/2):", 1, true) and gp:find("boxxyerror", 1, true), "bars span 1 .. value:\n" .. gp)
+  T.truthy(gp:find("first 1 to graph 1, first 1", 1, true), "the baseline r = 1 drawn")
+  T.truthy(not gp:find("xzeroaxis", 1, true), "no zero axis for a ratio")
+  plot.descriptors({ trained, random }, { field = "area", out = DIR .. "/area.png" })
+  T.truthy(read(DIR .. "/area.gp"):find("with boxes", 1, true) and read(DIR .. "/area.gp"):find("xzeroaxis", 1, true))
+  -- fewer defined values than min_points: an error carrying the table
+  local nan = { value = 0 / 0, lo = 0 / 0, hi = 0 / 0, reason = "an edge: r still rising at the top rung" }
+  local few = { { label = "a", descriptors = { peak_eta = { value = 3, lo = 2, hi = 4 } } },
+                { label = "b", descriptors = { peak_eta = nan } }, { label = "c", descriptors = { peak_eta = nan } } }
+  local ok, err = pcall(plot.descriptors, few, { field = "peak_eta", out = DIR .. "/few.png", min_points = 2 })
+  T.truthy(not ok and type(err) == "table" and err.too_few, tostring(err))
+  T.eq(#err.rows, 4)
+  T.eq(err.rows[2][1], "a"); T.eq(err.rows[2][2], "3"); T.eq(err.rows[3][5], "an edge: r still rising at the top rung")
+  -- srgeo.experiment's figures ask for two: the table goes in the summary, no figure
+  local E = require "srgeo.experiment"
+  local ex = E.new { out = DIR .. "/ex_few", quiet = true }
+  T.eq(ex:figure("few", plot.descriptors, few, { field = "peak_eta" }), nil)
+  T.truthy(not io.open(DIR .. "/ex_few/few.png"), "no figure")
+  local note = ex.notes[#ex.notes]
+  T.truthy(note and note.text:find("an edge: r still rising", 1, true) and note.title:find("few: 1 of 3 peak_eta defined", 1, true),
+    note and note.title .. "\n" .. note.text)
 end)

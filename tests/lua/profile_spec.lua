@@ -596,3 +596,31 @@ T.test("p.noise: the sequential estimator's first step bounds without the finite
   T.truthy(seq.noise[1][1] > 1.5 * fixed.noise[1][1], string.format("sequential %.3g, fixed %.3g", seq.noise[1][1],
     fixed.noise[1][1]))
 end)
+
+T.test("progress: every stage of sequential and range auto reports, with the whole profile's forecast", function()
+  local m = srgeo.models.mlp { hidden = { 16 } }
+  local X = srgeo.rand({ 4, 1, 28, 28 }, 3)
+  for _, preset in ipairs { "sequential", "quick" } do
+    local log = {}
+    local p = srgeo.profile(m, X, { preset = preset, nscales = 5, directions = 64, range = "auto",
+      progress = function(info) log[#log + 1] = info end })
+    T.truthy(p.range.added >= 1, preset .. ": range auto added a rung")
+    local stages, first_end = {}, nil
+    for _, l in ipairs(log) do
+      T.truthy(l.total >= l.done - 1e-9 and l.done >= 0, preset .. ": done within the forecast")
+      if l.stage:find("^first stage") then first_end = l end
+      if l.stage:find("step %d") then stages.step = true end
+      if l.stage:find("^range auto: rung") then stages.rung = true end
+    end
+    T.truthy(first_end and first_end.stage:find("≤ %d+ more rungs"), preset .. ": the first stage counts the rungs to come")
+    -- at the end of the first stage the forecast already holds the added rungs
+    T.truthy(first_end.total > first_end.done, preset .. ": forecast beyond the first stage: " .. first_end.total)
+    T.truthy(first_end.total > 0.6 * p.forwards and first_end.total < 1.6 * p.forwards,
+      string.format("%s: the forecast at the first stage's end (%g) is within 0.6..1.6 of the passes run (%d)", preset,
+        first_end.total, p.forwards))
+    if preset == "sequential" then T.truthy(stages.step, "sequential steps report") end
+    T.truthy(stages.rung, preset .. ": the added rungs report")
+    T.eq(log[#log].done, p.forwards, preset .. ": the last report is the whole profile")
+    T.eq(log[#log].total, p.forwards, preset .. ": ... and its forecast has met it")
+  end
+end)

@@ -125,10 +125,47 @@ T.test("shell: every script is a subcommand (srgeo NAME args), listed by --help"
   os.execute("mkdir -p " .. q(cwd .. "/zoo"))
   o2 = io.popen("cd " .. q(cwd) .. " && " .. q(abs) .. " zoo --help 2>&1"):read("a")
   has(o2, "usage: srgeo zoo [options]")
-  -- a file of that name wins (lua.c runs files): ./bump in the working folder
+  -- a file of that name does not take the subcommand over; ./bump and
+  -- `srgeo run bump` run the file; a word that is no subcommand runs its file
   writefile(cwd .. "/bump", "print('the file named bump', ...)\n")
-  o2 = io.popen("cd " .. q(cwd) .. " && " .. q(abs) .. " bump x 2>&1"):read("a")
+  o2 = io.popen("cd " .. q(cwd) .. " && " .. q(abs) .. " bump --help 2>&1"):read("a")
+  has(o2, "usage: srgeo bump [options]")
+  o2 = io.popen("cd " .. q(cwd) .. " && " .. q(abs) .. " ./bump x 2>&1"):read("a")
   T.eq(o2, "the file named bump\tx\n")
+  o2 = io.popen("cd " .. q(cwd) .. " && " .. q(abs) .. " run bump y 2>&1"):read("a")
+  T.eq(o2, "the file named bump\ty\n")
+  writefile(cwd .. "/notacommand", "print('plain file', ...)\n")
+  o2 = io.popen("cd " .. q(cwd) .. " && " .. q(abs) .. " notacommand z 2>&1"):read("a")
+  T.eq(o2, "plain file\tz\n")
+  o2 = io.popen("cd " .. q(cwd) .. " && " .. q(abs) .. " run 2>&1; echo status $?"):read("a")
+  has(o2, "srgeo: run needs a file")
+  has(o2, "status 1")
+end)
+
+T.test("shell: messages name a command line's flags (--data-root), and Lua's options (root =) from Lua", function()
+  local out, err, code = run("train --data cifar10 --data-root /nonexistent/x --steps 1 --out " .. q(tmp("run_nodata")))
+  T.eq(code, 1)
+  has(err, "srgeo: srgeo.data.cifar10: no CIFAR-10 binary batches found", "stderr")
+  has(err, "; pass --data-root DIR\n", "stderr")
+  T.truthy(not err:find("root =", 1, true) and not err:find("train.lua:", 1, true), "no Lua option, no script line:\n" .. err)
+  out, err, code = run("-e " .. q("srgeo.data.cifar10{root = '/nonexistent/x'}"))
+  T.eq(code, 1)
+  has(err, "srgeo: (command line):1: srgeo.data.cifar10: ", "stderr")
+  has(err, "; pass root = DIR\n", "stderr")
+  -- the mechanism: util.flags, set by cli.run
+  local util = require "srgeo.util"
+  local saved = util.flags
+  util.flags = nil
+  T.eq(util.option("epochs"), "epochs=")
+  T.eq(util.flag_message("srgeo.train: batch must be an integer"), "srgeo.train: batch must be an integer")
+  util.flags = { epochs = "--epochs", batch = "--batch", attack_steps = "--attack-steps", root = "--data-root" }
+  T.eq(util.option("epochs"), "--epochs")
+  T.eq(util.option_hint("root", "DIR", "SRGEO_CIFAR10"), "pass --data-root DIR")
+  T.eq(util.option_hint("other", "DIR", "SRGEO_X"), "set SRGEO_X=DIR")
+  T.eq(util.flag_message("srgeo.train: batch must be an integer"), "srgeo.train: --batch must be an integer")
+  T.eq(util.flag_message("steps must be >= 0", { steps = "attack_steps" }), "--attack-steps must be >= 0")
+  T.eq(util.flag_message("the batch must be 1"), "the batch must be 1")
+  util.flags = saved
 end)
 
 T.test("shell: several -e chunks run in order; -l requires into a global; srgeo is preloaded", function()
@@ -139,11 +176,16 @@ T.test("shell: several -e chunks run in order; -l requires into a global; srgeo 
   T.eq(out, "OK\n", err)
   out, err, code = run("-e 'print(srgeo == require \"srgeo\", type(srgeo.threads), srgeo.version)'")
   T.eq(out, "true\tfunction\t" .. srgeo.version .. "\n", err)
-  -- an error in -e: message with traceback, status 1, later chunks skipped
+  -- an error in -e: the message at its line, no traceback (a hint where it
+  -- is), status 1, later chunks skipped; SRGEO_TRACEBACK=1 prints it
   out, err, code = run("-e 'error(\"e-boom\")' -e 'print(\"not reached\")'")
   T.eq(code, 1)
   T.eq(out, "")
-  has(err, "e-boom", "stderr")
+  has(err, "srgeo: (command line):1: e-boom", "stderr")
+  has(err, "SRGEO_TRACEBACK=1", "stderr")
+  T.truthy(not err:find("stack traceback", 1, true), "no traceback:\n" .. err)
+  out, err, code = run("-e 'error(\"e-boom\")'", nil, "SRGEO_TRACEBACK=1")
+  T.eq(code, 1)
   has(err, "stack traceback", "stderr")
 end)
 
@@ -162,13 +204,22 @@ T.test("shell: a script gets arg exactly as lua.c builds it, and its args as ...
   T.eq(lines[2], "3\t3\tone\ttwo words\t-x")
 end)
 
-T.test("shell: a failing script prints message and traceback on stderr and exits 1", function()
+T.test("shell: a failing script prints the message at the user's line (traceback on request) and exits 1", function()
   writefile(tmp("bad.lua"), "local function inner() error('script-boom') end\ninner()\n")
   local out, err, code = run(q(tmp("bad.lua")))
   T.eq(code, 1)
   has(err, "srgeo: " .. tmp("bad.lua") .. ":1: script-boom", "stderr")
+  T.truthy(not err:find("stack traceback", 1, true), "no traceback:\n" .. err)
+  out, err, code = run("--traceback " .. q(tmp("bad.lua")))
+  T.eq(code, 1)
   has(err, "stack traceback:", "stderr")
   has(err, "in local 'inner'", "stderr")
+  -- an error the library raises on a user's mistake points at the user's line
+  writefile(tmp("libbad.lua"), "local x = 1\nsrgeo.plot.profile(nil, {out = 'x.png'})\n")
+  out, err, code = run(q(tmp("libbad.lua")))
+  T.eq(code, 1)
+  has(err, "srgeo: " .. tmp("libbad.lua") .. ":2: srgeo.plot.profile: expected a profile", "stderr")
+  T.truthy(not err:find("plot.lua", 1, true), "no library file named:\n" .. err)
   -- a syntax error and a missing file fail the same way
   writefile(tmp("syntax.lua"), "x = = 1\n")
   out, err, code = run(q(tmp("syntax.lua")))
@@ -221,11 +272,19 @@ T.test("shell: -i multi-line input, '=' prefix, several results, statements prin
   T.truthy(out:find(">> >> >> srgeo> ", 1, true), "continuation prompts shown:\n" .. out)
 end)
 
-T.test("shell: -i error shows a traceback and the session continues", function()
-  local out, err, code = run("-i", "local function g() error('repl-boom') end g()\nprint('alive')\nreturn 1 +\n2\nx = = 1\n'still'\n")
+T.test("shell: -i error shows the message, :tb its traceback, and the session continues", function()
+  local out, err, code = run("-i", "local function g() error('repl-boom') end g()\nprint('alive')\nreturn 1 +\n2\nx = = 1\n'still'\n:tb\n"
+    .. "srgeo.nn.linear{in_features = 2}\nsrgeo.traceback()\n")
   T.eq(code, 0)
   has(err, "stdin:1: repl-boom", "stderr")
-  has(err, "stack traceback:", "stderr")
+  T.truthy(not err:find("stack traceback", 1, true), "no traceback:\n" .. err)
+  has(err, "(:tb or srgeo.traceback() shows the traceback)", "stderr")
+  local _, hints = err:gsub(":tb or", "")
+  T.eq(hints, 1, "the hint once a session")
+  has(err, "stdin:1: linear: option out_features is required", "stderr")
+  has(out, "stdin:1: repl-boom\nstack traceback:\n")
+  has(out, "in local 'g'")
+  has(out, "in field 'linear'") -- srgeo.traceback() after the second error
   has(err, "unexpected symbol", "stderr") -- x = = 1
   local body = unprompt(out)
   has(body, "alive\n")
@@ -234,7 +293,7 @@ T.test("shell: -i error shows a traceback and the session continues", function()
   T.truthy(not err:find("srgeo: stdin", 1, true), "no program name prefix inside the REPL")
 end)
 
-T.test("shell: tables print shallowly and readably, capped and wrapped", function()
+T.test("shell: tables pretty-print: nested to depth 3, keys sorted, cycles marked, capped and wrapped", function()
   local out, err = run("-i", table.concat({
     "{1, 2, x=3, y='s', [true]=1, ['a b']=2, t={}, u={1}, f=print}",
     "t = {} for i = 1, 100 do t['k' .. string.format('%03d', i)] = i end",
@@ -242,21 +301,32 @@ T.test("shell: tables print shallowly and readably, capped and wrapped", functio
     "srgeo.nn",
     "setmetatable({}, {__tostring = function() return 'custom' end})",
     "{'line1\\nline2'}",
+    "c = {1, {2, {3, {4, {5}}}}} c.me = c",
+    "c",
+    "{a = {b = string.rep('x', 50), c = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}}, d = 1}",
+    "{{name = 'a', n = 1, doc = 'first'}, {name = 'bb', n = 22, doc = 'second'}}",
+    "{{name = 'a', about = string.rep('w', 40), z = 1}, {name = 'b', about = 'short', z = 2}}",
     "",
   }, "\n"))
   T.eq(err, "")
   local lines = {}
   for l in unprompt(out):gmatch("[^\n]*") do lines[#lines + 1] = l end
-  T.eq(lines[2], '{1, 2, ["a b"]=2, f=function, t={}, u={...}, x=3, y="s", [true]=1}')
+  T.eq(lines[2], '{1, 2, ["a b"]=2, f=function, t={}, u={1}, x=3, y="s", [true]=1}')
   local body = unprompt(out)
-  has(body, "{k001=1, k002=2, ")
-  has(body, "... (60 more)}")
+  has(body, "{\n  k001=1, k002=2, ")
+  has(body, "  ... (60 more)\n}")
   T.truthy(not body:find("k041", 1, true), "capped at 40 entries")
   for l in body:gmatch("[^\n]+") do T.truthy(#l <= 80, "wrapped: " .. l) end
   has(body, "conv2d=function")
   has(body, "linear=function")
+  has(body, "options={\n") -- nested tables open up
   has(body, "custom\n")
   has(body, '{"line1\\nline2"}')
+  has(body, "{1, {2, {3, {...}}}, me=<cycle>}\n") -- depth 3, and the cycle
+  has(body, '{\n  a={\n    b="' .. string.rep("x", 50) .. '",\n    c={1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}\n  },\n  d=1\n}\n')
+  -- a list of records: aligned rows, name first, the wide column last
+  has(body, "name  doc     n\na     first   1\nbb    second  22\n")
+  has(body, "name  z  about\na     1  " .. string.rep("w", 40) .. "\nb     2  short\n")
 end)
 
 T.test("shell: help() works (the library's, or the shell's fallback)", function()
@@ -294,7 +364,6 @@ exit 0
   T.eq(readfile(tmp("rc")), "1\n", "exit status")
   local err = readfile(tmp("err"))
   has(err, "interrupted", "stderr")
-  has(err, "stack traceback", "stderr")
 end)
 
 -- A REPL fed through a fifo: lines are written one at a time, so Ctrl-C can
@@ -531,6 +600,90 @@ T.test("shell: srgeo.so in a stock lua5.4 cannot re-execute: it names the variab
   T.eq(n, 1, "one warning:\n" .. err)
   has(err, "set OPENBLAS_CORETYPE=" .. want .. " ", "stderr")
   has(err, "before starting lua5.4", "stderr")
+end)
+
+-- A tmux session for the tests below: start(cmd) runs cmd in a 120x40
+-- terminal, then a sh; screen(), wait_for(needle), keys(...) as above;
+-- stop() ends it.
+local function tmux_session()
+  local sock = "srgeo_spec_" .. tostring(os.time()) .. "_" .. tostring(math.random(1, 1e9))
+  local S = {}
+  local function tm(args) return os.execute("tmux -L " .. sock .. " " .. args .. " >/dev/null 2>&1") end
+  function S.screen()
+    local p = io.popen("tmux -L " .. sock .. " capture-pane -p -J -S -200 -t s 2>/dev/null")
+    local s = p:read("a")
+    p:close()
+    return s
+  end
+  function S.wait_for(needle, tries)
+    for _ = 1, tries or 200 do
+      local s = S.screen()
+      if s:find(needle, 1, true) then return s end
+      os.execute("sleep 0.05")
+    end
+    error("timed out waiting for '" .. needle .. "' on the terminal:\n" .. S.screen(), 2)
+  end
+  function S.keys(...)
+    local a = {}
+    for i, k in ipairs { ... } do a[i] = q(k) end
+    tm("send-keys -t s " .. table.concat(a, " "))
+    os.execute("sleep 0.15")
+  end
+  function S.start(cmd) T.truthy(tm(string.format("new-session -d -s s -x 120 -y 40 %s", q(cmd .. "; echo EXITED $?; exec sh")))) end
+  function S.stop() tm("kill-server") end
+  return S
+end
+
+T.test("shell: a user's first session on a terminal: tables print, a plot without out, errors without traceback (tmux)", function()
+  if not have_tmux() then
+    print("skipped: tmux is not installed")
+    return
+  end
+  local S = tmux_session()
+  local abs = SHELL:sub(1, 1) == "/" and SHELL or io.popen("pwd -P"):read("l") .. "/" .. SHELL
+  local dir = tmp("first_session")
+  os.execute("mkdir -p " .. q(dir))
+  local ok, err = pcall(function()
+    S.start(string.format("cd %s && env SRGEO_HISTORY=%s %s", q(dir), q(tmp("tty_hist2")), q(abs)))
+    S.wait_for("srgeo>")
+    -- srgeo.models.list(): readable rows, not {{...}, {...}, ...}
+    S.keys("srgeo.models.list()", "Enter")
+    local s = S.wait_for("small_resnet")
+    T.truthy(not s:find("{...}", 1, true), "no {...} placeholders:\n" .. s)
+    T.truthy(s:find("name%s+family%s+input%s+params"), "a header row:\n" .. s)
+    T.truthy(s:find("\nresnet18%s+resnet%s+{3, 224, 224}%s+11689512"), "one row a model:\n" .. s)
+    -- a plot without out: a temporary PNG, its path printed once, no traceback, no "nil"
+    S.keys("C-l", "p = srgeo.profile.adopt{scales = {0.1, 1, 10}, median = {1, 2, 1.5}, label = 'demo'}", "Enter")
+    S.keys("srgeo.plot.profile(p)", "Enter")
+    s = S.wait_for("the figure is ")
+    s = S.wait_for(".png\nsrgeo>")
+    local path = s:match("the figure is (%S+%.png)")
+    T.truthy(path and T.read(path) and T.read(path):sub(2, 4) == "PNG", "a PNG was written:\n" .. s)
+    T.truthy(not s:find("traceback", 1, true) and not s:find("nil", 1, true), "no traceback, no nil:\n" .. s)
+    os.remove(path)
+    -- a user error: the message at stdin:1, a hint, no traceback; :tb shows it
+    S.keys("C-l", "srgeo.nn.conv2d{in_channels = 1}", "Enter")
+    s = S.wait_for("(:tb or srgeo.traceback() shows the traceback)")
+    T.truthy(s:find("stdin:1: conv2d:", 1, true), "the message at the user's line:\n" .. s)
+    T.truthy(not s:find("stack traceback", 1, true), "no traceback:\n" .. s)
+    S.keys(":tb", "Enter")
+    S.wait_for("stack traceback:")
+    -- a comparison prints as a table
+    S.keys("C-l", "c = srgeo.profile.compare(srgeo.profile.adopt{scales = {1, 2, 3}, per_image = {{1, 2, 1}, {1, 3, 1}}, label = 'a'},"
+      .. " srgeo.profile.adopt{scales = {1, 2, 3}, per_image = {{1, 1, 1}, {1, 1.2, 1}}, label = 'b'}, {permutations = 20})",
+      "Enter", "c", "Enter")
+    s = S.wait_for("peak_height")
+    T.truthy(s:find("profile comparison: a vs b; 3 shared rungs", 1, true), "a comparison table:\n" .. s)
+    S.keys("C-d")
+    S.wait_for("EXITED 0")
+    -- a file named train in the folder does not take `srgeo train` over
+    T.write(dir .. "/train", "notes about training runs\n")
+    S.keys(string.format("%s train --help", q(abs)), "Enter")
+    s = S.wait_for("usage: srgeo train [options]")
+    T.truthy(not s:find("syntax error", 1, true), s)
+  end)
+  S.stop()
+  if not ok then error(err, 0) end
 end)
 
 T.test("shell: (remove the scratch directory)", function()

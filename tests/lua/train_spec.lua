@@ -384,3 +384,17 @@ T.test("train: SIGKILL mid-run never leaves a corrupt checkpoint, and resume fin
   rmrf(ref)
   os.remove(script)
 end)
+
+T.test("train: throughput is training's alone (evaluation timed apart); srgeo train scores --eval-test 1000 test images", function()
+  local tr, te = tiny_set(64, 6), tiny_set(600, 7)
+  local m = srgeo.models.mlp { input = { 1, 8, 8 }, hidden = { 16 }, num_classes = 4, seed = 2 }
+  local run = srgeo.train { model = m, data = tr, test_data = te, steps = 8, batch = 16, progress = false,
+                            checkpoints = { 0, 2, 4, 6, 8 }, eval_train = 64, seed = 5 }
+  T.truthy(run.eval_seconds > 0 and run.eval_seconds < run.seconds, "evaluation time kept: " .. tostring(run.eval_seconds))
+  -- images/s counts training time only: steps × batch over (session − evaluation)
+  T.close(run.images_per_s, 8 * 16 / (run.seconds - run.eval_seconds), 1e-6 * run.images_per_s)
+  -- the command line's default: 1000 test images a checkpoint, not the whole test set
+  local help = io.popen(string.format("%s train --help 2>&1", T.shell() or "build/srgeo")):read("a")
+  local line = help:match("\n(  %-%-eval%-test N[^\n]*)")
+  T.truthy(line and line:find("test images scored at each checkpoint", 1, true) and line:find("[1000]", 1, true), help)
+end)
