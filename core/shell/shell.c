@@ -193,7 +193,7 @@ static void print_usage(FILE *f, const char *badoption)
             "an OPENBLAS_CORETYPE you set is kept, with one warning when the CPU could\n"
             "run newer kernels (SRGEO_BLAS_WARNED keeps the processes it starts from\n"
             "repeating it).  --version names the CPU's features and the kernels.\n",
-            PROGNAME, PROGNAME, PROGNAME, PROGNAME, PROGNAME);
+            PROGNAME, PROGNAME, PROGNAME, PROGNAME, PROGNAME, PROGNAME);
     fflush(f);
 }
 
