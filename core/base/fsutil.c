@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -223,6 +224,25 @@ int sr_fs_hash_file(const char *path, const char *what, uint64_t *hash, struct s
     if (out)
         *out = after;
     return 0;
+}
+
+int sr_fs_map_regular(const char *path, const char *what, const void **map, size_t *size)
+{
+    *map = NULL, *size = 0;
+    FILE *fp = sr_fs_open_regular(path, what);
+    if (!fp)
+        return -1;
+    struct stat st;
+    int rc = fstat(fileno(fp), &st) != 0 ? sr_fail("%s %s: %s", what, path, strerror(errno)) : 0;
+    if (!rc && st.st_size > 0) {
+        void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fileno(fp), 0);
+        if (m == MAP_FAILED)
+            rc = sr_fail("%s %s: mmap: %s", what, path, strerror(errno));
+        else
+            *map = m, *size = (size_t)st.st_size;
+    }
+    fclose(fp); /* the mapping outlives the descriptor */
+    return rc;
 }
 
 int sr_fs_check_regular(const char *path, const char *what)

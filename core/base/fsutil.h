@@ -58,4 +58,10 @@ int sr_fs_hash_file(const char *path, const char *what, uint64_t *hash, struct s
  * stat error). */
 int sr_fs_check_regular(const char *path, const char *what);
 
+/* A user-named regular file (opened by sr_fs_open_regular) mapped
+ * read-only: *map its bytes (NULL for an empty file, which maps nothing),
+ * *size their count; the caller munmaps a non-NULL map.  0, or -1 with
+ * "WHAT PATH: ..." set. */
+int sr_fs_map_regular(const char *path, const char *what, const void **map, size_t *size);
+
 #endif

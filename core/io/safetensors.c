@@ -220,30 +220,12 @@ int sr_st_open_memory(sr_st_file *f, const void *buf, size_t size, const char *l
 int sr_st_open(sr_st_file *f, const char *path)
 {
     memset(f, 0, sizeof *f);
-    FILE *fp = sr_fs_open_regular(path, "safetensors");
-    if (!fp)
+    const void *map;
+    if (sr_fs_map_regular(path, "safetensors", &map, &f->size))
         return -1;
-    int fd = fileno(fp); /* mmap takes the descriptor */
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        fclose(fp);
-        return sr_fail("safetensors %s: %s", path, strerror(e));
-    }
+    f->map = map;
+    f->mapped = map != NULL;
     f->path = strdup(path);
-    f->size = (size_t)st.st_size;
-    if (f->size > 0) {
-        void *m = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (m == MAP_FAILED) {
-            int e = errno;
-            fclose(fp);
-            sr_st_close(f);
-            return sr_fail("safetensors %s: mmap: %s", path, strerror(e));
-        }
-        f->map = m;
-        f->mapped = 1;
-    }
-    fclose(fp);
     if (!f->path || parse(f)) {
         sr_st_close(f);
         return -1;

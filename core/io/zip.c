@@ -193,29 +193,12 @@ int sr_zip_open_memory(sr_zip *z, const void *buf, size_t size, const char *labe
 int sr_zip_open(sr_zip *z, const char *path)
 {
     memset(z, 0, sizeof *z);
-    FILE *fp = sr_fs_open_regular(path, "zip"); /* a FIFO or a device is refused, never waited on */
-    if (!fp)
+    const void *map;
+    if (sr_fs_map_regular(path, "zip", &map, &z->size))
         return -1;
-    int fd = fileno(fp); /* mmap takes the descriptor */
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        fclose(fp);
-        return sr_fail("zip %s: %s", path, strerror(errno));
-    }
+    z->map = map;
+    z->mapped = map != NULL;
     z->path = strdup(path);
-    z->size = (size_t)st.st_size;
-    if (z->size > 0) {
-        void *m = mmap(NULL, z->size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (m == MAP_FAILED) {
-            int e = errno;
-            fclose(fp);
-            sr_zip_close(z);
-            return sr_fail("zip %s: mmap: %s", path, strerror(e));
-        }
-        z->map = m;
-        z->mapped = 1;
-    }
-    fclose(fp);
     if (!z->path || parse(z)) {
         sr_zip_close(z);
         return -1;

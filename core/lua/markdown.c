@@ -138,10 +138,10 @@ static void disarm(lua_State *L, cmark_node *doc)
         luaL_error(L, "markdown: out of memory");
 }
 
-/* Safe mode without an image function: an image from elsewhere becomes a
- * link to it, so the page loads nothing (collected first, as replacing a
- * node would derail the walk). */
-static void remote_images_to_links(lua_State *L, cmark_node *doc)
+/* The document's images (only those from elsewhere when remote_only) as a
+ * Lua list of light userdata pushed on the stack; their count.  Collected
+ * first because replacing nodes during a walk would derail the iterator. */
+static int collect_images(lua_State *L, cmark_node *doc, int remote_only)
 {
     lua_newtable(L);
     int list = lua_gettop(L), n = 0;
@@ -150,12 +150,21 @@ static void remote_images_to_links(lua_State *L, cmark_node *doc)
     while ((ev = cmark_iter_next(it)) != CMARK_EVENT_DONE) {
         cmark_node *node = cmark_iter_get_node(it);
         if (ev == CMARK_EVENT_ENTER && cmark_node_get_type(node) == CMARK_NODE_IMAGE &&
-            url_kind(cmark_node_get_url(node)) == URL_REMOTE) {
+            (!remote_only || url_kind(cmark_node_get_url(node)) == URL_REMOTE)) {
             lua_pushlightuserdata(L, node);
             lua_rawseti(L, list, ++n);
         }
     }
     cmark_iter_free(it);
+    return n;
+}
+
+/* Safe mode without an image function: an image from elsewhere becomes a
+ * link to it, so the page loads nothing (collected first, as replacing a
+ * node would derail the walk). */
+static void remote_images_to_links(lua_State *L, cmark_node *doc)
+{
+    int list = lua_gettop(L) + 1, n = collect_images(L, doc, 1);
     for (int i = 1; i <= n; i++) {
         lua_rawgeti(L, list, i);
         cmark_node *img = lua_touserdata(L, -1);
@@ -172,18 +181,7 @@ static void remote_images_to_links(lua_State *L, cmark_node *doc)
  * stack), since replacing nodes during a walk would derail the iterator. */
 static void rewrite_images(lua_State *L, cmark_node *doc, int fn)
 {
-    lua_newtable(L);
-    int list = lua_gettop(L), n = 0;
-    cmark_iter *it = cmark_iter_new(doc);
-    cmark_event_type ev;
-    while ((ev = cmark_iter_next(it)) != CMARK_EVENT_DONE) {
-        cmark_node *node = cmark_iter_get_node(it);
-        if (ev == CMARK_EVENT_ENTER && cmark_node_get_type(node) == CMARK_NODE_IMAGE) {
-            lua_pushlightuserdata(L, node);
-            lua_rawseti(L, list, ++n);
-        }
-    }
-    cmark_iter_free(it);
+    int list = lua_gettop(L) + 1, n = collect_images(L, doc, 0);
     for (int i = 1; i <= n; i++) {
         lua_rawgeti(L, list, i);
         cmark_node *img = lua_touserdata(L, -1);
