@@ -482,7 +482,10 @@ T.test("zoo: a checkpoint named m`touch PWNED`.safetensors is drawn and redrawn,
       T.eq(rc, 0, n .. " redraws: " .. log)
     end
   end
-  T.truthy(gps >= 3, "figures: " .. gps)
+  -- the overlay at least; a descriptor chart of one model without a bump is
+  -- a table in the summary (fewer than two defined points), named there too
+  T.truthy(gps >= 1, "figures: " .. gps)
+  T.truthy(T.read(d .. "/out/summary.txt"):find("m`touch PWNED`", 1, true), "the summary names the checkpoint")
   T.eq(sh(exe() .. " scripts/report.lua " .. d .. "/out"):match("report: [^\n]*index%.html"), "report: " .. d .. "/out/index.html")
   local found = sh("find " .. d .. " . -maxdepth 3 -name PWNED")
   T.eq(found, "", "a command ran")
