@@ -454,7 +454,7 @@ T.test("shell: tab completion, Ctrl-C and Ctrl-D on a terminal (tmux; skipped wi
     T.truthy(tm(string.format("new-session -d -s s -x 120 -y 40 %s",
       q(string.format("env SRGEO_HISTORY=%s %s; echo EXITED $?; sleep 30", q(hist), q(SHELL))))))
     wait_for("srgeo>") -- capture-pane drops trailing blanks
-    keys("srgeo.nn.conv", "Tab") -- "con" is also concat
+    keys("srgeo.nn.conv2", "Tab") -- "con" is also concat, "conv" conv_transpose2d
     wait_for("srgeo> srgeo.nn.conv2d")
     keys("C-u", "x = srgeo.randn({2,3}, 1)", "Enter", "x:sh", "Tab")
     wait_for("srgeo> x:shape(")
