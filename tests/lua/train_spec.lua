@@ -390,7 +390,7 @@ T.test("train: throughput is training's alone (evaluation timed apart); srgeo tr
   local m = srgeo.models.mlp { input = { 1, 8, 8 }, hidden = { 16 }, num_classes = 4, seed = 2 }
   local run = srgeo.train { model = m, data = tr, test_data = te, steps = 8, batch = 16, progress = false,
                             checkpoints = { 0, 2, 4, 6, 8 }, eval_train = 64, seed = 5 }
-  T.truthy(run.eval_seconds > 0 and run.eval_seconds < run.seconds, "evaluation time kept: " .. tostring(run.eval_seconds))
+  T.truthy(run.eval_seconds > 0 and run.eval_seconds < run.seconds, string.format("evaluation time kept: %s s of a %s s session", tostring(run.eval_seconds), tostring(run.seconds)))
   -- images/s counts training time only: steps × batch over (session − evaluation)
   T.close(run.images_per_s, 8 * 16 / (run.seconds - run.eval_seconds), 1e-6 * run.images_per_s)
   -- the command line's default: 1000 test images a checkpoint, not the whole test set
