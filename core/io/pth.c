@@ -1,15 +1,13 @@
 /* pth.c - PyTorch zip checkpoints through a restricted unpickler (see pth.h). */
 #include "io/pth.h"
 
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "base/checked.h"
 #include "base/error.h"
+#include "base/fsutil.h"
 
 static const size_t elem_size[SR_ST_NDTYPES] = {4, 8, 2, 2, 8, 4, 2, 1, 1, 1};
 
@@ -695,15 +693,18 @@ int sr_pth_open(sr_pth_file *f, const char *path)
 {
     memset(f, 0, sizeof *f);
     if (sr_zip_open(&f->zip, path)) {
-        /* A bare pickle (PROTO first) is the pre-1.6 torch.save format: say
-         * so.  Peeked without blocking (a FIFO must not wait for a writer)
-         * and only in a regular file. */
-        unsigned char c = 0;
-        struct stat st;
-        int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-        int legacy = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && read(fd, &c, 1) == 1 && c == 0x80;
-        if (fd >= 0)
-            close(fd);
+        /* A bare pickle (PROTO 2, then LONG1's magic number) is the pre-1.6
+         * torch.save format: say so.  Peeked through sr_fs_open_regular (a
+         * FIFO never waits for a writer); the zip reader's message is kept
+         * for anything else. */
+        char why[512];
+        snprintf(why, sizeof why, "%s", sr_errmsg());
+        unsigned char head[3] = {0};
+        FILE *fp = sr_fs_open_regular(path, "pth");
+        int legacy = fp && fread(head, 1, 3, fp) == 3 && head[0] == 0x80 && head[1] == 2 && head[2] == 0x8a;
+        if (fp)
+            fclose(fp);
+        sr_fail("%s", why);
         if (legacy)
             return sr_fail("pth %s: a bare pickle, the legacy (PyTorch < 1.6) torch.save format: not read (its "
                            "storages follow the pickle in a layout only torch.load knows); convert it once with "
