@@ -167,8 +167,16 @@ for _, net in ipairs(NETS) do
           end
         end
       end
+      -- the profile engine's shared prefix (issue 34: imports had none)
+      local shared = {}
+      for which, m in pairs(models) do
+        shared[which] = srgeo.profile(m, { x1 }, { preset = "quick", directions = 1, jvp_directions = 1,
+                                                  progress = false, bootstrap = 1 }).shared_layers
+      end
       print()
-      print(string.format("%s: output imported vs native max |diff| / max |out| = %.2g (float32)", net.what, rel))
+      print(string.format("%s: output imported vs native max |diff| / max |out| = %.2g (float32); "
+        .. "profiles share a prefix of %d native layers, %d imported nodes", net.what, rel, shared.native,
+        shared.imported))
       print(string.format("%-8s %18s %18s %15s | %18s %18s %15s", "pass", "native wall s", "imported", "ratio",
         "native cpu s", "imported", "ratio"))
       for _, task in ipairs(tasks) do
