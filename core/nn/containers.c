@@ -158,20 +158,33 @@ static int seq_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
     return 0;
 }
 
+static int seq_forward_from(sr_module *m, int first, const sr_tensor *x, sr_run *run)
+{
+    return seq_run(m, first, x, run, 0);
+}
+
+static int seq_affine_prefix(const sr_module *m)
+{
+    int n = 0;
+    while (n < m->nchildren - 1 && sr_module_is_affine(m->children[n].m))
+        n++;
+    return n;
+}
+
 static const sr_module_ops seq_ops = {
     .kind = "sequential", .forward = seq_forward, .jvp = seq_jvp, .backward = seq_backward,
-    .flags = SR_MOD_COMBINES,
+    .flags = SR_MOD_COMBINES, .affine_prefix = seq_affine_prefix, .forward_from = seq_forward_from,
 };
 sr_module *sr_sequential_new(void) { return sr_module_new(&seq_ops, 0); }
 
-int sr_sequential_forward_from(sr_module *m, int first, const sr_tensor *x, sr_run *run)
+int sr_module_forward_from(sr_module *m, int first, const sr_tensor *x, sr_run *run)
 {
-    if (m->ops != &seq_ops || first < 0 || first >= m->nchildren)
-        return sr_fail("forward from child %d: needs a sequential with more children (got %s with %d)", first,
-                       m->ops->kind, m->nchildren);
+    if (!m->ops->forward_from || first < 1 || first >= m->nchildren)
+        return sr_fail("forward from child %d: needs a sequential or graph with more children (got %s with %d)",
+                       first, m->ops->kind, m->nchildren);
     if (sr_interrupted() || sr_module_check_dtype(m, x))
         return -1;
-    int root = sr_run_begin(m, run), rc = seq_run(m, first, x, run, 0);
+    int root = sr_run_begin(m, run), rc = m->ops->forward_from(m, first, x, run);
     sr_run_end(run, root);
     if (rc)
         return -1;
@@ -179,13 +192,7 @@ int sr_sequential_forward_from(sr_module *m, int first, const sr_tensor *x, sr_r
     return 0;
 }
 
-int sr_sequential_affine_prefix(const sr_module *m)
-{
-    int n = 0;
-    while (m->ops == &seq_ops && n < m->nchildren - 1 && sr_module_is_affine(m->children[n].m))
-        n++;
-    return n;
-}
+int sr_module_affine_prefix(const sr_module *m) { return m->ops->affine_prefix ? m->ops->affine_prefix(m) : 0; }
 
 /* --- residual ---------------------------------------------------------- */
 /* out = body(x) + shortcut(x) (or + x).  Stacked jvp works unchanged since

@@ -221,7 +221,10 @@ static int run_node(sr_module *m, int i, sr_run *run, int jvp)
     return 0;
 }
 
-static int graph_run(sr_module *m, const sr_tensor *x, sr_run *run, int jvp)
+/* The nodes from first on, x the graph's input (first = 0) or value
+ * first, which stands for node first − 1's output (forward_from: no later
+ * node reads an earlier value, graph_affine_prefix). */
+static int graph_run(sr_module *m, int first, const sr_tensor *x, sr_run *run, int jvp)
 {
     graph_impl *g = m->impl;
     if (!g->n)
@@ -238,7 +241,11 @@ static int graph_run(sr_module *m, const sr_tensor *x, sr_run *run, int jvp)
     count_uses(g);
     memset(g->done, 0, (size_t)g->n);
     memset(g->busy, 0, (size_t)g->n);
-    for (int i = 0; i < g->n && !run->stopped; i++)
+    if (first) {
+        memset(g->done, 1, (size_t)first);
+        sr_tensor_share(&m->children[first - 1].m->out, x);
+    }
+    for (int i = first; i < g->n && !run->stopped; i++)
         if (!g->done[i] && run_node(m, i, run, jvp))
             return -1;
     int v = g->stop_value >= 0 ? g->stop_value : out_value(g);
@@ -247,8 +254,35 @@ static int graph_run(sr_module *m, const sr_tensor *x, sr_run *run, int jvp)
     return 0;
 }
 
-static int graph_forward(sr_module *m, const sr_tensor *x, sr_run *run) { return graph_run(m, x, run, 0); }
-static int graph_jvp(sr_module *m, const sr_tensor *x, sr_run *run) { return graph_run(m, x, run, 1); }
+static int graph_forward(sr_module *m, const sr_tensor *x, sr_run *run) { return graph_run(m, 0, x, run, 0); }
+static int graph_jvp(sr_module *m, const sr_tensor *x, sr_run *run) { return graph_run(m, 0, x, run, 1); }
+static int graph_forward_from(sr_module *m, int first, const sr_tensor *x, sr_run *run)
+{
+    return graph_run(m, first, x, run, 0);
+}
+
+/* The most leading nodes that are affine and cut the graph: no node after
+ * them reads a value before the last of them's, nor is the output one (so
+ * the input reaches the rest through that value alone); all but the last
+ * node at most. */
+static int graph_affine_prefix(const sr_module *m)
+{
+    const graph_impl *g = m->impl;
+    int len = 0, best = 0;
+    while (len < g->n - 1 && sr_module_is_affine(m->children[len].m))
+        len++;
+    /* low = the least value read by nodes [p, n), scanned from the end */
+    int low = out_value(g);
+    for (int p = g->n - 1; p >= 1; p--) {
+        for (int j = 0; j < g->nodes[p].nin; j++)
+            low = g->nodes[p].in[j] < low ? g->nodes[p].in[j] : low;
+        if (p <= len && low >= p) {
+            best = p;
+            break;
+        }
+    }
+    return best;
+}
 
 /* grad[v] += g (g is given back; grad[v] takes it over when empty, and is
  * summed into a buffer of its own when someone else holds it). */
@@ -359,7 +393,7 @@ static void graph_describe(const sr_module *m, char *buf, size_t n)
 static const sr_module_ops graph_ops = {
     .kind = "graph", .forward = graph_forward, .jvp = graph_jvp, .backward = graph_backward,
     .free_impl = graph_free, .describe = graph_describe, .is_affine = graph_is_affine,
-    .flags = SR_MOD_COMBINES,
+    .flags = SR_MOD_COMBINES, .affine_prefix = graph_affine_prefix, .forward_from = graph_forward_from,
 };
 
 sr_module *sr_graph_new(void)

@@ -180,6 +180,18 @@ typedef struct sr_module_ops {
     int (*forward_n)(sr_module *m, int nin, const sr_tensor *const *x, sr_run *run);
     int (*jvp_n)(sr_module *m, int nin, const sr_tensor *const *xv, sr_run *run);
     int (*backward_n)(sr_module *m, const sr_tensor *gy, int nin, sr_tensor *gin, sr_run *run);
+
+    /* --- a shared affine prefix (optional; containers; the profile engine) -
+     * affine_prefix: how many leading children are affine layers through
+     * which alone the input reaches the rest, all but the last child at
+     * most: a sequential's first affine children; a graph's first nodes
+     * when they are affine and no later node reads the input or a value
+     * before the last of them.  On them the model is rest(A(x) + L(u)) for
+     * an input x + u.  forward_from: the forward of children [first, n) on
+     * x, which stands for child first − 1's output (called through
+     * sr_module_forward_from, which checks first and runs the pass). */
+    int (*affine_prefix)(const sr_module *m);
+    int (*forward_from)(sr_module *m, int first, const sr_tensor *x, sr_run *run);
 } sr_module_ops;
 
 /* sr_module_ops.flags */
@@ -285,7 +297,7 @@ int sr_module_output_like(sr_module *m, sr_run *run, const sr_tensor *like);
 int sr_module_grad_input(sr_module *m, sr_run *run, sr_dtype dtype, int ndim, const int64_t *shape);
 int sr_module_grad_input_like(sr_module *m, sr_run *run, const sr_tensor *like);
 /* A pass's start and end around an op run outside sr_module_forward /
- * _jvp (sr_sequential_forward_from): begin returns whether this call
+ * _jvp (sr_module_forward_from): begin returns whether this call
  * started the pass (and lent it m's pool), end takes the pool back. */
 int sr_run_begin(sr_module *m, sr_run *run);
 void sr_run_end(sr_run *run, int root);
@@ -352,14 +364,15 @@ int sr_module_is_affine(const sr_module *m);
 void sr_module_drop_outputs(sr_module *m, sr_run *run);
 /* Sequential: children run in order. */
 sr_module *sr_sequential_new(void);
-/* Forward of a sequential's children [first, n) on x, which stands for
- * child first − 1's output: a caller that has that output another way
- * (the profile engine's shared affine prefix) runs only the rest. */
-int sr_sequential_forward_from(sr_module *m, int first, const sr_tensor *x, sr_run *run);
-/* How many leading children of a sequential are affine layers, all but
- * the last child at most (0 for other modules): on them the model is
- * A(x) + L(u) for an input x + u. */
-int sr_sequential_affine_prefix(const sr_module *m);
+/* Forward of m's children [first, n) on x, which stands for child
+ * first − 1's output: a caller that has that output another way (the
+ * profile engine's shared affine prefix) runs only the rest.  For modules
+ * with a forward_from hook (sequential, graph) and 0 < first < n. */
+int sr_module_forward_from(sr_module *m, int first, const sr_tensor *x, sr_run *run);
+/* How many leading children of m are an affine prefix (the affine_prefix
+ * hook; 0 for modules without one): on them the model is A(x) + L(u) for
+ * an input x + u, and sr_module_forward_from runs the rest. */
+int sr_module_affine_prefix(const sr_module *m);
 /* Residual: y = body(x) + (shortcut ? shortcut(x) : x).  Children are added
  * as "body" role first, then the optional shortcut; names are free. */
 sr_module *sr_residual_new(void);

@@ -221,7 +221,7 @@ static int features(sr_module *m, int first, const sr_tensor *x, const sr_module
     sr_tensor tap_out = SR_TENSOR_INIT;
     const sr_module *taps[1] = {tap};
     sr_run_tap(&run, taps, &tap_out);
-    if (first ? sr_sequential_forward_from(m, first, x, &run) : sr_module_forward(m, x, &run))
+    if (first ? sr_module_forward_from(m, first, x, &run) : sr_module_forward(m, x, &run))
         return -1;
     if (tap && !tap_out.storage)
         return sr_fail("profile: the tap was not reached by the forward pass");
@@ -263,13 +263,13 @@ static int stacked_jvp(sr_module *m, const sr_tensor *x, const double *u, int64_
 }
 
 /* Leading children of m shared by every row of a batch: an affine prefix
- * (sr_sequential_affine_prefix) maps x + ηu to A + η·L(u), A its output at
+ * (sr_module_affine_prefix) maps x + ηu to A + η·L(u), A its output at
  * x and L its linear part, so each direction needs one pass through it (a
  * stacked JVP) instead of one per rung, and the rows start after it.  The
  * tap, if inside, ends it. */
 static int shared_prefix(const sr_module *m, const sr_profile_opts *o)
 {
-    int n = o->share_prefix ? sr_sequential_affine_prefix(m) : 0;
+    int n = o->share_prefix ? sr_module_affine_prefix(m) : 0;
     for (int i = 0; i < n; i++)
         if (m->children[i].m == o->tap)
             n = i;

@@ -55,7 +55,7 @@ typedef struct sr_profile_opts {
      * direction instead).  Errors if the net has other nonlinearities. */
     int exact_relu;
     /* Run the model's leading affine layers (normalize, conv, BatchNorm:
-     * sr_sequential_affine_prefix) once per direction, as A + η·L(u),
+     * sr_module_affine_prefix) once per direction, as A + η·L(u),
      * instead of once per row (default on; the same numbers up to
      * rounding, ResNet-50's stem is 4% of a forward). */
     int share_prefix;

@@ -815,3 +815,109 @@ T.test("onnx: srgeo bump --model x.onnx --input-size --mean --std runs, labelled
   end
   os.execute("rm -rf " .. out)
 end)
+
+-- A face-ResNet-like graph (dlib's shortcut: a 2x2 average pool and
+-- zero-padded channels, as torch.onnx writes it: a Pad of zeros before the
+-- pool, a Pad of the channels after) against the same network built from
+-- srgeo.nn's sequential / residual with the import's weights: the zero Pad
+-- is no node, forward and JVP agree bit for bit (the same fused kernels),
+-- and the profile engine shares the import's leading convolution as it does
+-- the native one's: the same energies as the native build's bit for bit,
+-- and as without sharing up to rounding (A + η·L(u) is not rounded as the
+-- convolution of x + ηu is).
+T.test("onnx: a face-ResNet-like import runs the native build's kernels; its affine prefix is shared in profiles",
+  function()
+  local dir, write = model_files()
+  local function vals(n, f)
+    local t = {}
+    for i = 1, n do t[i] = 0.3 * math.sin(f * i) end
+    return t
+  end
+  local conv = function(name, x, w, b, stride)
+    return PB.node("Conv", { x, w, b }, { name }, name, { PB.ints_attr("kernel_shape", { 3, 3 }),
+      PB.ints_attr("pads", { 1, 1, 1, 1 }), PB.ints_attr("strides", { stride, stride }) })
+  end
+  local p = write {
+    nodes = {
+      conv("c0", "x", "w0", "b0", 1), PB.node("Relu", { "c0" }, { "r0" }, "relu0"),
+      conv("c1", "r0", "w1", "b1", 2), PB.node("Relu", { "c1" }, { "r1" }, "relu1"),
+      conv("c2", "r1", "w2", "b2", 1),
+      PB.node("Pad", { "r0", "zero" }, { "p0" }, "pad0"),
+      PB.node("AveragePool", { "p0" }, { "ap" }, "pool", { PB.ints_attr("kernel_shape", { 2, 2 }),
+        PB.ints_attr("strides", { 2, 2 }) }),
+      PB.node("Pad", { "ap", "chan" }, { "sc" }, "pad1"),
+      PB.node("Add", { "c2", "sc" }, { "s" }, "add"), PB.node("Relu", { "s" }, { "y" }, "relu2"),
+      PB.node("GlobalAveragePool", { "y" }, { "g" }, "gap"), PB.node("Flatten", { "g" }, { "f" }, "flatten"),
+      PB.node("Gemm", { "f", "wfc", "bfc" }, { "out" }, "fc", { PB.int_attr("transB", 1) }),
+    },
+    inits = { PB.tensor("w0", { 8, 3, 3, 3 }, vals(216, 0.7)), PB.tensor("b0", { 8 }, vals(8, 1.3)),
+              PB.tensor("w1", { 16, 8, 3, 3 }, vals(1152, 0.11)), PB.tensor("b1", { 16 }, vals(16, 2.1)),
+              PB.tensor("w2", { 16, 16, 3, 3 }, vals(2304, 0.05)), PB.tensor("b2", { 16 }, vals(16, 0.9)),
+              PB.tensor("wfc", { 4, 16 }, vals(64, 0.37)), PB.tensor("bfc", { 4 }, vals(4, 1.7)),
+              PB.tensor("zero", { 8 }, { 0, 0, 0, 0, 0, 0, 0, 0 }, true),
+              PB.tensor("chan", { 8 }, { 0, 0, 0, 0, 0, 8, 0, 0 }, true) },
+    inputs = { PB.value("x", { "N", 3, 8, 8 }) }, outputs = { PB.value("out", { "N", 4 }) },
+  }
+  local nn = srgeo.nn
+  local function native()
+    local function c(cin, cout, s) return nn.conv2d { in_channels = cin, out_channels = cout, kernel_size = 3, stride = s, padding = 1 } end
+    local body = nn.sequential { { "c1", c(8, 16, 2) }, { "relu1", nn.relu {} }, { "c2", c(16, 16, 1) } }
+    local sc = nn.sequential { nn.avgpool2d { kernel_size = 2 }, nn.pad { padding = { 0, 0, 0, 0, 0, 8 } } }
+    return nn.sequential { { "c0", c(3, 8, 1) }, { "relu0", nn.relu {} },
+      { "block", nn.sequential { { "", nn.residual { { "", body }, { "shortcut", sc } } }, { "relu", nn.relu {} } } },
+      { "gap", nn.adaptive_avgpool2d { output_size = 1 } }, { "flatten", nn.flatten {} },
+      { "fc", nn.linear { in_features = 16, out_features = 4 } } }
+  end
+  local nat64
+  for _, dtype in ipairs { "float64", "float32" } do
+    local m, info = srgeo.onnx.load(p, { raw = true, dtype = dtype })
+    T.eq(info.nodes, 12, "the Pad of zeros is no node")
+    T.eq(tostring(m):find("pad0", 1, true), nil, "the Pad of zeros is no node")
+    local nat = native()
+    if dtype == "float64" then nat:double() end
+    local sd = m:state_dict()
+    local names = { c0 = "c0", c1 = "block.c1", c2 = "block.c2", fc = "fc" }
+    for k, t in pairs(sd) do
+      local node, what = k:match("^(.-)%.(%a+)$")
+      T.truthy(names[node], "import parameter " .. k)
+      nat:state_dict()[names[node] .. "." .. what]:copy(t)
+    end
+    nat:eval()
+    nat64 = nat64 or nat
+    local x = srgeo.rand({ 3, 3, 8, 8 }, 4)
+    local v = srgeo.randn({ 5, 3, 8, 8 }, 6)
+    if dtype == "float64" then x, v = x:double(), v:double() end
+    T.eq((m:forward(x) - nat:forward(x, { tap = "" })):abs():max(), 0, dtype .. " forward, bit for bit")
+    local y1, j1 = m:jvp(x:narrow(1, 1, 1), v)
+    local y2, j2 = nat:jvp(x:narrow(1, 1, 1), v, { tap = "" })
+    T.eq((y1 - y2):abs():max(), 0, dtype .. " jvp primal")
+    T.eq((j1 - j2):abs():max(), 0, dtype .. " jvp tangents, bit for bit")
+  end
+  -- the profile engine: the leading convolution once per direction
+  local m = srgeo.onnx.load(p, { raw = true, dtype = "float64" })
+  local X = { srgeo.rand({ 1, 3, 8, 8 }, 5):double() }
+  local o = { preset = "quick", directions = 3, per_direction = true, progress = false, precision = "float64" }
+  local function energies(share, model)
+    o.share_prefix = share
+    local pr = srgeo.profile(model or m, X, o)
+    return pr.per_direction[1], pr.shared_layers, pr.forwards
+  end
+  local ref, none, f_ref = energies(false)
+  local got, shared, f = energies(true)
+  local nat, nshared = energies(true, nat64)
+  T.eq(none, 0)
+  T.eq(shared, 1, "the import's conv c0 is shared")
+  T.eq(nshared, 1, "as the native one's")
+  T.eq(f, f_ref, "forwards count the rows")
+  for s = 1, #got do
+    for i, e in ipairs(nat[s]) do
+      T.eq(got[s][i], e, ("rung %d direction %d: import and native sharing, bit for bit"):format(s, i))
+    end
+  end
+  for s = 1, #got do
+    for i, e in ipairs(ref[s]) do
+      T.truthy(math.abs(got[s][i] - e) <= 1e-9 * e, ("rung %d direction %d: %.17g vs %.17g"):format(s, i, got[s][i], e))
+    end
+  end
+  os.execute("rm -rf " .. dir)
+end)

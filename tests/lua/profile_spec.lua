@@ -538,6 +538,37 @@ T.test("share_prefix: normalize → conv1 → bn1 run once per direction, same e
   end
 end)
 
+-- A graph's prefix: its leading affine nodes, up to the last value through
+-- which alone the input reaches the rest (a later node reading the input or
+-- an earlier value cuts it there).
+T.test("share_prefix on nn.graph: the leading affine nodes that cut the graph, same energies", function()
+  local function lin(i, o, seed) return nn.linear { in_features = i, out_features = o, seed = seed } end
+  local graphs = {
+    { 3, nn.graph { { "a", lin(12, 8, 1) }, { "b", lin(8, 8, 2) }, { "s", nn.add {}, { "a", "b" } }, { "r", nn.relu {} },
+                    { "o", lin(8, 3, 3) } } },
+    { 0, nn.graph { { "a", lin(12, 8, 1) }, { "r", nn.relu {} }, { "skip", lin(12, 8, 2), "input" },
+                    { "s", nn.add {}, { "r", "skip" } }, { "o", lin(8, 3, 3) } } },
+    { 1, nn.graph { { "a", lin(12, 8, 1) }, { "b", lin(8, 8, 2) }, { "r", nn.relu {}, "a" },
+                    { "s", nn.add {}, { "r", "b" } }, { "o", lin(8, 3, 3) } } },
+  }
+  local X = { srgeo.rand({ 1, 12 }, 5):double() }
+  local o = { preset = "quick", directions = 3, per_direction = true, progress = false, precision = "float64" }
+  for gi, c in ipairs(graphs) do
+    local m = c[2]
+    m:double()
+    local ref = srgeo.profile(m, X, merged(o, { share_prefix = false }))
+    local got = srgeo.profile(m, X, o)
+    T.eq(ref.shared_layers, 0)
+    T.eq(got.shared_layers, c[1], "graph " .. gi .. ": shared layers")
+    for s = 1, #got.per_direction[1] do
+      for i, v in ipairs(ref.per_direction[1][s]) do
+        local w = got.per_direction[1][s][i]
+        T.truthy(math.abs(w - v) <= 1e-9 * v, ("graph %d rung %d direction %d: %.17g vs %.17g"):format(gi, s, i, w, v))
+      end
+    end
+  end
+end)
+
 T.test("p.noise bounds the float32 error of r over the whole direction set (float64 run), 1 and 2 threads", function()
   -- the fast version of tests/bench/bench_noise.lua: small models, 32
   -- directions ± (8 checked in float64), a tiny rung (float32 cancellation)
