@@ -1930,23 +1930,53 @@ static int do_shape(ctx *c, int size)
     return 0;
 }
 
-/* Expand of a value: only to its own shape (or a broadcast that adds nothing). */
+/* Expand of a value: to its own shape an alias; a broadcast that grows
+ * per-sample dims (torch's F.normalize writes norm.expand_as(x)) a product
+ * by a constant of ones of the expanded shape, exact. */
 static int do_expand(ctx *c)
 {
-    const ival *x = dyn_in(c, 0), *s = c->nin > 1 ? c->in[1] : NULL;
+    ival *x = dyn_in(c, 0), *s = c->nin > 1 ? c->in[1] : NULL;
     if (!s || s->store != V_STATIC)
         return sr_fail("the shape must be a constant");
-    int lx = lrank(x), ns = (int)sr_numel(&s->s.v[0]);
-    int64_t L[SR_MAXDIM + 1];
+    int lx = lrank(x), ns = (int)sr_numel(&s->s.v[0]), lo = ns > lx ? ns : lx, grow = 0;
+    int64_t L[SR_MAXDIM + 1], T[SR_MAXDIM + 1];
     ldims(x, SR_FOLD_N1, L);
-    if (ns > lx)
-        return UNSUPPORTED("Expand of a value to more dims");
-    for (int i = 0; i < ns; i++) {
-        int64_t want = sr_fold_int(sr_f64(&s->s.v[0])[i]), have = L[lx - ns + i];
-        if (want != 1 && want != have)
-            return UNSUPPORTED("Expand of a value along its dims");
+    if (lo > SR_MAXDIM)
+        return sr_fail("expands to %d dims", lo);
+    int b = x->bat >= 0 ? x->bat + (lo - lx) : -1; /* the batch in the expanded dims */
+    for (int i = 0; i < lo; i++) {
+        int ix = i - (lo - lx), is = i - (lo - ns);
+        int64_t have = ix >= 0 ? L[ix] : 1, want = is >= 0 ? sr_fold_int(sr_f64(&s->s.v[0])[is]) : 1;
+        if (i == b) { /* the batch itself (or the exported one): left to broadcast */
+            T[i] = 1;
+            continue;
+        }
+        if (want != 1 && have != 1 && want != have)
+            return sr_fail("'%s' %s does not expand from %lld to %lld along dim %d", x->name, DIMS(lx, L),
+                           (long long)have, (long long)want, i);
+        if (want < 0 || want > VALUE_MAX)
+            return sr_fail("expands dim %d to %lld", i, (long long)want);
+        T[i] = have == 1 ? want : have;
+        grow |= T[i] != have || ix < 0;
     }
-    return alias(c->I, out_name(c, 0), x) ? 0 : -1;
+    if (!grow)
+        return alias(c->I, out_name(c, 0), x) ? 0 : -1;
+    if (x->merged)
+        return UNSUPPORTED("Expand of a value whose batch axis holds other dims");
+    ival ones = {.name = "expand ones", .store = V_STATIC};
+    sr_tensor t = SR_TENSOR_INIT;
+    int rc = sr_tensor_alloc(&t, SR_F64, lo, T);
+    for (int64_t e = 0; !rc && e < sr_numel(&t); e++)
+        sr_f64(&t)[e] = 1;
+    rc = rc || sr_fold_val_set(&ones.s, SR_ONNX_FLOAT, &t);
+    sr_tensor_free(&t);
+    if (!rc) {
+        ctx m = *c;
+        m.in[0] = x, m.in[1] = &ones, m.nin = 2;
+        rc = do_arith(&m, "mul");
+    }
+    sr_fold_val_free(&ones.s);
+    return rc ? -1 : 0;
 }
 
 /* --- ops composed of layers --------------------------------------------------------- */

@@ -892,6 +892,20 @@ local function handmade_cases()
     13, map(function(a) return math.max(0, a) + math.min(0, 2 * (math.exp(a / 2) - 1)) end))
   add("Softsign", PB.node("Softsign", { "x" }, { "y" }, "ss"), nil, { 2, 3, 4 }, { "N", 3, 4 }, 13,
     map(function(a) return a / (1 + math.abs(a)) end))
+  -- torch's F.normalize(x, dim=1): ReduceL2, Clip, Expand (of a value: a product by ones), Div
+  add("F.normalize (Expand of a value)", { PB.node("ReduceL2", { "x" }, { "n" }, "l2", { PB.ints_attr("axes", { 1 }),
+    PB.int_attr("keepdims", 1) }), PB.node("Clip", { "n", "lo" }, { "c" }, "clip"),
+    PB.node("Shape", { "x" }, { "s" }, "shape"), PB.node("Expand", { "c", "s" }, { "e" }, "expand"),
+    PB.node("Div", { "x", "e" }, { "y" }, "div") }, { PB.tensor("lo", {}, { 1e-12 }) }, { 2, 3, 2, 2 },
+    { "N", 3, 2, 2 }, 13, function(x)
+    local xt, y = x:totable(), sz { 2, 3, 2, 2 }
+    for n = 1, 2 do for h = 1, 2 do for w = 1, 2 do
+      local ss = 0
+      for c = 1, 3 do ss = ss + xt[n][c][h][w] ^ 2 end
+      for c = 1, 3 do y[n][c][h][w] = xt[n][c][h][w] / math.sqrt(ss) end
+    end end end
+    return srgeo.tensor(y, "float64")
+  end)
   -- Split-18 into 3 of 7: 3, 3 and the last 1
   add("Split-18 num_outputs", { PB.node("Split", { "x" }, { "a", "b", "c" }, "sp", { PB.int_attr("axis", 1),
     PB.int_attr("num_outputs", 3) }), PB.node("Concat", { "c", "a" }, { "y" }, "cat", { PB.int_attr("axis", 1) }) },
@@ -907,7 +921,7 @@ local function handmade_file(write, cs)
 end
 
 T.test("onnx: Mish-18, DepthToSpace (DCR, CRD), SpaceToDepth, TensorFlow's cubic Resize, an implicit Einsum, Selu, "
-  .. "Celu, Softsign, Split-18's num_outputs in small graphs match references; JVPs pass central differences and the adjoint identity; refusals", function()
+  .. "Celu, Softsign, F.normalize's Expand, Split-18's num_outputs in small graphs match references; JVPs pass central differences and the adjoint identity; refusals", function()
   local dir, write = model_files()
   local lines = {}
   for i, cs in ipairs(handmade_cases()) do
