@@ -396,6 +396,8 @@ static const struct {
     {"cubic_coeff_a", SR_ONNX_ATTR_FLOAT}, {"exclude_outside", SR_ONNX_ATTR_INT},
     {"extrapolation_value", SR_ONNX_ATTR_FLOAT}, {"scales", SR_ONNX_ATTR_FLOATS}, {"num_groups", SR_ONNX_ATTR_INT},
     {"stash_type", SR_ONNX_ATTR_INT}, {"output_padding", SR_ONNX_ATTR_INTS}, {"output_shape", SR_ONNX_ATTR_INTS},
+    {"blocksize", SR_ONNX_ATTR_INT}, {"equation", SR_ONNX_ATTR_STRING}, {"gamma", SR_ONNX_ATTR_FLOAT},
+    {"num_outputs", SR_ONNX_ATTR_INT},
 };
 
 static const char *attr_type_name(int type)
@@ -836,17 +838,10 @@ static int do_squeeze(ctx *c, int unsqueeze)
     return emit1(c, "reshape", &k, x, nd, ps, bat, merged);
 }
 
-static int do_transpose(ctx *c)
+/* x's logical dims permuted by p (np of them) into c's output 0. */
+static int transpose_to(ctx *c, const ival *x, const int64_t *p, int np)
 {
-    const ival *x = dyn_in(c, 0);
     int lx = lrank(x);
-    int64_t p[SR_MAXDIM + 1];
-    int np;
-    if (ints_of(c->n, "perm", NULL, p, SR_MAXDIM + 1, &np))
-        return -1;
-    if (np < 0)
-        for (np = 0; np < lx; np++)
-            p[np] = lx - 1 - np;
     if (np != lx)
         return sr_fail("perm has %d entries for rank %d", np, lx);
     int64_t ps[SR_MAXDIM], dims[SR_MAXDIM + 1];
@@ -876,6 +871,20 @@ static int do_transpose(ctx *c)
     kvs k = {0};
     kv_li(&k, "dims", dims, nd + 1);
     return emit1(c, "permute", &k, x, nd, ps, bat, merged);
+}
+
+static int do_transpose(ctx *c)
+{
+    const ival *x = dyn_in(c, 0);
+    int lx = lrank(x);
+    int64_t p[SR_MAXDIM + 1];
+    int np;
+    if (ints_of(c->n, "perm", NULL, p, SR_MAXDIM + 1, &np))
+        return -1;
+    if (np < 0)
+        for (np = 0; np < lx; np++)
+            p[np] = lx - 1 - np;
+    return transpose_to(c, x, p, np);
 }
 
 /* Elementwise Add / Sub / Mul / Div / Max / Min / Pow with one or two
@@ -1458,7 +1467,8 @@ static int do_layernorm(ctx *c)
     return reshape_to(c, find(c->I, normed), L1, L2, lx, 0, out_name(c, 0));
 }
 
-static int do_softmax(ctx *c)
+/* Softmax, or LogSoftmax (log): the softmax layer. */
+static int do_softmax(ctx *c, int log)
 {
     const ival *x = dyn_in(c, 0);
     int lx = lrank(x), q;
@@ -1471,6 +1481,8 @@ static int do_softmax(ctx *c)
         return -1;
     kvs kv = {0};
     kv_i(&kv, "dim", q + 1);
+    if (log)
+        kv_s(&kv, "log", "true");
     return emit_same(c, "softmax", &kv, x);
 }
 
@@ -1726,10 +1738,12 @@ static int do_split(ctx *c)
     if (ps_axis(x, axis, "Split", &q) || ints_of(c->n, "split", c->nin > 1 ? c->in[1] : NULL, sz, 256, &ns))
         return -1;
     if (ns < 0) {
-        if (x->ps[q] % no)
+        /* Split-18's num_outputs: ceil(n / no) each, the last one what is left */
+        int64_t each = sr_onnx_attr_find(c->n, "num_outputs") ? (x->ps[q] + no - 1) / no : x->ps[q] / no;
+        if (each * no != x->ps[q] && (each * (no - 1) >= x->ps[q] || !sr_onnx_attr_find(c->n, "num_outputs")))
             return sr_fail("%lld does not split in %d", (long long)x->ps[q], no);
         for (int i = 0; i < no; i++)
-            sz[i] = x->ps[q] / no;
+            sz[i] = i < no - 1 ? each : x->ps[q] - each * (no - 1);
         ns = no;
     }
     if (ns != no)
@@ -1923,23 +1937,53 @@ static int do_shape(ctx *c, int size)
     return 0;
 }
 
-/* Expand of a value: only to its own shape (or a broadcast that adds nothing). */
+/* Expand of a value: to its own shape an alias; a broadcast that grows
+ * per-sample dims (torch's F.normalize writes norm.expand_as(x)) a product
+ * by a constant of ones of the expanded shape, exact. */
 static int do_expand(ctx *c)
 {
-    const ival *x = dyn_in(c, 0), *s = c->nin > 1 ? c->in[1] : NULL;
+    ival *x = dyn_in(c, 0), *s = c->nin > 1 ? c->in[1] : NULL;
     if (!s || s->store != V_STATIC)
         return sr_fail("the shape must be a constant");
-    int lx = lrank(x), ns = (int)sr_numel(&s->s.v[0]);
-    int64_t L[SR_MAXDIM + 1];
+    int lx = lrank(x), ns = (int)sr_numel(&s->s.v[0]), lo = ns > lx ? ns : lx, grow = 0;
+    int64_t L[SR_MAXDIM + 1], T[SR_MAXDIM + 1];
     ldims(x, SR_FOLD_N1, L);
-    if (ns > lx)
-        return UNSUPPORTED("Expand of a value to more dims");
-    for (int i = 0; i < ns; i++) {
-        int64_t want = sr_fold_int(sr_f64(&s->s.v[0])[i]), have = L[lx - ns + i];
-        if (want != 1 && want != have)
-            return UNSUPPORTED("Expand of a value along its dims");
+    if (lo > SR_MAXDIM)
+        return sr_fail("expands to %d dims", lo);
+    int b = x->bat >= 0 ? x->bat + (lo - lx) : -1; /* the batch in the expanded dims */
+    for (int i = 0; i < lo; i++) {
+        int ix = i - (lo - lx), is = i - (lo - ns);
+        int64_t have = ix >= 0 ? L[ix] : 1, want = is >= 0 ? sr_fold_int(sr_f64(&s->s.v[0])[is]) : 1;
+        if (i == b) { /* the batch itself (or the exported one): left to broadcast */
+            T[i] = 1;
+            continue;
+        }
+        if (want != 1 && have != 1 && want != have)
+            return sr_fail("'%s' %s does not expand from %lld to %lld along dim %d", x->name, DIMS(lx, L),
+                           (long long)have, (long long)want, i);
+        if (want < 0 || want > VALUE_MAX)
+            return sr_fail("expands dim %d to %lld", i, (long long)want);
+        T[i] = have == 1 ? want : have;
+        grow |= T[i] != have || ix < 0;
     }
-    return alias(c->I, out_name(c, 0), x) ? 0 : -1;
+    if (!grow)
+        return alias(c->I, out_name(c, 0), x) ? 0 : -1;
+    if (x->merged)
+        return UNSUPPORTED("Expand of a value whose batch axis holds other dims");
+    ival ones = {.name = "expand ones", .store = V_STATIC};
+    sr_tensor t = SR_TENSOR_INIT;
+    int rc = sr_tensor_alloc(&t, SR_F64, lo, T);
+    for (int64_t e = 0; !rc && e < sr_numel(&t); e++)
+        sr_f64(&t)[e] = 1;
+    rc = rc || sr_fold_val_set(&ones.s, SR_ONNX_FLOAT, &t);
+    sr_tensor_free(&t);
+    if (!rc) {
+        ctx m = *c;
+        m.in[0] = x, m.in[1] = &ones, m.nin = 2;
+        rc = do_arith(&m, "mul");
+    }
+    sr_fold_val_free(&ones.s);
+    return rc ? -1 : 0;
 }
 
 /* --- ops composed of layers --------------------------------------------------------- */
@@ -2109,6 +2153,425 @@ static int op_conv_transpose(ctx *c, const char *arg)
     return emit_conv(c, "conv_transpose2d", x, w, b, k, s, p, d, op, g, ps);
 }
 
+/* Mish (opset 18) = x·tanh(softplus(x)), as torch computes it (below opset
+ * 18 torch.onnx writes these three ops itself). */
+static int op_mish(ctx *c, const char *arg)
+{
+    (void)arg;
+    ival *x = c->in[0];
+    char sn[4200], tn[4200]; /* names are at most 4096 bytes (io/onnx.c) */
+    ctx s = step(c, x, NULL, "softplus", sn, sizeof sn);
+    if (pointwise_into(&s, "softplus", x, 0))
+        return -1;
+    ctx t = step(c, find(c->I, sn), NULL, "tanh", tn, sizeof tn);
+    if (pointwise_into(&t, "tanh", find(c->I, sn), 0))
+        return -1;
+    ctx m = *c;
+    m.in[1] = find(c->I, tn), m.nin = 2;
+    return do_arith(&m, "mul");
+}
+
+/* DepthToSpace (mode DCR, TensorFlow's depth_to_space; CRD, torch's
+ * pixel_shuffle) and SpaceToDepth (the inverse of DCR) of an (N, C, H, W)
+ * image, b the block size: a reshape to five dims per sample, a permute
+ * and a reshape, as ONNX defines them. */
+static int op_depth_space(ctx *c, const char *arg)
+{
+    int to_space = !strcmp(arg, "to_space");
+    const ival *x = image_input(c, dyn_in(c, 0));
+    if (!x)
+        return -1;
+    int64_t b = ai(c->n, "blocksize", 0), C = x->ps[0], H = x->ps[1], W = x->ps[2];
+    const char *mode = as(c->n, "mode", "DCR");
+    if (b < 1 || b > WINDOW_MAX)
+        return sr_fail("blocksize %lld", (long long)b);
+    if (to_space && strcmp(mode, "DCR") && strcmp(mode, "CRD"))
+        return sr_fail("mode '%s' (DCR or CRD)", mode);
+    if (to_space ? C % (b * b) : H % b || W % b)
+        return sr_fail("'%s' %s does not split into blocks of %lld", x->name, PS(x), (long long)b);
+    int64_t s5[5], perm[5], out[3];
+    if (!to_space) { /* (C, H/b, b1, W/b, b2) -> (b1, b2, C, H/b, W/b) */
+        memcpy(s5, (int64_t[]){C, H / b, b, W / b, b}, sizeof s5);
+        memcpy(perm, (int64_t[]){2, 4, 0, 1, 3}, sizeof perm);
+        memcpy(out, (int64_t[]){C * b * b, H / b, W / b}, sizeof out);
+    } else if (!strcmp(mode, "DCR")) { /* (b1, b2, C', H, W) -> (C', H, b1, W, b2) */
+        memcpy(s5, (int64_t[]){b, b, C / (b * b), H, W}, sizeof s5);
+        memcpy(perm, (int64_t[]){2, 3, 0, 4, 1}, sizeof perm);
+    } else { /* CRD: (C', b1, b2, H, W) -> (C', H, b1, W, b2) */
+        memcpy(s5, (int64_t[]){C / (b * b), b, b, H, W}, sizeof s5);
+        memcpy(perm, (int64_t[]){0, 3, 1, 4, 2}, sizeof perm);
+    }
+    if (to_space)
+        memcpy(out, (int64_t[]){C / (b * b), H * b, W * b}, sizeof out);
+    int64_t dims[6] = {0};
+    for (int i = 0; i < 5; i++)
+        dims[1 + i] = 1 + perm[i];
+    kvs k1 = {0}, k2 = {0}, k3 = {0};
+    kv_li(&k1, "shape", s5, 5);
+    kv_li(&k2, "dims", dims, 6);
+    kv_li(&k3, "shape", out, 3);
+    char nm[600];
+    snprintf(nm, sizeof nm, "%s/blocks", c->name);
+    int id = add_node(c->I, nm, layer(c->I, "reshape", &k1), 1, &x->id);
+    snprintf(nm, sizeof nm, "%s/permute", c->name);
+    if (id >= 0)
+        id = add_node(c->I, nm, layer(c->I, "permute", &k2), 1, &id);
+    if (id >= 0)
+        id = add_node(c->I, c->name, layer(c->I, "reshape", &k3), 1, &id);
+    return id < 0 || !def_dyn(c->I, out_name(c, 0), id, 3, out, 0, 0) ? -1 : 0;
+}
+
+/* x op the number k (kind "mul" or "add") into c's output 0: a fixed
+ * buffer, not a weight (an attribute of the op, not a learned constant). */
+static int number_into(ctx *c, const char *kind, const ival *x, double k)
+{
+    kvs kv = {0};
+    kv_d(&kv, "value", k);
+    kv_s(&kv, "trainable", "false");
+    sr_module *m = layer(c->I, kind, &kv);
+    sr_tensor t = SR_TENSOR_INIT;
+    int rc = !m || sr_tensor_alloc(&t, SR_F64, 0, NULL);
+    if (!rc) {
+        sr_f64(&t)[0] = k;
+        rc = set_param(m, "value", &t); /* in the graph's dtype (value= fills it in float32) */
+    }
+    sr_tensor_free(&t);
+    if (rc) {
+        sr_module_release(m);
+        return -1;
+    }
+    int id = add_node(c->I, c->name, m, 1, &x->id);
+    return id < 0 || !def_dyn(c->I, out_name(c, 0), id, x->nd, x->ps, x->bat, x->merged) ? -1 : 0;
+}
+
+/* Selu = γ·elu(x; α); Celu = α·elu(x/α; 1) (torch's celu); Softsign =
+ * x / (1 + |x|): Keras activations tf2onnx writes as these ops, and
+ * torch's nn.SELU / nn.CELU. */
+static int op_elu_family(ctx *c, const char *arg)
+{
+    ival *x = c->in[0];
+    char an[4200], bn[4200]; /* names are at most 4096 bytes (io/onnx.c) */
+    if (!strcmp(arg, "softsign")) {
+        ctx a = step(c, x, NULL, "abs", an, sizeof an);
+        if (pointwise_into(&a, "abs", x, 0))
+            return -1;
+        ctx b = step(c, find(c->I, an), NULL, "plus1", bn, sizeof bn);
+        if (number_into(&b, "add", find(c->I, an), 1))
+            return -1;
+        ctx d = *c;
+        d.in[1] = find(c->I, bn), d.nin = 2;
+        return do_arith(&d, "div");
+    }
+    int selu = !strcmp(arg, "selu");
+    double alpha = af(c->n, "alpha", selu ? 1.67326319217681884765625 : 1),
+           gamma = selu ? af(c->n, "gamma", 1.05070102214813232421875) : alpha;
+    if (!selu && !(alpha != 0 && isfinite(alpha)))
+        return sr_fail("alpha %g", alpha);
+    const ival *in = x;
+    if (!selu && alpha != 1) {
+        ctx a = step(c, x, NULL, "scaled", an, sizeof an);
+        if (number_into(&a, "mul", x, 1 / alpha))
+            return -1;
+        in = find(c->I, an);
+    }
+    kvs kv = {0};
+    kv_d(&kv, "alpha", selu ? alpha : 1);
+    if (gamma == 1)
+        return emit_same(c, "elu", &kv, in);
+    ctx e = step(c, x, NULL, "elu", bn, sizeof bn);
+    if (emit_same(&e, "elu", &kv, in))
+        return -1;
+    return number_into(c, "mul", find(c->I, bn), gamma);
+}
+
+/* --- Einsum ------------------------------------------------------------------------ */
+/* An operand's labels: letters as themselves, the dims an ellipsis stands
+ * for as 1..EINSUM_ELL (right-aligned across operands, as they broadcast). */
+enum { EINSUM_ELL = SR_MAXDIM + 1 };
+typedef struct {
+    int n, lab[SR_MAXDIM + 1];
+} einsum_term;
+
+/* Term s (its end e) of rank r (ell: how many dims the widest ellipsis holds,
+ * -1 for the output, which takes them all). */
+static int einsum_term_parse(const char *s, const char *e, int r, int ell, einsum_term *t)
+{
+    int letters = 0, dots = 0;
+    for (const char *p = s; p < e; p++) {
+        if (*p == '.') {
+            if (dots++ || e - p < 3 || p[1] != '.' || p[2] != '.')
+                return sr_fail("the equation's term '%.*s' has a stray '.'", (int)(e - s), s);
+            p += 2;
+        } else if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z')) {
+            letters++;
+        } else if (*p != ' ') {
+            return sr_fail("the equation's term '%.*s' has '%c'", (int)(e - s), s, *p);
+        }
+    }
+    int ne = ell < 0 ? 0 : r - letters;
+    if (ell < 0) {
+        ne = dots ? r : 0; /* the output: r is the widest ellipsis here */
+        r = letters + ne;
+    }
+    if (ne < 0 || (!dots && ne) || r > SR_MAXDIM + 1)
+        return sr_fail("the equation's term '%.*s' does not fit rank %d", (int)(e - s), s, r);
+    t->n = 0;
+    for (const char *p = s; p < e; p++) {
+        if (*p == '.') {
+            int base = ell < 0 ? 0 : ell - ne;
+            for (int j = 0; j < ne; j++)
+                t->lab[t->n++] = 1 + base + j;
+            p += 2;
+        } else if (*p != ' ') {
+            t->lab[t->n++] = (unsigned char)*p;
+        }
+    }
+    return 0;
+}
+
+static int einsum_pos(const einsum_term *t, int lab)
+{
+    for (int i = 0; i < t->n; i++)
+        if (t->lab[i] == lab)
+            return i;
+    return -1;
+}
+
+/* The logical shape of labels lab (n of them) grouped into ng groups of
+ * grp[g] consecutive labels (each a product; an empty group 1), at both
+ * batch sizes from the size tables z1, z2 (indexed by label). */
+static int einsum_shape(const int *lab, const int *grp, int ng, const int64_t *z1, const int64_t *z2, int64_t *S1,
+                        int64_t *S2)
+{
+    for (int g = 0, j = 0; g < ng; g++) {
+        S1[g] = S2[g] = 1;
+        for (int k = 0; k < grp[g]; k++, j++)
+            S1[g] *= z1[lab[j]], S2[g] *= z2[lab[j]];
+    }
+    return 0;
+}
+
+/* x reshaped to its labels lab grouped by grp, into a step named suffix. */
+static ival *einsum_reshape(ctx *c, ival *x, const int *lab, const int *grp, int ng, const int64_t *z1,
+                            const int64_t *z2, const char *suffix, char *buf, size_t cap)
+{
+    int64_t S1[SR_MAXDIM + 1], S2[SR_MAXDIM + 1];
+    einsum_shape(lab, grp, ng, z1, z2, S1, S2);
+    ctx s = step(c, x, NULL, suffix, buf, cap);
+    return reshape_to(&s, x, S1, S2, ng, 1, buf) ? NULL : find(c->I, buf);
+}
+
+/* x's logical dims, labelled t, permuted to the labels want (n). */
+static ival *einsum_permute(ctx *c, ival *x, const einsum_term *t, const int *want, int n, const char *suffix,
+                            char *buf, size_t cap)
+{
+    int64_t p[SR_MAXDIM + 1];
+    for (int i = 0; i < n; i++)
+        p[i] = einsum_pos(t, want[i]);
+    ctx s = step(c, x, NULL, suffix, buf, cap);
+    return transpose_to(&s, x, p, n) ? NULL : find(c->I, buf);
+}
+
+/* Einsum of one operand (a permutation) or two (a product): each operand
+ * permuted to (batch labels, free labels, summed labels), reshaped to three
+ * groups where a group holds several, a batched MatMul (or a linear layer
+ * when the second operand is constant), reshaped back and permuted to the
+ * output's order: the forms exporters write for attention and linear maps
+ * ("bij,bjk->bik", "bhid,bhjd->bhij", "bnd,dk->bnk", "...ij,...jk").  Not
+ * taken: a label repeated in one operand (a diagonal) or summed away in
+ * one operand only. */
+static int op_einsum(ctx *c, const char *arg)
+{
+    (void)arg;
+    imp *I = c->I;
+    const char *eq = as(c->n, "equation", NULL);
+    if (!eq)
+        return sr_fail("needs an equation");
+    const char *arrow = strstr(eq, "->"), *end = arrow ? arrow : eq + strlen(eq);
+    ival *op[2] = {c->in[0], c->nin > 1 ? c->in[1] : NULL};
+    int nop = 1;
+    for (const char *p = eq; p < end; p++)
+        nop += *p == ',';
+    if (nop > 2 || nop != c->nin)
+        return UNSUPPORTED("Einsum '%s' of %d operands (one or two)", eq, nop);
+    for (int i = 0; i < nop; i++)
+        if (!op[i])
+            return sr_fail("operand %d is missing", i + 1);
+    einsum_term t[3];
+    int64_t z1[256] = {0}, z2[256] = {0};
+    int rank[2], ell = 0, seen[256] = {0};
+    for (int i = 0; i < nop; i++) {
+        rank[i] = op[i]->store == V_DYN ? lrank(op[i]) : op[i]->s.v[0].ndim;
+        int letters = 0;
+        const char *s = i ? strchr(eq, ',') + 1 : eq, *e = i || nop == 1 ? end : strchr(eq, ',');
+        for (const char *p = s; p < e; p++)
+            letters += (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z');
+        ell = rank[i] - letters > ell ? rank[i] - letters : ell;
+    }
+    for (int i = 0; i < nop; i++) {
+        const char *s = i ? strchr(eq, ',') + 1 : eq, *e = i || nop == 1 ? end : strchr(eq, ',');
+        if (einsum_term_parse(s, e, rank[i], ell, &t[i]))
+            return -1;
+        int64_t L1[SR_MAXDIM + 1], L2[SR_MAXDIM + 1];
+        if (op[i]->store == V_DYN) {
+            ldims(op[i], SR_FOLD_N1, L1);
+            ldims(op[i], SR_FOLD_N2, L2);
+        } else {
+            memcpy(L1, op[i]->s.v[0].shape, sizeof(int64_t) * (size_t)rank[i]);
+            memcpy(L2, op[i]->s.v[sr_fold_val_batched(&op[i]->s)].shape, sizeof(int64_t) * (size_t)rank[i]);
+        }
+        for (int d = 0; d < t[i].n; d++) {
+            int l = t[i].lab[d];
+            if (seen[l] & (1 << i))
+                return UNSUPPORTED("Einsum '%s' with a label repeated in one operand", eq);
+            seen[l] |= 1 << i;
+            if (z1[l] > 1 && L1[d] > 1 && (z1[l] != L1[d] || z2[l] != L2[d]))
+                return sr_fail("label '%c' has sizes %lld and %lld", l > EINSUM_ELL ? l : '.', (long long)z1[l],
+                               (long long)L1[d]);
+            if (L1[d] > z1[l] || !z1[l])
+                z1[l] = L1[d], z2[l] = L2[d];
+        }
+    }
+    if (arrow) {
+        if (einsum_term_parse(arrow + 2, arrow + strlen(arrow), ell, -1, &t[2]))
+            return -1;
+    } else { /* implicit: the ellipsis, then the labels used once, sorted */
+        t[2].n = 0;
+        for (int l = 1; l <= ell; l++)
+            t[2].lab[t[2].n++] = l;
+        for (int l = EINSUM_ELL + 1; l < 256; l++)
+            if (seen[l] == 1 || seen[l] == 2)
+                t[2].lab[t[2].n++] = l;
+    }
+    int so[256] = {0};
+    for (int d = 0; d < t[2].n; d++) {
+        int l = t[2].lab[d];
+        if (so[l]++ || !seen[l])
+            return sr_fail("output label '%c' is repeated or in no operand", l > EINSUM_ELL ? l : '.');
+    }
+    for (int l = 1; l < 256; l++)
+        if (seen[l] && seen[l] != 3 && !so[l])
+            return UNSUPPORTED("Einsum '%s' summing a label of one operand only", eq);
+    char b1[4200], b2[4200], b3[4200], b4[4200]; /* names are at most 4096 bytes (io/onnx.c) */
+    if (nop == 1) {
+        if (op[0]->store != V_DYN)
+            return sr_fail("the operand must be a value");
+        int64_t p[SR_MAXDIM + 1];
+        for (int i = 0; i < t[2].n; i++)
+            p[i] = einsum_pos(&t[0], t[2].lab[i]);
+        return transpose_to(c, op[0], p, t[2].n);
+    }
+    int sw = op[0]->store != V_DYN; /* constant first: swap the operands (the output's order is free) */
+    ival *A = op[sw], *B = op[1 - sw];
+    const einsum_term *ta = &t[sw], *tb = &t[1 - sw];
+    if (A->store != V_DYN)
+        return sr_fail("Einsum of two constants");
+    /* batch (both and out, the output's order), free (one and out), summed (both, A's order) */
+    int bt[SR_MAXDIM + 1], fa[SR_MAXDIM + 1], fb[SR_MAXDIM + 1], ks[SR_MAXDIM + 1], nb = 0, na = 0, nf = 0, nk = 0;
+    for (int d = 0; d < t[2].n; d++) {
+        int l = t[2].lab[d], ia = einsum_pos(ta, l) >= 0, ib = einsum_pos(tb, l) >= 0;
+        if (ia && ib)
+            bt[nb++] = l;
+        else if (ia)
+            fa[na++] = l;
+        else
+            fb[nf++] = l;
+    }
+    for (int d = 0; d < ta->n; d++)
+        if (!so[ta->lab[d]])
+            ks[nk++] = ta->lab[d];
+    int la[3 * (SR_MAXDIM + 1)], lb[3 * (SR_MAXDIM + 1)], lr[3 * (SR_MAXDIM + 1)], n = 0;
+    memcpy(la, bt, sizeof(int) * (size_t)nb);
+    memcpy(la + nb, fa, sizeof(int) * (size_t)na);
+    memcpy(la + nb + na, ks, sizeof(int) * (size_t)nk);
+    memcpy(lr, bt, sizeof(int) * (size_t)nb);
+    memcpy(lr + nb, fa, sizeof(int) * (size_t)na);
+    memcpy(lr + nb + na, fb, sizeof(int) * (size_t)nf);
+    ival *a = einsum_permute(c, A, ta, la, nb + na + nk, "a", b1, sizeof b1), *r;
+    if (!a)
+        return -1;
+    if (B->store != V_DYN) {
+        /* a constant second operand: a linear layer on A's summed labels */
+        if (nb)
+            return UNSUPPORTED("Einsum '%s' with a label in a value, a constant and the output", eq);
+        if (sr_fold_val_batched(&B->s))
+            return sr_fail("the constant '%s' depends on the batch", B->name);
+        int grp[SR_MAXDIM + 2];
+        for (int i = 0; i < na; i++)
+            grp[i] = 1;
+        grp[na] = nk;
+        if (nk != 1 && !(a = einsum_reshape(c, a, la, grp, na + 1, z1, z2, "a_rows", b2, sizeof b2)))
+            return -1;
+        int64_t K = 1, N = 1;
+        for (int i = 0; i < nk; i++)
+            K *= z1[ks[i]];
+        for (int i = 0; i < nf; i++)
+            N *= z1[fb[i]];
+        sr_tensor w = SR_TENSOR_INIT; /* (K, N): B's entries in the order (summed, free) */
+        if (sr_tensor_alloc(&w, SR_F64, 2, (int64_t[]){K, N}))
+            return -1;
+        const sr_tensor *bv = &B->s.v[0];
+        int64_t st[SR_MAXDIM + 1], idx, acc = 1;
+        for (int d = tb->n - 1; d >= 0; d--)
+            st[d] = acc, acc *= bv->shape[d];
+        for (int64_t e = 0; e < K * N; e++) {
+            int64_t rem = e;
+            idx = 0;
+            for (int i = nf - 1; i >= 0; i--) {
+                int d = einsum_pos(tb, fb[i]);
+                idx += rem % z1[fb[i]] * st[d], rem /= z1[fb[i]];
+            }
+            for (int i = nk - 1; i >= 0; i--) {
+                int d = einsum_pos(tb, ks[i]);
+                idx += (bv->shape[d] == 1 ? 0 : rem % z1[ks[i]]) * st[d], rem /= z1[ks[i]];
+            }
+            sr_f64(&w)[e] = sr_get_flat(bv, idx);
+        }
+        ctx s = step(c, a, NULL, "linear", b3, sizeof b3);
+        int rc = emit_linear(&s, a, &w, 0, 1, NULL, 1, B->name, b3);
+        sr_tensor_free(&w);
+        if (rc || !(r = find(I, b3)))
+            return -1;
+        n = na + nf;
+        int rg[SR_MAXDIM + 2];
+        for (int i = 0; i < n; i++)
+            rg[i] = 1;
+        if (nf != 1 && !(r = einsum_reshape(c, r, lr, rg, n, z1, z2, "split", b4, sizeof b4)))
+            return -1;
+    } else {
+        memcpy(lb, bt, sizeof(int) * (size_t)nb);
+        memcpy(lb + nb, ks, sizeof(int) * (size_t)nk);
+        memcpy(lb + nb + nk, fb, sizeof(int) * (size_t)nf);
+        ival *b = einsum_permute(c, B, tb, lb, nb + nk + nf, "b", b2, sizeof b2);
+        if (!b)
+            return -1;
+        int ga[SR_MAXDIM + 3], gb[SR_MAXDIM + 3];
+        for (int i = 0; i < nb; i++)
+            ga[i] = gb[i] = 1;
+        ga[nb] = na, ga[nb + 1] = nk, gb[nb] = nk, gb[nb + 1] = nf;
+        if ((na != 1 || nk != 1) && !(a = einsum_reshape(c, a, la, ga, nb + 2, z1, z2, "a_mat", b3, sizeof b3)))
+            return -1;
+        if ((nk != 1 || nf != 1) && !(b = einsum_reshape(c, b, lb, gb, nb + 2, z1, z2, "b_mat", b4, sizeof b4)))
+            return -1;
+        char b5[4200];
+        ctx m = step(c, a, b, "matmul", b5, sizeof b5);
+        if (do_matmul(&m) || !(r = find(I, b5)))
+            return -1;
+        n = nb + na + nf;
+        int rg[3 * (SR_MAXDIM + 1)];
+        for (int i = 0; i < n; i++)
+            rg[i] = 1;
+        if ((na != 1 || nf != 1) && !(r = einsum_reshape(c, r, lr, rg, n, z1, z2, "split", b1, sizeof b1)))
+            return -1;
+    }
+    einsum_term tr = {.n = n};
+    memcpy(tr.lab, lr, sizeof(int) * (size_t)n);
+    int64_t p[SR_MAXDIM + 1];
+    for (int i = 0; i < t[2].n; i++)
+        p[i] = einsum_pos(&tr, t[2].lab[i]);
+    return transpose_to(c, r, p, t[2].n);
+}
+
 /* --- resizing, instance and group norms ------------------------------------------ */
 /* The numbers of static input v (at the first batch size: sizes computed
  * from Shape hold the batch there); *cnt -1 when v is absent or empty, the
@@ -2141,8 +2604,10 @@ static int emit_resize(ctx *c, const ival *x, int ns, const double *sc, int nz, 
     ldims(x, SR_FOLD_N1, L);
     if (!strcmp(mode, "bilinear"))
         mode = "linear";
-    static const char *const modes[] = {"nearest", "linear"}; /* resize2d's names for ONNX's */
-    if (strcmp(mode, modes[0]) && strcmp(mode, modes[1]))
+    if (!strcmp(mode, "bicubic"))
+        mode = "cubic";
+    static const char *const modes[] = {"nearest", "linear", "cubic"}; /* resize2d's names for ONNX's */
+    if (strcmp(mode, modes[0]) && strcmp(mode, modes[1]) && strcmp(mode, modes[2]))
         return UNSUPPORTED("%s mode '%s'", c->n->op_type, mode);
     if (!strcmp(coord, "tf_crop_and_resize"))
         return UNSUPPORTED("%s with coordinate_transformation_mode tf_crop_and_resize", c->n->op_type);
@@ -2175,11 +2640,16 @@ static int emit_resize(ctx *c, const ival *x, int ns, const double *sc, int nz, 
     kv_s(&kv, "mode", mode);
     kv_s(&kv, "coordinate", coord);
     kv_s(&kv, "nearest", nearest);
+    if (!strcmp(mode, modes[2])) {
+        kv_d(&kv, "cubic_a", af(c->n, "cubic_coeff_a", -0.75));
+        kv_s(&kv, "exclude_outside", ai(c->n, "exclude_outside", 0) ? "true" : "false");
+    }
     return emit1(c, "resize2d", &kv, x, 3, ps, 0, 0);
 }
 
-/* Resize (opsets 10, 11, 13, 18): nearest and linear, every coordinate mode
- * but tf_crop_and_resize; scales or sizes constant (or folded). */
+/* Resize (opsets 10, 11, 13, 18): nearest, linear and cubic, every
+ * coordinate mode but tf_crop_and_resize; scales or sizes constant (or
+ * folded). */
 static int op_resize(ctx *c, const char *arg)
 {
     (void)arg;
@@ -2373,8 +2843,9 @@ static int op_cast(ctx *c, const char *arg)
     static int op_##f(ctx *c, const char *arg) { (void)arg; return do_##f(c); }
 OP_PLAIN(matmul) OP_PLAIN(gemm) OP_PLAIN(concat) OP_PLAIN(conv) OP_PLAIN(batchnorm) OP_PLAIN(global_pool)
 OP_PLAIN(flatten) OP_PLAIN(reshape) OP_PLAIN(transpose) OP_PLAIN(split) OP_PLAIN(slice) OP_PLAIN(gather)
-OP_PLAIN(softmax) OP_PLAIN(layernorm) OP_PLAIN(pad) OP_PLAIN(expand)
+OP_PLAIN(layernorm) OP_PLAIN(pad) OP_PLAIN(expand)
 #undef OP_PLAIN
+static int op_softmax(ctx *c, const char *arg) { return do_softmax(c, arg != NULL); }
 static int op_pool(ctx *c, const char *arg) { return do_pool(c, !strcmp(arg, "max")); }
 static int op_squeeze(ctx *c, const char *arg) { return do_squeeze(c, arg != NULL); }
 static int op_shape(ctx *c, const char *arg) { return do_shape(c, arg != NULL); }
@@ -2411,7 +2882,8 @@ static const struct {
     {"Gather", op_gather, NULL, VALUE_FIRST},
     {"ReduceMean", do_reduce, "mean", VALUE_FIRST}, {"ReduceSum", do_reduce, "sum", VALUE_FIRST},
     {"ReduceMax", do_reduce, "max", VALUE_FIRST}, {"ReduceMin", do_reduce, "min", VALUE_FIRST},
-    {"Softmax", op_softmax, NULL, VALUE_FIRST}, {"LayerNormalization", op_layernorm, NULL, VALUE_FIRST},
+    {"Softmax", op_softmax, NULL, VALUE_FIRST}, {"LogSoftmax", op_softmax, "log", VALUE_FIRST},
+    {"LayerNormalization", op_layernorm, NULL, VALUE_FIRST},
     {"Pad", op_pad, NULL, VALUE_FIRST}, {"Shape", op_shape, NULL, VALUE_FIRST},
     {"Size", op_shape, "size", VALUE_FIRST}, {"Expand", op_expand, NULL, VALUE_FIRST},
     {"Resize", op_resize, NULL, VALUE_FIRST}, {"Upsample", op_upsample, NULL, VALUE_FIRST},
@@ -2420,7 +2892,10 @@ static const struct {
     {"PRelu", op_prelu, NULL, VALUE_FIRST}, {"GlobalMaxPool", op_global_max, NULL, VALUE_FIRST},
     {"ConvTranspose", op_conv_transpose, NULL, VALUE_FIRST},
     {"ReduceL2", op_reduce_norm, "l2", VALUE_FIRST}, {"ReduceSumSquare", op_reduce_norm, "sum_square", VALUE_FIRST},
-    {"ReduceL1", op_reduce_norm, "l1", VALUE_FIRST},
+    {"ReduceL1", op_reduce_norm, "l1", VALUE_FIRST}, {"Mish", op_mish, NULL, VALUE_FIRST},
+    {"DepthToSpace", op_depth_space, "to_space", VALUE_FIRST}, {"SpaceToDepth", op_depth_space, "to_depth", VALUE_FIRST},
+    {"Einsum", op_einsum, NULL, 0}, {"Selu", op_elu_family, "selu", VALUE_FIRST},
+    {"Celu", op_elu_family, "celu", VALUE_FIRST}, {"Softsign", op_elu_family, "softsign", VALUE_FIRST},
     {"Constant", NULL, NULL, 0},
 };
 
@@ -2714,7 +3189,7 @@ static int normalizes(const imp *I, const char *input, char *desc, size_t cap)
 
 /* The classifier head's input: the last Gemm / MatMul by a constant, when
  * the graph's output is its output (or that passed through ops that do not
- * mix features: Identity, Dropout, Flatten, Reshape, Softmax). */
+ * mix features: Identity, Dropout, Flatten, Reshape, Softmax, LogSoftmax). */
 static void find_head(imp *I, const char *output, sr_onnx_import_info *info)
 {
     if (I->head_in < 0 || !info)
@@ -2727,8 +3202,8 @@ static void find_head(imp *I, const char *output, sr_onnx_import_info *info)
                 if (!strcmp(I->m->nodes[j].inputs[k], v))
                     next = &I->m->nodes[j];
         if (!next || !next->noutputs ||
-            !(strstr(" Identity Dropout Flatten Reshape Softmax Add ", next->op_type) &&
-              strstr(" Identity Dropout Flatten Reshape Softmax Add ", next->op_type)[-1] == ' '))
+            !(strstr(" Identity Dropout Flatten Reshape Softmax LogSoftmax Add ", next->op_type) &&
+              strstr(" Identity Dropout Flatten Reshape Softmax LogSoftmax Add ", next->op_type)[-1] == ' '))
             return;
         v = next->outputs[0];
     }

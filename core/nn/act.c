@@ -2,7 +2,8 @@
  *   relu     y = max(x, 0)
  *   gelu     y = x·Φ(x) (approximate="none", the erf form) or the tanh form
  *            0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))   (approximate="tanh")
- *   softmax  over one dim (the last by default), max-subtracted
+ *   softmax  over one dim (the last by default), max-subtracted; log=true:
+ *            the log-softmax (x − max) − log Σ e^(x − max)
  *   pointwise maps y = f(x) with f' for the JVP and backward: sigmoid, tanh,
  *            hardsigmoid (max(0, min(1, αx + β))), hardswish (x·relu6(x + 3)/6),
  *            leaky_relu, clip (ReLU6 = clip 0..6), elu, softplus, erf, sqrt, pow
@@ -325,6 +326,48 @@ static void SR_FN(softmax_tangents_strided)(real *out, const real *u, const real
                 dot += (double)sr[l * inner] * ur[l * inner];
             for (int64_t l = 0; l < L; l++)
                 yr[l * inner] = (real)(sr[l * inner] * (ur[l * inner] - dot));
+        }
+}
+
+/* Log-softmax along a dim of L at stride inner (outer · inner rows):
+ * (x − max) − log Σ e^(x − max), torch's order; the sum in double. */
+static void SR_FN(log_softmax_fwd)(real *y, const real *x, int64_t outer, int64_t L, int64_t inner)
+{
+    #pragma omp parallel for schedule(static) if (outer * L * inner > ACT_OMP_MIN / 4)
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t i = 0; i < inner; i++) {
+            const real *xr = x + o * L * inner + i;
+            real *yr = y + o * L * inner + i;
+            real mx = xr[0];
+            for (int64_t l = 1; l < L; l++)
+                mx = xr[l * inner] > mx ? xr[l * inner] : mx;
+            double sum = 0;
+            for (int64_t l = 0; l < L; l++)
+                sum += SR_FN(act_exp)(xr[l * inner] - mx);
+            real lse = (real)log(sum);
+            for (int64_t l = 0; l < L; l++)
+                yr[l * inner] = (xr[l * inner] - mx) - lse;
+        }
+}
+
+/* The log-softmax's Jacobian I − 1 sᵀ (s = e^y, y the saved output) is
+ * not symmetric: the JVP is u − ⟨s, u⟩ per row, backward g − s Σ g.
+ * Block o of u uses the output block (o / R / k)·R + o mod R (as
+ * softmax_tangents_strided). */
+static void SR_FN(log_softmax_tangents)(real *out, const real *u, const real *y, int64_t outer, int64_t R, int64_t k,
+                                        int64_t L, int64_t inner, int backward)
+{
+    #pragma omp parallel for schedule(static) if (outer * L * inner > ACT_OMP_MIN)
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t i = 0; i < inner; i++) {
+            const real *yr = y + ((o / R) / k * R + o % R) * L * inner + i, *ur = u + o * L * inner + i;
+            real *r = out + o * L * inner + i;
+            double dot = 0;
+            for (int64_t l = 0; l < L; l++)
+                dot += backward ? (double)ur[l * inner] : exp((double)yr[l * inner]) * ur[l * inner];
+            for (int64_t l = 0; l < L; l++)
+                r[l * inner] = backward ? (real)(ur[l * inner] - exp((double)yr[l * inner]) * dot)
+                                        : (real)(ur[l * inner] - dot);
         }
 }
 
@@ -665,6 +708,7 @@ sr_module *sr_gelu_create(const sr_opts *o)
 
 typedef struct {
     int64_t dim; /* as given: -1 the last */
+    int log;     /* log-softmax (ONNX's LogSoftmax, torch's log_softmax) */
 } softmax_impl;
 
 /* The softmax dim of x as (outer rows per sample R, length L, inner). */
@@ -693,6 +737,19 @@ static int softmax_run(sr_module *m, const sr_tensor *xv, sr_run *run, int jvp)
     if (softmax_layout(m, xv, &R, &L, &inner) || sr_module_output_like(m, run, xv))
         return -1;
     int64_t n = primal_rows(xv, run, jvp);
+    if (((softmax_impl *)m->impl)->log) {
+        SR_DISPATCH(xv->dtype, log_softmax_fwd, sr_data(&m->out), sr_data(xv), n * R, L, inner);
+        if (jvp) {
+            size_t off = (size_t)(n * R * L * inner) * sr_dtype_size(xv->dtype);
+            void *yt = (char *)sr_data(&m->out) + off;
+            const void *vt = (const char *)sr_data(xv) + off;
+            SR_DISPATCH(xv->dtype, log_softmax_tangents, yt, vt, sr_data(&m->out), n * run->k * R, R, run->k, L,
+                        inner, 0);
+        } else if (run->save) {
+            sr_tensor_share(&m->saved, &m->out);
+        }
+        return 0;
+    }
     if (inner == 1)
         SR_DISPATCH(xv->dtype, softmax_fwd, sr_data(&m->out), sr_data(xv), n * R, L);
     else
@@ -726,7 +783,10 @@ static int softmax_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
     if (softmax_layout(m, s, &R, &L, &inner) || sr_module_grad_input_like(m, run, s))
         return -1;
     int64_t rows = sr_numel(s) / (L * inner);
-    if (inner == 1)
+    if (((softmax_impl *)m->impl)->log)
+        SR_DISPATCH(s->dtype, log_softmax_tangents, sr_data(&m->gin), sr_data(gy), sr_data(s), rows, 1, 1, L, inner,
+                    1);
+    else if (inner == 1)
         SR_DISPATCH(s->dtype, softmax_tangents, sr_data(&m->gin), sr_data(gy), sr_data(s), rows, 1, 1, L);
     else
         SR_DISPATCH(s->dtype, softmax_tangents_strided, sr_data(&m->gin), sr_data(gy), sr_data(s), rows, 1, 1, L,
@@ -736,7 +796,8 @@ static int softmax_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
 
 static void softmax_describe(const sr_module *m, char *buf, size_t n)
 {
-    snprintf(buf, n, "dim %lld", (long long)((const softmax_impl *)m->impl)->dim);
+    const softmax_impl *c = m->impl;
+    snprintf(buf, n, "dim %lld%s", (long long)c->dim, c->log ? ", log" : "");
 }
 
 static const sr_module_ops softmax_ops = {
@@ -747,7 +808,7 @@ static const sr_module_ops softmax_ops = {
 sr_module *sr_softmax_create(const sr_opts *o)
 {
     softmax_impl cfg;
-    if (sr_opt_int(o, "dim", -1, &cfg.dim))
+    if (sr_opt_int(o, "dim", -1, &cfg.dim) || sr_opt_bool(o, "log", 0, &cfg.log))
         return NULL;
     if (cfg.dim == 0) {
         sr_fail("softmax: dim 0 is the batch (use dim >= 1 or -1)");

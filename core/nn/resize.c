@@ -1,6 +1,6 @@
-/* resize.c - resize2d: (N,C,H,W) -> (N,C,Ho,Wo) by nearest or bilinear
- * interpolation, with the coordinate conventions of ONNX's Resize (which
- * name those of PyTorch's F.interpolate, TensorFlow and Paddle):
+/* resize.c - resize2d: (N,C,H,W) -> (N,C,Ho,Wo) by nearest, bilinear or
+ * bicubic interpolation, with the coordinate conventions of ONNX's Resize
+ * (which name those of PyTorch's F.interpolate, TensorFlow and Paddle):
  *
  *   source coordinate of output index o (s the scale, n the input length,
  *   r = n·s the resized length, unrounded as ONNX has it):
@@ -12,14 +12,22 @@
  *   nearest: that coordinate rounded (round_prefer_floor, round_prefer_ceil,
  *   floor, ceil) and clamped to [0, n − 1]; linear: clamped to [0, n − 1],
  *   then the two neighbours weighted by the distance, as torch's
- *   upsample_bilinear2d does (its formula and order of operations).
+ *   upsample_bilinear2d does (its formula and order of operations); cubic:
+ *   not clamped, the four neighbours floor(x) − 1 .. floor(x) + 2 (clamped
+ *   to the edge) weighted by Keys' cubic convolution with coefficient a
+ *   (−0.75: torch's bicubic and ONNX's default; −0.5: TensorFlow's) at
+ *   t = x − floor(x), torch's upsample_bicubic2d and ONNX's formula; with
+ *   exclude_outside (TensorFlow's) the neighbours outside the image weigh 0
+ *   and the others are scaled to sum to 1.
  *
  * The scale s is the one given (ONNX's scales, torch's scale_factor), else
  * on/n; the output length is the size given, else floor(n·s).
  *
  * The map is linear and separable: per axis, each output index reads one
- * (nearest) or two (linear) input indices with fixed weights, computed
- * once per input size.  So the JVP is the same map on the whole stack
+ * (nearest), two (linear) or four (cubic) input indices with fixed
+ * weights, computed once per input size; an output pixel is the row taps'
+ * weighted sum of the column taps' weighted sums (for linear exactly
+ * torch's h0·(w0·a + w1·b) + h1·(w0·c + w1·d)).  So the JVP is the same map on the whole stack
  * [x; v], and backward scatters the weighted gradient back. */
 #ifdef SR_REAL
 
@@ -27,23 +35,33 @@
 static void SR_FN(resize_fwd)(real *y, const real *x, int64_t planes, const resize_tab *t)
 {
     int64_t H = t->n[0], W = t->n[1], Ho = t->on[0], Wo = t->on[1];
+    int T = t->taps;
     #pragma omp parallel for schedule(static) if (planes * Ho * Wo > RESIZE_OMP_MIN)
     for (int64_t p = 0; p < planes; p++) {
         const real *xp = x + p * H * W;
         real *yp = y + p * Ho * Wo;
         for (int64_t oh = 0; oh < Ho; oh++) {
-            const real *r0 = xp + t->i0[0][oh] * W, *r1 = xp + t->i1[0][oh] * W;
             real *yr = yp + oh * Wo;
-            if (!t->linear) {
+            if (T == 1) {
+                const real *r0 = xp + t->idx[0][oh] * W;
                 for (int64_t ow = 0; ow < Wo; ow++)
-                    yr[ow] = r0[t->i0[1][ow]];
+                    yr[ow] = r0[t->idx[1][ow]];
                 continue;
             }
-            real h0 = (real)t->w0[0][oh], h1 = (real)t->w1[0][oh];
+            const int64_t *ih = t->idx[0] + oh * T;
+            const double *wh = t->w[0] + oh * T;
             for (int64_t ow = 0; ow < Wo; ow++) {
-                int64_t a = t->i0[1][ow], b = t->i1[1][ow];
-                real w0 = (real)t->w0[1][ow], w1 = (real)t->w1[1][ow];
-                yr[ow] = h0 * (w0 * r0[a] + w1 * r0[b]) + h1 * (w0 * r1[a] + w1 * r1[b]);
+                const int64_t *iw = t->idx[1] + ow * T;
+                const double *ww = t->w[1] + ow * T;
+                real v = 0;
+                for (int i = 0; i < T; i++) {
+                    const real *r = xp + ih[i] * W;
+                    real s = 0;
+                    for (int j = 0; j < T; j++)
+                        s += (real)ww[j] * r[iw[j]];
+                    v += (real)wh[i] * s;
+                }
+                yr[ow] = v;
             }
         }
     }
@@ -53,27 +71,31 @@ static void SR_FN(resize_fwd)(real *y, const real *x, int64_t planes, const resi
 static void SR_FN(resize_bwd)(real *gx, const real *gy, int64_t planes, const resize_tab *t)
 {
     int64_t H = t->n[0], W = t->n[1], Ho = t->on[0], Wo = t->on[1];
+    int T = t->taps;
     #pragma omp parallel for schedule(static) if (planes * Ho * Wo > RESIZE_OMP_MIN)
     for (int64_t p = 0; p < planes; p++) {
         real *gp = gx + p * H * W;
         const real *yp = gy + p * Ho * Wo;
         memset(gp, 0, (size_t)(H * W) * sizeof *gp);
         for (int64_t oh = 0; oh < Ho; oh++) {
-            real *r0 = gp + t->i0[0][oh] * W, *r1 = gp + t->i1[0][oh] * W;
             const real *gr = yp + oh * Wo;
-            if (!t->linear) {
+            if (T == 1) {
+                real *r0 = gp + t->idx[0][oh] * W;
                 for (int64_t ow = 0; ow < Wo; ow++)
-                    r0[t->i0[1][ow]] += gr[ow];
+                    r0[t->idx[1][ow]] += gr[ow];
                 continue;
             }
-            real h0 = (real)t->w0[0][oh], h1 = (real)t->w1[0][oh];
+            const int64_t *ih = t->idx[0] + oh * T;
+            const double *wh = t->w[0] + oh * T;
             for (int64_t ow = 0; ow < Wo; ow++) {
-                int64_t a = t->i0[1][ow], b = t->i1[1][ow];
-                real w0 = (real)t->w0[1][ow], w1 = (real)t->w1[1][ow], g = gr[ow];
-                r0[a] += h0 * w0 * g;
-                r0[b] += h0 * w1 * g;
-                r1[a] += h1 * w0 * g;
-                r1[b] += h1 * w1 * g;
+                const int64_t *iw = t->idx[1] + ow * T;
+                const double *ww = t->w[1] + ow * T;
+                real g = gr[ow];
+                for (int i = 0; i < T; i++) {
+                    real *r = gp + ih[i] * W, h = (real)wh[i];
+                    for (int j = 0; j < T; j++)
+                        r[iw[j]] += h * (real)ww[j] * g;
+                }
             }
         }
     }
@@ -95,22 +117,24 @@ static const char *const coord_names[] = {"half_pixel", "pytorch_half_pixel", "a
                                           "tf_half_pixel_for_nn", NULL};
 enum { NEAREST_ROUND_PREFER_FLOOR, NEAREST_ROUND_PREFER_CEIL, NEAREST_FLOOR, NEAREST_CEIL };
 static const char *const nearest_names[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil", NULL};
-static const char *const mode_names[] = {"nearest", "linear", NULL};
+enum { MODE_NEAREST, MODE_LINEAR, MODE_CUBIC };
+static const char *const mode_names[] = {"nearest", "linear", "cubic", NULL};
 
-/* Per axis (0: height, 1: width): each output index's input indices and
- * weights (linear: i0·w0 + i1·w1; nearest: i0), for input lengths n. */
+/* Per axis (0: height, 1: width): each output index's `taps` input indices
+ * and weights (idx[a][o·taps + i], w[a][...]), for input lengths n. */
 typedef struct {
-    int linear;
+    int taps;
     int64_t n[2], on[2];
-    int64_t *i0[2], *i1[2];
-    double *w0[2], *w1[2];
+    int64_t *idx[2];
+    double *w[2];
 } resize_tab;
 
 #define SR_GENERIC_FILE "nn/resize.c"
 #include "base/generic.h"
 
 typedef struct {
-    int mode, coord, nearest;
+    int mode, coord, nearest, exclude_outside;
+    double cubic_a;    /* Keys' coefficient */
     int64_t size[2];   /* output size, or 0: floor(n·scale) */
     double scale[2];   /* 0: on/n */
     resize_tab tab;    /* for the last input size */
@@ -152,18 +176,29 @@ static int64_t round_nearest(int mode, double x)
 static void tab_free(resize_tab *t)
 {
     for (int a = 0; a < 2; a++) {
-        free(t->i0[a]);
-        t->i0[a] = t->i1[a] = NULL;
-        t->w0[a] = t->w1[a] = NULL;
+        free(t->idx[a]);
+        t->idx[a] = NULL;
+        t->w[a] = NULL;
     }
     t->n[0] = t->n[1] = 0;
+}
+
+/* Keys' cubic convolution weights of the neighbours −1, 0, 1, 2 at t in
+ * [0, 1), as torch's get_cubic_upsample_coefficients writes them. */
+static void cubic_weights(double A, double t, double *w)
+{
+    double x1 = t, x2 = 1 - t;
+    w[0] = ((A * (x1 + 1) - 5 * A) * (x1 + 1) + 8 * A) * (x1 + 1) - 4 * A;
+    w[1] = ((A + 2) * x1 - (A + 3)) * x1 * x1 + 1;
+    w[2] = ((A + 2) * x2 - (A + 3)) * x2 * x2 + 1;
+    w[3] = ((A * (x2 + 1) - 5 * A) * (x2 + 1) + 8 * A) * (x2 + 1) - 4 * A;
 }
 
 /* The tables for input planes H x W (kept while the size does not change). */
 static int resize_plan(resize_impl *c, int64_t H, int64_t W)
 {
     resize_tab *t = &c->tab;
-    if (t->i0[0] && t->n[0] == H && t->n[1] == W)
+    if (t->idx[0] && t->n[0] == H && t->n[1] == W)
         return 0;
     tab_free(t);
     int64_t n[2] = {H, W};
@@ -175,34 +210,48 @@ static int resize_plan(resize_impl *c, int64_t H, int64_t W)
                            (long long)W, (long long)on, a + 2);
         if (!(s > 0))
             s = (double)on / (double)n[a];
-        /* one block: i0, i1 (int64) and w0, w1 (double) of on entries each */
-        char *blk = malloc((size_t)on * 2 * (sizeof(int64_t) + sizeof(double)));
+        /* one block: the indices (int64) and weights (double), taps per entry */
+        int T = t->taps;
+        char *blk = malloc((size_t)on * (size_t)T * (sizeof(int64_t) + sizeof(double)));
         if (!blk) {
             tab_free(t);
             return sr_fail("resize2d: out of memory");
         }
-        t->i0[a] = (int64_t *)blk;
-        t->i1[a] = t->i0[a] + on;
-        t->w0[a] = (double *)(t->i1[a] + on);
-        t->w1[a] = t->w0[a] + on;
+        t->idx[a] = (int64_t *)blk;
+        t->w[a] = (double *)(t->idx[a] + on * T);
         t->on[a] = on;
         t->n[a] = n[a];
         for (int64_t o = 0; o < on; o++) {
+            int64_t *ix = t->idx[a] + o * T;
+            double *wx = t->w[a] + o * T;
             double x = source_coord(c, o, n[a], s);
             x = x < -1 ? -1 : x > (double)n[a] ? (double)n[a] : x; /* any scale: the casts stay in range */
-            if (!t->linear) {
+            if (c->mode == MODE_NEAREST) {
                 int64_t i = round_nearest(c->nearest, x);
-                i = i < 0 ? 0 : i > n[a] - 1 ? n[a] - 1 : i;
-                t->i0[a][o] = t->i1[a][o] = i;
-                t->w0[a][o] = 1, t->w1[a][o] = 0;
+                ix[0] = i < 0 ? 0 : i > n[a] - 1 ? n[a] - 1 : i;
+                wx[0] = 1;
+                continue;
+            }
+            if (c->mode == MODE_CUBIC) {
+                double f = floor(x), sum = 0;
+                cubic_weights(c->cubic_a, x - f, wx);
+                for (int i = 0; i < 4; i++) {
+                    int64_t j = (int64_t)f - 1 + i;
+                    if (c->exclude_outside && (j < 0 || j > n[a] - 1))
+                        wx[i] = 0;
+                    sum += wx[i];
+                    ix[i] = j < 0 ? 0 : j > n[a] - 1 ? n[a] - 1 : j;
+                }
+                for (int i = 0; c->exclude_outside && sum != 0 && i < 4; i++)
+                    wx[i] /= sum;
                 continue;
             }
             x = x < 0 ? 0 : x > (double)(n[a] - 1) ? (double)(n[a] - 1) : x;
             int64_t i = (int64_t)x;
-            t->i0[a][o] = i;
-            t->i1[a][o] = i + (i < n[a] - 1);
-            t->w1[a][o] = x - (double)i;
-            t->w0[a][o] = 1 - t->w1[a][o];
+            ix[0] = i;
+            ix[1] = i + (i < n[a] - 1);
+            wx[1] = x - (double)i;
+            wx[0] = 1 - wx[1];
         }
     }
     return 0;
@@ -237,7 +286,7 @@ static int resize_jvp(sr_module *m, const sr_tensor *xv, sr_run *run) { return r
 static int resize_backward(sr_module *m, const sr_tensor *gy, sr_run *run)
 {
     resize_impl *c = m->impl;
-    if (!c->tab.i0[0])
+    if (!c->tab.idx[0])
         return sr_fail("resize2d backward: no forward ran");
     if (gy->ndim != 4 || gy->shape[2] != c->tab.on[0] || gy->shape[3] != c->tab.on[1])
         return sr_fail("resize2d backward: gradient %s does not match the output", SR_SHAPE(gy));
@@ -257,8 +306,10 @@ static void resize_describe(const sr_module *m, char *buf, size_t n)
                          : snprintf(buf, n, "x%g,%g", c->scale[0], c->scale[1]);
     if (len > 0 && (size_t)len < n)
         len += snprintf(buf + len, n - (size_t)len, " %s, %s", mode_names[c->mode], coord_names[c->coord]);
-    if (!c->mode && len > 0 && (size_t)len < n)
+    if (c->mode == MODE_NEAREST && len > 0 && (size_t)len < n)
         snprintf(buf + len, n - (size_t)len, ", %s", nearest_names[c->nearest]);
+    if (c->mode == MODE_CUBIC && len > 0 && (size_t)len < n)
+        snprintf(buf + len, n - (size_t)len, ", a %g%s", c->cubic_a, c->exclude_outside ? ", exclude outside" : "");
 }
 
 static const sr_module_ops resize_ops = {
@@ -298,9 +349,14 @@ sr_module *sr_resize2d_create(const sr_opts *o)
         return NULL;
     }
     if (sr_opt_choice(o, "mode", mode_names, &cfg.mode) || sr_opt_choice(o, "coordinate", coord_names, &cfg.coord) ||
-        sr_opt_choice(o, "nearest", nearest_names, &cfg.nearest))
+        sr_opt_choice(o, "nearest", nearest_names, &cfg.nearest) ||
+        sr_opt_num(o, "cubic_a", -0.75, &cfg.cubic_a) || sr_opt_bool(o, "exclude_outside", 0, &cfg.exclude_outside))
         return NULL;
-    cfg.tab.linear = cfg.mode == 1;
+    if (!isfinite(cfg.cubic_a)) {
+        sr_fail("resize2d: cubic_a must be finite (got %g)", cfg.cubic_a);
+        return NULL;
+    }
+    cfg.tab.taps = cfg.mode == MODE_CUBIC ? 4 : cfg.mode == MODE_LINEAR ? 2 : 1;
     sr_module *m = sr_module_new(&resize_ops, sizeof cfg);
     if (m)
         *(resize_impl *)m->impl = cfg;

@@ -34,6 +34,8 @@ TEST(act_derivatives_f64)
         {MAKE(sr_softmax_create, "softmax", NULL), "softmax 3d", 3, {2, 3, 6}, 0},
         {MAKE(sr_softmax_create, "softmax", NULL), "softmax 2d", 2, {3, 9}, 0},
         {MAKE(sr_softmax_create, "softmax", NULL), "softmax L=1", 3, {2, 4, 1}, 0},
+        {MAKE(sr_softmax_create, "softmax", "log", "true"), "log_softmax 3d", 3, {2, 3, 6}, 0},
+        {MAKE(sr_softmax_create, "softmax", "dim", "1", "log", "true"), "log_softmax strided", 4, {2, 3, 4, 2}, 0},
     };
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         CHECK(cases[c].m, "create %s: %s", cases[c].what, sr_errmsg());

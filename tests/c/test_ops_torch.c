@@ -42,6 +42,8 @@ static const torch_case cases[] = {
     PW("reciprocal", sr_reciprocal_create, NULL),
     {"softmax_dim1", sr_softmax_create, "softmax", .kv = {"dim", "1"}},
     {"softmax_dim2", sr_softmax_create, "softmax", .kv = {"dim", "2"}},
+    {"log_softmax_dim1", sr_softmax_create, "softmax", .kv = {"dim", "1", "log", "true"}},
+    {"log_softmax_last", sr_softmax_create, "softmax", .kv = {"log", "true"}},
     {"add_channel", sr_add_create, "add", .kv = {"shape", "3,1,1", "trainable", "true"}, VALUE},
     {"sub_reverse", sr_sub_create, "sub", .kv = {"shape", "4,5", "reverse", "true", "trainable", "true"}, VALUE},
     {"mul_last", sr_mul_create, "mul", .kv = {"shape", "5", "trainable", "true"}, VALUE},

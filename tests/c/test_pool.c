@@ -45,6 +45,10 @@ static const pool_case deriv_cases[] = {
     {sr_resize2d_create, "resize2d", {"size", "7,2", "mode", "linear", "coordinate", "align_corners"}, 4, {1, 3, 4, 5}},
     {sr_resize2d_create, "resize2d", {"scale", "0.6", "mode", "linear", "coordinate", "asymmetric"}, 4, {2, 1, 5, 7}},
     {sr_resize2d_create, "resize2d", {"size", "1,4", "mode", "linear", "coordinate", "pytorch_half_pixel"}, 4, {2, 1, 5, 7}},
+    {sr_resize2d_create, "resize2d", {"scale", "2", "mode", "cubic"}, 4, {2, 2, 3, 4}},
+    {sr_resize2d_create, "resize2d", {"size", "7,2", "mode", "cubic", "coordinate", "align_corners"}, 4, {1, 3, 4, 5}},
+    {sr_resize2d_create, "resize2d", {"scale", "0.6,1.5", "mode", "cubic", "cubic_a", "-0.5", "exclude_outside", "true"}, 4, {2, 1, 5, 7}},
+    {sr_resize2d_create, "resize2d", {"size", "3,9", "mode", "cubic", "coordinate", "asymmetric", "cubic_a", "-0.5"}, 4, {2, 1, 2, 4}},
 };
 
 TEST(pool_derivatives_f64)
@@ -528,7 +532,7 @@ TEST(resize_bad_input_is_an_error)
 {
     CHECK(!MAKE(sr_resize2d_create, "resize2d", "mode", "linear"), "neither size nor scale");
     CHECK(strstr(sr_errmsg(), "resize2d: give size={h,w} or scale={sh,sw}"), "%s", sr_errmsg());
-    CHECK(!MAKE(sr_resize2d_create, "resize2d", "size", "2", "mode", "cubic"), "cubic");
+    CHECK(!MAKE(sr_resize2d_create, "resize2d", "size", "2", "mode", "area"), "area");
     CHECK(!MAKE(sr_resize2d_create, "resize2d", "scale", "0"), "scale 0");
     sr_module *m = MAKE(sr_resize2d_create, "resize2d", "scale", "0.1");
     CHECK(m, "create: %s", sr_errmsg());

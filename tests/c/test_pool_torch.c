@@ -54,6 +54,11 @@ static const torch_case cases[] = {
      .kv = {"size", "7,9", "mode", "linear", "coordinate", "align_corners"}},
     {"resize_bilinear_down", sr_resize2d_create, "resize2d",
      .kv = {"size", "3,2", "mode", "linear", "coordinate", "pytorch_half_pixel"}},
+    /* bicubic: Keys' a = -0.75, half_pixel (not clamped) or align_corners */
+    {"resize_bicubic_x2", sr_resize2d_create, "resize2d", .kv = {"scale", "2", "mode", "cubic"}},
+    {"resize_bicubic_corners", sr_resize2d_create, "resize2d",
+     .kv = {"size", "7,9", "mode", "cubic", "coordinate", "align_corners"}},
+    {"resize_bicubic_down", sr_resize2d_create, "resize2d", .kv = {"size", "3,2", "mode", "cubic"}},
 };
 
 #define N (sizeof cases / sizeof *cases)

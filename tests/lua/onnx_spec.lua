@@ -567,6 +567,7 @@ local EXPORTS = {
   { "fpn_gn_op17", { normalize = false }, "embedding" },
   { "tf_style", {}, "embedding" },
   { "paddle_style", {}, "output" },
+  { "timm_style_op17", { normalize = false }, "embedding" },
 }
 
 T.test("onnx: torch.onnx (opsets 11, 17), tf2onnx- and paddle2onnx-style exports load with normalisation and input "
@@ -705,11 +706,287 @@ T.test("onnx: GroupNormalization-18, InstanceNormalization, Resize (opset 18 axe
     nil, { "N", 4 })
   close(m:forward(x), x:abs():sum(4):sum(3), "ReduceL1")
   -- refusals name what is not taken
-  T.raises(function() load({ PB.node("Resize", { "x", "", "sc" }, { "y" }, "rs", { PB.string_attr("mode", "cubic") }) },
-    { PB.tensor("sc", { 4 }, { 1, 1, 2, 2 }) }, { "N", 4, 6, 6 }, 13) end, "node 'rs' (Resize): unsupported: Resize mode 'cubic'")
+  T.raises(function() load({ PB.node("Resize", { "x", "", "sc" }, { "y" }, "rs", { PB.string_attr("mode", "lanczos") }) },
+    { PB.tensor("sc", { 4 }, { 1, 1, 2, 2 }) }, { "N", 4, 6, 6 }, 13) end, "node 'rs' (Resize): unsupported: Resize mode 'lanczos'")
   T.raises(function() load({ PB.node("Resize", { "x", "", "sc" }, { "y" }, "rs") },
     { PB.tensor("sc", { 4 }, { 1, 2, 2, 2 }) }, { "N", 8, 6, 6 }, 13) end,
     "node 'rs' (Resize): unsupported: Resize along the batch or channel axis")
+  os.execute("rm -rf " .. dir)
+end)
+
+-- The JVP of m's output at x against central differences of its forward
+-- (K = 2 tangents per image, h = 1e-6) and the adjoint identity
+-- <w, Jv> = <Jᵀw, v>: the two relative errors.
+local function derivs(m, x, seed)
+  local K, N, o = 2, x:shape()[1], { tap = "" }
+  local vs = x:shape()
+  vs[1] = N * K
+  local v = srgeo.randn(vs, seed):double()
+  local _, jv = m:jvp(x, v, o)
+  local rows = {}
+  for i = 1, N do for _ = 1, K do rows[#rows + 1] = x:narrow(1, i, 1) end end
+  local X, h = srgeo.cat(rows, 1), 1e-6
+  local efd = rel(jv, (m:forward(X + v * h, o) - m:forward(X - v * h, o)) / (2 * h))
+  local v1 = srgeo.randn(x:shape(), seed + 1):double()
+  local y, j1 = m:jvp(x, v1, o)
+  local w = srgeo.randn(y:shape(), seed + 2):double()
+  local a, b = (w * j1):sum(), (m:vjp(x, w, o) * v1):sum()
+  return efd, math.abs(a - b) / math.max(math.abs(a), math.abs(b), 1e-300)
+end
+
+-- Single ops as torch.onnx writes them (tests/fixtures/gen_onnx.py nodes):
+-- LogSoftmax (opsets 11, 13), pixel_shuffle's DepthToSpace (CRD) and
+-- pixel_unshuffle's six-dim Reshape, Einsum (attention, 1x1 convolutions
+-- with the constant first or second), bicubic Resize (opsets 11, 17),
+-- Mish as Softplus / Tanh / Mul.
+local NODES = FIX .. "nodes/"
+local NODE_CASES = { "log_softmax_op13", "log_softmax_op11", "pixel_shuffle", "einsum_attention", "einsum_conv",
+                     "bicubic_op11", "bicubic_op17", "mish" }
+
+T.test("onnx: LogSoftmax, DepthToSpace, Einsum, bicubic Resize, Mish as torch.onnx writes them match PyTorch "
+  .. "(float64 1e-10, JVPs 1e-8, float32 1e-5); JVPs pass central differences and the adjoint identity", function()
+  local lines = {}
+  for i, name in ipairs(NODE_CASES) do
+    local function npy(what) return srgeo.npy.load(NODES .. name .. "_" .. what .. ".npy"):double() end
+    local x, v = npy("x"), npy("v")
+    local m, info = srgeo.onnx.load(NODES .. name .. ".onnx", { dtype = "float64", raw = true })
+    local ops = table.concat(srgeo.onnx.info(NODES .. name .. ".onnx").ops, " ")
+    local ey = rel(m:forward(x, { tap = "" }), npy("y"))
+    local _, jv = m:jvp(x, v, { tap = "" })
+    local ej = rel(jv, npy("jv"))
+    local efd, eadj = derivs(m, x, 20 + i)
+    local m32 = srgeo.onnx.load(NODES .. name .. ".onnx", { raw = true })
+    local e32 = rel(m32:forward(x:float(), { tap = "" }):double(), npy("y32"))
+    lines[#lines + 1] = string.format("     %-18s f64 %.1e jvp %.1e | fd %.1e adjoint %.1e | f32 %.1e  (%d layers; ONNX ops %s)", name,
+      ey, ej, efd, eadj, e32, info.nodes, ops:sub(1, 60))
+    if not (ey <= 1e-10 and ej <= 1e-8 and efd <= 1e-6 and eadj <= 1e-12 and e32 <= 1e-5) then error(lines[#lines]) end
+  end
+  print(table.concat(lines, "\n"))
+end)
+
+-- ONNX's cubic Resize of a (N, C, H, W) table to Ho x Wo along ONNX's own
+-- definition (Keys' kernel of |distance|, the neighbours floor(x) - 1 ..
+-- floor(x) + 2 clamped to the edge; exclude_outside: those outside weigh 0,
+-- the rest rescaled to sum 1); sh, sw the scales.
+local function cubic_ref(xt, Ho, Wo, sh, sw, A, exclude, coord)
+  local function kernel(d)
+    d = math.abs(d)
+    if d <= 1 then return ((A + 2) * d - (A + 3)) * d * d + 1 end
+    if d < 2 then return ((A * d - 5 * A) * d + 8 * A) * d - 4 * A end
+    return 0
+  end
+  local function taps(o, n, s)
+    local x = coord == "asymmetric" and o / s or (o + 0.5) / s - 0.5
+    local f, idx, w, sum = math.floor(x), {}, {}, 0
+    for i = -1, 2 do
+      local j = f + i
+      local wi = (exclude and (j < 0 or j > n - 1)) and 0 or kernel(x - j)
+      idx[#idx + 1], w[#w + 1], sum = math.min(math.max(j, 0), n - 1) + 1, wi, sum + wi
+    end
+    if exclude then for i = 1, 4 do w[i] = w[i] / sum end end
+    return idx, w
+  end
+  local H, W, y = #xt[1][1], #xt[1][1][1], {}
+  for n = 1, #xt do
+    y[n] = {}
+    for c = 1, #xt[n] do
+      y[n][c] = {}
+      for oh = 1, Ho do
+        y[n][c][oh] = {}
+        local ih, wh = taps(oh - 1, H, sh)
+        for ow = 1, Wo do
+          local iw, ww, s = nil, nil, 0
+          iw, ww = taps(ow - 1, W, sw)
+          for a = 1, 4 do for b = 1, 4 do s = s + wh[a] * ww[b] * xt[n][c][ih[a]][iw[b]] end end
+          y[n][c][oh][ow] = s
+        end
+      end
+    end
+  end
+  return srgeo.tensor(y, "float64")
+end
+
+-- One-node graphs of what torch.onnx does not write at its opsets (Mish-18,
+-- DepthToSpace DCR as TensorFlow's depth_to_space, SpaceToDepth, TensorFlow's
+-- cubic Resize: a = -0.5, exclude_outside; an implicit Einsum output), each
+-- against a reference computed here, with its JVP checked; returns the
+-- graphs for the onnxruntime cross-check below.
+local function handmade_cases()
+  local function sz(t) return srgeo.zeros(t):double():totable() end
+  local cases = {}
+  local function add(name, node, inits, xs, ys, opset, ref)
+    cases[#cases + 1] = { name = name, node = node, inits = inits, xs = xs, ys = ys, opset = opset, ref = ref }
+  end
+  add("Mish-18", PB.node("Mish", { "x" }, { "y" }, "mish"), nil, { 2, 2, 3, 3 }, { "N", 2, 3, 3 }, 18, function(x)
+    local t = x:reshape { -1 }:totable()
+    for i, a in ipairs(t) do
+      local e = math.exp(-2 * math.log(1 + math.exp(a)))
+      t[i] = a * (1 - e) / (1 + e)
+    end
+    return srgeo.tensor(t, "float64"):reshape(x:shape())
+  end)
+  for _, mode in ipairs { "DCR", "CRD" } do
+    add("DepthToSpace " .. mode, PB.node("DepthToSpace", { "x" }, { "y" }, "d2s", { PB.int_attr("blocksize", 2),
+      PB.string_attr("mode", mode) }), nil, { 2, 8, 2, 3 }, { "N", 2, 4, 6 }, 13, function(x)
+      local xt, y = x:totable(), sz { 2, 2, 4, 6 }
+      for n = 1, 2 do for c = 0, 1 do for h = 0, 3 do for w = 0, 5 do
+        local i, j = h % 2, w % 2
+        local src = mode == "DCR" and (i * 2 + j) * 2 + c or c * 4 + i * 2 + j
+        y[n][c + 1][h + 1][w + 1] = xt[n][src + 1][h // 2 + 1][w // 2 + 1]
+      end end end end
+      return srgeo.tensor(y, "float64")
+    end)
+  end
+  add("SpaceToDepth", PB.node("SpaceToDepth", { "x" }, { "y" }, "s2d", { PB.int_attr("blocksize", 2) }), nil,
+    { 2, 2, 4, 6 }, { "N", 8, 2, 3 }, 13, function(x)
+    local xt, y = x:totable(), sz { 2, 8, 2, 3 }
+    for n = 1, 2 do for c = 0, 1 do for h = 0, 3 do for w = 0, 5 do
+      y[n][((h % 2) * 2 + w % 2) * 2 + c + 1][h // 2 + 1][w // 2 + 1] = xt[n][c + 1][h + 1][w + 1]
+    end end end end
+    return srgeo.tensor(y, "float64")
+  end)
+  add("Resize cubic TF", PB.node("Resize", { "x", "", "sc" }, { "y" }, "rs", { PB.string_attr("mode", "cubic"),
+    PB.float_attr("cubic_coeff_a", -0.5), PB.int_attr("exclude_outside", 1) }),
+    { PB.tensor("sc", { 4 }, { 1, 1, 2, 2 }) }, { 2, 2, 3, 4 }, { "N", 2, 6, 8 }, 13,
+    function(x) return cubic_ref(x:totable(), 6, 8, 2, 2, -0.5, true) end)
+  add("Resize-18 cubic asymmetric down", PB.node("Resize", { "x", "", "", "sz" }, { "y" }, "rs",
+    { PB.string_attr("mode", "cubic"), PB.string_attr("coordinate_transformation_mode", "asymmetric"),
+      PB.ints_attr("axes", { 2, 3 }) }),
+    { PB.tensor("sz", { 2 }, { 3, 3 }, true) }, { 2, 2, 5, 7 }, { "N", 2, 3, 3 }, 18,
+    function(x) return cubic_ref(x:totable(), 3, 3, 3 / 5, 3 / 7, -0.75, false, "asymmetric") end)
+  add("Einsum implicit", PB.node("Einsum", { "x", "x" }, { "y" }, "es", { PB.string_attr("equation", "...ij,...kj") }),
+    nil, { 2, 3, 4 }, { "N", 3, 3 }, 13, function(x)
+    local xt, y = x:totable(), sz { 2, 3, 3 }
+    for n = 1, 2 do for i = 1, 3 do for k = 1, 3 do
+      for j = 1, 4 do y[n][i][k] = y[n][i][k] + xt[n][i][j] * xt[n][k][j] end
+    end end end
+    return srgeo.tensor(y, "float64")
+  end)
+  -- Keras' MultiHeadAttention as tf2onnx writes it: a projection by a constant kernel, then scores
+  local KW = {}
+  for i = 1, 40 do KW[i] = math.sin(i) / 2 end
+  add("Einsum Keras attention", { PB.node("Einsum", { "x", "k" }, { "q" }, "proj",
+    { PB.string_attr("equation", "abc,cde->abde") }), PB.node("Einsum", { "q", "q" }, { "y" }, "scores",
+    { PB.string_attr("equation", "aecd,abcd->acbe") }) }, { PB.tensor("k", { 4, 2, 5 }, KW) }, { 2, 3, 4 },
+    { "N", 2, 3, 3 }, 13, function(x)
+    local xt, q, y = x:totable(), sz { 2, 3, 2, 5 }, sz { 2, 2, 3, 3 }
+    local kf = srgeo.tensor(KW):double():totable() -- the file holds them as float32
+    for a = 1, 2 do for b = 1, 3 do for d = 1, 2 do for e = 1, 5 do
+      for c = 1, 4 do q[a][b][d][e] = q[a][b][d][e] + xt[a][b][c] * kf[((c - 1) * 2 + d - 1) * 5 + e] end
+    end end end end
+    for a = 1, 2 do for c = 1, 2 do for b = 1, 3 do for e = 1, 3 do
+      for d = 1, 5 do y[a][c][b][e] = y[a][c][b][e] + q[a][e][c][d] * q[a][b][c][d] end
+    end end end end
+    return srgeo.tensor(y, "float64")
+  end)
+  local function map(f)
+    return function(x)
+      local t = x:reshape { -1 }:totable()
+      for i, a in ipairs(t) do t[i] = f(a) end
+      return srgeo.tensor(t, "float64"):reshape(x:shape())
+    end
+  end
+  add("Selu", PB.node("Selu", { "x" }, { "y" }, "selu", { PB.float_attr("alpha", 1.5), PB.float_attr("gamma", 2) }),
+    nil, { 2, 3, 4 }, { "N", 3, 4 }, 13, map(function(a) return a > 0 and 2 * a or 2 * 1.5 * (math.exp(a) - 1) end))
+  add("Celu", PB.node("Celu", { "x" }, { "y" }, "celu", { PB.float_attr("alpha", 2) }), nil, { 2, 3, 4 }, { "N", 3, 4 },
+    13, map(function(a) return math.max(0, a) + math.min(0, 2 * (math.exp(a / 2) - 1)) end))
+  add("Softsign", PB.node("Softsign", { "x" }, { "y" }, "ss"), nil, { 2, 3, 4 }, { "N", 3, 4 }, 13,
+    map(function(a) return a / (1 + math.abs(a)) end))
+  -- torch's F.normalize(x, dim=1): ReduceL2, Clip, Expand (of a value: a product by ones), Div
+  add("F.normalize (Expand of a value)", { PB.node("ReduceL2", { "x" }, { "n" }, "l2", { PB.ints_attr("axes", { 1 }),
+    PB.int_attr("keepdims", 1) }), PB.node("Clip", { "n", "lo" }, { "c" }, "clip"),
+    PB.node("Shape", { "x" }, { "s" }, "shape"), PB.node("Expand", { "c", "s" }, { "e" }, "expand"),
+    PB.node("Div", { "x", "e" }, { "y" }, "div") }, { PB.tensor("lo", {}, { 1e-12 }) }, { 2, 3, 2, 2 },
+    { "N", 3, 2, 2 }, 13, function(x)
+    local xt, y = x:totable(), sz { 2, 3, 2, 2 }
+    for n = 1, 2 do for h = 1, 2 do for w = 1, 2 do
+      local ss = 0
+      for c = 1, 3 do ss = ss + xt[n][c][h][w] ^ 2 end
+      for c = 1, 3 do y[n][c][h][w] = xt[n][c][h][w] / math.sqrt(ss) end
+    end end end
+    return srgeo.tensor(y, "float64")
+  end)
+  -- Split-18 into 3 of 7: 3, 3 and the last 1
+  add("Split-18 num_outputs", { PB.node("Split", { "x" }, { "a", "b", "c" }, "sp", { PB.int_attr("axis", 1),
+    PB.int_attr("num_outputs", 3) }), PB.node("Concat", { "c", "a" }, { "y" }, "cat", { PB.int_attr("axis", 1) }) },
+    nil, { 2, 7, 2 }, { "N", 4, 2 }, 18, function(x) return srgeo.cat({ x:narrow(2, 7, 1), x:narrow(2, 1, 3) }, 2) end)
+  return cases
+end
+
+local function handmade_file(write, cs)
+  local xd = { "N" }
+  for i = 2, #cs.xs do xd[i] = cs.xs[i] end
+  return write { nodes = cs.node[1] and cs.node or { cs.node }, inits = cs.inits, inputs = { PB.value("x", xd) },
+    outputs = { PB.value("y", cs.ys) }, opset = cs.opset }
+end
+
+T.test("onnx: Mish-18, DepthToSpace (DCR, CRD), SpaceToDepth, TensorFlow's cubic Resize, an implicit Einsum, Selu, "
+  .. "Celu, Softsign, F.normalize's Expand, Split-18's num_outputs in small graphs match references; JVPs pass central differences and the adjoint identity; refusals", function()
+  local dir, write = model_files()
+  local lines = {}
+  for i, cs in ipairs(handmade_cases()) do
+    local p = handmade_file(write, cs)
+    local m = srgeo.onnx.load(p, { raw = true, dtype = "float64" })
+    local x = srgeo.randn(cs.xs, 40 + i):double()
+    local e = rel(m:forward(x, { tap = "" }), cs.ref(x))
+    local efd, eadj = derivs(m, x, 50 + i)
+    lines[#lines + 1] = string.format("     %-30s %.1e | fd %.1e adjoint %.1e", cs.name, e, efd, eadj)
+    if not (e <= 1e-12 and efd <= 1e-6 and eadj <= 1e-12) then error(lines[#lines]) end
+  end
+  print(table.concat(lines, "\n"))
+  local function refuse(eq, ins, msg)
+    local p = write { nodes = { PB.node("Einsum", ins, { "y" }, "es", { PB.string_attr("equation", eq) }) },
+      inputs = { PB.value("x", { "N", 3, 3 }) }, outputs = { PB.value("y", { "N", 3 }) } }
+    T.raises(function() srgeo.onnx.load(p, { raw = true }) end, msg)
+  end
+  refuse("bii->bi", { "x" }, "node 'es' (Einsum): unsupported: Einsum 'bii->bi' with a label repeated in one operand")
+  refuse("bij,bjk->bk", { "x", "x" }, "unsupported: Einsum 'bij,bjk->bk' summing a label of one operand only")
+  refuse("bij,bjk,bkl->bil", { "x", "x", "x" }, "unsupported: Einsum 'bij,bjk,bkl->bil' of 3 operands (one or two)")
+  refuse("bij->bq", { "x" }, "output label 'q' is repeated or in no operand")
+  local p = write { nodes = { PB.node("DepthToSpace", { "x" }, { "y" }, "d2s", { PB.int_attr("blocksize", 2) }) },
+    inputs = { PB.value("x", { "N", 6, 2, 2 }) }, outputs = { PB.value("y", { "N", 1, 4, 4 }) } }
+  T.raises(function() srgeo.onnx.load(p, { raw = true }) end, "node 'd2s' (DepthToSpace): 'x' (6,2,2) per sample "
+    .. "does not split into blocks of 2")
+  os.execute("rm -rf " .. dir)
+end)
+
+-- onnxruntime-node as a second reference, where it is installed
+-- (SRGEO_ONNXRUNTIME: a folder whose node_modules hold onnxruntime-node;
+-- default build/ort, made by npm install --ignore-scripts onnxruntime-node
+-- there): the one-node graphs above and float32 copies of the tf2onnx- and
+-- paddle2onnx-style exports, srgeo's float32 import within 1e-5.
+T.test("onnx: onnxruntime-node agrees with srgeo (float32, 1e-5) on the one-node graphs and the tf2onnx- and "
+  .. "paddle2onnx-style exports", function()
+  local ort = (os.getenv("SRGEO_ONNXRUNTIME") or "build/ort") .. "/node_modules/onnxruntime-node"
+  if not exists(ort .. "/package.json")
+    or os.execute("node -e 'require(require(\"path\").resolve(\"" .. ort .. "\"))' >/dev/null 2>&1") ~= true then
+    T.skip("onnxruntime-node is not installed (npm install --ignore-scripts onnxruntime-node in build/ort)")
+  end
+  local dir, write = model_files()
+  local function ort_run(model, x)
+    local xin, yout = dir .. "/x.npy", dir .. "/y.npy"
+    srgeo.npy.save(xin, x:float())
+    local ok = os.execute(string.format("node tests/lua/ort_run.js %s %s %s %s 2>%s/err", ort, model, xin, yout, dir))
+    T.truthy(ok, "onnxruntime: " .. (T.read(dir .. "/err") or ""))
+    return srgeo.npy.load(yout):double()
+  end
+  local lines = {}
+  local function check(name, model, x, opts, xs)
+    local m = srgeo.onnx.load(model, opts or { raw = true })
+    local e = rel(m:forward((xs or x):float(), { tap = "" }):double(), ort_run(model, x))
+    lines[#lines + 1] = string.format("     %-30s srgeo float32 vs onnxruntime %.1e", name, e)
+    if not (e <= 1e-5) then error(lines[#lines]) end
+  end
+  for i, cs in ipairs(handmade_cases()) do
+    check(cs.name, handmade_file(write, cs), srgeo.randn(cs.xs, 60 + i))
+  end
+  for _, name in ipairs { "tf_style", "paddle_style" } do
+    local x = srgeo.npy.load(EXP .. name .. "_x.npy")
+    -- srgeo's images are NCHW: tf_style's NHWC input gets them permuted
+    local xs = name == "tf_style" and x:transpose(2, 4):transpose(3, 4) or x
+    check(name, EXP .. name .. "_f32.onnx", x, { input_size = { 3, 32, 32 } }, xs)
+  end
+  print(table.concat(lines, "\n"))
   os.execute("rm -rf " .. dir)
 end)
 
