@@ -236,6 +236,25 @@ static int features(sr_module *m, int first, const sr_tensor *x, const sr_module
     return 0;
 }
 
+/* features() of one row in double: *out (malloc'd; the caller frees it)
+ * gets its *n values. */
+static int features_f64(sr_module *m, int first, const sr_tensor *x, const sr_module *tap, int bf16, double **out,
+                        int64_t *n)
+{
+    sr_tensor y = SR_TENSOR_INIT;
+    if (features(m, first, x, tap, bf16, &y))
+        return -1;
+    *n = sr_numel(&y);
+    if (!(*out = malloc((size_t)*n * sizeof **out))) {
+        sr_tensor_free(&y);
+        return sr_fail("profile: out of memory");
+    }
+    for (int64_t e = 0; e < *n; e++)
+        (*out)[e] = sr_get_flat(&y, e);
+    sr_tensor_free(&y);
+    return 0;
+}
+
 /* The stacked JVP at x along u_1..u_k (k rows of x's size, in double), up
  * to tap (NULL: the whole model): *out becomes a view of [f(x); J u_1;
  * ...; J u_k].  tan, stack: the caller's buffers (the tangents rounded to
@@ -317,19 +336,13 @@ static int energies(sr_module *m, const sr_tensor *x, const double *f0, int64_t 
     /* bf16: Φ(x) as the rows are run (after the shared prefix, rounded
      * like them), so both sides of the difference carry bf16's rounding */
     if (bf16) {
-        if (features(m, pre, pre ? &A : x, o->tap, 1, &y))
+        int64_t nb;
+        if (features_f64(m, pre, pre ? &A : x, o->tap, 1, &fb, &nb))
             goto done;
-        if (sr_numel(&y) != nf) {
-            sr_fail("profile: bf16 features %s, expected %lld values", SR_SHAPE(&y), (long long)nf);
-            goto done;
-        }
-        if (!(fb = malloc((size_t)nf * sizeof *fb))) {
-            sr_fail("profile: out of memory");
+        if (nb != nf) {
+            sr_fail("profile: bf16 features of %lld values, expected %lld", (long long)nb, (long long)nf);
             goto done;
         }
-        for (int64_t e = 0; e < nf; e++)
-            fb[e] = sr_get_flat(&y, e);
-        sr_tensor_free(&y);
         f0 = fb;
         *nfwd += 1;
     }
@@ -595,7 +608,7 @@ static int noise_check(sr_module *m, const sr_tensor *x, const sr_profile_opts *
     double *err = malloc((size_t)nb * sizeof *err), *val = malloc((size_t)nb * sizeof *val);
     double *g0 = NULL;
     int64_t *idx = malloc((size_t)nidx * sizeof *idx);
-    sr_tensor x64 = SR_TENSOR_INIT, y0 = SR_TENSOR_INIT;
+    sr_tensor x64 = SR_TENSOR_INIT;
     sr_dir_set g;
     memset(&g, 0, sizeof g);
     if (!D64 || !J64 || !err || !val || !idx) {
@@ -610,16 +623,10 @@ static int noise_check(sr_module *m, const sr_tensor *x, const sr_profile_opts *
     if (sr_module_to_dtype(m, SR_F64))
         goto done;
     converted = 1;
-    if (sr_tensor_convert(&x64, x, SR_F64) || dirs_open(o, &x64, &g) || features(m, 0, &x64, o->tap, 0, &y0))
+    int64_t nf;
+    if (sr_tensor_convert(&x64, x, SR_F64) || dirs_open(o, &x64, &g) ||
+        features_f64(m, 0, &x64, o->tap, 0, &g0, &nf))
         goto done;
-    int64_t nf = sr_numel(&y0);
-    if (!(g0 = malloc((size_t)nf * sizeof *g0))) {
-        sr_fail("profile: out of memory");
-        goto done;
-    }
-    for (int64_t e = 0; e < nf; e++)
-        g0[e] = sr_get_flat(&y0, e);
-    sr_tensor_free(&y0);
     if (jac_energies(m, &x64, o, &g, idx, nb, J64, &res->nforward, NULL, NULL) ||
         energies(m, &x64, g0, nf, o, &g, idx, nidx, batch, D64, &res->nforward, NULL))
         goto done;
@@ -661,7 +668,6 @@ done:
     free(idx);
     sr_dirs_free(&g);
     sr_tensor_free(&x64);
-    sr_tensor_free(&y0);
     return rc;
 }
 
@@ -686,7 +692,6 @@ int sr_profile_image(sr_module *m, const sr_tensor *x, const sr_profile_opts *o,
     int rc = -1;
     double *f0 = NULL, *D = NULL, *xdist = NULL, *xjsq = NULL;
     int64_t *idx = NULL;
-    sr_tensor y0 = SR_TENSOR_INIT;
     exact_info ex = {NULL, NULL, 0}, *exact = NULL;
     sr_dir_set g;
     memset(&g, 0, sizeof g);
@@ -710,16 +715,9 @@ int sr_profile_image(sr_module *m, const sr_tensor *x, const sr_profile_opts *o,
         goto done;
 
     /* Primal features Φ(x), kept in double. */
-    if (features(m, 0, x, o->tap, 0, &y0))
+    int64_t nf;
+    if (features_f64(m, 0, x, o->tap, 0, &f0, &nf))
         goto done;
-    int64_t nf = sr_numel(&y0);
-    if (!(f0 = malloc((size_t)nf * sizeof *f0))) {
-        sr_fail("profile: out of memory");
-        goto done;
-    }
-    for (int64_t e = 0; e < nf; e++)
-        f0[e] = sr_get_flat(&y0, e);
-    sr_tensor_free(&y0);
     res->nforward = 1;
 
     for (int64_t i = 0; i < total; i++)
@@ -781,7 +779,6 @@ done:
     free(xjsq);
     free(idx);
     sr_dirs_free(&g);
-    sr_tensor_free(&y0);
     if (rc)
         sr_profile_result_free(res);
     clock_gettime(CLOCK_MONOTONIC, &t1);

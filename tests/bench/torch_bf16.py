@@ -11,26 +11,18 @@ import sys
 import time
 
 import torch
-import torchvision
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_sweep import in_format, sweep  # noqa: E402
+from torch_sweep import in_format, sweep, twin  # noqa: E402
 
 name, size, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 rounds = int(sys.argv[4]) if len(sys.argv) > 4 else 3
 torch.set_num_threads(threads)
 torch.manual_seed(0)
-if name == "resnet18_cifar":
-    m = torchvision.models.resnet18(num_classes=10)
-    m.conv1 = torch.nn.Conv2d(3, 64, 3, 1, 1, bias=False)
-    m.maxpool = torch.nn.Identity()
-elif hasattr(torchvision.models, name):
-    m = getattr(torchvision.models, name)()
-else:
+m = twin(name)
+if m is None:
     print("no torch twin for", name)
     sys.exit(0)
-m.fc = torch.nn.Identity()
-m.eval()
 d = 3 * size * size
 
 
