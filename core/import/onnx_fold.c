@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "kernels/bf16.h"
 #include "tensor/tensor_ops.h"
 
 /* Every folded tensor is made here.  Folding computes what a file only
@@ -407,18 +408,8 @@ static int reduce(int64_t lim, const char *op, sr_tensor *out, const sr_tensor *
     return 0;
 }
 
-/* v rounded to bfloat16 (float32's top 16 bits, nearest even; NaN stays NaN). */
-static double to_bf16(double v)
-{
-    float f = (float)v;
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    if (isnan(f))
-        return f;
-    u = (u + 0x7fffu + (u >> 16 & 1)) & 0xffff0000u;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
+/* v rounded to bfloat16 (through float32, as a Cast from float does). */
+static double to_bf16(double v) { return sr_bf16_round((float)v); }
 
 /* v rounded to float16 (nearest even, once, from the double: what a cast
  * to C's _Float16 does where the target has it; clang on x86-64 has not). */

@@ -487,7 +487,7 @@ static void attn_describe(const sr_module *m, char *buf, size_t n)
 
 static const sr_module_ops attn_ops = {
     .kind = "attention", .forward = attn_forward, .jvp = attn_jvp, .backward = attn_backward,
-    .reset = attn_reset, .free_impl = attn_free, .describe = attn_describe
+    .reset = attn_reset, .free_impl = attn_free, .describe = attn_describe, .flags = SR_MOD_PRODUCTS,
 };
 
 sr_module *sr_attention_create(const sr_opts *o)

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "kernels/bf16.h"
 #include "kernels/conv.h"
 #include "nn/layers.h"
 #include "tensor/tensor_ops.h"
@@ -31,8 +32,17 @@ static int conv_run(sr_module *m, const sr_tensor *x, int64_t bias_rows, const s
         return -1;
     if (run->save)
         sr_tensor_share(&m->saved, x);
-    return sr_conv_forward(c, &m->out, x, &m->params[0].value, c->cfg.bias ? &m->params[1].value : NULL,
-                           bias_rows, ep, run->pool);
+    const sr_tensor *w = &m->params[0].value, *b = c->cfg.bias ? &m->params[1].value : NULL;
+    if (!run->bf16 || x->dtype != SR_F32)
+        return sr_conv_forward(c, &m->out, x, w, b, bias_rows, ep, run->pool);
+    /* bf16 emulation (sr_run.bf16): both factors rounded, the bias and the
+     * accumulation float32 */
+    sr_tensor xr = SR_TENSOR_INIT, wr = SR_TENSOR_INIT;
+    int rc = sr_bf16_round_tensor(&xr, x) || sr_bf16_round_tensor(&wr, w) ||
+             sr_conv_forward(c, &m->out, &xr, &wr, b, bias_rows, ep, run->pool);
+    sr_tensor_free(&xr);
+    sr_tensor_free(&wr);
+    return rc ? -1 : 0;
 }
 
 static int conv_forward(sr_module *m, const sr_tensor *x, sr_run *run)
@@ -119,7 +129,7 @@ static int conv_mapped(sr_module *m, const sr_tensor *x, int jvp, const sr_epilo
 static const sr_module_ops conv_ops = {
     .kind = "conv2d", .forward = conv_forward, .jvp = conv_jvp, .backward = conv_backward, .reset = conv_reset,
     .free_impl = conv_free_impl, .describe = conv_describe, .is_affine = sr_module_affine_always,
-    .maps = conv_maps, .run_mapped = conv_mapped,
+    .maps = conv_maps, .run_mapped = conv_mapped, .flags = SR_MOD_PRODUCTS | SR_MOD_BF16,
 };
 
 static int check_pair(const char *key, const int64_t v[2], int64_t min)

@@ -158,7 +158,7 @@ static void ct_describe(const sr_module *m, char *buf, size_t n)
 
 static const sr_module_ops ct_ops = {
     .kind = "conv_transpose2d", .forward = ct_forward, .jvp = ct_jvp, .backward = ct_backward, .reset = ct_reset,
-    .free_impl = ct_free, .describe = ct_describe, .is_affine = sr_module_affine_always,
+    .free_impl = ct_free, .describe = ct_describe, .is_affine = sr_module_affine_always, .flags = SR_MOD_PRODUCTS,
 };
 
 sr_module *sr_conv_transpose2d_create(const sr_opts *o)

@@ -61,6 +61,7 @@ static void SR_FN(linear_naive)(real *y, const real *x, const real *w, const rea
 #include <stdio.h>
 #include <string.h>
 
+#include "kernels/bf16.h"
 #include "nn/layers.h"
 #include "tensor/tensor_ops.h"
 
@@ -107,8 +108,16 @@ static int linear_run(sr_module *m, const sr_tensor *x, int64_t primal_rows, sr_
         return -1;
     if (run->save)
         sr_tensor_share(&m->saved, x);
-    const sr_param *b = c->bias ? &m->params[1] : NULL;
-    return sr_linear_apply(x, &m->params[0].value, b ? &b->value : NULL, &m->out, primal_rows, 0);
+    const sr_tensor *w = &m->params[0].value, *b = c->bias ? &m->params[1].value : NULL;
+    if (!run->bf16 || x->dtype != SR_F32)
+        return sr_linear_apply(x, w, b, &m->out, primal_rows, 0);
+    /* bf16 emulation (sr_run.bf16), as conv2d's */
+    sr_tensor xr = SR_TENSOR_INIT, wr = SR_TENSOR_INIT;
+    int rc = sr_bf16_round_tensor(&xr, x) || sr_bf16_round_tensor(&wr, w) ||
+             sr_linear_apply(&xr, &wr, b, &m->out, primal_rows, 0);
+    sr_tensor_free(&xr);
+    sr_tensor_free(&wr);
+    return rc ? -1 : 0;
 }
 
 static int linear_forward(sr_module *m, const sr_tensor *x, sr_run *run)
@@ -167,7 +176,8 @@ static void linear_describe(const sr_module *m, char *buf, size_t n)
 
 static const sr_module_ops linear_ops = {
     .kind = "linear", .forward = linear_forward, .jvp = linear_jvp, .backward = linear_backward,
-    .reset = linear_reset, .describe = linear_describe, .is_affine = sr_module_affine_always
+    .reset = linear_reset, .describe = linear_describe, .is_affine = sr_module_affine_always,
+    .flags = SR_MOD_PRODUCTS | SR_MOD_BF16,
 };
 
 sr_module *sr_linear_create(const sr_opts *o)

@@ -193,7 +193,7 @@ static void mm_free(sr_module *m)
 
 static const sr_module_ops mm_ops = {
     .kind = "matmul", .free_impl = mm_free, .arity = mm_arity, .forward_n = mm_forward_n, .jvp_n = mm_jvp_n,
-    .backward_n = mm_backward_n,
+    .backward_n = mm_backward_n, .flags = SR_MOD_PRODUCTS,
 };
 
 sr_module *sr_matmul_create(const sr_opts *o)

@@ -104,6 +104,11 @@ typedef struct sr_run {
      * reference for the fusion, which is bit-identical anyway). */
     int unfused;
     int nfused;          /* out: layer groups the pass ran fused */
+    /* The layers flagged SR_MOD_BF16 round their float32 inputs
+     * and weights to bfloat16 before their products (kernels/bf16.h): an
+     * emulation of bf16 inputs with float32 accumulation, to measure its
+     * error (the profile's emulate_bf16), no faster than float32. */
+    int bf16;
     /* Residual -> relu in a fused forward: the sum's other branch, handed
      * to the body's sequential, which adds it and clips in its last
      * conv -> batchnorm map and sets addend_used. */
@@ -208,6 +213,13 @@ enum {
      * the other as the map's addend (sr_epilogue.add), as a residual's sum
      * is run in its body's last map. */
     SR_MOD_SUM = 1u << 2,
+    /* Its forward multiplies activations by weights or by each other (a
+     * convolution, a GEMM). */
+    SR_MOD_PRODUCTS = 1u << 3,
+    /* ... and under run->bf16 rounds their float32 factors to bfloat16
+     * first; a module with SR_MOD_PRODUCTS but not this one ignores
+     * run->bf16, and emulate_bf16 refuses its model. */
+    SR_MOD_BF16 = 1u << 4,
 };
 
 typedef struct sr_child {

@@ -104,6 +104,10 @@ const sr_opt_spec sr_profile_specs[] = {
      .help = "JVPs take the one-sided directional derivative at kinks and ties (ReLU at 0, tied maxima), u and -u "
              "each their own, so r -> 1 as eta -> 0 on every input of a piecewise-linear model; false: PyTorch's "
              "subgradient"},
+    {.name = "emulate_bf16", .type = SR_OPT_BOOL, .def = 0, .offset = FIELD(emulate_bf16),
+     .help = "measure what bfloat16 would cost: the displacement forwards round conv2d's and linear's inputs and "
+             "weights to bf16 (float32 accumulation), the JVPs and the float64 check stay exact, so p.noise bounds "
+             "the bf16 error of r (no faster)"},
     {.name = "lowpass_sigma", .type = SR_OPT_NUM, .lo = 0, .hi = 1e4, .def = 0, .def_text = "none",
      .offset = FIELD(lowpass_sigma), .help = "blur of low-pass directions in pixels (> 0 selects them)"},
     {.name = "tap", .type = SR_OPT_STR, .flags = SR_OPT_CALLER | SR_OPT_NONEMPTY, .what = "a module path",
@@ -214,10 +218,12 @@ int sr_profile_direction(const sr_profile_opts *o, int64_t i, const sr_tensor *x
 }
 
 /* Features of a batch: a view of the tap's (or model's) output; from
- * child `first` of m on (x standing for the output before it) when first > 0. */
-static int features(sr_module *m, int first, const sr_tensor *x, const sr_module *tap, sr_tensor *view)
+ * child `first` of m on (x standing for the output before it) when first > 0;
+ * bf16: sr_run.bf16. */
+static int features(sr_module *m, int first, const sr_tensor *x, const sr_module *tap, int bf16, sr_tensor *view)
 {
     sr_run run = SR_RUN_INIT;
+    run.bf16 = bf16;
     sr_tensor tap_out = SR_TENSOR_INIT;
     const sr_module *taps[1] = {tap};
     sr_run_tap(&run, taps, &tap_out);
@@ -227,6 +233,25 @@ static int features(sr_module *m, int first, const sr_tensor *x, const sr_module
         return sr_fail("profile: the tap was not reached by the forward pass");
     sr_tensor_share(view, tap ? &tap_out : &m->out);
     sr_tensor_free(&tap_out);
+    return 0;
+}
+
+/* features() of one row in double: *out (malloc'd; the caller frees it)
+ * gets its *n values. */
+static int features_f64(sr_module *m, int first, const sr_tensor *x, const sr_module *tap, int bf16, double **out,
+                        int64_t *n)
+{
+    sr_tensor y = SR_TENSOR_INIT;
+    if (features(m, first, x, tap, bf16, &y))
+        return -1;
+    *n = sr_numel(&y);
+    if (!(*out = malloc((size_t)*n * sizeof **out))) {
+        sr_tensor_free(&y);
+        return sr_fail("profile: out of memory");
+    }
+    for (int64_t e = 0; e < *n; e++)
+        (*out)[e] = sr_get_flat(&y, e);
+    sr_tensor_free(&y);
     return 0;
 }
 
@@ -289,13 +314,13 @@ static int energies(sr_module *m, const sr_tensor *x, const double *f0, int64_t 
                     const sr_profile_opts *o, sr_dir_set *g, const int64_t *idx, int64_t nidx, int64_t batch,
                     double *D, int64_t *nfwd, exact_info *exact)
 {
-    int ns = o->nscales, pre = shared_prefix(m, o);
+    int ns = o->nscales, pre = shared_prefix(m, o), bf16 = o->emulate_bf16 && x->dtype == SR_F32;
     int64_t d = sr_numel(x);
     int64_t per = batch / ns > 0 ? batch / ns : 1; /* directions generated at a time */
     int64_t cap = per * ns;                        /* rows per forward batch */
     size_t es = sr_dtype_size(x->dtype);
     int rc = -1;
-    double *u = malloc((size_t)(per * d) * sizeof *u);
+    double *u = malloc((size_t)(per * d) * sizeof *u), *fb = NULL;
     double *dist = malloc((size_t)cap * sizeof *dist);
     int64_t *pair = malloc((size_t)cap * sizeof *pair); /* a * ns + s within the chunk */
     sr_tensor rows = SR_TENSOR_INIT, y = SR_TENSOR_INIT, A = SR_TENSOR_INIT, lin = SR_TENSOR_INIT,
@@ -306,8 +331,21 @@ static int energies(sr_module *m, const sr_tensor *x, const double *f0, int64_t 
         goto done;
     }
     /* A, once: the same rounding for every chunk, whatever its size */
-    if (pre && features(m, 0, x, pend, &A))
+    if (pre && features(m, 0, x, pend, 0, &A))
         goto done;
+    /* bf16: Φ(x) as the rows are run (after the shared prefix, rounded
+     * like them), so both sides of the difference carry bf16's rounding */
+    if (bf16) {
+        int64_t nb;
+        if (features_f64(m, pre, pre ? &A : x, o->tap, 1, &fb, &nb))
+            goto done;
+        if (nb != nf) {
+            sr_fail("profile: bf16 features of %lld values, expected %lld", (long long)nb, (long long)nf);
+            goto done;
+        }
+        f0 = fb;
+        *nfwd += 1;
+    }
     for (int64_t a0 = 0; a0 < nidx; a0 += per) {
         int64_t na = a0 + per <= nidx ? per : nidx - a0, npairs = 0;
         for (int64_t a = 0; a < na; a++)
@@ -344,7 +382,7 @@ static int energies(sr_module *m, const sr_tensor *x, const double *f0, int64_t 
                 SR_DISPATCH(x->dtype, fill_row, row, sr_data(x), u + a * d, o->scales[s], d);
         }
         sr_tensor_free(&lin);
-        if (features(m, pre, &rows, o->tap, &y))
+        if (features(m, pre, &rows, o->tap, bf16, &y))
             goto done;
         if (y.shape[0] != npairs || sr_rowsize(&y) != nf) {
             sr_fail("profile: batch features %s, expected %lld rows of %lld", SR_SHAPE(&y),
@@ -360,6 +398,7 @@ static int energies(sr_module *m, const sr_tensor *x, const double *f0, int64_t 
     rc = 0;
 done:
     free(u);
+    free(fb);
     free(dist);
     free(pair);
     sr_tensor_free(&rows);
@@ -459,6 +498,19 @@ static int64_t auto_batch(int64_t d)
     return b < 8 ? 8 : b > 512 ? 512 : b;
 }
 
+/* emulate_bf16: a product the emulation does not round (its layer lacks
+ * SR_MOD_BF16) would make the measured bf16 error too small. */
+static int bf16_cb(const char *path, sr_module *m, int depth, void *ud)
+{
+    (void)depth;
+    unsigned f = m->ops->flags;
+    if ((f & SR_MOD_PRODUCTS) && !(f & SR_MOD_BF16))
+        return sr_fail("profile: emulate_bf16 rounds the factors of conv2d and linear layers only; %s '%s' would "
+                       "run its products in float32", m->ops->kind, path);
+    (void)ud;
+    return 0;
+}
+
 static int check_opts(const sr_module *m, const sr_tensor *x, const sr_profile_opts *o)
 {
     if (x->ndim < 2 || x->shape[0] != 1)
@@ -482,6 +534,11 @@ static int check_opts(const sr_module *m, const sr_tensor *x, const sr_profile_o
                        (long long)o->noise_dirs, o->antipodal ? 3 : 2);
     if (!sr_tensor_all_finite(x, NULL))
         return sr_fail("profile: the image %s contains NaN or Inf", SR_SHAPE(x));
+    if (o->emulate_bf16 && m->dtype != SR_F32)
+        return sr_fail("profile: emulate_bf16 measures bfloat16 against float64 and needs a float32 model (this one "
+                       "is %s)", sr_dtype_name(m->dtype));
+    if (o->emulate_bf16 && sr_module_walk((sr_module *)m, bf16_cb, NULL))
+        return -1;
     return 0;
 }
 
@@ -551,7 +608,7 @@ static int noise_check(sr_module *m, const sr_tensor *x, const sr_profile_opts *
     double *err = malloc((size_t)nb * sizeof *err), *val = malloc((size_t)nb * sizeof *val);
     double *g0 = NULL;
     int64_t *idx = malloc((size_t)nidx * sizeof *idx);
-    sr_tensor x64 = SR_TENSOR_INIT, y0 = SR_TENSOR_INIT;
+    sr_tensor x64 = SR_TENSOR_INIT;
     sr_dir_set g;
     memset(&g, 0, sizeof g);
     if (!D64 || !J64 || !err || !val || !idx) {
@@ -566,16 +623,10 @@ static int noise_check(sr_module *m, const sr_tensor *x, const sr_profile_opts *
     if (sr_module_to_dtype(m, SR_F64))
         goto done;
     converted = 1;
-    if (sr_tensor_convert(&x64, x, SR_F64) || dirs_open(o, &x64, &g) || features(m, 0, &x64, o->tap, &y0))
+    int64_t nf;
+    if (sr_tensor_convert(&x64, x, SR_F64) || dirs_open(o, &x64, &g) ||
+        features_f64(m, 0, &x64, o->tap, 0, &g0, &nf))
         goto done;
-    int64_t nf = sr_numel(&y0);
-    if (!(g0 = malloc((size_t)nf * sizeof *g0))) {
-        sr_fail("profile: out of memory");
-        goto done;
-    }
-    for (int64_t e = 0; e < nf; e++)
-        g0[e] = sr_get_flat(&y0, e);
-    sr_tensor_free(&y0);
     if (jac_energies(m, &x64, o, &g, idx, nb, J64, &res->nforward, NULL, NULL) ||
         energies(m, &x64, g0, nf, o, &g, idx, nidx, batch, D64, &res->nforward, NULL))
         goto done;
@@ -617,7 +668,6 @@ done:
     free(idx);
     sr_dirs_free(&g);
     sr_tensor_free(&x64);
-    sr_tensor_free(&y0);
     return rc;
 }
 
@@ -642,7 +692,6 @@ int sr_profile_image(sr_module *m, const sr_tensor *x, const sr_profile_opts *o,
     int rc = -1;
     double *f0 = NULL, *D = NULL, *xdist = NULL, *xjsq = NULL;
     int64_t *idx = NULL;
-    sr_tensor y0 = SR_TENSOR_INIT;
     exact_info ex = {NULL, NULL, 0}, *exact = NULL;
     sr_dir_set g;
     memset(&g, 0, sizeof g);
@@ -666,16 +715,9 @@ int sr_profile_image(sr_module *m, const sr_tensor *x, const sr_profile_opts *o,
         goto done;
 
     /* Primal features Φ(x), kept in double. */
-    if (features(m, 0, x, o->tap, &y0))
+    int64_t nf;
+    if (features_f64(m, 0, x, o->tap, 0, &f0, &nf))
         goto done;
-    int64_t nf = sr_numel(&y0);
-    if (!(f0 = malloc((size_t)nf * sizeof *f0))) {
-        sr_fail("profile: out of memory");
-        goto done;
-    }
-    for (int64_t e = 0; e < nf; e++)
-        f0[e] = sr_get_flat(&y0, e);
-    sr_tensor_free(&y0);
     res->nforward = 1;
 
     for (int64_t i = 0; i < total; i++)
@@ -737,7 +779,6 @@ done:
     free(xjsq);
     free(idx);
     sr_dirs_free(&g);
-    sr_tensor_free(&y0);
     if (rc)
         sr_profile_result_free(res);
     clock_gettime(CLOCK_MONOTONIC, &t1);

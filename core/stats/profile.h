@@ -66,6 +66,14 @@ typedef struct sr_profile_opts {
      * piecewise-linear Φ; 0 PyTorch's subgradient (a JVP per base direction,
      * ‖J(−u)‖ = ‖Ju‖). */
     int directional;
+    /* The numerator's forwards (Φ(x) and every Φ(x + ηu)) with conv2d's and
+     * linear's factors rounded to bfloat16 (sr_run.bf16): what bf16 inputs
+     * with float32 accumulation would cost r; the JVPs and the noise
+     * check's float64 reference stay exact, so noise and noise_energy
+     * bound the bf16 error (README, "Precision").  A measuring instrument:
+     * no faster than float32.  Needs a float32 model whose products are all
+     * emulated (SR_MOD_BF16). */
+    int emulate_bf16;
 } sr_profile_opts;
 
 /* The engine's options, declared once (name, type, range, default, help;

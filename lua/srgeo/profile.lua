@@ -65,7 +65,7 @@ local option_names = {
   user_directions = true, family = true, lowpass_sigma = true, toward = true, k = true, iters = true,
   labels = true, exact_relu = true, target_ci = true, seq_chunk = true, seq_min = true, jacobian_norm = true,
   share_prefix = true, paired = true, orthogonal = true, range = true, refine = true, alpha = true,
-  seq_between = true, seq_paper = true, eval = true, directional = true,
+  seq_between = true, seq_paper = true, eval = true, directional = true, emulate_bf16 = true,
 }
 
 -- The paper protocol's counts, against which sequential rungs are judged.
@@ -263,7 +263,7 @@ local function new_run(model, X, o, d)
       antipodal = o.antipodal, jvp_directions = o.jvp_directions ~= "all" and o.jvp_directions or nil,
       paired = o.paired, orthogonal = o.orthogonal, batch = o.batch, jvp_batch = o.jvp_batch, tap = o.tap,
       noise_max = o.noise_max, per_direction = o.per_direction, exact_relu = o.exact_relu,
-      share_prefix = o.share_prefix, directional = o.directional,
+      share_prefix = o.share_prefix, directional = o.directional, emulate_bf16 = o.emulate_bf16,
     },
   }
 end
@@ -820,6 +820,8 @@ local function profile(model, X, opts, hooks)
     estimator = {
       mode = o.sequential and "sequential" or "fixed", paired = o.paired or false, orthogonal = o.orthogonal or 0,
       directions = o.directions, antipodal = o.antipodal,
+      -- a measurement of bf16's error, not a float32 profile (core/stats/profile.h)
+      emulate_bf16 = o.emulate_bf16 or nil,
       jvp = o.paired and "each direction's own" or string.format("the first %d directions", o.jvp_directions),
       jvp_rule = o.directional and P.DIRECTIONAL_RULE or P.SUBGRADIENT_RULE,
       rule = o.sequential and (o.target_ci and string.format("each image's rung until the relative 95%% CI of r is within %g", o.target_ci)

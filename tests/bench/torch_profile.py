@@ -16,28 +16,20 @@ import sys
 import time
 
 import torch
-import torchvision
 import torch.autograd.forward_ad as fwAD
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_sweep import in_format, sweep  # noqa: E402
+from torch_sweep import in_format, sweep, twin  # noqa: E402
 
 name, ndir, size, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 rows = int(sys.argv[5]) if len(sys.argv) > 5 else 0
 fmt = sys.argv[6] if len(sys.argv) > 6 else "contiguous"
 torch.set_num_threads(threads)
 torch.manual_seed(0)
-if name == "resnet18_cifar":
-    m = torchvision.models.resnet18(num_classes=10)
-    m.conv1 = torch.nn.Conv2d(3, 64, 3, 1, 1, bias=False)
-    m.maxpool = torch.nn.Identity()
-elif hasattr(torchvision.models, name):
-    m = getattr(torchvision.models, name)()
-else:
+m = twin(name)
+if m is None:
     print("no torch twin for", name)
     sys.exit(0)
-m.fc = torch.nn.Identity()  # features, as srgeo's default tap
-m.eval()
 x = torch.rand(1, 3, size, size)
 d = x.numel()
 shift = math.log10(math.sqrt(3 * 224 * 224 / d))

@@ -10,6 +10,23 @@ import time
 import torch
 
 FORMATS = {"contiguous": torch.contiguous_format, "channels_last": torch.channels_last}
+
+
+def twin(name):
+    """The torchvision twin of srgeo's architecture `name` in eval mode, its features (fc removed, as
+    srgeo's default tap), or None: resnet18_cifar is resnet18 with a 3x3 stem and no max-pool."""
+    import torchvision
+
+    if name == "resnet18_cifar":
+        m = torchvision.models.resnet18(num_classes=10)
+        m.conv1 = torch.nn.Conv2d(3, 64, 3, 1, 1, bias=False)
+        m.maxpool = torch.nn.Identity()
+    elif hasattr(torchvision.models, name):
+        m = getattr(torchvision.models, name)()
+    else:
+        return None
+    m.fc = torch.nn.Identity()
+    return m.eval()
 SECONDS = 0.5
 
 

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/bf16.h"
 #include "nn/layers.h"
 #include "stats/profile.h"
 #include "check.h"
@@ -565,6 +566,93 @@ TEST(profile_float32_noise_needs_two_base_directions)
     o.noise_dirs = 3;
     CHECK_OK(sr_profile_image(m, &x, &o, &r));
     CHECK(isfinite(r.noise[0]), "two base directions: a finite bound, got %g", r.noise[0]);
+    sr_profile_result_free(&r);
+    sr_tensor_free(&x);
+    sr_module_release(m);
+}
+
+/* bf16 rounding of a double computed as the engine computes it: x + ηu in
+ * double, to float32, to bf16. */
+static double bf(double v) { return sr_bf16_round((float)v); }
+
+TEST(profile_emulate_bf16_rounds_the_numerators_factors)
+{
+    /* y = W x + b: with emulate_bf16 every D is ‖bf(W)(bf(x + ηu) − bf(x))‖²
+     * (Φ(x) rounded as the rows are), the JVPs exact: r in closed form from
+     * the directions, to float32's accumulation; and at a small rung far
+     * from plain float32's. */
+    const int64_t in = 30, out = 7;
+    sr_module *m = linear_model(in, out);
+    sr_tensor x = SR_TENSOR_INIT;
+    CHECK_OK(check_randn_dt(&x, SR_F32, 2, (int64_t[]){1, in}, 2));
+    double scales[] = {0.03, 0.3, 3};
+    sr_profile_opts o = opts_of(8, 8, scales, 3);
+    o.noise_dirs = 0;
+    o.emulate_bf16 = 1;
+    sr_profile_result rb, r32;
+    CHECK_OK(sr_profile_image(m, &x, &o, &rb));
+    o.emulate_bf16 = 0;
+    CHECK_OK(sr_profile_image(m, &x, &o, &r32));
+    const float *W = sr_f32(&m->params[0].value), *xv = sr_f32(&x);
+    double u[30], y0[7], y[7];
+    for (int64_t k = 0; k < out; k++) {
+        y0[k] = 0;
+        for (int64_t e = 0; e < in; e++)
+            y0[k] += bf(W[k * in + e]) * bf(xv[e]);
+    }
+    double den = 0;
+    for (int64_t i = 0; i < o.ndirs; i++) {
+        CHECK_OK(sr_profile_direction(&o, i, &x, u));
+        for (int64_t k = 0; k < out; k++) {
+            double j = 0;
+            for (int64_t e = 0; e < in; e++)
+                j += (double)W[k * in + e] * (float)u[e];
+            den += j * j;
+        }
+    }
+    den /= (double)o.ndirs;
+    for (int s = 1; s < 3; s++) {
+        double num = 0;
+        for (int64_t i = 0; i < rb.ndirs_total; i++) {
+            CHECK_OK(sr_profile_direction(&o, i, &x, u));
+            for (int64_t k = 0; k < out; k++) {
+                y[k] = 0;
+                for (int64_t e = 0; e < in; e++)
+                    y[k] += bf(W[k * in + e]) * bf((double)xv[e] + scales[s] * u[e]);
+                num += (y[k] - y0[k]) * (y[k] - y0[k]);
+            }
+        }
+        double want = num / (double)rb.ndirs_total / (scales[s] * scales[s] * den);
+        CHECK(fabs(rb.r[s] / want - 1) < 2e-5, "rung %d: emulated r %.8g, closed form %.8g", s, rb.r[s], want);
+        CHECK(fabs(r32.r[s] - 1) < 1e-4, "rung %d: float32 r %.8g of a linear map", s, r32.r[s]);
+    }
+    CHECK(fabs(rb.r[0] / r32.r[0] - 1) > 0.01, "at eta 0.03 bf16 should be far from float32: %g vs %g", rb.r[0],
+          r32.r[0]);
+    sr_profile_result_free(&rb);
+    sr_profile_result_free(&r32);
+    sr_tensor_free(&x);
+    sr_module_release(m);
+}
+
+TEST(profile_emulate_bf16_refuses_what_it_cannot_emulate)
+{
+    double scales[] = {0.1};
+    sr_profile_opts o = opts_of(4, 4, scales, 1);
+    o.emulate_bf16 = 1;
+    sr_profile_result r;
+    sr_tensor x = SR_TENSOR_INIT;
+    sr_module *m = linear_model(12, 5);
+    CHECK_OK(sr_module_to_dtype(m, SR_F64));
+    CHECK_OK(check_randn(&x, 2, (int64_t[]){1, 12}, 1));
+    CHECK_ERR(sr_profile_image(m, &x, &o, &r), "needs a float32 model");
+    sr_module_release(m);
+    m = check_reset(MAKE(sr_conv_transpose2d_create, "conv_transpose2d", "in_channels", "2", "out_channels", "3",
+                         "kernel_size", "2"), 1);
+    CHECK(m, "conv_transpose2d");
+    CHECK_OK(check_randn_dt(&x, SR_F32, 4, (int64_t[]){1, 2, 3, 3}, 1));
+    CHECK_ERR(sr_profile_image(m, &x, &o, &r), "conv_transpose2d");
+    o.emulate_bf16 = 0;
+    CHECK_OK(sr_profile_image(m, &x, &o, &r));
     sr_profile_result_free(&r);
     sr_tensor_free(&x);
     sr_module_release(m);

@@ -655,3 +655,21 @@ T.test("progress: every stage of sequential and range auto reports, with the who
     T.eq(log[#log].total, p.forwards, preset .. ": ... and its forecast has met it")
   end
 end)
+
+T.test("profile emulate_bf16: the bf16 error of a linear model's r, bounded by the float64 check", function()
+  -- a linear model: r is 1 in float32 and float64; bf16's rounding of the
+  -- rows moves it by far more than float32 at the smallest rung, and the
+  -- float64 check (every direction: the exact error) sees it
+  local o = { preset = "quick", directions = 8, noise_directions = 16, noise_max = math.huge, progress = false,
+              scales = { 1e-3, 1 } }
+  local pb = srgeo.profile(linear_model(), images(2), merged(o, { emulate_bf16 = true }))
+  local p32 = srgeo.profile(linear_model(), images(2), o)
+  for i = 1, 2 do
+    T.truthy(math.abs(pb.per_image[i][1] - 1) > 1e-2, "bf16 r at 1e-3: " .. pb.per_image[i][1])
+    T.close(pb.noise[i][1], math.abs(pb.per_image[i][1] - 1), 1e-3)
+    T.truthy(p32.noise[i][1] < 1e-2, "float32 noise at 1e-3: " .. p32.noise[i][1])
+  end
+  T.raises(function()
+    srgeo.profile(linear_model(), images(1), merged(o, { emulate_bf16 = true, precision = "float64" }))
+  end, "needs a float32 model")
+end)
