@@ -593,7 +593,8 @@ T.test("bump.lua: trained + twin; rerun reuses cached units; --force and new opt
   log = script("bump", SMALL:gsub("--directions 16", "--directions 8") .. " --model tiny --eval noise --out " .. out
     .. " --title 'tiny_net^2 {x}'")
   T.truthy(log:find("options or model changed", 1, true) and log:find("1 units (1 computed, 0 cached)", 1, true), log)
-  T.truthy(read(out .. "/bump.gp"):find("\nset title 'tiny_net^2 {x}' noenhanced\n", 1, true), "--title verbatim")
+  T.truthy(read(out .. "/bump.gp"):find("\nset title 'tiny_net^2 {x}'.\"\\n\".'tiny on noise, 4 images' noenhanced\n", 1, true),
+    "--title verbatim, then the model, set and count:\n" .. read(out .. "/bump.gp"))
 end)
 
 T.test("zoo.lua and init_vs_trained.lua", function()
@@ -660,7 +661,8 @@ T.test("robustness.lua: ε from names and explicit; layers.lua: one panel per ta
   T.truthy(not io.open(out .. "/robustness_peak_eta.png"), "no chart of no value")
   T.truthy(read(out .. "/summary.txt"):find("robustness_peak_eta: 0 of 2 peak_eta defined (fewer than 2: a table, not a chart)",
     1, true), read(out .. "/summary.txt"))
-  T.truthy(read(out .. "/robustness_jacobian.gp"):find('‖J‖F on noise:4@0 (preset quick)', 1, true))
+  T.truthy(read(out .. "/robustness_jacobian.gp"):find("set title '‖J‖F on noise (preset quick)'.\"\\n\".'tiny, tiny_pgd_eps0.5, 4 images'",
+    1, true), read(out .. "/robustness_jacobian.gp"))
   -- one quantity per figure, with its intervals: ‖J‖_F against ε, lo and hi columns drawn as bars
   local gp, dat = read(out .. "/robustness_jacobian_vs_eps.gp"), read(out .. "/robustness_jacobian_vs_eps.dat")
   T.truthy(dat:find("# x y lo hi", 1, true), dat)
