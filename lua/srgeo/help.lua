@@ -232,7 +232,9 @@ TEXT.shell = [[
 srgeo shell: Lua 5.4 with the srgeo library as the global 'srgeo'.
   expressions print their value       srgeo.version   1 + 1   p.median
   Tab completes names, fields and methods (srgeo.nn.<Tab>, x:<Tab>); history in ~/.srgeo_history
-  Ctrl-C stops a running computation (a profile keeps the images done); Ctrl-D or os.exit() quits
+  Ctrl-C stops a running computation (a profile keeps the images done and returns at once: when its
+    bootstrap would take long, quick preset over 52 images, it says so and srgeo.profile.aggregate(p) runs it);
+  Ctrl-D or os.exit() quits
   srgeo.plot.* without out shows the figure: a window, a terminal image or a temporary PNG (help("plot"))
   tables print nested (depth 3, keys sorted, cycles as <cycle>); lists of records as rows
   an error prints its message at your line; :tb or srgeo.traceback() shows its traceback

@@ -695,6 +695,41 @@ T.test("shell: a user's first session on a terminal: tables print, a plot withou
   end)
 end)
 
+-- Ctrl-C during a cheap profile: thousands of images are finished when the
+-- user presses it, and the summary over them (bootstrap bands, the shape
+-- test, each image's test: ~13 s over ~1400 images before) must not keep
+-- the prompt away: it comes back within 2 s (4 s allowed for a loaded
+-- machine), with the images kept and the skipped parts named.
+T.test("shell: Ctrl-C during a cheap profile returns to the prompt within 2 s, keeping the finished images (tmux)", function()
+  local function now() return tonumber(io.popen("date +%s.%N"):read("l")) end
+  in_tmux(function(S, abs)
+    S.start(string.format("env SRGEO_HISTORY=%s %s", q(tmp("tty_hist3")), q(abs)))
+    S.wait_for("srgeo>")
+    S.keys("m = srgeo.models.mlp{hidden = {8}, input = {1, 8, 8}, seed = 1}; "
+      .. "X = srgeo.data.noise{n = 100000, shape = {1, 8, 8}, seed = 1}", "Enter")
+    S.keys("C-l", "p = srgeo.profile(m, X, {preset = 'quick', range = 'paper'})", "Enter")
+    S.wait_for(" elapsed, ") -- the progress line
+    os.execute("sleep 4")
+    S.keys("C-c")
+    local t0 = now()
+    local s
+    for _ = 1, 600 do
+      s = S.screen()
+      if s:find("keeping those", 1, true) and s:gsub("%s+$", ""):find("\nsrgeo>$") then break end
+      os.execute("sleep 0.02")
+    end
+    local dt = now() - t0
+    print(string.format("note: Ctrl-C during a quick profile: the prompt after %.2f s", dt))
+    local kept = tonumber(s:match("interrupted after (%d+) of 100000 images"))
+    T.truthy(kept and kept >= 100, "many images finished before Ctrl-C:\n" .. s)
+    T.truthy(dt < 4, string.format("the prompt came back after %.2f s (target 2 s):\n%s", dt, s))
+    S.keys("C-l", "print(p.n_images .. ' ' .. tostring(p.interrupted) .. ' ' .. p.shape.class)", "Enter")
+    S.wait_for(kept .. " true undetermined")
+    S.keys("C-l", "print(p.shape.text)", "Enter")
+    S.wait_for("srgeo.profile.aggregate(p)")
+  end)
+end)
+
 T.test("shell: (remove the scratch directory)", function()
   T.truthy(os.execute("rm -rf " .. q(tmpdir)))
 end)
