@@ -302,9 +302,20 @@ function M.about(list, title)
     if n then counts[#counts + 1] = { n_images = n } end
   end
   walk(list, 0)
+  -- v in the title as a name of its own ("tiny" is not in "tiny_net",
+  -- "fmnist-test" not in "fmnist-test-blur")
+  local function has(v)
+    local from = 1
+    while title do
+      local i, j = title:find(v, from, true)
+      if not i then return false end
+      if not title:sub(i - 1, i - 1):find("[%w_%-]") and not title:sub(j + 1, j + 1):find("[%w_%-]") then return true end
+      from = i + 1
+    end
+    return false
+  end
   local function named(t)
-    if not title then return false end
-    for _, v in ipairs(t) do if not title:find(v, 1, true) then return false end end
+    for _, v in ipairs(t) do if not has(v) then return false end end
     return true
   end
   local s = ""
@@ -317,7 +328,7 @@ function M.about(list, title)
       or string.format("%d evaluation sets", #evals))
   end
   local ntext = util.images_text(counts)
-  if ntext and not (title and title:find(ntext, 1, true)) then s = (s ~= "" and s .. ", " or "") .. ntext end
+  if ntext and not has(ntext) then s = (s ~= "" and s .. ", " or "") .. ntext end
   return s ~= "" and s or nil
 end
 

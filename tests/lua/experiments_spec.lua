@@ -576,10 +576,11 @@ T.test("bump.lua: trained + twin; rerun reuses cached units; --force and new opt
   check_results(out, { "bump" }, 2)
   T.truthy(log:find("peak η", 1, true), "prints the descriptor table")
   -- titles are literal text (noenhanced): names appear as typed, not escaped
+  -- (the one backslash: the line break before the models, plot.about)
   local title = read(out .. "/bump.gp"):match("\nset title (.-)\n")
   T.truthy(title and title:find("tiny: trained vs random init: r_η on noise (4 images, seed 0, ", 1, true)
-    and title:find("noenhanced", 1, true)
-    and not title:find("\\", 1, true), tostring(title))
+    and title:find("noenhanced", 1, true) and title:find("'.\"\\n\".'tiny, tiny@init' noenhanced", 1, true)
+    and not title:gsub('%."\\n"%.', ""):find("\\", 1, true), tostring(title))
   local unit = out .. "/units/tiny__noise_4@0.json"
   local before = read(unit)
   log, code = script("bump", SMALL .. " --model tiny --twin --eval noise --out " .. out)
@@ -625,6 +626,11 @@ T.test("dynamics.lua: checkpoints of a run, heatmap and descriptors vs step", fu
   T.truthy(gp:find("set logscale cb", 1, true) and lo and hi, gp)
   T.close(tonumber(lo) * tonumber(hi), 1, 1e-6, "cbrange symmetric about 1 in log")
   T.truthy(gp:find("set title 'r_η on noise (4 images, seed 0, quick preset)'", 1, true), "heatmap titled")
+  -- every figure of the run names the checkpoints it was measured on (plot.about; lines and heatmap: from = ps)
+  for _, f in ipairs { "dynamics", "dynamics_profiles", "dynamics_jacobian" } do
+    local t = read(out .. "/" .. f .. ".gp"):match("\nset title ([^\n]*)")
+    T.truthy(t and t:find("'.\"\\n\".'4 models", 1, true), f .. ": " .. tostring(t))
+  end
   -- the checkpoints' overlay in an ordered palette: the first curve dark violet, then along viridis
   local colours = {}
   for c in read(out .. "/dynamics_profiles.gp"):gmatch('with linespoints [^\n]-lc rgb "(#%x+)"') do colours[#colours + 1] = c end

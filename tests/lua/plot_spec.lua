@@ -670,6 +670,8 @@ T.test("plot: every figure's title names the models, evaluation set and image co
   T.eq(plot.about { a, b }, "small_resnet, small_resnet@init on fmnist-test, 32 images")
   T.eq(plot.about({ a, b, c }, "r_η on fmnist-test (16–32 images)"), "small_resnet, small_resnet@init, small_resnet_pgd")
   T.eq(plot.about({ a }, "small_resnet on fmnist-test, 32 images"), nil, "nothing the title already says")
+  T.eq(plot.about({ a }, "small_resnet_v2 on fmnist-test-blur, 132 images"), "small_resnet on fmnist-test, 32 images",
+    "a name is named on its own, not inside a longer one")
   T.eq(plot.about { { scales = { 1 }, median = { 1 }, per_image = { { 1 }, { 1 } } } }, "2 images", "rows count images")
   local many = {}
   for i = 1, 5 do
