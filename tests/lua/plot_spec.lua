@@ -712,3 +712,37 @@ T.test("plot: every figure's title names the models, evaluation set and image co
   local _, text = plot.profile(a, { terminal = "dumb" })
   T.truthy(text:find("small_resnet on fmnist-test, 32 images", 1, true), "text figures too:\n" .. text)
 end)
+
+-- The window for real where it can be: an X server from xvfb-run and a
+-- gnuplot with a window terminal ($SRGEO_TEST_WINDOW_GNUPLOT, else gnuplot:
+-- Debian's gnuplot-nox has none, so this skips on a machine with it alone).
+T.test("plot without out with a display: a real gnuplot window on Xvfb (skipped without xvfb-run or a window gnuplot)", function()
+  local shell = os.getenv("SRGEO_SHELL") or T.shell()
+  if not shell then T.skip("not run by the srgeo shell") end
+  for _, tool in ipairs { "xvfb-run", "xwininfo" } do
+    if os.execute("command -v " .. tool .. " >/dev/null 2>&1") ~= true then T.skip(tool .. " is not installed") end
+  end
+  local gp = os.getenv("SRGEO_TEST_WINDOW_GNUPLOT") or "gnuplot"
+  local terms = T.sh(q(gp) .. " -e 'set terminal'")
+  if not (terms:find("\n%s+qt%s") or terms:find("\n%s+wxt%s") or terms:find("\n%s+x11%s")) then
+    T.skip(gp .. " has no qt, wxt or x11 terminal")
+  end
+  local tmp = VIEW_DIR .. "/xvfb"
+  os.execute("rm -rf " .. q(tmp) .. " && mkdir -p " .. q(tmp))
+  T.write(tmp .. "/run.sh", string.format([[
+t0=$(date +%%s.%%N)
+env -u TMUX -u SRGEO_PLOT_VIEW TMPDIR=%s SRGEO_GNUPLOT=%s %s -e %s >%s/out 2>%s/err
+t1=$(date +%%s.%%N)
+echo "$t1 - $t0" | bc >%s/seconds
+sleep 2
+xwininfo -root -tree >%s/windows
+]], q(tmp), q(gp), q(shell), q(DEMO .. " io.write('<', select('#', srgeo.plot.profile(p)), '>', srgeo.plot.view_mode())"),
+    q(tmp), q(tmp), q(tmp), q(tmp)))
+  T.truthy(os.execute("timeout 60 xvfb-run -a sh " .. q(tmp .. "/run.sh") .. " >/dev/null 2>&1"), "xvfb-run")
+  T.truthy(read(tmp .. "/out"):find("^<0>window"), read(tmp .. "/out") .. read(tmp .. "/err"))
+  local dt = tonumber(read(tmp .. "/seconds"))
+  T.truthy(dt and dt < 2.5, "the shell returned while the window stays: " .. tostring(dt) .. " s")
+  local win = read(tmp .. "/windows")
+  T.truthy(win:find('"srgeo.plot.profile"', 1, true), "a window titled srgeo.plot.profile:\n" .. win)
+  T.eq(T.sh("cat " .. q(tmp) .. "/srgeo-plot.*/profile-1.err"), "", "gnuplot said nothing")
+end)
