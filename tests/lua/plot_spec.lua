@@ -303,7 +303,7 @@ T.test("plot: bad input is a clear error naming the function", function()
     local tmpfig = r[1]
     T.eq(r.n, 1, "a figure file returns its path alone")
     T.truthy(tmpfig:match("%.png$") and (T.read(tmpfig) or ""):sub(2, 4) == "PNG", tostring(tmpfig))
-    for _, ext in ipairs { ".png", ".dat", ".gp" } do os.remove((tmpfig:gsub("%.png$", ext))) end
+    os.execute("rm -rf '" .. tmpfig:match("^(.*)/") .. "'") -- the private folder (srgeo-plot.XXXXXX) too
   end
   T.raises(function() plot.profile(trained, { out = DIR .. "/x.jpg" }) end, "cannot choose a terminal for")
   T.raises(function() plot.profile(trained, { out = out, terminal = "dumb" }) end, "does not match the extension")
