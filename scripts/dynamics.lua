@@ -47,7 +47,7 @@ end
 -- r is a ratio of energies (never below 0): a log colour scale centred at 1
 -- shows r = 0.5 and r = 2 equally far from linear
 ex:figure("dynamics", srgeo.plot.heatmap, rows, { rows = steps, cols = cols, ylabel = "checkpoint step",
-  logcb = true, title = E.title(o.eval, ex) })
+  logcb = true, title = E.title(o.eval, ex), from = ps })
 ex:figure("dynamics_profiles", srgeo.plot.profile, ps, { title = E.title(o.eval, ex), band = false, palette = "ordered" })
 -- Peak height and location per checkpoint with their CIs; a checkpoint
 -- whose shape test finds no bump (edge, rise, ...) has no peak and is
@@ -60,7 +60,7 @@ ex:figure("dynamics_peak_eta", srgeo.plot.descriptors, ps, { field = "peak_eta",
   title = E.title(o.eval, ex, nil, "Peak η vs step") })
 ex:figure("dynamics_jacobian", function(ys, op) return srgeo.plot.lines(x, ys, op) end, { jac },
   { labels = { srgeo.plot.JF }, xlabel = "training step + 1", ylabel = srgeo.plot.field_label("jacobian_fro"), logx = true,
-    title = E.title(o.eval, ex, nil, srgeo.plot.JF .. " vs step") })
+    title = E.title(o.eval, ex, nil, srgeo.plot.JF .. " vs step"), from = ps })
 local function cell(d)
   if d.value ~= d.value then return "–" end
   return d.lo == d.lo and string.format("%.4g [%.4g, %.4g]", d.value, d.lo, d.hi) or string.format("%.4g", d.value)

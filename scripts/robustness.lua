@@ -60,11 +60,11 @@ for _, v in ipairs(peak) do if v == v then defined = defined + 1 end end
 if defined >= 2 then
   ex:figure("robustness_peak_vs_eps", function(ys, op) return srgeo.plot.lines(eps, ys, op) end, peak,
     { lo = plo, hi = phi, xlabel = "training ε (L2)", ylabel = "peak η, parabolic (bumps only)", logy = true,
-      title = E.title(o.eval, ex, nil, "Peak η vs training ε") })
+      title = E.title(o.eval, ex, nil, "Peak η vs training ε"), from = ps })
 end
 ex:figure("robustness_jacobian_vs_eps", function(ys, op) return srgeo.plot.lines(eps, ys, op) end, jac,
   { lo = jlo, hi = jhi, xlabel = "training ε (L2)", ylabel = srgeo.plot.field_label("jacobian_fro"),
-    title = E.title(o.eval, ex, nil, srgeo.plot.JF .. " vs training ε") })
+    title = E.title(o.eval, ex, nil, srgeo.plot.JF .. " vs training ε"), from = ps })
 local function num(v) return v == v and string.format("%.4g", v) or "–" end
 local t = { { "model", "ε", "shape", "peak η (parabolic)", "peak r", "‖J‖_F" } }
 for i, p in ipairs(ps) do

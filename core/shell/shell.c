@@ -1302,6 +1302,13 @@ static void doREPL(lua_State *L)
     const char *oldprogname = progname;
     progname = NULL;
     init_readline(L);
+    /* srgeo.repl.interactive: the REPL echoes results now (srgeo.plot then
+     * returns a figure's path without also printing it) */
+    if (lua_getfield(L, LUA_REGISTRYINDEX, REPL_KEY) == LUA_TTABLE) {
+        lua_pushboolean(L, 1);
+        lua_setfield(L, -2, "interactive");
+    }
+    lua_pop(L, 1);
     while ((status = loadline(L)) != -1) {
         if (status == -2)
             continue; /* Ctrl-C at the prompt: a fresh line */

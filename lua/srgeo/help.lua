@@ -144,10 +144,16 @@ The terminal follows the extension: .png, .svg, .pdf, .txt (text).  Titles, labe
   srgeo.plot.profile(p_or_list, {out = "bump.png", labels = {...}, title =, per_image =, band =, logy =})
   srgeo.plot.show(p)                                 -- text rendering in the terminal
   srgeo.plot.multiples({{p1, p2}, {p3, p4}}, {out =, titles = {...}, labels = {...}})   -- one panel each
-  srgeo.plot.heatmap(rows, {out =, rows = steps, cols = p.scales})                     -- e.g. step × η
+  srgeo.plot.heatmap(rows, {out =, rows = steps, cols = p.scales, from = ps})          -- e.g. step × η
   srgeo.plot.descriptors(ps, {out =, field = "peak_eta"})                              -- bars/points with CIs
-  srgeo.plot.lines(xs, {ys1, ys2}, {out =, labels =, logx =, logy =, hline =, lo =, hi =})   -- lo/hi: intervals
-Without out a figure goes to a temporary PNG whose path is printed and returned (the path alone).
+  srgeo.plot.lines(xs, {ys1, ys2}, {out =, labels =, logx =, logy =, hline =, lo =, hi =, from = ps})   -- lo/hi: intervals
+Without out a figure is shown (plot.view_mode(); SRGEO_PLOT_VIEW=window|kitty|iterm|sixel|file forces one):
+in Jupyter inline; in the shell a gnuplot window when $DISPLAY is set and gnuplot has qt, wxt or x11
+(Debian gnuplot-qt; gnuplot-nox has none), else a terminal image (kitty, iTerm2 or sixel, when the
+terminal says it supports one and no tmux is between), else a PNG in $TMPDIR/srgeo-plot.XXXXXX whose
+path is printed and returned (the path alone; the REPL echoes it).  Every title ends with the models,
+evaluation set and image count of its data (plot.about; lines and heatmap: of from = profiles;
+about = false: the title alone).
 Rules: overlays go on a log y axis when the curves' highest medians differ by more than 3x
 (plot.LOGY_RATIO; logy = false keeps it linear); bars of a ratio (plateau, peak height: r) grow from
 r = 1; ‖J‖_F is an axis label with a subscript F (plot.field_label("jacobian_fro")), plot.JF in titles;
@@ -226,7 +232,10 @@ TEXT.shell = [[
 srgeo shell: Lua 5.4 with the srgeo library as the global 'srgeo'.
   expressions print their value       srgeo.version   1 + 1   p.median
   Tab completes names, fields and methods (srgeo.nn.<Tab>, x:<Tab>); history in ~/.srgeo_history
-  Ctrl-C stops a running computation (a profile keeps the images done); Ctrl-D or os.exit() quits
+  Ctrl-C stops a running computation (a profile keeps the images done and returns at once: when its
+    bootstrap would take long, quick preset over 52 images, it says so and srgeo.profile.aggregate(p) runs it);
+  Ctrl-D or os.exit() quits
+  srgeo.plot.* without out shows the figure: a window, a terminal image or a temporary PNG (help("plot"))
   tables print nested (depth 3, keys sorted, cycles as <cycle>); lists of records as rows
   an error prints its message at your line; :tb or srgeo.traceback() shows its traceback
     (srgeo --traceback or SRGEO_TRACEBACK=1: every traceback, for scripts)

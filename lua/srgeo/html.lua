@@ -17,30 +17,8 @@ function H.escape(s)
   return (tostring(s):gsub("[&<>\"]", { ["&"] = "&amp;", ["<"] = "&lt;", [">"] = "&gt;", ['"'] = "&quot;" }))
 end
 
-local B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
-local B64T = {}
-for i = 1, 64 do B64T[i - 1] = B64:sub(i, i) end
-
---- Base64 of a byte string.
-function H.base64(s)
-  local out = {}
-  local n = #s
-  for i = 1, n - 2, 3 do
-    local a, b, c = s:byte(i, i + 2)
-    local v = (a << 16) | (b << 8) | c
-    out[#out + 1] = B64T[(v >> 18) & 63] .. B64T[(v >> 12) & 63] .. B64T[(v >> 6) & 63] .. B64T[v & 63]
-  end
-  local r = n % 3
-  if r == 1 then
-    local v = s:byte(n) << 16
-    out[#out + 1] = B64T[(v >> 18) & 63] .. B64T[(v >> 12) & 63] .. "=="
-  elseif r == 2 then
-    local a, b = s:byte(n - 1, n)
-    local v = (a << 16) | (b << 8)
-    out[#out + 1] = B64T[(v >> 18) & 63] .. B64T[(v >> 12) & 63] .. B64T[(v >> 6) & 63] .. "="
-  end
-  return table.concat(out)
-end
+--- Base64 of a byte string (util.base64).
+H.base64 = util.base64
 
 H.MIME = { png = "image/png", svg = "image/svg+xml", jpg = "image/jpeg", jpeg = "image/jpeg", gif = "image/gif" }
 

@@ -11,9 +11,13 @@
 -- figure after a restyle.  The terminal follows OUT's extension: .png
 -- (pngcairo), .svg, .pdf (pdfcairo), .txt (dumb text); or opts.terminal.
 -- With terminal "dumb" and no OUT nothing is kept and the text is returned.
+-- Without OUT a figure is shown: in Jupyter inline (plot.display), in the
+-- shell in a window, else as a terminal image, else written to a temporary
+-- file whose path is printed (plot.view_mode says which).
 --
--- Each function but show returns OUT (nil when nothing was written) and, for
--- text output, the text; show prints the text and returns nothing.  Every write is atomic: data and script go through a
+-- Each function but show returns OUT (nil when nothing was written or the
+-- figure was shown) and, for text output, the text; show prints the text
+-- and returns nothing.  Every write is atomic: data and script go through a
 -- temporary file and a rename, and gnuplot draws into a temporary name that
 -- the script takes from the variable OUT (`gnuplot -e "OUT='x'" bump.gp`).
 --
@@ -119,7 +123,7 @@ end
 -- Option tables: every key known, every value of the expected type.
 local COMMON_OPTS = {
   out = "string", terminal = "string", title = "string", size = "table", font = "string",
-  gnuplot = "string", key = "string",
+  gnuplot = "string", key = "string", about = "boolean",
 }
 
 local function check_opts(fn, opts, known)
@@ -258,6 +262,86 @@ local function distinct_titles(qs)
 end
 
 ---------------------------------------------------------------------------
+-- Titles name what the data were measured on.
+---------------------------------------------------------------------------
+
+-- An evaluation set as a title names it: srgeo.experiment's identities say
+-- "fmnist-test:32@0", whose count and seed the rest of the title gives.
+local function eval_name(e)
+  e = tostring(e)
+  return e:match("^(.-):%d+@%-?%d+$") or e
+end
+
+--- plot.about(profiles [, title]) -> "small_resnet, vit_tiny on fmnist-test,
+--- 32 images" or nil: the models (identity.model, else p.model), evaluation
+--- sets (identity.eval) and image counts (n_images, else the per-image rows)
+--- of the profiles (nested lists: panels, groups), each part left out when
+--- the title already names it.  Every figure's title ends with it (lines
+--- and heatmap: of opts.from), so a figure says what it was measured on.
+function M.about(list, title)
+  local models, evals, archs, counts, seen = {}, {}, {}, {}, {}
+  local function once(t, v)
+    if v == nil or v == "" or seen[t] and seen[t][v] then return end
+    seen[t] = seen[t] or {}
+    seen[t][v] = true
+    t[#t + 1] = v
+  end
+  local function walk(x, depth)
+    if type(x) ~= "table" or depth > 4 then return end
+    if x.scales == nil and x.descriptors == nil and x.median == nil then -- a list
+      for i = 1, max_index(x) do walk(x[i], depth + 1) end
+      return
+    end
+    local id = type(x.identity) == "table" and x.identity or {}
+    local m = id.model or x.model
+    if m ~= nil then once(models, tostring(m)) end
+    if id.eval ~= nil then once(evals, eval_name(id.eval)) end
+    once(archs, id.arch and tostring(id.arch) or "?")
+    local n = math.tointeger(x.n_images) or (type(x.per_image) == "table" and max_index(x.per_image) > 0
+      and max_index(x.per_image)) or math.tointeger(id.n_images)
+    if n then counts[#counts + 1] = { n_images = n } end
+  end
+  walk(list, 0)
+  -- v in the title as a name of its own ("tiny" is not in "tiny_net",
+  -- "fmnist-test" not in "fmnist-test-blur")
+  local function has(v)
+    local from = 1
+    while title do
+      local i, j = title:find(v, from, true)
+      if not i then return false end
+      if not title:sub(i - 1, i - 1):find("[%w_%-]") and not title:sub(j + 1, j + 1):find("[%w_%-]") then return true end
+      from = i + 1
+    end
+    return false
+  end
+  local function named(t)
+    for _, v in ipairs(t) do if not has(v) then return false end end
+    return true
+  end
+  local s = ""
+  if #models > 0 and not named(models) then
+    s = #models <= 3 and table.concat(models, ", ")
+      or string.format("%d models%s", #models, #archs == 1 and archs[1] ~= "?" and " (" .. archs[1] .. ")" or "")
+  end
+  if #evals > 0 and not named(evals) then
+    s = (s ~= "" and s .. " " or "") .. "on " .. (#evals <= 3 and table.concat(evals, ", ")
+      or string.format("%d evaluation sets", #evals))
+  end
+  local ntext = util.images_text(counts)
+  if ntext and not has(ntext) then s = (s ~= "" and s .. ", " or "") .. ntext end
+  return s ~= "" and s or nil
+end
+
+-- A figure's title: the caller's (or default) title, then on its own line
+-- what plot.about says the title does not (opts.about = false: the title
+-- alone).
+local function titled(opts, title, list)
+  local a = list and opts.about ~= false and M.about(list, title)
+  if title and a then return title .. "\n" .. a end
+  return title or a
+end
+
+---------------------------------------------------------------------------
 -- Output: terminals, paths, the data file, the script, running gnuplot.
 ---------------------------------------------------------------------------
 
@@ -344,6 +428,129 @@ local function gnuplot_binary(fn, opts)
   return bin
 end
 
+-- The terminals a gnuplot binary has (`gnuplot -e 'set terminal'` lists
+-- them, one a line after its header), cached per binary.
+local terminals_of = {}
+local function gnuplot_terminals(bin)
+  if terminals_of[bin] then return terminals_of[bin] end
+  local set = {}
+  local p = io.popen(util.shell_quote(bin) .. " -e 'set terminal' 2>&1 </dev/null")
+  if p then
+    for line in p:lines() do
+      local name = line:match("^%s+([%w_]+)%s")
+      if name then set[name] = true end
+    end
+    p:close()
+  end
+  terminals_of[bin] = set
+  return set
+end
+
+--- plot.VIEWS: how a figure drawn without opts.out is shown outside Jupyter,
+--- in the order plot.view_mode tries them.
+M.VIEWS = { "window", "kitty", "iterm", "sixel", "file" }
+local WINDOW_TERMINALS = { "qt", "wxt", "x11" }
+
+--- plot.view_mode([gnuplot]) -> mode, detail: how srgeo.plot.* without out
+--- shows a figure in the shell (Jupyter: plot.display).  $SRGEO_PLOT_VIEW
+--- names one of plot.VIEWS to force it; else, in order:
+---   "window"  $DISPLAY or $WAYLAND_DISPLAY is set and gnuplot has an
+---             interactive terminal (qt, wxt or x11; detail names it:
+---             Debian's gnuplot-qt or gnuplot-x11, not gnuplot-nox);
+---   "kitty"   the kitty graphics protocol: $KITTY_WINDOW_ID set, or
+---             $TERM xterm-kitty or xterm-ghostty;
+---   "iterm"   iTerm2's inline images: $TERM_PROGRAM iTerm.app or WezTerm,
+---             or $LC_TERMINAL iTerm2;
+---   "sixel"   $TERM foot*, mlterm*, yaft*, contour* or *sixel*, and gnuplot
+---             has its sixelgd terminal;
+---   "file"    a PNG in a private folder under $TMPDIR (default /tmp), its
+---             path printed.
+--- The terminal image formats need stdout to be a terminal and no tmux or
+--- screen between (they drop the escape sequences unless configured to pass
+--- them: force the mode there).
+function M.view_mode(bin)
+  bin = bin or os.getenv("SRGEO_GNUPLOT") or "gnuplot"
+  local function env(k) local v = os.getenv(k); return v ~= nil and v ~= "" and v or nil end
+  local forced = env("SRGEO_PLOT_VIEW")
+  if forced then
+    for _, v in ipairs(M.VIEWS) do
+      if v == forced then
+        local have = (v == "window" or v == "sixel") and gnuplot_terminals(bin) or {}
+        if v == "sixel" and not have.sixelgd then
+          error(string.format("srgeo.plot: SRGEO_PLOT_VIEW=sixel, but %s has no sixelgd terminal", bin), 0)
+        elseif v ~= "window" then
+          return v
+        end
+        for _, t in ipairs(WINDOW_TERMINALS) do if have[t] then return v, t end end
+        error(string.format("srgeo.plot: SRGEO_PLOT_VIEW=window, but %s has no interactive terminal (qt, wxt or x11: "
+          .. "install gnuplot-qt or gnuplot-x11)", bin), 0)
+      end
+    end
+    error(string.format("srgeo.plot: SRGEO_PLOT_VIEW=%s is not one of %s", forced, table.concat(M.VIEWS, ", ")), 0)
+  end
+  local why -- said with a file's path: why there was no window
+  if env("DISPLAY") or env("WAYLAND_DISPLAY") then
+    local have = gnuplot_terminals(bin)
+    for _, t in ipairs(WINDOW_TERMINALS) do if have[t] then return "window", t end end
+    why = "no window: this gnuplot has no qt, wxt or x11 terminal (Debian: gnuplot-qt instead of gnuplot-nox)"
+  end
+  if env("TMUX") or (env("TERM") or ""):find("^screen") or os.execute("test -t 1") ~= true then return "file", why end
+  local term = env("TERM") or ""
+  if env("KITTY_WINDOW_ID") or term == "xterm-kitty" or term == "xterm-ghostty" then return "kitty" end
+  local prog = env("TERM_PROGRAM")
+  if prog == "iTerm.app" or prog == "WezTerm" or env("LC_TERMINAL") == "iTerm2" then return "iterm" end
+  for _, pat in ipairs { "^foot", "^mlterm", "^yaft", "^contour", "sixel" } do
+    if term:find(pat) and gnuplot_terminals(bin).sixelgd then return "sixel" end
+  end
+  return "file", why
+end
+
+-- The figures shown without opts.out go in one private folder per process
+-- ($TMPDIR/srgeo-plot.XXXXXX, mode 700), numbered: NAME-K.png (.dat and .gp
+-- beside, so a shown figure can be restyled and redrawn like a kept one).
+local view_dir, view_count, said_why = nil, 0, false
+local function view_path(fn, ext)
+  if not view_dir then
+    local base = os.getenv("TMPDIR")
+    if not base or base == "" then base = "/tmp" end
+    local p = io.popen("mktemp -d " .. util.shell_quote(base .. "/srgeo-plot.XXXXXX") .. " 2>&1")
+    local dir = p and p:read("l")
+    local ok = p and p:close()
+    if not (ok and dir and dir ~= "") then
+      fail(fn, "cannot create a temporary folder under %s: %s", base, tostring(dir))
+    end
+    view_dir = dir
+  end
+  view_count = view_count + 1
+  return string.format("%s/%s-%d.%s", view_dir, fn, view_count, ext)
+end
+
+-- Whether the shell's REPL is running (core/shell/shell.c marks srgeo.repl
+-- as it starts): there it echoes a returned path, so it is not said twice.
+local function in_repl()
+  local r = package.loaded["srgeo.repl"]
+  return type(r) == "table" and r.interactive == true
+end
+
+-- A figure drawn without opts.out onto a terminal: the escape sequence of
+-- its image format around the bytes (kitty: base64 PNG in chunks of 4096,
+-- q=2 so the terminal sends no reply into the REPL's input; iTerm2: one
+-- OSC 1337 with the PNG's size; sixel: gnuplot's sixelgd output as it is).
+local function terminal_image(mode, bytes)
+  if mode == "sixel" then return bytes .. "\n" end
+  local b64 = util.base64(bytes)
+  if mode == "iterm" then
+    return string.format("\27]1337;File=inline=1;size=%d;preserveAspectRatio=1:%s\7\n", #bytes, b64)
+  end
+  local out = {}
+  for i = 1, #b64, 4096 do
+    local more = i + 4096 <= #b64 and 1 or 0
+    out[#out + 1] = (i == 1 and "\27_Ga=T,f=100,q=2,m=%d;" or "\27_Gm=%d;"):format(more) .. b64:sub(i, i + 4095) .. "\27\\"
+  end
+  return table.concat(out) .. "\n"
+end
+M._terminal_image = terminal_image
+
 -- A figure under construction: data blocks, script lines, then render().
 local Figure = {}
 Figure.__index = Figure
@@ -351,7 +558,7 @@ Figure.__index = Figure
 -- Choose the terminal and output path from the common options.
 -- size_for(term, default_size) -> {w, h}: a figure's own default size.
 local function new_figure(fn, opts, size_for)
-  local term, out, display, announce = opts.terminal, opts.out, nil, false
+  local term, out, display, announce, view, window, why = opts.terminal, opts.out, nil, false, nil, nil, nil
   if term ~= nil and not TERMINALS[term] then
     fail(fn, "unknown terminal '%s' (png, svg, pdf or dumb)", term)
   end
@@ -377,13 +584,14 @@ local function new_figure(fn, opts, size_for)
     if os.execute("mkdir -m 700 " .. util.shell_quote(display)) ~= true then fail(fn, "cannot create a temporary folder") end
     out = display .. "/" .. fn .. "." .. (term == "pdf" and "pdf" or term)
   elseif term ~= "dumb" then
-    -- no out (the REPL): a temporary file of the terminal's format (PNG by
-    -- default), its path printed on stderr and returned
+    -- no out (the shell): shown as plot.view_mode says (a PNG figure; any
+    -- other terminal is a file), else a file whose path is printed
+    if term == nil or term == "png" then view, window = M.view_mode(opts.gnuplot) end
+    if view == "file" then view, why = nil, window end
+    if view ~= "window" then window = nil end
     term = term or "png"
-    out = os.tmpname()
-    os.remove(out)
-    out = out .. "." .. term
-    announce = true
+    out = view_path(fn, view == "sixel" and "six" or term)
+    announce = view == nil
   end
   local size = TERMINALS[term].size
   if size_for then size = size_for(term, size) end
@@ -394,7 +602,7 @@ local function new_figure(fn, opts, size_for)
   end
   if term ~= "pdf" then size = { math.floor(size[1] + 0.5), math.floor(size[2] + 0.5) } end
   return setmetatable({ fn = fn, opts = opts, term = term, out = out, size = size, display = display, announce = announce,
-                        dumb = term == "dumb", blocks = {}, lines = {} }, Figure)
+                        view = view, window = window, why = why, dumb = term == "dumb", blocks = {}, lines = {} }, Figure)
 end
 
 -- Add a data block: comment (one line), column names, rows (arrays of
@@ -477,13 +685,14 @@ function Figure:log_tics(axis, lo, hi)
 end
 
 --- srgeo.plot.figure_complete(terminal, bytes): whether a figure file ends
---- as its format ends (PNG: the IEND chunk; SVG: </svg>; PDF: %%EOF); text
---- (dumb) always does.
+--- as its format ends (PNG: the IEND chunk; SVG: </svg>; PDF: %%EOF; sixel:
+--- ESC P .. ESC \); text (dumb) always does.
 function M.figure_complete(term, s)
   if type(s) ~= "string" or #s == 0 then return false end
   if term == "png" then return s:sub(1, 8) == "\137PNG\r\n\26\n" and s:sub(-12) == "\0\0\0\0IEND\174B`\130" end
   if term == "svg" then return s:find("</svg>%s*$") ~= nil end
   if term == "pdf" then return s:sub(1, 5) == "%PDF-" and s:find("%%%%EOF%s*$") ~= nil end
+  if term == "sixel" then return s:sub(1, 2) == "\27P" and s:find("\27\\%s*$") ~= nil end
   return true
 end
 
@@ -508,20 +717,30 @@ function Figure:render()
   local datpath, gppath = dir .. "/" .. datname, dir .. "/" .. gpname
 
   local t = TERMINALS[self.term]
-  local term_line = t.set:format(self.size[1], self.size[2], gpstr(opts.font or t.font)) -- dumb ignores the font
+  local font = gpstr(opts.font or t.font)
+  local term_line = t.set:format(self.size[1], self.size[2], font) -- dumb ignores the font
+  local window = self.view == "window"
+  if window then
+    term_line = string.format("set terminal %s enhanced persist size %d,%d font %s title %s", self.window, self.size[1],
+      self.size[2], font, gpstr("srgeo.plot." .. fn))
+  elseif self.view == "sixel" then
+    term_line = string.format("set terminal sixelgd enhanced truecolor size %d,%d font %s", self.size[1], self.size[2], font)
+  end
   local head = {
-    one_line(string.format("# %s: written by srgeo.plot.%s.  Redraw with `gnuplot ./%s` in this folder", gpname, fn, gpname)),
-    one_line(string.format("# (data: %s; `gnuplot -e \"OUT='other.png'\" ./%s` draws elsewhere).", datname, gpname)),
+    one_line(string.format("# %s: written by srgeo.plot.%s.  Redraw with `gnuplot %s./%s` in this folder", gpname, fn,
+      window and "-persist " or "", gpname)),
+    window and "# (a window: opts.out draws a file)" or
+      one_line(string.format("# (data: %s; `gnuplot -e \"OUT='other.png'\" ./%s` draws elsewhere).", datname, gpname)),
     "set encoding utf8",
     term_line,
   }
-  if keep then
+  if keep and not window then
     head[#head + 1] = string.format("if (!exists(\"OUT\")) OUT = %s", gpstr("./" .. base))
     head[#head + 1] = "set output OUT"
   end
   head[#head + 1] = string.format("if (!exists(\"DATA\")) DATA = %s", gpstr("./" .. datname))
   local script = table.concat(head, "\n") .. "\n" .. table.concat(self.lines, "\n") .. "\n"
-    .. (keep and "unset output\n" or "")
+    .. ((keep and not window) and "unset output\n" or "")
   local data = one_line(string.format("# %s: data of %s, written by srgeo.plot.%s (NaN: missing value)",
     datname, keep and base or "a text figure", fn)) .. "\n" .. table.concat(self.blocks, "\n\n\n") .. "\n"
 
@@ -571,8 +790,26 @@ function Figure:render()
       kept and string.format(" — the data and script are in %s and %s", datpath, gppath) or "")
   end
 
-  local errfile = os.tmpname()
+  local function move_into_place(moves)
+    for _, mv in ipairs(moves) do
+      local rok, rerr = os.rename(mv[1], mv[2])
+      if not rok then
+        cleanup_tmp()
+        fail(fn, "cannot move %s into place: %s", mv[2], tostring(rerr))
+      end
+    end
+  end
   local q = util.shell_quote
+  if window then
+    -- a window: the files in place, then gnuplot in the background (the
+    -- REPL goes on; -persist keeps the window after gnuplot's script ends;
+    -- its complaints go to NAME.err beside the script)
+    move_into_place { { dattmp, datpath }, { gptmp, gppath } }
+    os.execute(string.format("cd %s && %s -persist %s </dev/null >/dev/null 2>%s &", q(dir), q(bin), q("./" .. gpname),
+      q("./" .. stem .. ".err")))
+    return
+  end
+  local errfile = os.tmpname()
   -- The scripts say `set encoding utf8`; under a locale that is not UTF-8
   -- (a fresh machine, cron: LANG unset) gnuplot warns on every figure that
   -- iconv cannot convert, so it runs in glibc's built-in C.UTF-8 then.
@@ -613,20 +850,14 @@ function Figure:render()
       cleanup_tmp()
       fail(fn, "gnuplot wrote no figure (running %s)", gppath)
     end
-    if not M.figure_complete(self.term, fig) then
+    if not M.figure_complete(self.view == "sixel" and "sixel" or self.term, fig) then
       cleanup_tmp()
       local ok_free, free = pcall(function() return require("srgeo")._disk_free(dir) end)
       fail(fn, "gnuplot wrote an incomplete %s figure (%d bytes) for %s%s", self.term, #fig, out,
         ok_free and free and free < 1 << 20 and string.format(": No space left on device (%d bytes free)", free)
         or " (a full disk, or gnuplot stopped)")
     end
-    for _, mv in ipairs { { dattmp, datpath }, { gptmp, gppath }, { tmppath, out } } do
-      local rok, rerr = os.rename(mv[1], mv[2])
-      if not rok then
-        cleanup_tmp()
-        fail(fn, "cannot move %s into place: %s", mv[2], tostring(rerr))
-      end
-    end
+    move_into_place { { dattmp, datpath }, { gptmp, gppath }, { tmppath, out } }
     if self.dumb then text = util.try_read(out) end
   else
     text = stdout
@@ -638,7 +869,19 @@ function Figure:render()
     if not ok then error(err, 0) end
     return
   end
-  if self.announce then io.stderr:write(string.format("srgeo.plot.%s: no opts.out given; the figure is %s\n", fn, out)) end
+  if self.view then -- kitty, iterm, sixel: the figure on the terminal
+    io.stdout:write(terminal_image(self.view, util.try_read(out) or ""))
+    io.stdout:flush()
+    return
+  end
+  -- a file: its path said once (the REPL echoes the value returned)
+  if self.announce and self.why and not said_why then
+    said_why = true
+    io.stderr:write(string.format("srgeo.plot.%s: %s\n", fn, self.why))
+  end
+  if self.announce and not in_repl() then
+    io.stderr:write(string.format("srgeo.plot.%s: no opts.out given; the figure is %s\n", fn, out))
+  end
   -- a figure file: its path alone (the REPL echoes one value, not "PATH  nil")
   if not self.dumb then return out end
   return out, text
@@ -886,7 +1129,7 @@ local function draw_profiles(fn, p, opts)
   local o = profile_opts(fn, opts)
   if o.logy == nil and not o.yrange then o.logy = auto_logy { ps } end
   fig:base_style(opts.connect)
-  fig:title(opts.title)
+  fig:title(titled(opts, opts.title, p))
   fig:labels(opts.xlabel or ETA_LABEL, opts.ylabel or R_LABEL)
   local e, entries = profiles_extent(ps, o)
   fig:profile_panel(ps, o, e, entries, true)
@@ -895,7 +1138,9 @@ end
 
 --- plot.profile(p_or_list, opts) -> out[, text]
 --- r_η against η on a log axis: CI bands, median lines with points, dashed
---- r = 1.  opts: out, terminal, title, labels (default: the profiles'
+--- r = 1.  opts: out, terminal, title (followed by what plot.about says:
+--- the models, evaluation set and image count; about = false leaves it
+--- out), labels (default: the profiles'
 --- labels, told apart by their identities), xlabel, ylabel, logy (default:
 --- a log y axis when the curves' highest medians differ by more than 3x,
 --- plot.LOGY_RATIO, so a small bump is not flattened under a large rise), yrange
@@ -976,15 +1221,17 @@ function M.multiples(entries, opts)
   -- Fixed margins and spacing (converted from pixels or characters to screen
   -- fractions) give every panel the same plot area, labelled or not.
   local ux, uy = 1, 1 -- terminal units per pixel
-  local px = { left = 80, right = 20, bottom = 58, top = opts.title and 72 or 44, dx = 76, dy = 96 }
+  local title = titled(opts, opts.title, entries)
+  local tlines = title and select(2, title:gsub("\n", "")) + 1 or 0
+  local px = { left = 80, right = 20, bottom = 58, top = 44 + 28 * tlines, dx = 76, dy = 96 }
   if fig.dumb then
-    px = { left = 10, right = 2, bottom = 4, top = opts.title and 4 or 3, dx = 10, dy = 6 }
+    px = { left = 10, right = 2, bottom = 4, top = 3 + tlines, dx = 10, dy = 6 }
   elseif fig.term == "pdf" then
     ux, uy = 1 / 160, 1 / 160
   end
   local W, H = fig.size[1], fig.size[2]
   fig:cmd("set multiplot layout %d,%d%s margins %.4f,%.4f,%.4f,%.4f spacing %.4f,%.4f", rows, cols,
-    opts.title and " title " .. literal(opts.title) or "",
+    title and " title " .. literal(title) or "",
     px.left * ux / W, 1 - px.right * ux / W, px.bottom * uy / H, 1 - px.top * uy / H, px.dx * ux / W, px.dy * uy / H)
   -- Colours by position, except that a label seen in an earlier panel keeps
   -- its colour (unless that would repeat a colour within the panel).
@@ -1075,12 +1322,13 @@ end
 --- Colour: a diverging palette centred at opts.center (default 1), symmetric
 --- range (opts.cbrange overrides; opts.logcb for ratios spanning decades);
 --- grey cells are missing values.  opts: logx (default true when numeric cols
---- are given), logy, xlabel (default η), ylabel, cblabel (default r_η).
+--- are given), logy, xlabel (default η), ylabel, cblabel (default r_η), from
+--- (the profiles the matrix comes from: the title names them, plot.about).
 function M.heatmap(matrix, opts)
   local fn = "heatmap"
   opts = check_opts(fn, opts, { rows = "table", cols = "table", logx = "boolean", logy = "boolean",
     xlabel = "string", ylabel = "string", cblabel = "string", center = "number", cbrange = "table",
-    logcb = "boolean" })
+    logcb = "boolean", from = "table" })
   if type(matrix) ~= "table" or max_index(matrix) == 0 then fail(fn, "expected a non-empty matrix (array of rows)") end
   local nr = max_index(matrix)
   if type(matrix[1]) ~= "table" then fail(fn, "matrix row 1 is a %s, expected an array of numbers", type(matrix[1])) end
@@ -1123,7 +1371,7 @@ function M.heatmap(matrix, opts)
   local fig = new_figure(fn, opts)
   fig:base_style(true) -- no lines to break: NaN cells are simply skipped
   fig:cmd("set grid noxtics noytics")
-  fig:title(opts.title)
+  fig:title(titled(opts, opts.title, opts.from))
   fig:labels(opts.xlabel or (numeric_cols and ETA_LABEL or nil), opts.ylabel)
   fig:cmd("set cblabel %s", label_text(opts.cblabel or R_LABEL))
   if logx then fig:log_axis("x") end
@@ -1203,9 +1451,9 @@ local function descriptor_title(field, groups)
   for _, grp in ipairs(groups) do
     for _, p in pairs(grp) do
       local id = type(p) == "table" and type(p.identity) == "table" and p.identity
-      if id and id.eval and not seen[tostring(id.eval)] then
-        seen[tostring(id.eval)] = true
-        evals[#evals + 1] = tostring(id.eval)
+      if id and id.eval and not seen[eval_name(id.eval)] then
+        seen[eval_name(id.eval)] = true
+        evals[#evals + 1] = eval_name(id.eval)
       end
       if id and id.preset then presets[tostring(id.preset)] = true end
     end
@@ -1244,7 +1492,8 @@ end
 --- within a group, which share colours and a key).  opts: style ("bars" or
 --- "points"; points suit η-valued fields), logy (default for onset and
 --- peak_eta), ylabel, yrange, title (default: the descriptor and the
---- evaluation set(s) and preset of the profiles' identities).  A descriptor
+--- evaluation set(s) and preset of the profiles' identities; then the
+--- models and image count, plot.about).  A descriptor
 --- a profile's shape leaves undefined (NaN with a reason: an edge, a rise,
 --- ...) is never drawn: the figure lists it under the chart as left out,
 --- with the reason.  Bars of a ratio (plateau, peak_height: r, whose
@@ -1320,7 +1569,7 @@ function M.descriptors(profiles, opts)
   local fig = new_figure(fn, opts)
   fig:base_style(true) -- no lines to break: NaN cells are simply skipped
   if not fig.dumb then fig:cmd("set grid noxtics ytics") end
-  fig:title(opts.title or descriptor_title(field, groups))
+  fig:title(titled(opts, opts.title or descriptor_title(field, groups), groups))
   fig:labels(opts.xlabel, opts.ylabel or FIELD_LABELS[field] or field)
   if logy then fig:log_axis("y") end
   local parts = {}
@@ -1435,12 +1684,13 @@ end
 --- y values (nil/NaN) leave a gap (opts.connect joins across them).  opts:
 --- labels, xlabel, ylabel, logx, logy, xrange, yrange, points (default true),
 --- hline (a dashed reference y), lo and hi (intervals, shaped as ys_list:
---- drawn as capped bars, written as the .dat's lo and hi columns).
+--- drawn as capped bars, written as the .dat's lo and hi columns), from
+--- (the profiles the values come from: the title names them, plot.about).
 function M.lines(xs, ys_list, opts)
   local fn = "lines"
   opts = check_opts(fn, opts, { labels = "table", xlabel = "string", ylabel = "string", logx = "boolean",
     logy = "boolean", xrange = "table", yrange = "table", points = "boolean", hline = "number",
-    connect = "boolean", lo = "table", hi = "table" })
+    connect = "boolean", lo = "table", hi = "table", from = "table" })
   if type(ys_list) ~= "table" or max_index(ys_list) == 0 then fail(fn, "ys_list must be a non-empty array") end
   if type(xs) ~= "table" or max_index(xs) == 0 then fail(fn, "xs must be a non-empty array") end
   local single = type(ys_list[1]) ~= "table"
@@ -1455,7 +1705,7 @@ function M.lines(xs, ys_list, opts)
   local labels = check_labels(fn, opts.labels, ns, "series")
   local fig = new_figure(fn, opts)
   fig:base_style(opts.connect)
-  fig:title(opts.title)
+  fig:title(titled(opts, opts.title, opts.from))
   fig:labels(opts.xlabel, opts.ylabel)
   if opts.logx then fig:log_axis("x") end
   if opts.logy then fig:log_axis("y") end

@@ -5,6 +5,7 @@
 --   repl.pretty(v [, o]) -> a value as the REPL shows it (o.width, o.depth)
 --   repl.help(...)      -- srgeo.help when the library has one, else a summary
 --   srgeo.traceback()   -- the full traceback of the last error (shell.c keeps it)
+--   repl.interactive    -- true once the REPL runs (shell.c sets it): results echo
 --
 -- The pretty printer is inspect.lua's / IPython's repr: array part first,
 -- then keys sorted; nested tables to depth 3 (deeper ones as {...}), each

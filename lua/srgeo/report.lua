@@ -47,7 +47,7 @@ end
 --- A stand-in profile for plot.descriptors carrying ‖J‖_F as the
 --- descriptor "jacobian_fro".
 function R.with_jacobian(p)
-  return { label = p.label, model = p.model, identity = p.identity,
+  return { label = p.label, model = p.model, identity = p.identity, n_images = p.n_images,
            descriptors = setmetatable({ jacobian_fro = R.jacobian_fro(p) }, { __index = p.descriptors }) }
 end
 
@@ -74,19 +74,8 @@ local function columns(rows)
 end
 R.columns = columns
 
---- report.images_text(list) -> "8 images", or "8–32 images" when they
---- differ: the images each entry (a profile, or a results.json unit) holds
---- (n_images: what was computed, never the count asked for); nil if none says.
-function R.images_text(list)
-  local lo, hi
-  for _, p in pairs(list or {}) do
-    local n = type(p) == "table" and math.type(p.n_images) and p.n_images
-    if n then lo, hi = math.min(lo or n, n), math.max(hi or n, n) end
-  end
-  if not lo then return nil end
-  if lo == hi then return string.format("%d image%s", lo, lo == 1 and "" or "s") end
-  return string.format("%d–%d images", lo, hi)
-end
+--- report.images_text(list): util.images_text ("8 images", "8–32 images").
+R.images_text = util.images_text
 
 --- report.descriptor_table(profiles [, labels]) -> text: one row per profile:
 --- its shape (srgeo.bump's class), plateau, onset η, peak η and height (with

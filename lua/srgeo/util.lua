@@ -234,6 +234,45 @@ function M.progress(label, total, opts)
   return p
 end
 
+local B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+local B64T = {}
+for i = 1, 64 do B64T[i - 1] = B64:sub(i, i) end
+
+--- Base64 of a byte string.
+function M.base64(s)
+  local out = {}
+  local n = #s
+  for i = 1, n - 2, 3 do
+    local a, b, c = s:byte(i, i + 2)
+    local v = (a << 16) | (b << 8) | c
+    out[#out + 1] = B64T[(v >> 18) & 63] .. B64T[(v >> 12) & 63] .. B64T[(v >> 6) & 63] .. B64T[v & 63]
+  end
+  local r = n % 3
+  if r == 1 then
+    local v = s:byte(n) << 16
+    out[#out + 1] = B64T[(v >> 18) & 63] .. B64T[(v >> 12) & 63] .. "=="
+  elseif r == 2 then
+    local a, b = s:byte(n - 1, n)
+    local v = (a << 16) | (b << 8)
+    out[#out + 1] = B64T[(v >> 18) & 63] .. B64T[(v >> 12) & 63] .. B64T[(v >> 6) & 63] .. "="
+  end
+  return table.concat(out)
+end
+
+--- util.images_text(list) -> "8 images", or "8–32 images" when they
+--- differ: the images each entry (a profile, or a results.json unit) holds
+--- (n_images: what was computed, never the count asked for); nil if none says.
+function M.images_text(list)
+  local lo, hi
+  for _, p in pairs(list or {}) do
+    local n = type(p) == "table" and math.type(p.n_images) and p.n_images
+    if n then lo, hi = math.min(lo or n, n), math.max(hi or n, n) end
+  end
+  if not lo then return nil end
+  if lo == hi then return string.format("%d image%s", lo, lo == 1 and "" or "s") end
+  return string.format("%d–%d images", lo, hi)
+end
+
 function M.duration(s)
   if s ~= s or s == math.huge then return "?" end
   if s < 60 then return string.format("%.1fs", s) end

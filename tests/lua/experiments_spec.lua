@@ -576,10 +576,11 @@ T.test("bump.lua: trained + twin; rerun reuses cached units; --force and new opt
   check_results(out, { "bump" }, 2)
   T.truthy(log:find("peak η", 1, true), "prints the descriptor table")
   -- titles are literal text (noenhanced): names appear as typed, not escaped
+  -- (the one backslash: the line break before the models, plot.about)
   local title = read(out .. "/bump.gp"):match("\nset title (.-)\n")
   T.truthy(title and title:find("tiny: trained vs random init: r_η on noise (4 images, seed 0, ", 1, true)
-    and title:find("noenhanced", 1, true)
-    and not title:find("\\", 1, true), tostring(title))
+    and title:find("noenhanced", 1, true) and title:find("'.\"\\n\".'tiny, tiny@init' noenhanced", 1, true)
+    and not title:gsub('%."\\n"%.', ""):find("\\", 1, true), tostring(title))
   local unit = out .. "/units/tiny__noise_4@0.json"
   local before = read(unit)
   log, code = script("bump", SMALL .. " --model tiny --twin --eval noise --out " .. out)
@@ -593,7 +594,8 @@ T.test("bump.lua: trained + twin; rerun reuses cached units; --force and new opt
   log = script("bump", SMALL:gsub("--directions 16", "--directions 8") .. " --model tiny --eval noise --out " .. out
     .. " --title 'tiny_net^2 {x}'")
   T.truthy(log:find("options or model changed", 1, true) and log:find("1 units (1 computed, 0 cached)", 1, true), log)
-  T.truthy(read(out .. "/bump.gp"):find("\nset title 'tiny_net^2 {x}' noenhanced\n", 1, true), "--title verbatim")
+  T.truthy(read(out .. "/bump.gp"):find("\nset title 'tiny_net^2 {x}'.\"\\n\".'tiny on noise, 4 images' noenhanced\n", 1, true),
+    "--title verbatim, then the model, set and count:\n" .. read(out .. "/bump.gp"))
 end)
 
 T.test("zoo.lua and init_vs_trained.lua", function()
@@ -624,6 +626,11 @@ T.test("dynamics.lua: checkpoints of a run, heatmap and descriptors vs step", fu
   T.truthy(gp:find("set logscale cb", 1, true) and lo and hi, gp)
   T.close(tonumber(lo) * tonumber(hi), 1, 1e-6, "cbrange symmetric about 1 in log")
   T.truthy(gp:find("set title 'r_η on noise (4 images, seed 0, quick preset)'", 1, true), "heatmap titled")
+  -- every figure of the run names the checkpoints it was measured on (plot.about; lines and heatmap: from = ps)
+  for _, f in ipairs { "dynamics", "dynamics_profiles", "dynamics_jacobian" } do
+    local t = read(out .. "/" .. f .. ".gp"):match("\nset title ([^\n]*)")
+    T.truthy(t and t:find("'.\"\\n\".'4 models", 1, true), f .. ": " .. tostring(t))
+  end
   -- the checkpoints' overlay in an ordered palette: the first curve dark violet, then along viridis
   local colours = {}
   for c in read(out .. "/dynamics_profiles.gp"):gmatch('with linespoints [^\n]-lc rgb "(#%x+)"') do colours[#colours + 1] = c end
@@ -660,7 +667,8 @@ T.test("robustness.lua: ε from names and explicit; layers.lua: one panel per ta
   T.truthy(not io.open(out .. "/robustness_peak_eta.png"), "no chart of no value")
   T.truthy(read(out .. "/summary.txt"):find("robustness_peak_eta: 0 of 2 peak_eta defined (fewer than 2: a table, not a chart)",
     1, true), read(out .. "/summary.txt"))
-  T.truthy(read(out .. "/robustness_jacobian.gp"):find('‖J‖F on noise:4@0 (preset quick)', 1, true))
+  T.truthy(read(out .. "/robustness_jacobian.gp"):find("set title '‖J‖F on noise (preset quick)'.\"\\n\".'tiny, tiny_pgd_eps0.5, 4 images'",
+    1, true), read(out .. "/robustness_jacobian.gp"))
   -- one quantity per figure, with its intervals: ‖J‖_F against ε, lo and hi columns drawn as bars
   local gp, dat = read(out .. "/robustness_jacobian_vs_eps.gp"), read(out .. "/robustness_jacobian_vs_eps.dat")
   T.truthy(dat:find("# x y lo hi", 1, true), dat)

@@ -296,12 +296,15 @@ end)
 T.test("plot: bad input is a clear error naming the function", function()
   local out = DIR .. "/bad.png"
   T.raises(function() plot.profile({}, { out = out }) end, "srgeo.plot.profile: no profiles given")
-  -- no out: a temporary PNG, its path returned alone (no "PATH  nil" in the REPL)
-  local r = table.pack(plot.profile(trained, {}))
-  local tmpfig = r[1]
-  T.eq(r.n, 1, "a figure file returns its path alone")
-  T.truthy(tmpfig:match("%.png$") and (T.read(tmpfig) or ""):sub(2, 4) == "PNG", tostring(tmpfig))
-  for _, ext in ipairs { ".png", ".dat", ".gp" } do os.remove((tmpfig:gsub("%.png$", ext))) end
+  -- no out (and no window or terminal image here): a temporary PNG, its
+  -- path returned alone (no "PATH  nil" in the REPL)
+  if plot.view_mode() == "file" then
+    local r = table.pack(plot.profile(trained, {}))
+    local tmpfig = r[1]
+    T.eq(r.n, 1, "a figure file returns its path alone")
+    T.truthy(tmpfig:match("%.png$") and (T.read(tmpfig) or ""):sub(2, 4) == "PNG", tostring(tmpfig))
+    os.execute("rm -rf '" .. tmpfig:match("^(.*)/") .. "'") -- the private folder (srgeo-plot.XXXXXX) too
+  end
   T.raises(function() plot.profile(trained, { out = DIR .. "/x.jpg" }) end, "cannot choose a terminal for")
   T.raises(function() plot.profile(trained, { out = out, terminal = "dumb" }) end, "does not match the extension")
   T.raises(function() plot.profile(trained, { out = out, colour = "red" }) end, "unknown option 'colour'")
@@ -495,4 +498,251 @@ T.test("plot: one quantity per axis with its intervals (plot.lines lo/hi); ratio
   local note = ex.notes[#ex.notes]
   T.truthy(note and note.text:find("an edge: r still rising", 1, true) and note.title:find("few: 1 of 3 peak_eta defined", 1, true),
     note and note.title .. "\n" .. note.text)
+end)
+
+---------------------------------------------------------------------------
+-- A figure without opts.out in the shell (plot.view_mode): a window, a
+-- terminal image, or a file whose path is printed.  Each branch runs the
+-- shell as a user would, its environment set as a terminal sets it; the
+-- terminal images are read back from a pseudo-terminal (script(1)).
+---------------------------------------------------------------------------
+
+local function q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+local VIEW_DIR = io.popen("pwd -P"):read("l") .. "/" .. DIR .. "/view"
+local DEMO = "p = srgeo.profile.adopt{scales = {0.1, 1, 10}, median = {1, 2, 1.5}, label = 'demo', n_images = 4}"
+
+-- Run `srgeo -e CODE` (or -i with stdin) in a fresh $TMPDIR under env words
+-- (env(1) syntax; the display and terminal variables of this session are
+-- unset first); pty = true runs it on a pseudo-terminal.  Returns stdout,
+-- stderr (merged on a pty), the $TMPDIR and the seconds it took.
+local function view_run(envw, code, o)
+  o = o or {}
+  local shell = os.getenv("SRGEO_SHELL") or T.shell()
+  if not shell then T.skip("not run by the srgeo shell") end
+  local tmp = VIEW_DIR .. "/" .. (o.name or "t")
+  os.execute("rm -rf " .. q(tmp) .. " && mkdir -p " .. q(tmp))
+  local clean = "env -u DISPLAY -u WAYLAND_DISPLAY -u TMUX -u KITTY_WINDOW_ID -u TERM_PROGRAM -u LC_TERMINAL "
+    .. "-u SRGEO_PLOT_VIEW -u SRGEO_GNUPLOT TERM=xterm-256color TMPDIR=" .. q(tmp) .. " SRGEO_HISTORY=" .. q(tmp .. "/hist") .. " " .. envw
+  local args = o.stdin and "-i" or "-e " .. q(code)
+  local cmd = clean .. " " .. q(shell) .. " " .. args
+  if o.stdin then T.write(tmp .. "/in", o.stdin); cmd = cmd .. " <" .. q(tmp .. "/in") end
+  if o.pty then cmd = "script -qec " .. q(cmd) .. " /dev/null </dev/null" end
+  local clock = io.popen("date +%s.%N"):read("l")
+  os.execute(cmd .. " >" .. q(tmp .. "/out") .. " 2>" .. q(tmp .. "/err"))
+  local dt = tonumber(io.popen("date +%s.%N"):read("l")) - tonumber(clock)
+  return read(tmp .. "/out") or "", read(tmp .. "/err") or "", tmp, dt
+end
+
+local B64 = {}
+for i = 1, 64 do B64[("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"):byte(i)] = i - 1 end
+local function unbase64(s)
+  local out, bits, n = {}, 0, 0
+  for c in s:gmatch("[%w+/]") do
+    bits, n = (bits << 6) | B64[c:byte()], n + 6
+    if n >= 8 then
+      n = n - 8
+      out[#out + 1] = string.char((bits >> n) & 255)
+    end
+  end
+  return table.concat(out)
+end
+
+T.test("plot without out in the shell: a file under $TMPDIR, its path printed once (a script: on stderr; the REPL: echoed)", function()
+  local out, err, tmp = view_run("", DEMO .. " print(srgeo.plot.profile(p))", { name = "file" })
+  local path = err:match("srgeo%.plot%.profile: no opts%.out given; the figure is (%S+)\n")
+  T.truthy(path, "stderr names the figure:\n" .. err)
+  T.eq(out, path .. "\n", "and the call returns its path")
+  T.truthy(path:find("^" .. tmp:gsub("%p", "%%%0") .. "/srgeo%-plot%.[%w]+/profile%-1%.png$"), path)
+  T.truthy(plot.figure_complete("png", read(path)), "a complete PNG")
+  T.truthy(read(path:gsub("%.png$", ".gp")):find("set terminal pngcairo", 1, true), "its .gp beside it")
+  T.eq(io.popen("stat -c %a " .. q(path:match("^(.*)/"))):read("l"), "700", "a private folder")
+  T.eq(#T.sh("ls " .. q(path:match("^(.*)/")) .. " | grep tmp"), 0, "no temporary left")
+  -- the REPL echoes the returned path: printed once, no "nil", no note
+  out, err = view_run("", nil, { name = "file_repl", stdin = DEMO .. "\nsrgeo.plot.profile(p)\n" })
+  local paths = {}
+  for pth in out:gmatch("(/%S+%.png)") do paths[#paths + 1] = pth end
+  T.eq(#paths, 1, "the path once in the REPL:\n" .. out)
+  T.truthy(not out:find("nil", 1, true) and not err:find("the figure is", 1, true), out .. err)
+  -- a display without a window terminal in this gnuplot: a file, and why
+  local have = T.sh("gnuplot -e 'set terminal'")
+  if not (have:find("\n%s+qt%s") or have:find("\n%s+wxt%s") or have:find("\n%s+x11%s")) then
+    out, err = view_run("DISPLAY=:97", DEMO .. " srgeo.plot.profile(p) srgeo.plot.profile(p)", { name = "nowin" })
+    T.truthy(err:find("no window: this gnuplot has no qt, wxt or x11 terminal", 1, true), err)
+    T.eq(select(2, err:gsub("no window", "")), 1, "said once")
+    T.eq(select(2, err:gsub("the figure is", "")), 2, "two figures")
+  end
+end)
+
+T.test("plot without out on a terminal with an image protocol: kitty, iTerm2 and sixel escape sequences carry the figure", function()
+  if os.execute("command -v script >/dev/null 2>&1") ~= true then T.skip("script(1) is not installed") end
+  local code = DEMO .. " io.write('<', select('#', srgeo.plot.profile(p)), '>')"
+  -- kitty: APC G chunks of base64 PNG, a=T f=100 q=2 on the first, m=1 until the last
+  local out = view_run("KITTY_WINDOW_ID=7", code, { name = "kitty", pty = true })
+  out = out:gsub("\r", "")
+  local chunks = {}
+  for ctl, payload in out:gmatch("\27_G([^;]*);([^\27]*)\27\\") do chunks[#chunks + 1] = { ctl, payload } end
+  T.truthy(#chunks >= 2, "the PNG in several chunks, got " .. #chunks .. ":\n" .. out:sub(1, 300))
+  T.eq(chunks[1][1], "a=T,f=100,q=2,m=1")
+  for i = 2, #chunks - 1 do T.eq(chunks[i][1], "m=1") end
+  T.eq(chunks[#chunks][1], "m=0")
+  local b64 = {}
+  for i, c in ipairs(chunks) do
+    if i < #chunks then T.eq(#c[2], 4096, "chunk " .. i .. " size") end
+    b64[i] = c[2]
+  end
+  T.truthy(plot.figure_complete("png", unbase64(table.concat(b64))), "the chunks decode to a complete PNG")
+  T.truthy(out:find("<0>", 1, true), "a shown figure returns nothing")
+  T.truthy(not out:find("the figure is", 1, true), "no path printed")
+  view_run("TERM=xterm-kitty", code, { name = "kitty_term", pty = true })
+  T.truthy(read(VIEW_DIR .. "/kitty_term/out"):find("\27_Ga=T,f=100", 1, true), "TERM=xterm-kitty too")
+  -- under tmux: no escape sequences (tmux drops them), a file
+  out = view_run("KITTY_WINDOW_ID=7 TMUX=/tmp/x,1,0", code, { name = "kitty_tmux", pty = true })
+  T.truthy(not out:find("\27_G", 1, true) and out:find("the figure is", 1, true), out)
+  -- iTerm2: OSC 1337 File=inline=1;size=N:base64 BEL
+  out = view_run("TERM_PROGRAM=iTerm.app", code, { name = "iterm", pty = true })
+  local size, payload = out:gsub("\r", ""):match("\27%]1337;File=inline=1;size=(%d+);preserveAspectRatio=1:([%w+/=]+)\7")
+  T.truthy(payload, "an iTerm2 inline image:\n" .. out:sub(1, 300))
+  local png = unbase64(payload)
+  T.eq(#png, tonumber(size), "size= is the PNG's")
+  T.truthy(plot.figure_complete("png", png))
+  -- sixel (when this gnuplot has sixelgd): DCS q .. ST
+  if T.sh("gnuplot -e 'set terminal'"):find("\n%s+sixelgd%s") then
+    out = view_run("TERM=foot", code, { name = "sixel", pty = true })
+    local six = out:match("\27Pq.-\27\\")
+    T.truthy(six and #six > 1000 and six:find('"1;1;800;500', 1, true), "a sixel image of 800x500:\n" .. out:sub(1, 300))
+    T.truthy(out:find("<0>", 1, true))
+  end
+  -- without a terminal on stdout: a file, whatever TERM says
+  local _, err = view_run("KITTY_WINDOW_ID=7", code, { name = "kitty_pipe" })
+  T.truthy(err:find("the figure is", 1, true), err)
+end)
+
+T.test("plot without out with a display: a gnuplot window (qt/wxt/x11, persist) started in the background", function()
+  -- gnuplot-nox has no window terminal and this machine may have no X
+  -- server: a gnuplot that lists x11 among its terminals records the script
+  -- it is run on, checks it with the real gnuplot (dumb in place of x11) and
+  -- keeps running 3 s, as a window does
+  local real = T.sh("command -v gnuplot"):match("^(%S+)")
+  if not real then T.skip("gnuplot is not installed") end
+  os.execute("mkdir -p " .. q(VIEW_DIR))
+  local fake, log = VIEW_DIR .. "/gnuplot-x11", VIEW_DIR .. "/window_log"
+  os.execute("rm -f " .. q(log) .. "*")
+  T.write(fake, string.format([[#!/bin/sh
+case "$*" in *"set terminal"*) %s -e 'set terminal' 2>&1; echo '             x11  X11 Window System interactive terminal'; exit 0;; esac
+echo "$@" >%s.args; cp "$2" %s.gp
+sed 's/^set terminal x11 .*/set terminal dumb/' "$2" | %s >%s.text 2>&1; echo $? >%s.rc
+sleep 3; echo done >%s.done
+]], q(real), q(log), q(log), q(real), q(log), q(log), q(log)))
+  os.execute("chmod +x " .. q(fake))
+  local out, err, tmp, dt = view_run("DISPLAY=:97 SRGEO_GNUPLOT=" .. q(fake),
+    DEMO .. " io.write('<', select('#', srgeo.plot.profile(p)), '>')", { name = "window" })
+  T.eq(out, "<0>", "nothing returned, nothing printed: " .. err)
+  T.truthy(dt < 2.5, string.format("the shell did not wait for the window (%.2f s)", dt))
+  for _ = 1, 100 do
+    if read(log .. ".rc") then break end
+    os.execute("sleep 0.05")
+  end
+  T.eq(read(log .. ".args"), "-persist ./profile-1.gp\n")
+  local gp = read(log .. ".gp")
+  T.truthy(gp:find("\nset terminal x11 enhanced persist size 800,500 font 'Sans,11' title 'srgeo.plot.profile'\n", 1, true), gp)
+  T.truthy(not gp:find("set output", 1, true), "a window has no output file")
+  T.eq(read(log .. ".rc"), "0\n", "the script runs: " .. tostring(read(log .. ".text")))
+  T.truthy(read(log .. ".text"):find("demo", 1, true), "and draws the curve")
+  T.truthy(T.sh("ls " .. q(tmp) .. "/srgeo-plot.*/"):find("profile-1.dat", 1, true), "the data beside the script")
+  -- forced without a window terminal: an error naming the packages
+  local _, e2 = view_run("SRGEO_PLOT_VIEW=window SRGEO_GNUPLOT=" .. q(real), DEMO .. " srgeo.plot.profile(p)", { name = "forced" })
+  if not T.sh(real .. " -e 'set terminal'"):find("\n%s+x11%s") then
+    T.truthy(e2:find("SRGEO_PLOT_VIEW=window, but", 1, true) and e2:find("gnuplot-qt", 1, true), e2)
+  end
+  local _, e3 = view_run("SRGEO_PLOT_VIEW=popup", DEMO .. " srgeo.plot.profile(p)", { name = "bad" })
+  T.truthy(e3:find("SRGEO_PLOT_VIEW=popup is not one of window, kitty, iterm, sixel, file", 1, true), e3)
+end)
+
+T.test("plot: every figure's title names the models, evaluation set and image count of its data (plot.about)", function()
+  local function measured(label, model, eval, n)
+    local p = bump(label, 0.5, 0.3, n)
+    p.identity, p.model, p.n_images = { model = model, eval = eval, preset = "quick" }, model, n
+    return p
+  end
+  local a = measured("trained", "small_resnet", "fmnist-test:32@0", 32)
+  local b = measured("init", "small_resnet@init", "fmnist-test:32@0", 32)
+  local c = measured("pgd", "small_resnet_pgd", "fmnist-test:16@0", 16)
+  T.eq(plot.about { a, b }, "small_resnet, small_resnet@init on fmnist-test, 32 images")
+  T.eq(plot.about({ a, b, c }, "r_η on fmnist-test (16–32 images)"), "small_resnet, small_resnet@init, small_resnet_pgd")
+  T.eq(plot.about({ a }, "small_resnet on fmnist-test, 32 images"), nil, "nothing the title already says")
+  T.eq(plot.about({ a }, "small_resnet_v2 on fmnist-test-blur, 132 images"), "small_resnet on fmnist-test, 32 images",
+    "a name is named on its own, not inside a longer one")
+  T.eq(plot.about { { scales = { 1 }, median = { 1 }, per_image = { { 1 }, { 1 } } } }, "2 images", "rows count images")
+  local many = {}
+  for i = 1, 5 do
+    many[i] = measured("m" .. i, "ckpt_" .. i, "noise:4@0", 4)
+    many[i].identity.arch = "tiny"
+  end
+  T.eq(plot.about(many), "5 models (tiny) on noise, 4 images")
+  -- the .gp of each figure kind: its title line carries the three
+  local function title_of(out)
+    local gp = T.truthy(read(out:gsub("%.%w+$", ".gp")), out)
+    return T.truthy(gp:match("\nset multiplot [^\n]* title ([^\n]*) margins") or gp:match("\nset title ([^\n]*)\n"),
+      "no title in " .. out .. ":\n" .. gp)
+  end
+  local function names_all(out, what)
+    local t = title_of(out)
+    for _, s in ipairs(what) do T.truthy(t:find(s, 1, true), out .. ": the title lacks '" .. s .. "': " .. t) end
+    return t
+  end
+  local std = { "small_resnet", "fmnist-test", "32 images" }
+  local f = DIR .. "/about_"
+  plot.profile({ a, b }, { out = f .. "profile.png" })
+  names_all(f .. "profile.png", { "small_resnet, small_resnet@init", "on fmnist-test", "32 images" })
+  -- a caller's title first, the rest on a second line
+  plot.profile({ a, b }, { out = f .. "titled.png", title = "r_η on fmnist-test (32 images, seed 0)" })
+  T.eq(title_of(f .. "titled.png"), "'r_η on fmnist-test (32 images, seed 0)'.\"\\n\".'small_resnet, small_resnet@init' noenhanced")
+  plot.profile({ a }, { out = f .. "bare.png", title = "mine", about = false })
+  T.eq(title_of(f .. "bare.png"), "'mine' noenhanced", "about = false: the title alone")
+  plot.multiples({ { a, b }, { a } }, { out = f .. "multiples.png", titles = { "one", "two" } })
+  names_all(f .. "multiples.png", std)
+  plot.descriptors({ a, b }, { out = f .. "descriptors.png", field = "peak_height" })
+  names_all(f .. "descriptors.png", { "Peak height on fmnist-test (preset quick)", "small_resnet, small_resnet@init", "32 images" })
+  plot.descriptors({ { a, b }, { c } }, { out = f .. "grouped.png", field = "peak_eta", groups = { "g1", "g2" } })
+  names_all(f .. "grouped.png", { "small_resnet_pgd", "fmnist-test", "16–32 images" })
+  plot.heatmap({ a.median, b.median }, { out = f .. "heatmap.png", cols = a.scales, from = { a, b } })
+  names_all(f .. "heatmap.png", std)
+  plot.lines({ 1, 2 }, { 3, 4 }, { out = f .. "lines.png", title = plot.JF .. " vs step", from = { a, b } })
+  names_all(f .. "lines.png", { "‖J‖F vs step", "small_resnet", "fmnist-test", "32 images" })
+  local _, text = plot.profile(a, { terminal = "dumb" })
+  T.truthy(text:find("small_resnet on fmnist-test, 32 images", 1, true), "text figures too:\n" .. text)
+end)
+
+-- The window for real where it can be: an X server from xvfb-run and a
+-- gnuplot with a window terminal ($SRGEO_TEST_WINDOW_GNUPLOT, else gnuplot:
+-- Debian's gnuplot-nox has none, so this skips on a machine with it alone).
+T.test("plot without out with a display: a real gnuplot window on Xvfb (skipped without xvfb-run or a window gnuplot)", function()
+  local shell = os.getenv("SRGEO_SHELL") or T.shell()
+  if not shell then T.skip("not run by the srgeo shell") end
+  for _, tool in ipairs { "xvfb-run", "xwininfo" } do
+    if os.execute("command -v " .. tool .. " >/dev/null 2>&1") ~= true then T.skip(tool .. " is not installed") end
+  end
+  local gp = os.getenv("SRGEO_TEST_WINDOW_GNUPLOT") or "gnuplot"
+  local terms = T.sh(q(gp) .. " -e 'set terminal'")
+  if not (terms:find("\n%s+qt%s") or terms:find("\n%s+wxt%s") or terms:find("\n%s+x11%s")) then
+    T.skip(gp .. " has no qt, wxt or x11 terminal")
+  end
+  local tmp = VIEW_DIR .. "/xvfb"
+  os.execute("rm -rf " .. q(tmp) .. " && mkdir -p " .. q(tmp))
+  T.write(tmp .. "/run.sh", string.format([[
+t0=$(date +%%s.%%N)
+env -u TMUX -u SRGEO_PLOT_VIEW TMPDIR=%s SRGEO_GNUPLOT=%s %s -e %s >%s/out 2>%s/err
+t1=$(date +%%s.%%N)
+echo "$t1 - $t0" | bc >%s/seconds
+sleep 2
+xwininfo -root -tree >%s/windows
+]], q(tmp), q(gp), q(shell), q(DEMO .. " io.write('<', select('#', srgeo.plot.profile(p)), '>', srgeo.plot.view_mode())"),
+    q(tmp), q(tmp), q(tmp), q(tmp)))
+  T.truthy(os.execute("timeout 60 xvfb-run -a sh " .. q(tmp .. "/run.sh") .. " >/dev/null 2>&1"), "xvfb-run")
+  T.truthy(read(tmp .. "/out"):find("^<0>window"), read(tmp .. "/out") .. read(tmp .. "/err"))
+  local dt = tonumber(read(tmp .. "/seconds"))
+  T.truthy(dt and dt < 2.5, "the shell returned while the window stays: " .. tostring(dt) .. " s")
+  local win = read(tmp .. "/windows")
+  T.truthy(win:find('"srgeo.plot.profile"', 1, true), "a window titled srgeo.plot.profile:\n" .. win)
+  T.eq(T.sh("cat " .. q(tmp) .. "/srgeo-plot.*/profile-1.err"), "", "gnuplot said nothing")
 end)
