@@ -104,7 +104,7 @@ typedef struct sr_profile_result {
     double *noise_energy;  /* [nscales] of the mean displacement energy (the numerator) */
     double noise_jvp;      /* of the mean JVP energy (the denominator) */
     /* The same directions' JVP energy against a float64 one-sided forward
-     * difference at a per-pixel RMS step of 1e-6 (forwards only: independent
+     * difference at a per-pixel RMS step of 1e-8 (forwards only: independent
      * of the JVP and its rule at kinks), ΣJ/ΣFD − 1 in float64; NaN if not
      * checked.  Float64 models run this check alone. */
     double fd_jvp;

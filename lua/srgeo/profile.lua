@@ -970,7 +970,7 @@ function Profile:kink_lines()
     if v and v == v then fd, nfd = math.max(fd, math.abs(v)), nfd + 1 end
   end
   out[#out + 1] = nfd > 0 and string.format("float64 check: the JVP energies of %d images lie within %.2g of a "
-    .. "float64 one-sided forward difference (per-pixel RMS step 1e-6, the %d noise directions), every call's "
+    .. "float64 one-sided forward difference (per-pixel RMS step 1e-8, the %d noise directions), every call's "
     .. "bounds widened by it and the float32 error bound", nfd, fd, o.noise_directions or 0)
     or "float64 check: none (noise_directions = 0): the shape call is not checked against float64"
   local ns, ts, ms = stats(self.singular)

@@ -440,9 +440,15 @@ end)
 -- The forwards a profile reports, from what it says it ran: per engine call
 -- (p.steps[i]: the base directions of each) the primal, the stacked JVPs
 -- (one primal row per stack of jvp_k, plus the tangents), then one
--- perturbed forward per direction and rung evaluated (no noise check).
+-- perturbed forward per direction and rung evaluated (no noise check); a
+-- float64 run's first call checks its JVPs against a forward difference:
+-- one row per noise direction (antipodes included).
 local function seq_forwards(p, jvp_k)
   local n = 0
+  if p.options.precision == "float64" then
+    local nd, mult = p.options.noise_directions or 0, p.options.antipodal and 2 or 1
+    for i = 1, p.n_images do n = n + mult * math.min((nd + mult - 1) // mult, p.steps[i][1]) end
+  end
   -- the directional rule stacks u and −u: jvp_k / 2 base directions a stack
   local both = p.options.directional and p.options.antipodal
   local k, signs = both and math.max(1, jvp_k // 2) or jvp_k, both and 2 or 1
