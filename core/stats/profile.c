@@ -88,7 +88,9 @@ const sr_opt_spec sr_profile_specs[] = {
     {.name = "noise_directions", .type = SR_OPT_INT, .lo = 0, .hi = 1e6, .def = 16, .offset = FIELD(noise_dirs),
      .help = "directions (antipodes counted; 0 or at least 2 base directions) re-evaluated in float64, numerator "
              "and JVPs: p.noise is then a 95% upper confidence bound on the float32 error of r over the whole "
-             "direction set (|error on them| + t_0.975 x its standard error as a sample of the set; 0: none)"},
+             "direction set (|error on them| + t_0.975 x its standard error as a sample of the set; 0: none); "
+             "their JVP energies are checked against a float64 forward difference (p.fd_jvp, float64 runs too), "
+             "and both widen every shape call's bounds"},
     {.name = "noise_fpc", .type = SR_OPT_BOOL, .def = 1, .offset = FIELD(noise_fpc),
      .help = "finite-population correction of the noise bound (off: the run adds directions later, as the "
              "sequential estimator's first step)"},
