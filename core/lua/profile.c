@@ -118,7 +118,7 @@ static int l_profile_image(lua_State *L)
         memcpy(copy + 5 * ns, res.per_dir, (size_t)npd * sizeof(double));
     memcpy(copy + 5 * ns + npd, res.jvp_sq, (size_t)nj * sizeof(double));
     memcpy(mom, res.moments, (size_t)ns * sizeof *mom);
-    double ej = res.jac_energy, secs = res.seconds, njvp_noise = res.noise_jvp;
+    double ej = res.jac_energy, secs = res.seconds, njvp_noise = res.noise_jvp, fd_jvp = res.fd_jvp;
     lua_Integer nfwd = res.nforward, total = res.ndirs_total, nexact = res.nexact;
     lua_Integer shared = res.shared_layers;
     sr_kinks kinks = res.kinks;
@@ -148,6 +148,8 @@ static int l_profile_image(lua_State *L)
     lua_setfield(L, -2, "moments");
     lua_pushnumber(L, njvp_noise);
     lua_setfield(L, -2, "noise_jvp");
+    lua_pushnumber(L, fd_jvp);
+    lua_setfield(L, -2, "fd_jvp");
     lua_pushinteger(L, nexact);
     lua_setfield(L, -2, "exact_pairs");
     lua_pushinteger(L, shared);

@@ -108,6 +108,11 @@ int sr_relu_boundary(sr_module *m, const sr_tensor *xv, int64_t k, double *dist,
     run.n = 1;
     run.k = k;
     run.record_relu = 1;
+    /* The one-sided tangents at ReLUs exactly at 0 (kernels/kink.h): such a
+     * unit is in the half-space v moves into, so the units after it see its
+     * tangent max(0, ż), as the profile's exact shortcut does; PyTorch's
+     * mask (x > 0) dropped it and misplaced every later boundary. */
+    run.directional = 1;
     if (sr_module_jvp(m, xv, &run))
         return -1;
     return sr_relu_boundary_walk(m, k, dist, NULL, nunits);
@@ -140,8 +145,13 @@ static int flips_cb(const char *path, sr_module *m, int depth, void *ud)
             return sr_fail("relu_flips: layer sizes changed between passes");
         for (int64_t r = 0; r < s->rows; r++) {
             int64_t c = 0;
-            for (int64_t e = 0; e < rs; e++)
-                c += (sr_get_flat(ref, e) > 0) != (sr_get_flat(z, r * rs + e) > 0);
+            /* A unit exactly at 0 at x is on its boundary: the one-sided
+             * rule puts it in whichever half-space the row lies in, so it
+             * never flips (and the count → 0 as η → 0, as r → 1). */
+            for (int64_t e = 0; e < rs; e++) {
+                double z0 = sr_get_flat(ref, e);
+                c += z0 != 0 && (z0 > 0) != (sr_get_flat(z, r * rs + e) > 0);
+            }
             s->flips[r] += (double)c;
         }
         s->units += rs;

@@ -6,7 +6,11 @@
  *    units is the largest η for which x+ηu stays in x's linear region, where
  *    Φ(x+ηu) − Φ(x) = η J u exactly (for nets whose only nonlinearity is
  *    ReLU);
- *  - the fraction of ReLU units whose sign differs between x and x+ηu. */
+ *  - the fraction of ReLU units whose sign differs between x and x+ηu.
+ * Both follow the directional rule at exact ties (kernels/kink.h): a unit
+ * exactly at 0 at x lies in the half-space u moves into, so it neither
+ * limits the distance nor counts as a flip, and its one-sided tangent
+ * max(0, ż) reaches the layers after it. */
 #ifndef SR_METRICS_H
 #define SR_METRICS_H
 

@@ -111,6 +111,11 @@ typedef struct sr_profile_result {
     double *noise;         /* [nscales] of r */
     double *noise_energy;  /* [nscales] of the mean displacement energy (the numerator) */
     double noise_jvp;      /* of the mean JVP energy (the denominator) */
+    /* The same directions' JVP energy against a float64 one-sided forward
+     * difference at a per-pixel RMS step of 1e-8 (forwards only: independent
+     * of the JVP and its rule at kinks), ΣJ/ΣFD − 1 in float64; NaN if not
+     * checked.  Float64 models run this check alone. */
+    double fd_jvp;
     double *per_dir;       /* [nscales × ndirs_total] when per_direction */
     double *jvp_sq;        /* [njvp_used] ‖J u_i‖² per JVP direction */
     int64_t njvp_used;

@@ -127,11 +127,13 @@ r_η = E_u ‖Φ(x+ηu) − Φ(x)‖² / (η² E_u ‖J(x)u‖²): 1 where Φ is
            p.singular[i]: the image's tied units/windows and points without a one-sided derivative (summary warns)
   fields: p.scales  p.median  p.lo  p.hi  p.mean  p.per_image  p.descriptors  p.jacobian_fro  p.forwards
   sequential: seq_between (1/4), seq_paper (1/2), or target_ci; p.rung_directions[i][s], p.closed_by[i][s]
-  p.shape.class: "bump" | "rise" | "fall" | "edge" | "flat" | "undetermined" (srgeo.bump: tests at alpha 0.05),
-    p.shape.text (the numbers that decided it), p.image_shapes (each image's call)
+  p.shape.class: "bump" | "rise" | "fall" | "edge" | "flat" | "undetermined" (srgeo.bump: tests at alpha 0.05
+    against the plateau, r at the lowest valid rung; every bound widened by the float64 check: p.noise and
+    p.fd_jvp[i], the JVP energy vs a float64 one-sided forward difference), p.shape.text (the numbers that
+    decided it), p.image_shapes (each image's call)
   print(p:summary())   p:save_csv(path)   p:save_json(path)   q = srgeo.profile.load(path)
-  descriptors (each {value, lo, hi}, NaN with a reason where the shape leaves them undefined): plateau,
-    onset, peak_eta, peak_height, half_width, decay_slope, area; peak_eta is parabolic: the vertex of a
+  descriptors (each {value, lo, hi}, NaN with a reason where the shape leaves them undefined): plateau (r at
+    the lowest valid rung), onset, peak_eta, peak_height, half_width, decay_slope, area; peak_eta is parabolic: the vertex of a
     parabola in log η through the median profile's highest rung and its neighbours, while the shape
     text's "peak rung" is that rung itself (p.shape.peak)
   c = srgeo.profile.compare(p1, p2, {permutations = 1000})   -- c.p.curve, c.p.peak_eta, ...; prints as a table

@@ -5,6 +5,10 @@
 --       whose sign changes along x → x+ηu, per scale (mean over directions)
 --   metrics.boundary(m, x, {directions=, seed=})   exact distance to the first
 --       activation boundary along each direction (ReLU nets)
+--   Both take the directional rule at exact ties, as the profile does: a unit
+--   exactly at 0 at x lies in the half-space u moves into, so it neither
+--   limits the distance nor counts as a flip, and the layers after it get its
+--   one-sided tangent max(0, ż) (PyTorch's mask x > 0 would drop it)
 --   metrics.local_linearity(m, x, eps, {...})       Qin et al.'s γ(ε) by projected gradient ascent
 --   metrics.trajectory_length(m, x, u, eta, {...})  length of Φ(x+tu), t ∈ [0, η], and its
 --       ratio to the linear prediction η‖Ju‖

@@ -310,6 +310,9 @@ local function call(run, p, i, rungs, first, count, noise)
   local base0 = copts.first_direction
   for j, v in ipairs(r.jvp_sq) do st.jvp[base0 + j] = v end
   if r.noise_jvp == r.noise_jvp then st.noise_jvp = math.max(st.noise_jvp or 0, r.noise_jvp) end
+  if r.fd_jvp == r.fd_jvp and not (st.fd_jvp and math.abs(st.fd_jvp) >= math.abs(r.fd_jvp)) then
+    st.fd_jvp = r.fd_jvp
+  end
   local nb = r.directions // (o.antipodal and 2 or 1)
   st.steps[#st.steps + 1] = nb
   for j, s in ipairs(rungs) do
@@ -341,6 +344,7 @@ local function publish(p)
   local mult = o.antipodal and 2 or 1
   p.per_image, p.ci, p.se, p.noise, p.noise_energy, p.moments = {}, {}, {}, {}, {}, {}
   p.rung_directions, p.directions_used, p.closed_by, p.jac_energy, p.jacobian_fro, p.noise_jvp = {}, {}, {}, {}, {}, {}
+  p.fd_jvp = {}
   p.steps = {}
   p.ties, p.near_ties, p.singular = {}, {}, {}
   if o.per_direction then p.per_direction = {} end
@@ -360,6 +364,7 @@ local function publish(p)
     p.per_image[i], p.ci[i], p.se[i], p.noise[i], p.noise_energy[i], p.moments[i] = r, ci, se, nz, ne, mo
     p.rung_directions[i], p.directions_used[i], p.closed_by[i] = rd, used * mult, cb
     p.noise_jvp[i] = st.noise_jvp or NAN
+    p.fd_jvp[i] = st.fd_jvp or NAN
     p.steps[i] = st.steps
     local kk = st.kinks or {}
     p.ties[i], p.near_ties[i], p.singular[i] = kk.ties or 0, kk.near or 0, kk.singular or 0
@@ -624,6 +629,34 @@ end
 -- everywhere on average once it reaches 1).
 local function rms(p, eta) return eta / math.sqrt(p.input_dim) end
 
+-- The float64 check behind every call (bump.classify's errors): image i's
+-- r at rung s lies within |r|·(noise + |fd|)/(1 − |fd|) of an independent
+-- float64 forward-difference evaluation, noise its float32 error bound
+-- (p.noise, none in a float64 run) and fd = p.fd_jvp[i], its JVP energy's
+-- deviation from a float64 forward difference (r64/r_fd = 1 + fd).  NaN
+-- where not checked; nil for a profile without the check (made before it).
+local function float64_error(p, i, s)
+  local r, fd = p.per_image[i][s], p.fd_jvp[i]
+  if r ~= r then return nil end
+  local nz = p.options.precision == "float64" and 0 or (p.noise and p.noise[i] and p.noise[i][s] or NAN)
+  if fd == nil or fd ~= fd or nz ~= nz or math.abs(fd) >= 1 then return NAN end
+  return math.abs(r) * (nz + math.abs(fd)) / (1 - math.abs(fd))
+end
+
+local function float64_errors(p, images)
+  if not p.fd_jvp then return nil end
+  local E = {}
+  for s = 1, #p.scales do
+    local e = 0
+    for _, i in ipairs(images) do
+      local v = float64_error(p, i, s)
+      if v and (v ~= v or e ~= e) then e = NAN elseif v then e = math.max(e, v) end
+    end
+    E[s] = e
+  end
+  return E
+end
+
 -- An interrupted profile's summary comes back at once (Ctrl-C in the REPL
 -- or Jupyter: within 2 s).  Its cost is the two bootstraps over images and
 -- the descriptors of every resample: about bootstrap × (images + 8) × 70 ns
@@ -668,7 +701,8 @@ local function aggregate(p, interrupted)
   local function image_shape(i)
     local se = {}
     for s = 1, ns do se[s] = (p.se and p.se[i] and p.se[i][s] or NAN) * math.abs(rows[i][s]) end
-    return bump.classify { scales = p.scales, values = rows[i], se = se, alpha = alpha, bound = bound }
+    return bump.classify { scales = p.scales, values = rows[i], se = se, alpha = alpha, bound = bound,
+                           errors = float64_errors(p, { i }) }
   end
   if skip then
     local why = string.format("interrupted (Ctrl-C) with %d images: no bootstrap band, shape test over images or CIs "
@@ -678,8 +712,10 @@ local function aggregate(p, interrupted)
   elseif #rows == 1 then
     p.shape = image_shape(1)
   else
+    local all = {}
+    for i = 1, #rows do all[i] = i end
     p.shape = bump.classify { scales = p.scales, rows = rows, boots = sboots, bootstrap = o.bootstrap,
-                              seed = (o.seed or 0) + 29, alpha = alpha, bound = bound }
+                              seed = (o.seed or 0) + 29, alpha = alpha, bound = bound, errors = float64_errors(p, all) }
   end
   p.image_shapes = {}
   for i = 1, #rows do
@@ -952,9 +988,18 @@ function Profile:kink_lines()
   local _, tn = stats(self.near_ties)
   out[1] = string.format("JVP rule: %s; ties: %d of %d images (%d units/windows in all, at most %d in one; %d "
     .. "within %d ulps, not exactly)", P.DIRECTIONAL_RULE, nt, self.n_images or 0, tt, mt, tn, srgeo._tie_ulps or 0)
+  local fd, nfd = 0, 0
+  for i = 1, self.n_images or 0 do
+    local v = self.fd_jvp and self.fd_jvp[i]
+    if v and v == v then fd, nfd = math.max(fd, math.abs(v)), nfd + 1 end
+  end
+  out[#out + 1] = nfd > 0 and string.format("float64 check: the JVP energies of %d images lie within %.2g of a "
+    .. "float64 one-sided forward difference (per-pixel RMS step 1e-8, the %d noise directions), every call's "
+    .. "bounds widened by it and the float32 error bound", nfd, fd, o.noise_directions or 0)
+    or "float64 check: none (noise_directions = 0): the shape call is not checked against float64"
   local ns, ts, ms = stats(self.singular)
   if ns > 0 then
-    out[2] = string.format("WARNING: %d points without a finite one-sided derivative (sqrt, log, 1/x at 0, pow at 0, "
+    out[#out + 1] = string.format("WARNING: %d points without a finite one-sided derivative (sqrt, log, 1/x at 0, pow at 0, "
       .. "a division by 0) in %d of %d images (at most %d in one): r's denominator is not exact there",
       ts, ns, self.n_images or 0, ms)
   end

@@ -68,6 +68,49 @@ T.test("bump.classify: known shapes over images (bump, rise, edge, fall, flat, u
   T.truthy(p.shape.class ~= "bump", p.shape.text)
 end)
 
+T.test("bump: the plateau is r at the lowest valid rung, one definition in the shape test and the descriptor", function()
+  -- r already curving at rungs 2-3 (as small_vgg's does): a mean over the
+  -- first rungs would average in the start of the rise
+  local sh, p = shape_of({ 1, 1.01, 1.03, 1.2, 1.8, 3, 5, 9 })
+  T.eq(sh.plateau.rungs, 1)
+  T.eq(sh.plateau.value, p.median[1])
+  T.eq(p.descriptors.plateau.value, sh.plateau.value)
+  T.eq(B.descriptors(scales_of(4), { 0 / 0, 1.002, 1.05, 2 }).plateau, 1.002, "NaN rungs skipped")
+end)
+
+-- Simultaneous bounds widened by each rung's distance bound to a float64
+-- evaluation (t.errors): a small rise from the small-eta end is called only
+-- if it clears them, and without any float64 check it is undetermined.
+T.test("bump.classify: checked in float64, a rise must clear the float error; unchecked, a rise from the first rung is not called", function()
+  local scales, rows = scales_of(8), {}
+  local u = stats.rng(5)
+  for i = 1, 16 do
+    local r = {}
+    for s = 1, 8 do r[s] = 1 + 0.004 * (s - 1) + 1e-4 * (u() - 0.5) end
+    rows[i] = r
+  end
+  local function call(E)
+    local errors
+    if E then errors = {}; for s = 1, 8 do errors[s] = E end end
+    return B.classify { scales = scales, rows = rows, bootstrap = 300, seed = 1, bound = true, errors = errors }
+  end
+  T.eq(call().class, "rise", "no check asked for")
+  local small = call(0.003)
+  T.eq(small.class, "rise", small.text)
+  T.truthy(small.text:find("checked in float64: each bound widened", 1, true), small.text)
+  T.truthy(small.rise.lo > 0 and small.float64.plateau == 0.003, small.text)
+  local big = call(0.02) -- wider than the whole rise (0.028): nothing is called raised
+  T.truthy(big.class ~= "rise" and big.class ~= "edge", big.text)
+  local none = call(0 / 0)
+  T.eq(none.class, "undetermined", none.text)
+  T.truthy(none.text:find("no float64 check", 1, true), none.text)
+  -- unchecked, a rise that starts later than the first rung after the plateau stands
+  for i = 1, 16 do rows[i][2], rows[i][3] = rows[i][1], rows[i][1] end
+  local later = call(0 / 0)
+  T.eq(later.class, "rise", later.text)
+  T.truthy(later.text:find("not checked in float64", 1, true), later.text)
+end)
+
 T.test("profile band: smooth in each image's estimate (smoothed bootstrap, shared with the shape test)", function()
   -- 32 images spread like a normal sample over three flat rungs; then the
   -- image nearest the band's lower end moves by a tenth of the band.  A

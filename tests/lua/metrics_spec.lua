@@ -90,3 +90,31 @@ T.test("trajectory length: eta*|Ju| inside the linear region, never shorter than
   local chord = (m:forward(x + un * 10.0) - m:forward(x)):norm()
   T.truthy(len >= chord * (1 - 1e-12), string.format("path %g shorter than chord %g", len, chord))
 end)
+
+-- fc1 = identity, fc2 = (−1, 1)·h + 0.3: at x = (0, −0.5) unit 1 of fc1 sits
+-- exactly on its kink and v = (1, 0) moves it into the positive side, so fc2's
+-- pre-activation is 0.3 − t and its boundary lies at t = 0.3.  PyTorch's mask
+-- (x > 0) drops unit 1's tangent: fc2 looks constant, no boundary ahead.
+T.test("relu_boundary and relu_flips take the directional rule at a ReLU exactly at 0", function()
+  local m = nn.sequential {
+    { "fc1", nn.linear { in_features = 2, out_features = 2 } }, { "r1", nn.relu {} },
+    { "fc2", nn.linear { in_features = 2, out_features = 1 } }, { "r2", nn.relu {} },
+  }
+  m = m:double()
+  local P = m:parameters()
+  P["fc1.weight"]:copy(srgeo.tensor({ { 1, 0 }, { 0, 1 } }, "float64"))
+  P["fc1.bias"]:copy(srgeo.tensor({ 0, 0 }, "float64"))
+  P["fc2.weight"]:copy(srgeo.tensor({ { -1, 1 } }, "float64"))
+  P["fc2.bias"]:copy(srgeo.tensor({ 0.3 }, "float64"))
+  local x = srgeo.tensor({ { 0, -0.5 } }, "float64")
+  local v = srgeo.tensor({ { 1, 0 } }, "float64")
+  local t = metrics.boundary(m, x, { u = v })[1]
+  T.close(t, 0.3, 1e-12, "the boundary of fc2's unit along +v")
+  -- brute force: fc2's output switches off between 0.299 and 0.301
+  T.truthy(m:forward(x + v * 0.299):get(1, 1) > 0 and m:forward(x + v * 0.301):get(1, 1) == 0)
+  -- a unit at 0 is not a flip whichever side a row lies on: 0 flips at small η
+  local f = srgeo.relu_flips(m, x, srgeo.cat({ x + v * 1e-3, x - v * 1e-3, x + v * 0.31 }, 1))
+  T.eq(f[1], 0)
+  T.eq(f[2], 0)
+  T.close(f[3], 1 / 3, 1e-15, "fc2's unit flips past its boundary")
+end)

@@ -395,6 +395,31 @@ T.test("profile: at ties the directional rule gives r = 1 at tiny eta, the subgr
   T.truthy(dir:summary():find("ties: 1 of 2 images (6 units/windows", 1, true), dir:summary())
 end)
 
+-- The float64 check behind every call: the JVP energies of the noise
+-- directions against a float64 one-sided forward difference (forwards only).
+-- On the tie input above the directional rule agrees with it, the
+-- subgradient misses by as much as its r misses 1; float32 and float64 runs
+-- both check; without noise directions nothing is checked and the summary
+-- says so.
+T.test("profile: the float64 forward-difference check: the directional JVP agrees, the subgradient's does not", function()
+  local m = nn.sequential { nn.relu {}, nn.linear { in_features = 12, out_features = 6, seed = 2 } }
+  local x = srgeo.rand({ 1, 12 }, 3) * 0.9 + 0.1
+  for j = 1, 6 do x:set(0, 1, 2 * j) end
+  -- every direction checked (32 with antipodes): the check's set is r's own
+  local o = { preset = "quick", directions = 32, scales = { 1e-4, 1e-3 }, noise_directions = 64, progress = false }
+  for _, prec in ipairs { "float32", "float64" } do
+    local dir = srgeo.profile(m, { x }, merged(o, { precision = prec }))
+    local sub = srgeo.profile(m, { x }, merged(o, { precision = prec, directional = false }))
+    T.truthy(math.abs(dir.fd_jvp[1]) < 1e-6, prec .. " directional vs forward difference " .. dir.fd_jvp[1])
+    T.truthy(math.abs(sub.fd_jvp[1]) > 0.05, prec .. " subgradient vs forward difference " .. sub.fd_jvp[1])
+    T.close(1 + sub.fd_jvp[1], 1 / sub.per_image[1][1], 1e-3, prec .. ": the subgradient's r is off 1 by as much")
+    T.truthy(dir:summary():find("float64 check: the JVP energies of 1 images lie within", 1, true), dir:summary())
+  end
+  local none = srgeo.profile(m, { x }, merged(o, { noise_directions = 0 }))
+  T.truthy(none.fd_jvp[1] ~= none.fd_jvp[1], "not checked: NaN")
+  T.truthy(none:summary():find("float64 check: none", 1, true), none:summary())
+end)
+
 T.test("profile: points without a one-sided derivative are counted and the summary warns", function()
   -- sqrt(|x|) at x = 0: abs has a kink there (a tie), sqrt an infinite slope (singular)
   local m = nn.sequential { nn.abs {}, nn.sqrt {}, nn.linear { in_features = 12, out_features = 3, seed = 2 } }
@@ -415,9 +440,15 @@ end)
 -- The forwards a profile reports, from what it says it ran: per engine call
 -- (p.steps[i]: the base directions of each) the primal, the stacked JVPs
 -- (one primal row per stack of jvp_k, plus the tangents), then one
--- perturbed forward per direction and rung evaluated (no noise check).
+-- perturbed forward per direction and rung evaluated (no noise check); a
+-- float64 run's first call checks its JVPs against a forward difference:
+-- one row per noise direction (antipodes included).
 local function seq_forwards(p, jvp_k)
   local n = 0
+  if p.options.precision == "float64" then
+    local nd, mult = p.options.noise_directions or 0, p.options.antipodal and 2 or 1
+    for i = 1, p.n_images do n = n + mult * math.min((nd + mult - 1) // mult, p.steps[i][1]) end
+  end
   -- the directional rule stacks u and −u: jvp_k / 2 base directions a stack
   local both = p.options.directional and p.options.antipodal
   local k, signs = both and math.max(1, jvp_k // 2) or jvp_k, both and 2 or 1
