@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <sys/stat.h>
 
+#include "base/sha256.h"
+
 typedef struct sr_atomic_file {
     FILE *fp;
     char path[4096];
@@ -52,6 +54,11 @@ FILE *sr_fs_open_regular(const char *path, const char *what);
  * a file that changes while it is read (size, mtime or ctime) fails, as
  * does Ctrl-C.  0, or -1 with the error set. */
 int sr_fs_hash_file(const char *path, const char *what, uint64_t *hash, struct stat *st);
+
+/* SHA-256 of a regular file's bytes as 64 lower-case hex digits (the
+ * weights cache checks downloads and cached files with it, lua/srgeo/
+ * weights.lua); the same reading, status and failures as sr_fs_hash_file. */
+int sr_fs_sha256_file(const char *path, const char *what, char hex[2 * SR_SHA256_LEN + 1], struct stat *st);
 
 /* The same check by name, for paths handed to a library that opens them
  * itself: 0 for a regular file, else -1 with the same message (or the
