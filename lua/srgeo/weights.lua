@@ -117,7 +117,7 @@ local function is_url(s) return type(s) == "string" and s:match("^[hH][tT][tT][p
 function W.cache_name(url)
   local rest = url:gsub("^%a+://", ""):gsub("[?#].*$", "")
   local base = rest:match("([^/]+)$") or ""
-  if W.hash_prefix(base) then return base end
+  if W.hash_prefix(base) and base:match("^[%w_][%w%.%-_]*$") then return base end
   local name = rest:gsub("^[^/]*@", ""):gsub("[^%w%.%-_]+", "_"):gsub("^[_.]+", "")
   if name == "" then fail("%s names no file", url) end
   if #name > 200 then name = name:sub(1, 60) .. "_" .. name:sub(-139) end

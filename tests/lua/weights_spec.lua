@@ -342,3 +342,57 @@ T.test("weights: models.load and ARCH:URL specs load a checkpoint from a URL or 
   T.raises(function() srgeo.models.load("resnet18", { weights = "nonsense" }) end,
     "weights 'nonsense' are not a file, a URL, nor one of resnet18's weights names (imagenet, IMAGENET1K_V1)")
 end)
+
+T.test("weights: every published name belongs to a zoo architecture; torchvision's carry their digest prefix", function()
+  local W = require "srgeo.weights"
+  local n = 0
+  for arch, list in pairs(W.table()) do
+    T.truthy(srgeo.models.options(arch), arch .. " is a zoo architecture")
+    T.eq(W.known(arch)[1], "imagenet")
+    for _, w in ipairs(list) do
+      n = n + 1
+      T.truthy(w.url:match("^https://"), w.url)
+      local name = w.name or W.cache_name(w.url)
+      if w.url:find("download.pytorch.org", 1, true) then
+        T.truthy(W.hash_prefix(name) and #W.hash_prefix(name) == 8, name .. " carries an 8-digit prefix")
+        T.eq(name, w.url:match("([^/]+)$"), "torchvision's file name is the cache name")
+      end
+    end
+  end
+  T.eq(n, 24, "published weights listed")
+  T.eq(W.hash_prefix("vgg16_features-amdegroot-88682ab5.pth"), "88682ab5", "after the last '-'")
+  T.eq(W.hash_prefix("model.safetensors"), nil)
+  T.eq(W.hash_prefix("resnet18-f3707.pth"), nil, "fewer than 8 digits are no digest")
+end)
+
+-- The table against torchvision itself where it is installed (python3-torchvision,
+-- install-deps.sh --torch): every URL srgeo lists is the one torchvision publishes
+-- under that name, and DEFAULT is srgeo's "imagenet".
+T.test("weights: the torchvision URLs and DEFAULTs are torchvision's own", function()
+  local W = require "srgeo.weights"
+  local archs = {}
+  for arch, list in pairs(W.table()) do
+    if list[1].url:find("download.pytorch.org", 1, true) then archs[#archs + 1] = arch end
+  end
+  table.sort(archs)
+  local py = "import sys, torchvision.models as M\n"
+    .. "for n in sys.argv[1:]:\n"
+    .. "    e = M.get_model_weights(n)\n"
+    .. "    for w in e: print(n, w.name, w.url, int(w == e.DEFAULT))\n"
+  local out, code = T.sh("/usr/bin/python3 -c " .. q(py) .. " " .. table.concat(archs, " "))
+  if code ~= 0 then T.skip("torchvision is not installed (install-deps.sh --torch)") end
+  local tv = {}
+  for arch, tag, u, default in out:gmatch("(%S+) (%S+) (%S+) (%d)\n") do
+    tv[arch .. " " .. tag] = u
+    if default == "1" then tv[arch .. " imagenet"] = u end
+  end
+  local n = 0
+  for _, arch in ipairs(archs) do
+    for i, w in ipairs(W.table()[arch]) do
+      T.eq(tv[arch .. " " .. w.tag], w.url, arch .. " " .. w.tag)
+      if i == 1 then T.eq(tv[arch .. " imagenet"], w.url, arch .. "'s DEFAULT") end
+      n = n + 1
+    end
+  end
+  T.eq(n, 21)
+end)
