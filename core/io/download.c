@@ -317,13 +317,16 @@ static int transfer(xfer *x, const sr_download_opts *o, const char *part)
     }
 }
 
+/* 0; -1 when the file cannot be read (or Ctrl-C); -2 on a mismatch. */
 static int check_digest(const char *url, const char *path, const char *want, char *hex, const char *after)
 {
     if (sr_fs_sha256_file(path, "download", hex, NULL))
         return -1;
-    if (want && !sr_sha256_matches(hex, want))
-        return sr_fail("download %s: sha256 mismatch: expected %s%s, got %s%s", url,
-                       strlen(want) < 2 * SR_SHA256_LEN ? "a digest starting " : "", want, hex, after);
+    if (want && !sr_sha256_matches(hex, want)) {
+        sr_fail("download %s: sha256 mismatch: expected %s%s, got %s%s", url,
+                strlen(want) < 2 * SR_SHA256_LEN ? "a digest starting " : "", want, hex, after);
+        return -2;
+    }
     return 0;
 }
 
@@ -363,7 +366,7 @@ int sr_download(const char *url, const char *dest, const sr_download_opts *o, ch
     if (lfd < 0)
         goto out;
     if (access(dest, F_OK) == 0) { /* finished by the process we waited for */
-        rc = check_digest(url, dest, o->sha256, hex, "");
+        rc = check_digest(url, dest, o->sha256, hex, "") ? -1 : 0;
         goto out;
     }
     fd = open(part, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
@@ -387,11 +390,13 @@ int sr_download(const char *url, const char *dest, const sr_download_opts *o, ch
         goto out;
     }
     close(fd), fd = -1;
-    /* complete and wrong: the .part goes too (resuming it would only repeat the mismatch) */
-    if (check_digest(url, part, o->sha256, hex, "; the file was not kept")) {
+    /* complete and wrong: the .part goes too (resuming it would only repeat
+     * the mismatch); one that could not be read (Ctrl-C) stays */
+    int bad = check_digest(url, part, o->sha256, hex, "; the file was not kept");
+    if (bad == -2)
         unlink(part);
+    if (bad)
         goto out;
-    }
     if (rename(part, dest) != 0) {
         sr_fail("download %s: rename %s to %s: %s", url, part, dest, strerror(errno));
         goto out;
