@@ -14,6 +14,10 @@ first component picks a behaviour, so each test names what it wants:
                       whole answer and half the bytes, then closes the
                       connection; later ones are /files/
     /slow/NAME        the file in 16 KiB pieces, 20 ms apart
+    /stall/NAME       the first request for NAME sends half the bytes, then
+                      nothing for 30 s; later ones are /files/
+    /nolength/NAME    the whole file without a Content-Length (the end is the
+                      connection's close), Range ignored
     /redirect/K/NAME  302 to /redirect/K-1/NAME, /redirect/0/NAME -> /files/NAME
     /offsite/NAME     302 to ftp://127.0.0.1/NAME (a scheme srgeo refuses)
     /huge/NAME        200 with a Content-Length of 10^13 bytes, then a few bytes
@@ -64,7 +68,8 @@ class Handler(BaseHTTPRequestHandler):
         if kind == "offsite":
             return self.send(302, b"moved\n", [("Location", "ftp://127.0.0.1/%s" % name)])
         path = os.path.join(ROOT, name)
-        if kind not in ("files", "norange", "drop", "slow", "huge") or "/" in name or not os.path.isfile(path):
+        if kind not in ("files", "norange", "drop", "slow", "huge", "stall", "nolength") or "/" in name \
+                or not os.path.isfile(path):
             return self.send(404, b"not found\n")
         if kind == "huge":
             self.send_response(200)
@@ -78,6 +83,13 @@ class Handler(BaseHTTPRequestHandler):
         size, start, end = len(data), 0, len(data)
         rng = self.headers.get("Range")
         code, headers = 200, []
+        if kind == "nolength":
+            self.send_response(200)
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(data)
+            self.close_connection = True
+            return
         if rng and kind != "norange" and rng.startswith("bytes="):
             a, _, b = rng[6:].partition("-")
             start = int(a)
@@ -91,10 +103,12 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header(k, v)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        if kind == "drop" and name not in dropped:
+        if kind in ("drop", "stall") and name not in dropped:
             dropped.add(name)
             self.wfile.write(body[: len(body) // 2])
             self.wfile.flush()
+            if kind == "stall":
+                time.sleep(30)
             self.close_connection = True
             return
         if kind == "slow":

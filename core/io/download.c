@@ -207,8 +207,11 @@ static void show_progress(xfer *x, int final)
     else
         k += snprintf(line + k, sizeof line - (size_t)k, " MB");
     k += snprintf(line + k, sizeof line - (size_t)k, ", %.1f MB/s", rate / 1e6);
-    if (x->total > 0 && rate > 0 && !final)
-        snprintf(line + k, sizeof line - (size_t)k, ", %.0f s left", (double)(x->total - have) / rate);
+    double left = x->total > 0 && rate > 0 ? (double)(x->total - have) / rate : -1;
+    if (left >= 100 && !final)
+        snprintf(line + k, sizeof line - (size_t)k, ", %d min %02d s left", (int)(left / 60), (int)left % 60);
+    else if (left >= 0 && !final)
+        snprintf(line + k, sizeof line - (size_t)k, ", %.0f s left", left);
     fprintf(stderr, x->tty ? "\r%s\033[K%s" : "%s\n%s", line, x->tty && final ? "\n" : "");
     fflush(stderr);
     x->shown = 1;

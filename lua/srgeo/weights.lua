@@ -164,7 +164,9 @@ local function offline() return os.getenv("SRGEO_OFFLINE") == "1" end
 
 --- Download url into the cache (or find it there) and return its path.
 --- opts: name (the cache file name; default W.cache_name(url)), sha256 (an
---- expected digest or prefix; default the name's), progress (default: stderr is a terminal).
+--- expected digest or prefix; default the name's), progress (default: stderr is a terminal);
+--- the download's limits max_bytes (8 GiB), max_redirects (5), connect_timeout (30 s),
+--- stall_timeout (60 s without a byte).
 function W.fetch(url, opts)
   opts = opts or {}
   if not is_url(url) then fail("'%s' is not an http:// or https:// URL", tostring(url)) end
@@ -184,7 +186,7 @@ function W.fetch(url, opts)
   local progress = opts.progress
   if progress == nil then progress = srgeo._isatty(2) end
   local ok, hex = pcall(srgeo._download, url, path, { sha256 = want, progress = progress, max_bytes = opts.max_bytes,
-                                                       max_redirects = opts.max_redirects })
+    max_redirects = opts.max_redirects, connect_timeout = opts.connect_timeout, stall_timeout = opts.stall_timeout })
   if not ok then fail("%s", tostring(hex):gsub("^[^:]*:%d+: ", "")) end
   local st = srgeo._stat(path)
   if st then write_record(path, hex, st) end

@@ -124,6 +124,19 @@ T.test("weights: a download arrives whole and checked, its digest recorded, prog
   T.truthy(not out:find("MB/s", 1, true), "quiet when stderr is not a terminal and progress is not asked: " .. out)
 end)
 
+T.test("weights: on a terminal the progress line is redrawn in place with the rate and the time left", function()
+  local d = cache("tty")
+  local name = add_file("tty", ".pth", bytes(700000, 7))
+  local ts = d .. ".typescript"
+  local cmd = env(d) .. " " .. q(BIN) .. " -e " .. q("local W = require 'srgeo.weights' " .. fetch_code(url("slow", name)))
+  local _, code = T.sh("script -qec " .. q(cmd) .. " " .. q(ts) .. " </dev/null")
+  if code ~= 0 and not T.read(ts) then T.skip("script(1) is not available") end
+  local out = T.read(ts) or ""
+  T.truthy(out:find("\r" .. "srgeo: " .. name:gsub("%p", "%%%0") .. ": [%d.]+ of 0%.7 MB %(%d+%%%), [%d.]+ MB/s, %d+ s left\27%[K"),
+    "a redrawn line with the time left: " .. out)
+  T.truthy(out:find("(100%), ", 1, true) and out:find("PATH=", 1, true), out)
+end)
+
 T.test("weights: a file whose bytes do not match its name's sha256 is refused and not kept", function()
   local d = cache("bad")
   local s = server()
@@ -167,6 +180,31 @@ T.test("weights: a connection dropped mid-way is resumed with a Range request", 
   T.eq(#r, 2, table.concat(r, "\n"))
   T.eq(r[2], "GET /drop/" .. name .. " bytes=1000000-", "the second request resumes at the half sent")
   T.truthy(out:find("the connection broke after 1000000 bytes; resuming", 1, true), out)
+end)
+
+T.test("weights: a stalled connection is given up after stall_timeout and resumed", function()
+  local d = cache("stall")
+  local s = server()
+  local name = add_file("stalled", ".pth", bytes(800000, 6))
+  requests()
+  local t0 = srgeo._clock()
+  local out, code = run(d, fetch_code(url("stall", name), "{stall_timeout = 1, progress = true}"))
+  T.eq(code, 0, out)
+  T.truthy(srgeo._clock() - t0 < 20, "not waiting for the server's 30 s")
+  T.eq(sha256sum(d .. "/" .. name), sha256sum(s.files .. "/" .. name))
+  T.eq(requests()[2], "GET /stall/" .. name .. " bytes=400000-", "resumed after the stall")
+  T.truthy(out:find("the connection broke after 400000 bytes; resuming", 1, true), out)
+end)
+
+T.test("weights: a body without Content-Length is cut at max_bytes", function()
+  local d = cache("nolength")
+  local s = server()
+  local out, code = run(d, fetch_code(url("nolength", s.blob), "{max_bytes = 1000000}"))
+  T.truthy(code ~= 0 and out:find("the body grew past the limit of 1000000 bytes (max_bytes)", 1, true), out)
+  T.truthy(not exists(d .. "/" .. s.blob), "no final file")
+  out, code = run(d, fetch_code(url("nolength", s.blob)))
+  T.eq(code, 0, out)
+  T.eq(sha256sum(d .. "/" .. s.blob), s.blob_hex, "whole without a length under the default limit")
 end)
 
 -- A download from /slow/ in the background: its pid.
