@@ -168,32 +168,31 @@ T.test("weights: a cache file is checked on first use, and again once it changed
   T.truthy(code ~= 0 and out:find("sha256 mismatch", 1, true), "a changed file is refused: " .. out)
 end)
 
-T.test("weights: a connection dropped mid-way is resumed with a Range request", function()
-  local d = cache("drop")
-  local s = server()
-  local name = add_file("dropped", ".pth", bytes(2000000, 2))
+-- A download from /KIND/ whose first answer breaks after half the bytes
+-- (dropped, or stalled): it completes, the second request resuming at the
+-- half; the seconds it took.
+local function resumes_once(kind, size, seed, opts)
+  local d = cache(kind)
+  local name = add_file(kind, ".pth", bytes(size, seed))
   requests()
-  local out, code = run(d, fetch_code(url("drop", name), "{progress = true}"))
+  local t0 = srgeo._clock()
+  local out, code = run(d, fetch_code(url(kind, name), opts))
   T.eq(code, 0, out)
-  T.eq(sha256sum(d .. "/" .. name), sha256sum(s.files .. "/" .. name))
+  T.eq(sha256sum(d .. "/" .. name), sha256sum(server().files .. "/" .. name))
   local r = requests()
   T.eq(#r, 2, table.concat(r, "\n"))
-  T.eq(r[2], "GET /drop/" .. name .. " bytes=1000000-", "the second request resumes at the half sent")
-  T.truthy(out:find("the connection broke after 1000000 bytes; resuming", 1, true), out)
+  T.eq(r[2], "GET /" .. kind .. "/" .. name .. " bytes=" .. size // 2 .. "-", "the second request resumes at the half sent")
+  T.truthy(out:find("the connection broke after " .. size // 2 .. " bytes; resuming", 1, true), out)
+  return srgeo._clock() - t0
+end
+
+T.test("weights: a connection dropped mid-way is resumed with a Range request", function()
+  resumes_once("drop", 2000000, 2, "{progress = true}")
 end)
 
 T.test("weights: a stalled connection is given up after stall_timeout and resumed", function()
-  local d = cache("stall")
-  local s = server()
-  local name = add_file("stalled", ".pth", bytes(800000, 6))
-  requests()
-  local t0 = srgeo._clock()
-  local out, code = run(d, fetch_code(url("stall", name), "{stall_timeout = 1, progress = true}"))
-  T.eq(code, 0, out)
-  T.truthy(srgeo._clock() - t0 < 20, "not waiting for the server's 30 s")
-  T.eq(sha256sum(d .. "/" .. name), sha256sum(s.files .. "/" .. name))
-  T.eq(requests()[2], "GET /stall/" .. name .. " bytes=400000-", "resumed after the stall")
-  T.truthy(out:find("the connection broke after 400000 bytes; resuming", 1, true), out)
+  local t = resumes_once("stall", 800000, 6, "{stall_timeout = 1, progress = true}")
+  T.truthy(t < 20, "not waiting for the server's 30 s: " .. t)
 end)
 
 T.test("weights: a body without Content-Length is cut at max_bytes", function()
@@ -229,24 +228,41 @@ local function wait_until(fn, what)
   error("timed out waiting for " .. what)
 end
 
-T.test("weights: a download killed mid-way (SIGKILL) leaves a .part the next run resumes", function()
-  local d = cache("kill")
-  local s = server()
-  local name = add_file("killed", ".pth", bytes(1500000, 3))
+-- A /slow/ download stopped by signal sig once its .part holds some bytes:
+-- the cache folder, the file's name, what the .part kept.
+local function stop_slow(tag, sig, seed)
+  local d = cache(tag)
+  local name = add_file(tag, ".pth", bytes(1500000, seed))
   os.execute("mkdir -p " .. q(d))
-  requests()
   local part = d .. "/" .. name .. ".part"
-  local pid = start_slow(d, name, "a")
-  wait_until(function() return part_size(part) >= 300000 end, ".part to grow")
-  os.execute("kill -9 " .. pid .. "; while kill -0 " .. pid .. " 2>/dev/null; do sleep 0.01; done")
+  local pid = start_slow(d, name, tag)
+  wait_until(function() return part_size(part) >= 200000 end, ".part to grow")
+  os.execute("kill -" .. sig .. " " .. pid .. "; while kill -0 " .. pid .. " 2>/dev/null; do sleep 0.01; done")
   local kept = part_size(part)
   T.truthy(kept > 0 and kept < 1500000, "a .part kept: " .. kept)
-  T.truthy(not exists(d .. "/" .. name), "no final file from a killed download")
+  T.truthy(not exists(d .. "/" .. name), "no final file from a stopped download")
+  return d, name, kept
+end
+
+-- The next run asks for the bytes after the .part's and completes the file.
+local function resumes_part(d, name, kept)
+  requests()
   local out, code = run(d, fetch_code(url("files", name)))
   T.eq(code, 0, out)
-  T.eq(sha256sum(d .. "/" .. name), sha256sum(s.files .. "/" .. name))
-  local r = requests()
-  T.eq(r[#r], "GET /files/" .. name .. " bytes=" .. kept .. "-", "resumed where the killed one stopped")
+  T.eq(requests()[1], "GET /files/" .. name .. " bytes=" .. kept .. "-", "resumed where the stopped one ended")
+  T.eq(sha256sum(d .. "/" .. name), sha256sum(server().files .. "/" .. name))
+end
+
+T.test("weights: a download killed mid-way (SIGKILL) leaves a .part the next run resumes", function()
+  resumes_part(stop_slow("kill", 9, 3))
+end)
+
+T.test("weights: Ctrl-C stops a download cleanly and keeps the .part", function()
+  local d, name, kept = stop_slow("sigint", "INT", 4)
+  local out = T.read(d .. ".sigint.out")
+  T.truthy(out:find("interrupted; the " .. kept .. " bytes received are kept in " .. d .. "/" .. name .. ".part", 1, true),
+    out)
+  resumes_part(d, name, kept)
 end)
 
 T.test("weights: a server that ignores Range gets a fresh start over a stale .part", function()
@@ -259,27 +275,6 @@ T.test("weights: a server that ignores Range gets a fresh start over a stale .pa
   T.eq(code, 0, out)
   T.eq(sha256sum(d .. "/" .. s.blob), s.blob_hex, "the whole file, the stale bytes gone")
   T.eq(requests()[1], "GET /norange/" .. s.blob .. " bytes=4000-", "asked to resume")
-end)
-
-T.test("weights: Ctrl-C stops a download cleanly and keeps the .part", function()
-  local d = cache("sigint")
-  local name = add_file("interrupted", ".pth", bytes(1500000, 4))
-  os.execute("mkdir -p " .. q(d))
-  local part = d .. "/" .. name .. ".part"
-  local pid = start_slow(d, name, "int")
-  wait_until(function() return part_size(part) >= 200000 end, ".part to grow")
-  os.execute("kill -INT " .. pid .. "; while kill -0 " .. pid .. " 2>/dev/null; do sleep 0.01; done")
-  local out = T.read(d .. ".int.out")
-  local kept = tonumber(out:match("interrupted; the (%d+) bytes received are kept in " .. part:gsub("%p", "%%%0")))
-  T.truthy(kept, out)
-  T.eq(part_size(part), kept, ".part kept")
-  T.truthy(not exists(d .. "/" .. name), "no final file")
-  requests()
-  local code
-  out, code = run(d, fetch_code(url("files", name)))
-  T.eq(code, 0, out)
-  T.eq(requests()[1], "GET /files/" .. name .. " bytes=" .. kept .. "-", "resumed")
-  T.eq(sha256sum(d .. "/" .. name), sha256sum(server().files .. "/" .. name))
 end)
 
 T.test("weights: two processes fetching one file: one download, the second waits and uses it", function()
