@@ -2,7 +2,8 @@
  * PATH, so a crash never leaves a half-written result or checkpoint; the
  * temporaries a killed writer leaves are removed by sr_tmp_clean; advisory
  * locks on files (sr_lock_file); opening a file the user named for reading
- * without blocking on a FIFO (sr_fs_open_regular). */
+ * without blocking on a FIFO (sr_fs_open_regular); a file's FNV-1a or
+ * SHA-256 (sr_fs_hash_file, sr_fs_sha256_file). */
 #ifndef SR_FSUTIL_H
 #define SR_FSUTIL_H
 

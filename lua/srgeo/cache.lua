@@ -92,7 +92,7 @@ function C.model_key(ms, seed, dir)
   local key
   local path = spec.weights_path(ms)
   if ms.path then
-    key = "file:" .. ms.path .. "#" .. C.file_id(ms.path, dir)
+    key = "file:" .. ms.path .. "#" .. C.file_id(path, dir)
   elseif ms.weights then
     key = "file:" .. ms.name .. ":" .. ms.weights .. "#" .. C.file_id(path, dir)
   elseif path then

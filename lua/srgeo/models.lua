@@ -318,7 +318,8 @@ end
 --- saved from one rebuilds it from the ONNX file it names; a PyTorch
 --- checkpoint (torch.save's zip) is read without Python (load_torch above).
 --- A bare name is a shipped model ("small_resnet"), and a relative path
---- missing from the working directory is looked up under the project root.
+--- missing from the working directory is looked up under the project root;
+--- an http(s) URL is fetched once into the weights cache (srgeo.weights).
 --- srgeo.models.load(ARCH, {weights = FILE [, config=, prefix=, strict=]})
 --- builds the zoo architecture ARCH and loads FILE (a PyTorch checkpoint or
 --- a safetensors file) into it.  FILE may also be a URL or a published
@@ -353,6 +354,15 @@ function M.load(path, opts)
     m:load(w, { strict = opts.strict, prefix = opts.prefix })
     m:eval()
     return m, M.metadata(w)
+  end
+  if type(path) == "string" and path:match("^[hH][tT][tT][pP][sS]?://") then -- the weights cache's copy
+    local ok, f = pcall(require("srgeo.weights").fetch, path, { progress = opts and opts.progress })
+    if not ok then error("srgeo.models.load: " .. tostring(f):gsub("^srgeo%.weights: ", ""), 2) end
+    if opts and opts.progress ~= nil then
+      opts = copy(opts)
+      opts.progress = nil
+    end
+    path = f
   end
   path = resolve(path)
   if type(path) == "string" and path:lower():match("%.onnx$") then return load_onnx(path, opts, 2) end

@@ -14,7 +14,8 @@
 --                                 (ARCH:FILE.safetensors loads a safetensors file into ARCH)
 --   resnet18:imagenet  resnet50:IMAGENET1K_V1  resnet18:https://...   published weights by
 --                                 name or URL, from the weights cache (srgeo.weights; fetched
---                                 once, checked by SHA-256; labelled resnet18-imagenet)
+--                                 once, checked by SHA-256; labelled resnet18-imagenet); a model
+--                                 file's URL alone (https://.../x.pth, .onnx, .safetensors) likewise
 --   trained=path.safetensors      LABEL=SPEC names the curve
 -- Evaluation-set specs (spec.parse_eval): NAME[:N][@SEED], N images (default --images), SEED (default --seed)
 --   fmnist-test  fmnist-train  (or test, train)  cifar10-test  cifar10-train
@@ -121,6 +122,11 @@ function S.weights_path(spec)
   if ms.weights and not exists(ms.weights) then
     -- ARCH:imagenet, ARCH:https://..., ARCH:NAME-HASH.pth: the weights cache's file, fetched once (srgeo.weights)
     local ok, path = pcall(weights.resolve, ms.name, ms.weights)
+    if not ok then fail("model '%s': %s", ms.spec, tostring(path):gsub("^srgeo%.weights: ", "")) end
+    return path
+  end
+  if ms.path and ms.path:match("^[hH][tT][tT][pP][sS]?://") then
+    local ok, path = pcall(weights.fetch, ms.path)
     if not ok then fail("model '%s': %s", ms.spec, tostring(path):gsub("^srgeo%.weights: ", "")) end
     return path
   end

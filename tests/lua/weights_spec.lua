@@ -15,8 +15,8 @@
 --   * SRGEO_OFFLINE=1 names the URL and the place, and requests nothing;
 --   * 404, redirects (followed, bounded, no other scheme), a huge
 --     Content-Length: clear errors and no file left;
---   * models.load(ARCH, {weights = URL | "imagenet"}) and ARCH:URL specs
---     resolve to the cache file.
+--   * models.load(ARCH, {weights = URL | "imagenet"}), models.load(URL) and
+--     ARCH:URL / URL specs resolve to the cache file.
 local T = ...
 local srgeo = require "srgeo"
 
@@ -355,6 +355,13 @@ T.test("weights: models.load and ARCH:URL specs load a checkpoint from a URL or 
   out, code = run(d, string.format("local spec = require 'srgeo.spec' local m, info = spec.load_model(%q) "
     .. "print('LABEL=' .. info.label, 'PATH=' .. info.path)", "resnet18:" .. u))
   T.eq(code, 0, out)
+  T.eq(out:match("LABEL=(%S+)"), name:gsub("%.pth$", ""))
+  T.eq(out:match("PATH=(%S+)"), d .. "/" .. name)
+  -- a URL alone: the architecture from the checkpoint's keys, as for a path
+  out, code = run(d, string.format("local m = srgeo.models.load(%q) %s local spec = require 'srgeo.spec' "
+    .. "local _, info = spec.load_model(%q) print('LABEL=' .. info.label, 'PATH=' .. info.path)", u, probe, u))
+  T.eq(code, 0, out)
+  T.eq(out:match("Y=(%S+)"), ref)
   T.eq(out:match("LABEL=(%S+)"), name:gsub("%.pth$", ""))
   T.eq(out:match("PATH=(%S+)"), d .. "/" .. name)
   T.eq(#requests(), 0, "served from the cache")
