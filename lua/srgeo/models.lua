@@ -338,8 +338,9 @@ function M.load(path, opts)
       error("srgeo.models.load " .. path .. ": weights must be a file name, a URL or a weights name", 2)
     end
     if not util.exists(w) then -- a URL or a published name: the weights cache's file (srgeo.weights)
-      local ok, f = pcall(require("srgeo.weights").resolve, path, w, { progress = opts.progress })
-      if not ok then error("srgeo.models.load " .. path .. ": " .. tostring(f):gsub("^srgeo%.weights: ", ""), 2) end
+      local W = require "srgeo.weights"
+      local ok, f = pcall(W.resolve, path, w, { progress = opts.progress })
+      if not ok then error("srgeo.models.load " .. path .. ": " .. W.reason(f), 2) end
       w = f
     end
     if is_torch_file(w) then
@@ -355,9 +356,10 @@ function M.load(path, opts)
     m:eval()
     return m, M.metadata(w)
   end
-  if type(path) == "string" and path:match("^[hH][tT][tT][pP][sS]?://") then -- the weights cache's copy
-    local ok, f = pcall(require("srgeo.weights").fetch, path, { progress = opts and opts.progress })
-    if not ok then error("srgeo.models.load: " .. tostring(f):gsub("^srgeo%.weights: ", ""), 2) end
+  local W = require "srgeo.weights"
+  if W.is_url(path) then -- the weights cache's copy
+    local ok, f = pcall(W.fetch, path, { progress = opts and opts.progress })
+    if not ok then error("srgeo.models.load: " .. W.reason(f), 2) end
     if opts and opts.progress ~= nil then
       opts = copy(opts)
       opts.progress = nil

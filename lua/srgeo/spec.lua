@@ -119,17 +119,16 @@ end
 --- never a shipped file); nil for a zoo architecture.
 function S.weights_path(spec)
   local ms = S.parse_model(spec)
+  -- ARCH:imagenet, ARCH:https://..., ARCH:NAME-HASH.pth, https://...: the
+  -- weights cache's file, fetched once (srgeo.weights)
+  local ok, path
   if ms.weights and not exists(ms.weights) then
-    -- ARCH:imagenet, ARCH:https://..., ARCH:NAME-HASH.pth: the weights cache's file, fetched once (srgeo.weights)
-    local ok, path = pcall(weights.resolve, ms.name, ms.weights)
-    if not ok then fail("model '%s': %s", ms.spec, tostring(path):gsub("^srgeo%.weights: ", "")) end
-    return path
+    ok, path = pcall(weights.resolve, ms.name, ms.weights)
+  elseif weights.is_url(ms.path) then
+    ok, path = pcall(weights.fetch, ms.path)
   end
-  if ms.path and ms.path:match("^[hH][tT][tT][pP][sS]?://") then
-    local ok, path = pcall(weights.fetch, ms.path)
-    if not ok then fail("model '%s': %s", ms.spec, tostring(path):gsub("^srgeo%.weights: ", "")) end
-    return path
-  end
+  if ok == false then fail("model '%s': %s", ms.spec, weights.reason(path)) end
+  if ok then return path end
   return ms.path or ms.weights or (not ms.cfg and shipped_file(ms)) or nil
 end
 

@@ -110,7 +110,13 @@ function W.hash_prefix(name)
   if hex and #hex >= 8 and #hex <= 64 then return hex end
 end
 
-local function is_url(s) return type(s) == "string" and s:match("^[hH][tT][tT][pP][sS]?://") ~= nil end
+--- Whether s is an http:// or https:// URL.
+function W.is_url(s) return type(s) == "string" and s:match("^[hH][tT][tT][pP][sS]?://") ~= nil end
+local is_url = W.is_url
+
+--- An error of this module as a reason for the caller's own message (the
+--- "srgeo.weights: " prefix dropped).
+function W.reason(err) return (tostring(err):gsub("^srgeo%.weights: ", "")) end
 
 --- The cache file name of a URL: its last path component when that carries
 --- a digest, else host and path joined by '_'.
