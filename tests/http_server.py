@@ -18,6 +18,8 @@ first component picks a behaviour, so each test names what it wants:
                       nothing for 30 s; later ones are /files/
     /nolength/NAME    the whole file without a Content-Length (the end is the
                       connection's close), Range ignored
+    /badrange/NAME    a range request answered with 206 and the whole file
+                      (Content-Range bytes 0-...: not the range asked for)
     /redirect/K/NAME  302 to /redirect/K-1/NAME, /redirect/0/NAME -> /files/NAME
     /offsite/NAME     302 to ftp://127.0.0.1/NAME (a scheme srgeo refuses)
     /huge/NAME        200 with a Content-Length of 10^13 bytes, then a few bytes
@@ -68,7 +70,7 @@ class Handler(BaseHTTPRequestHandler):
         if kind == "offsite":
             return self.send(302, b"moved\n", [("Location", "ftp://127.0.0.1/%s" % name)])
         path = os.path.join(ROOT, name)
-        if kind not in ("files", "norange", "drop", "slow", "huge", "stall", "nolength") or "/" in name \
+        if kind not in ("files", "norange", "drop", "slow", "huge", "stall", "nolength", "badrange") or "/" in name \
                 or not os.path.isfile(path):
             return self.send(404, b"not found\n")
         if kind == "huge":
@@ -96,6 +98,8 @@ class Handler(BaseHTTPRequestHandler):
             end = min(int(b) + 1, size) if b else size
             if start >= size:
                 return self.send(416, b"", [("Content-Range", "bytes */%d" % size)])
+            if kind == "badrange":
+                start, end = 0, size
             code, headers = 206, [("Content-Range", "bytes %d-%d/%d" % (start, end - 1, size))]
         body = data[start:end]
         self.send_response(code)

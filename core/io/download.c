@@ -82,6 +82,7 @@ typedef struct xfer {
     int64_t length;  /* Content-Length, -1 unknown */
     int64_t range_start, range_total; /* Content-Range, -1 unknown */
     int accept;      /* this response's body goes into the .part */
+    int reset;       /* the .part was emptied: the server's range did not fit */
     int64_t total;   /* expected size of the whole file, -1 unknown */
     char err[600];   /* our own reason to abort (the callbacks return an error) */
     /* progress */
@@ -103,10 +104,11 @@ static int64_t parse_i64(const char *s)
 static int headers_done(xfer *x)
 {
     if (x->status == 206) {
-        if (x->range_start != x->offset) {
+        if (x->range_start != x->offset) { /* not the bytes asked for: start over (transfer() retries once) */
             snprintf(x->err, sizeof x->err,
                      "download %s: asked for the bytes from %lld on, the server sent a range starting at %lld", x->url,
                      (long long)x->offset, (long long)x->range_start);
+            x->reset = ftruncate(x->fd, 0) == 0;
             return -1;
         }
         x->total = x->range_total >= 0 ? x->range_total : x->length >= 0 ? x->offset + x->length : -1;
@@ -237,7 +239,7 @@ static CURLcode attempt(xfer *x, const sr_download_opts *o, char *cerr)
     if (!c)
         return CURLE_FAILED_INIT;
     char range[32];
-    x->got = 0, x->status = 0, x->accept = 0, x->total = -1, x->err[0] = cerr[0] = 0;
+    x->got = 0, x->status = 0, x->accept = 0, x->reset = 0, x->total = -1, x->err[0] = cerr[0] = 0;
     curl_easy_setopt(c, CURLOPT_URL, x->url);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, cerr);
@@ -245,6 +247,9 @@ static CURLcode attempt(xfer *x, const sr_download_opts *o, char *cerr)
     curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
+    /* a proxy's "200 Connection established" is not the answer (it would
+     * read as a server ignoring the range) */
+    curl_easy_setopt(c, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
     curl_easy_setopt(c, CURLOPT_MAXREDIRS, (long)o->max_redirects);
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, (long)o->connect_timeout);
     curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
@@ -288,6 +293,8 @@ static int transfer(xfer *x, const sr_download_opts *o, const char *part)
             return sr_fail("download %s: interrupted; the %lld bytes received are kept in %s (run again to resume)",
                            x->url, (long long)(x->offset + x->got), part);
         }
+        if (x->reset && !restarted++)
+            continue;
         if (x->err[0])
             return sr_fail("%s", x->err);
         int complete = x->total >= 0 && x->offset + x->got == x->total;
