@@ -39,8 +39,11 @@ const sr_opt_spec sr_download_specs[] = {
      .help = "seconds without a byte before giving up"},
     {.name = "max_redirects", .type = SR_OPT_INT, .lo = 0, .hi = 20, .def = 5, .offset = OPT(max_redirects),
      .help = "redirects followed"},
-    {.name = "progress", .type = SR_OPT_BOOL, .def = 0, .offset = OPT(progress),
-     .help = "print progress on stderr"},
+    {.name = "progress", .type = SR_OPT_INT, .lo = 0, .hi = 2, .def = 0, .offset = OPT(progress),
+     .help = "0 none; 1 redrawn on a terminal, else a line every progress_every seconds (and a closing "
+             "line after any); 2 as 1 with the closing line always"},
+    {.name = "progress_every", .type = SR_OPT_NUM, .lo = 0, .hi = 86400, .def = 10, .offset = OPT(progress_every),
+     .help = "seconds between progress lines when stderr is not a terminal (0: none; SRGEO_PROGRESS)"},
     {.name = NULL},
 };
 #undef OPT
@@ -87,6 +90,7 @@ typedef struct xfer {
     char err[600];   /* our own reason to abort (the callbacks return an error) */
     /* progress */
     int progress, tty;
+    double every;    /* seconds between lines off a terminal; <= 0: none */
     double t0, last;
     int64_t start;   /* bytes in the .part when this call began */
     int shown;
@@ -196,7 +200,9 @@ static size_t on_body(char *data, size_t size, size_t n, void *ud)
 static void show_progress(xfer *x, int final)
 {
     double t = now();
-    if (!final && t - x->last < (x->tty ? 0.25 : 5.0))
+    if (final && !x->tty && !x->shown && x->progress < 2)
+        return; /* a short download off a terminal says nothing */
+    if (!final && (x->tty ? t - x->last < 0.25 : x->every <= 0 || t - x->last < x->every))
         return;
     x->last = t;
     int64_t have = x->offset + x->got;
@@ -384,7 +390,8 @@ int sr_download(const char *url, const char *dest, const sr_download_opts *o, ch
         sr_fail("download %s: %s: %s", url, part, strerror(errno));
         goto out;
     }
-    xfer x = {.url = url, .name = name, .fd = fd, .max = o->max_bytes, .progress = o->progress, .tty = isatty(2)};
+    xfer x = {.url = url, .name = name, .fd = fd, .max = o->max_bytes, .progress = (int)o->progress,
+              .every = o->progress_every, .tty = isatty(2)};
     struct stat st;
     x.start = fstat(fd, &st) == 0 ? (int64_t)st.st_size : 0;
     x.t0 = x.last = now();

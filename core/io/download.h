@@ -25,8 +25,10 @@
  *    byte is written, a body that grows past it is cut);
  *  - Ctrl-C (the core's interrupt flag) aborts the transfer within a
  *    second and keeps the .part for the next call;
- *  - progress on stderr (bytes, %, rate, ETA) when asked: a line redrawn
- *    in place on a terminal, else one line every few seconds.
+ *  - progress on stderr (bytes, %, rate, time left) when asked: a line
+ *    redrawn in place on a terminal, else a line every progress_every
+ *    seconds (srgeo's SRGEO_PROGRESS convention), so a short download in a
+ *    log says nothing and a long one says where it is.
  * The lock file is left in place: removing a file others may be waiting
  * on would race (as the unit cache's). */
 #ifndef SR_DOWNLOAD_H
@@ -45,11 +47,13 @@ typedef struct sr_download_opts {
     int64_t connect_timeout; /* seconds */
     int64_t stall_timeout;   /* seconds without a byte before giving up */
     int64_t max_redirects;
-    int progress;          /* print progress on stderr */
+    int64_t progress;      /* 0 none, 1 as described above, 2 with a closing line always */
+    double progress_every; /* seconds between lines when stderr is not a terminal; 0: none */
 } sr_download_opts;
 
 /* The options as declared (sha256, max_bytes, connect_timeout,
- * stall_timeout, max_redirects, progress), for sr_opts_read. */
+ * stall_timeout, max_redirects, progress, progress_every), for
+ * sr_opts_read. */
 extern const sr_opt_spec sr_download_specs[];
 
 void sr_download_defaults(sr_download_opts *o);

@@ -27,7 +27,8 @@
 -- Downloads (core/io/download.c, libcurl) are resumable, atomic (the file
 -- appears by rename once checked), locked (a second process waits, then
 -- uses the file), bounded (http/https only, 5 redirects, 8 GiB) and show
--- progress on a terminal.  SRGEO_OFFLINE=1 forbids them: a missing file is
+-- progress as srgeo's other reports do (redrawn on a terminal, else a line
+-- every SRGEO_PROGRESS seconds).  SRGEO_OFFLINE=1 forbids them: a missing file is
 -- an error saying which URL to fetch and where to put it.
 local srgeo = require "srgeo"
 local util = require "srgeo.util"
@@ -170,7 +171,9 @@ local function offline() return os.getenv("SRGEO_OFFLINE") == "1" end
 
 --- Download url into the cache (or find it there) and return its path.
 --- opts: name (the cache file name; default W.cache_name(url)), sha256 (an
---- expected digest or prefix; default the name's), progress (default: stderr is a terminal);
+--- expected digest or prefix; default the name's), progress (nil: redrawn on a terminal,
+--- else a line every SRGEO_PROGRESS seconds, none for a short download; false: none; true:
+--- a closing line always);
 --- the download's limits max_bytes (8 GiB), max_redirects (5), connect_timeout (30 s),
 --- stall_timeout (60 s without a byte).
 function W.fetch(url, opts)
@@ -189,9 +192,12 @@ function W.fetch(url, opts)
       name, url, path, want and " (its sha256 starts " .. want .. ")" or "")
   end
   util.mkdir(dir)
-  local progress = opts.progress
-  if progress == nil then progress = srgeo._isatty(2) end
-  local ok, hex = pcall(srgeo._download, url, path, { sha256 = want, progress = progress, max_bytes = opts.max_bytes,
+  -- progress as srgeo's other reports: redrawn on a terminal, else a line
+  -- every SRGEO_PROGRESS seconds (default 10; 0: none); true: a closing line always
+  local progress = opts.progress == false and 0 or opts.progress == true and 2 or 1
+  local every = tonumber(os.getenv("SRGEO_PROGRESS") or "") or 10
+  local ok, hex = pcall(srgeo._download, url, path, { sha256 = want, progress = progress,
+    progress_every = math.max(every, 0), max_bytes = opts.max_bytes,
     max_redirects = opts.max_redirects, connect_timeout = opts.connect_timeout, stall_timeout = opts.stall_timeout })
   if not ok then fail("%s", tostring(hex):gsub("^[^:]*:%d+: ", "")) end
   local st = srgeo._stat(path)

@@ -137,6 +137,24 @@ T.test("weights: on a terminal the progress line is redrawn in place with the ra
   T.truthy(out:find("(100%), ", 1, true) and out:find("PATH=", 1, true), out)
 end)
 
+T.test("weights: off a terminal a short download says nothing, a long one a line every SRGEO_PROGRESS seconds", function()
+  local d = cache("lines")
+  local quiet = add_file("quiet", ".pth", bytes(300000, 8))
+  local out, code = run(d, fetch_code(url("slow", quiet)))
+  T.eq(code, 0, out)
+  T.truthy(not out:find("MB", 1, true), "silent: " .. out)
+  local long = add_file("long", ".pth", bytes(1000000, 9))
+  out, code = run(d, fetch_code(url("slow", long)), { vars = "SRGEO_PROGRESS=0.3" })
+  T.eq(code, 0, out)
+  local lines = 0
+  for l in out:gmatch("srgeo: " .. long:gsub("%p", "%%%0") .. ": [^\n]*") do
+    lines = lines + 1
+    T.truthy(not l:find("\r", 1, true) and not l:find("\27", 1, true), "plain lines: " .. l)
+  end
+  T.truthy(lines >= 3, "a line every 0.3 s over about 1.3 s, and a closing one: " .. out)
+  T.truthy(out:find(": 1.0 of 1.0 MB (100%), ", 1, true), "the closing line: " .. out)
+end)
+
 T.test("weights: a file whose bytes do not match its name's sha256 is refused and not kept", function()
   local d = cache("bad")
   local s = server()
