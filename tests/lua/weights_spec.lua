@@ -302,7 +302,7 @@ end)
 T.test("weights: two processes fetching one file: one download, the second waits and uses it", function()
   local d = cache("lock")
   local s = server()
-  local name = add_file("shared", ".pth", bytes(1200000, 5))
+  local name = add_file("shared", ".pth", bytes(3000000, 5)) -- 3.7 s at the slow rate: the second starts well within it
   os.execute("mkdir -p " .. q(d))
   requests()
   local a = start_slow(d, name, "a")
