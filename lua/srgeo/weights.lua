@@ -195,6 +195,7 @@ function W.fetch(url, opts)
   -- progress as srgeo's other reports: redrawn on a terminal, else a line
   -- every SRGEO_PROGRESS seconds (default 10; 0: none); true: a closing line always
   local progress = opts.progress == false and 0 or opts.progress == true and 2 or 1
+  if srgeo._mpi.rank() ~= 0 then progress = 0 end -- under mpirun rank 0 reports (the others wait on the lock)
   local every = tonumber(os.getenv("SRGEO_PROGRESS") or "") or 10
   local ok, hex = pcall(srgeo._download, url, path, { sha256 = want, progress = progress,
     progress_every = math.max(every, 0), max_bytes = opts.max_bytes,
