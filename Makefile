@@ -19,7 +19,7 @@
 
 CC      ?= cc
 BUILD   ?= build
-PKGS    := lua5.4 openblas vips libcjson zlib libcmark-gfm libprotobuf-c libzmq
+PKGS    := lua5.4 openblas vips libcjson zlib libcmark-gfm libprotobuf-c libzmq libcurl
 # The packages' flags are asked of pkg-config the first time a recipe needs
 # them, never when make reads this file: on a fresh machine `make demo` runs
 # `make deps` first, and before that there is no pkg-config nor any .pc file.

@@ -18,7 +18,7 @@ set -e
 PKGS="build-essential pkg-config lua5.4 liblua5.4-dev libopenblas-dev libvips-dev libvips-tools
 gnuplot-nox libreadline-dev libcjson-dev zlib1g-dev libcmark-gfm-dev libcmark-gfm-extensions-dev dataset-fashion-mnist tmux
 libonnx-dev protobuf-c-compiler libprotobuf-c-dev
-openmpi-bin libopenmpi-dev libzmq3-dev"
+openmpi-bin libopenmpi-dev libzmq3-dev libcurl4-openssl-dev"
 for a in "$@"; do
     case "$a" in
     --test) PKGS="$PKGS chromium luarocks clang libclang-rt-14-dev libomp-14-dev libonnx-testdata python3-nbformat python3-jupyter-client jupyter-nbconvert" ;;

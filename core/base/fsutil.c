@@ -197,19 +197,21 @@ static int same_file_state(const struct stat *a, const struct stat *b)
            a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
 }
 
-int sr_fs_hash_file(const char *path, const char *what, uint64_t *hash, struct stat *out)
+/* Every byte of a user-named regular file through fn, in order; fails if
+ * the file changes while it is read (size, mtime or ctime) or on Ctrl-C.
+ * *out (may be NULL) gets the opened file's status. */
+static int read_each(const char *path, const char *what, void (*fn)(void *ctx, const unsigned char *p, size_t n),
+                     void *ctx, struct stat *out)
 {
     FILE *fp = sr_fs_open_regular(path, what);
     if (!fp)
         return -1;
     struct stat before, after;
     unsigned char buf[1 << 16];
-    uint64_t h = 0xcbf29ce484222325ull;
     int rc = fstat(fileno(fp), &before) != 0 ? sr_fail("%s %s: %s", what, path, strerror(errno)) : 0;
     size_t n;
     while (!rc && (n = fread(buf, 1, sizeof buf, fp)) > 0) {
-        for (size_t i = 0; i < n; i++)
-            h = (h ^ buf[i]) * 0x100000001b3ull;
+        fn(ctx, buf, n);
         if (sr_interrupted())
             rc = -1;
     }
@@ -218,11 +220,39 @@ int sr_fs_hash_file(const char *path, const char *what, uint64_t *hash, struct s
     if (!rc && (fstat(fileno(fp), &after) != 0 || !same_file_state(&before, &after)))
         rc = sr_fail("%s %s: the file changed while it was read", what, path);
     fclose(fp);
-    if (rc)
+    if (!rc && out)
+        *out = after;
+    return rc;
+}
+
+static void fnv1a(void *ctx, const unsigned char *p, size_t n)
+{
+    uint64_t h = *(uint64_t *)ctx;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 0x100000001b3ull;
+    *(uint64_t *)ctx = h;
+}
+
+int sr_fs_hash_file(const char *path, const char *what, uint64_t *hash, struct stat *out)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    if (read_each(path, what, fnv1a, &h, out))
         return -1;
     *hash = h;
-    if (out)
-        *out = after;
+    return 0;
+}
+
+static void sha256_part(void *ctx, const unsigned char *p, size_t n) { sr_sha256_update(ctx, p, n); }
+
+int sr_fs_sha256_file(const char *path, const char *what, char hex[2 * SR_SHA256_LEN + 1], struct stat *out)
+{
+    sr_sha256 s;
+    sr_sha256_init(&s);
+    if (read_each(path, what, sha256_part, &s, out))
+        return -1;
+    uint8_t d[SR_SHA256_LEN];
+    sr_sha256_final(&s, d);
+    sr_hex(d, SR_SHA256_LEN, hex);
     return 0;
 }
 

@@ -2,13 +2,16 @@
  * PATH, so a crash never leaves a half-written result or checkpoint; the
  * temporaries a killed writer leaves are removed by sr_tmp_clean; advisory
  * locks on files (sr_lock_file); opening a file the user named for reading
- * without blocking on a FIFO (sr_fs_open_regular). */
+ * without blocking on a FIFO (sr_fs_open_regular); a file's FNV-1a or
+ * SHA-256 (sr_fs_hash_file, sr_fs_sha256_file). */
 #ifndef SR_FSUTIL_H
 #define SR_FSUTIL_H
 
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/stat.h>
+
+#include "base/sha256.h"
 
 typedef struct sr_atomic_file {
     FILE *fp;
@@ -52,6 +55,11 @@ FILE *sr_fs_open_regular(const char *path, const char *what);
  * a file that changes while it is read (size, mtime or ctime) fails, as
  * does Ctrl-C.  0, or -1 with the error set. */
 int sr_fs_hash_file(const char *path, const char *what, uint64_t *hash, struct stat *st);
+
+/* SHA-256 of a regular file's bytes as 64 lower-case hex digits (the
+ * weights cache checks downloads and cached files with it, lua/srgeo/
+ * weights.lua); the same reading, status and failures as sr_fs_hash_file. */
+int sr_fs_sha256_file(const char *path, const char *what, char hex[2 * SR_SHA256_LEN + 1], struct stat *st);
 
 /* The same check by name, for paths handed to a library that opens them
  * itself: 0 for a regular file, else -1 with the same message (or the

@@ -21,5 +21,6 @@ void sr_lua_open_json(lua_State *L);
 void sr_lua_open_onnx(lua_State *L);
 void sr_lua_open_markdown(lua_State *L);
 void sr_lua_open_mpi(lua_State *L);
+void sr_lua_open_download(lua_State *L);
 
 #endif

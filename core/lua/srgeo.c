@@ -133,19 +133,29 @@ static int l_stat(lua_State *L)
     return 1;
 }
 
-/* srgeo._file_hash(path) -> FNV-1a 64 of the file's bytes as 16 hex digits,
- * and the _stat table of the file read (unchanged while it was read): the
- * content identity of a weight file in the unit cache (lua/srgeo/cache.lua),
- * which keeps it by that status so big files are not read on every run. */
+/* srgeo._file_hash(path [, "sha256"]) -> FNV-1a 64 of the file's bytes as
+ * 16 hex digits (or its SHA-256 as 64), and the _stat table of the file read
+ * (unchanged while it was read): the content identity of a weight file in
+ * the unit cache (lua/srgeo/cache.lua), which keeps it by that status so big
+ * files are not read on every run; the weights cache checks downloads and
+ * cached files by SHA-256 (lua/srgeo/weights.lua). */
 static int l_file_hash(lua_State *L)
 {
     const char *path = sr_lua_check_cstring(L, 1, "_file_hash");
-    uint64_t h;
+    const char *algo = luaL_optstring(L, 2, "fnv1a64");
     struct stat st;
-    if (sr_fs_hash_file(path, "hash", &h, &st))
-        return sr_lua_fail(L);
-    char hex[20];
-    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)h);
+    char hex[2 * SR_SHA256_LEN + 1];
+    if (strcmp(algo, "sha256") == 0) {
+        if (sr_fs_sha256_file(path, "sha256", hex, &st))
+            return sr_lua_fail(L);
+    } else if (strcmp(algo, "fnv1a64") == 0) {
+        uint64_t h;
+        if (sr_fs_hash_file(path, "hash", &h, &st))
+            return sr_lua_fail(L);
+        snprintf(hex, sizeof hex, "%016llx", (unsigned long long)h);
+    } else {
+        return luaL_error(L, "_file_hash: algorithm must be \"fnv1a64\" or \"sha256\", got \"%s\"", algo);
+    }
     lua_pushstring(L, hex);
     push_stat(L, &st);
     return 2;
@@ -321,6 +331,7 @@ int luaopen_srgeo(lua_State *L)
     sr_lua_open_onnx(L);
     sr_lua_open_markdown(L);
     sr_lua_open_mpi(L);
+    sr_lua_open_download(L);
 
     /* Make lua/?.lua requirable and run lua/srgeo/init.lua(core) to add the
      * Lua half of the library.  Without it srgeo.models, .profile, .plot ...

@@ -186,7 +186,8 @@ static void print_usage(FILE *f, const char *badoption)
             "SRGEO_HISTORY (history file, default ~/" HISTORY_FILE "),\n" INIT_VAR
             " (chunk or @file run first), SRGEO_PROGRESS (seconds between\n"
             "progress lines when stderr is not a terminal; 0: none), SRGEO_TRACEBACK\n"
-            "(1: full tracebacks).\n"
+            "(1: full tracebacks), SRGEO_CACHE (the weights cache folder, default\n"
+            "~/.cache/srgeo), SRGEO_OFFLINE (1: never download weights).\n"
             "OpenBLAS: unless OPENBLAS_CORETYPE is set, %s gives OpenBLAS the\n"
             "kernels of the CPU's widest vectors when its own table picked older ones\n"
             "(it re-executes itself once, marking its choice in SRGEO_BLAS_CORETYPE);\n"

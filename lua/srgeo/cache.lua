@@ -43,13 +43,7 @@ local spec = require "srgeo.spec"
 
 local C = {}
 
--- A file's status as a key: what changes whenever its bytes may have
--- (content written, copied over, renamed onto: a new ctime or inode, which
--- no user can set back, unlike the mtime `touch -d` or `cp -p` set).
-local function status_key(st)
-  return string.format("%d:%d:%d:%d.%09d:%d.%09d", st.dev, st.ino, st.size, st.mtime, st.mtime_nsec, st.ctime,
-    st.ctime_nsec)
-end
+local status_key = util.status_key
 
 local HASHES = "file-hashes.json"
 local MAX_HASHES = 4096 -- the book starts afresh beyond this (each entry is one hash of a file)
@@ -98,9 +92,9 @@ function C.model_key(ms, seed, dir)
   local key
   local path = spec.weights_path(ms)
   if ms.path then
-    key = "file:" .. ms.path .. "#" .. C.file_id(ms.path, dir)
+    key = "file:" .. ms.path .. "#" .. C.file_id(path, dir)
   elseif ms.weights then
-    key = "file:" .. ms.name .. ":" .. ms.weights .. "#" .. C.file_id(ms.weights, dir)
+    key = "file:" .. ms.name .. ":" .. ms.weights .. "#" .. C.file_id(path, dir)
   elseif path then
     key = "shipped:" .. ms.name .. "#" .. C.file_id(path, dir)
   else

@@ -88,7 +88,8 @@ function E.spec(t, defaults)
   s.epilog = (t.epilog and t.epilog .. "\n\n" or "") ..
     "Models: a shipped name (models/shipped/NAME.safetensors), NAME@init (random-init twin),\n" ..
     "ARCH{cfg}@init (e.g. mlp{hidden={16}}@init), a .safetensors path, a PyTorch checkpoint\n" ..
-    "(FILE.pth, or ARCH:FILE when the keys do not say; read without Python), an .onnx file (with\n" ..
+    "(FILE.pth, or ARCH:FILE when the keys do not say; read without Python), published weights\n" ..
+    "ARCH:imagenet or ARCH:URL (fetched once into $SRGEO_CACHE, checked by SHA-256), an .onnx file (with\n" ..
     "--mean/--std or --no-normalize, --input-size, --tap, --output); LABEL=SPEC names a curve;\n" ..
     "in lists (--models) also a folder or a glob of .safetensors files ('runs/x/*.safetensors').\n" ..
     "Evaluation sets: NAME[:N][@SEED] with NAME one of\n  " .. S.EVAL_NAMES .. ".\n" ..

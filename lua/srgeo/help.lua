@@ -68,6 +68,8 @@ The zoo (srgeo.models): architectures in models/*.lua, trained checkpoints in mo
   t = srgeo.models.twin(m, {init = "torch-default" | "he" | "xavier", seed = 0})   -- its random-init twin
   m = srgeo.models.load("resnet50.pth")   -- a torch.save checkpoint, no Python: architecture and config from its keys
   m = srgeo.models.load("resnet50", {weights = "r50.pth"})   -- named architecture (+ config=, prefix=, strict=)
+  m = srgeo.models.load("resnet18", {weights = "imagenet"})  -- published weights (or a URL), fetched once into the
+                        cache $SRGEO_CACHE and checked by SHA-256; srgeo.weights.known("resnet18") lists the names
   obj = srgeo.torch.load("x.pth")   -- the saved object: tables, arrays, tensors (restricted unpickler: runs nothing)
   srgeo.models.list()   -- {name, family, doc, input, options, params}
   srgeo.models.info(m)  -- {arch, config}   m:save(path, meta) / m:load(path)
@@ -190,7 +192,7 @@ TEXT.experiment = [[
 What the scripts share (lua/srgeo/experiment.lua, composing spec.lua: model and evaluation-set specs,
 cache.lua: the unit cache, report.lua: tables and result files; options parsing in cli.lua):
   local E = srgeo.experiment
-  m, info = E.load_model("small_resnet")           -- shipped name | NAME@init | ARCH{cfg}@init | path.safetensors | x.pth | ARCH:x.pth
+  m, info = E.load_model("small_resnet")           -- shipped name | NAME@init | ARCH{cfg}@init | path.safetensors | x.pth | ARCH:x.pth | ARCH:imagenet | ARCH:URL
   ds = E.load_eval("fmnist-test:64@0", {model = m}) -- fmnist-test|train, blurσ, noise[-kind], cifar10-*; :N @SEED
   ex = E.new{out = "out/x", preset = "quick", seed = 0}
   p = ex:profile("small_resnet", "fmnist-test:64")  -- cached in out/x/units/ (rerun = resume)
@@ -305,7 +307,7 @@ end
 local TOPIC_OF_MODULE = { nn = "nn", models = "models", profile = "profile", plot = "plot", data = "data",
   train = "train", metrics = "metrics", experiment = "experiment", cli = "experiment", spec = "experiment",
   cache = "experiment", report = "experiment", notebook = "notebook", mpi = "mpi",
-  image = "data", npy = "tensors", safetensors = "models", torch = "models", torchkeys = "models", onnx = "onnx",
+  image = "data", npy = "tensors", safetensors = "models", torch = "models", torchkeys = "models", weights = "models", onnx = "onnx",
   bump = "profile",
   stats = "library", util = "library", json = "library", markdown = "library", html = "library", identity = "library",
   index = "library", augment = "train", optim = "train" }

@@ -6,7 +6,7 @@ local srgeo = ...
 
 local lazy = {}
 for _, name in ipairs { "plot", "util", "profile", "stats", "models", "data", "train", "metrics",
-                           "help", "cli", "experiment", "spec", "cache", "report", "notebook", "identity", "html", "index", "bump", "mpi" } do
+                           "help", "cli", "experiment", "spec", "cache", "report", "notebook", "identity", "html", "index", "bump", "mpi", "weights" } do
   lazy[name] = "srgeo." .. name
 end
 function srgeo.examples(...) return require("srgeo.help").examples(...) end -- the scripts, listed by help.lua

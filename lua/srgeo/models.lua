@@ -318,10 +318,15 @@ end
 --- saved from one rebuilds it from the ONNX file it names; a PyTorch
 --- checkpoint (torch.save's zip) is read without Python (load_torch above).
 --- A bare name is a shipped model ("small_resnet"), and a relative path
---- missing from the working directory is looked up under the project root.
+--- missing from the working directory is looked up under the project root;
+--- an http(s) URL is fetched once into the weights cache (srgeo.weights).
 --- srgeo.models.load(ARCH, {weights = FILE [, config=, prefix=, strict=]})
 --- builds the zoo architecture ARCH and loads FILE (a PyTorch checkpoint or
---- a safetensors file) into it.
+--- a safetensors file) into it.  FILE may also be a URL or a published
+--- weights name ("imagenet", torchvision's "IMAGENET1K_V2" ...; see
+--- srgeo.weights.known(ARCH)): the weights cache's file, downloaded and
+--- checked by SHA-256 when missing (srgeo.weights; progress = false for
+--- no progress line).
 function M.load(path, opts)
   if type(path) == "string" and type(opts) == "table" and opts.weights ~= nil then
     load_families()
@@ -329,10 +334,18 @@ function M.load(path, opts)
       error("srgeo.models.load: no architecture '" .. path .. "' for weights (see srgeo.models.list())", 2)
     end
     local w = opts.weights
-    if type(w) ~= "string" then error("srgeo.models.load " .. path .. ": weights must be a file name", 2) end
+    if type(w) ~= "string" then
+      error("srgeo.models.load " .. path .. ": weights must be a file name, a URL or a weights name", 2)
+    end
+    if not util.exists(w) then -- a URL or a published name: the weights cache's file (srgeo.weights)
+      local W = require "srgeo.weights"
+      local ok, f = pcall(W.resolve, path, w, { progress = opts.progress })
+      if not ok then error("srgeo.models.load " .. path .. ": " .. W.reason(f), 2) end
+      w = f
+    end
     if is_torch_file(w) then
       local o = copy(opts)
-      o.weights, o.arch = nil, path
+      o.weights, o.arch, o.progress = nil, path, nil
       return load_torch(w, o, 2)
     end
     local cfg = copy(opts.config or {})
@@ -342,6 +355,16 @@ function M.load(path, opts)
     m:load(w, { strict = opts.strict, prefix = opts.prefix })
     m:eval()
     return m, M.metadata(w)
+  end
+  local W = require "srgeo.weights"
+  if W.is_url(path) then -- the weights cache's copy
+    local ok, f = pcall(W.fetch, path, { progress = opts and opts.progress })
+    if not ok then error("srgeo.models.load: " .. W.reason(f), 2) end
+    if opts and opts.progress ~= nil then
+      opts = copy(opts)
+      opts.progress = nil
+    end
+    path = f
   end
   path = resolve(path)
   if type(path) == "string" and path:lower():match("%.onnx$") then return load_onnx(path, opts, 2) end

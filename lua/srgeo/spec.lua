@@ -12,6 +12,10 @@
 --   resnet50.pth  resnet50:FILE.pth  a PyTorch checkpoint (torch.save), read without Python: the
 --                                 architecture from its keys, or the one named before ':'
 --                                 (ARCH:FILE.safetensors loads a safetensors file into ARCH)
+--   resnet18:imagenet  resnet50:IMAGENET1K_V1  resnet18:https://...   published weights by
+--                                 name or URL, from the weights cache (srgeo.weights; fetched
+--                                 once, checked by SHA-256; labelled resnet18-imagenet); a model
+--                                 file's URL alone (https://.../x.pth, .onnx, .safetensors) likewise
 --   trained=path.safetensors      LABEL=SPEC names the curve
 -- Evaluation-set specs (spec.parse_eval): NAME[:N][@SEED], N images (default --images), SEED (default --seed)
 --   fmnist-test  fmnist-train  (or test, train)  cifar10-test  cifar10-train
@@ -28,6 +32,7 @@ local srgeo = require "srgeo"
 local util = require "srgeo.util"
 local json = require "srgeo.json"
 local models = require "srgeo.models"
+local weights = require "srgeo.weights"
 
 local S = {}
 
@@ -84,7 +89,9 @@ function S.parse_model(spec)
   end
   if not ms.label then
     local init = ms.init and ("@init" .. (ms.init_seed and ":" .. ms.init_seed or "")) or ""
-    ms.label = (ms.path and stem(ms.path) or ms.weights and stem(ms.weights) or ms.name) .. init
+    local wl = ms.weights and (weights.is_ref(ms.name, ms.weights) and not ms.weights:find("/", 1, true)
+      and ms.name .. "-" .. ms.weights or stem(ms.weights))
+    ms.label = (ms.path and stem(ms.path) or wl or ms.name) .. init
   end
   return ms
 end
@@ -112,6 +119,16 @@ end
 --- never a shipped file); nil for a zoo architecture.
 function S.weights_path(spec)
   local ms = S.parse_model(spec)
+  -- ARCH:imagenet, ARCH:https://..., ARCH:NAME-HASH.pth, https://...: the
+  -- weights cache's file, fetched once (srgeo.weights)
+  local ok, path
+  if ms.weights and not exists(ms.weights) then
+    ok, path = pcall(weights.resolve, ms.name, ms.weights)
+  elseif weights.is_url(ms.path) then
+    ok, path = pcall(weights.fetch, ms.path)
+  end
+  if ok == false then fail("model '%s': %s", ms.spec, weights.reason(path)) end
+  if ok then return path end
   return ms.path or ms.weights or (not ms.cfg and shipped_file(ms)) or nil
 end
 

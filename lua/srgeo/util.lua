@@ -122,6 +122,16 @@ function M.read_file(path)
   return s
 end
 
+--- A file's status (srgeo._stat) as a key: what changes whenever its bytes
+--- may have (content written, copied over, renamed onto: a new ctime or
+--- inode, which no user can set back, unlike the mtime `touch -d` or `cp -p`
+--- set).  The unit cache and the weights cache skip re-reading a file whose
+--- key is unchanged.
+function M.status_key(st)
+  return string.format("%d:%d:%d:%d.%09d:%d.%09d", st.dev, st.ino, st.size, st.mtime, st.mtime_nsec, st.ctime,
+    st.ctime_nsec)
+end
+
 --- Can `path` be opened for reading?  (A FIFO, device or socket counts as
 --- existing without being opened: reading it fails in M.try_read.)
 function M.exists(path)

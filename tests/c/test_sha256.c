@@ -1,9 +1,14 @@
 /* test_sha256.c - SHA-256 against FIPS 180-4's examples and HMAC-SHA256
- * against RFC 4231's test cases (the Jupyter kernel's message signing). */
+ * against RFC 4231's test cases (the Jupyter kernel's message signing); a
+ * file's digest and the digest-prefix rule (the weights cache). */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "base/error.h"
+#include "base/fsutil.h"
 #include "base/sha256.h"
+#include "io/download.h"
 #include "test.h"
 
 static void sha_hex(const void *data, size_t n, char *hex)
@@ -88,4 +93,32 @@ TEST(hmac_sha256_rfc4231)
     sr_hex(d, sizeof d, hex);
     CHECK(strcmp(hex, "9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f0713938a7f51535c3a35e2") == 0, "parts -> %s", hex);
     CHECK(sr_equal_const_time("abcd", "abcd", 4) && !sr_equal_const_time("abcd", "abce", 4), "const-time compare");
+}
+
+/* A file's digest (the weights cache's check, base/fsutil.c): a million 'a'
+ * read through the 64 KiB buffer gives FIPS's digest; the prefix rule of
+ * torchvision-style names (io/download.c) wants 8 to 64 hex digits. */
+TEST(sha256_file_and_prefix)
+{
+    char path[] = "/tmp/srgeo-sha256-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0, "mkstemp");
+    if (fd < 0)
+        return;
+    char chunk[1000];
+    memset(chunk, 'a', sizeof chunk);
+    int ok = 1;
+    for (int i = 0; i < 1000; i++)
+        ok &= write(fd, chunk, sizeof chunk) == (ssize_t)sizeof chunk;
+    close(fd);
+    CHECK(ok, "write");
+    char hex[65] = "";
+    CHECK(sr_fs_sha256_file(path, "test", hex, NULL) == 0, "%s", sr_errmsg());
+    CHECK(strcmp(hex, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0") == 0, "file -> %s", hex);
+    unlink(path);
+    CHECK(sr_fs_sha256_file(path, "test", hex, NULL) != 0, "a missing file fails");
+    CHECK(sr_sha256_matches(hex, "cdc76e5c") && sr_sha256_matches(hex, "CDC76E5C99"), "prefix, any case");
+    CHECK(!sr_sha256_matches(hex, "cdc76e5"), "fewer than 8 digits never match");
+    CHECK(!sr_sha256_matches(hex, "cdc76e5d"), "a wrong prefix");
+    CHECK(sr_sha256_matches(hex, hex), "the whole digest");
 }
