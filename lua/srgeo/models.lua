@@ -397,7 +397,7 @@ end
 ---                  N(0, 2/(fan_in + fan_out)); biases 0; the rest by role below
 --- Roles: a norm's or an affine block's scale 1 and shift 0, a PReLU slope
 --- 0.25 (torch.nn.PReLU's), class tokens and position embeddings N(0, 0.02²)
---- truncated at ±2σ.  A parameter's role is the importer's finding
+--- clipped at ±2σ.  A parameter's role is the importer's finding
 --- (m:roles(): an ONNX graph's learned Mul / Add / Concat / PRelu operands,
 --- core/README.md "Random twins"), else read from its name and shape: a
 --- weight of 4 dims is a convolution's (fan_in = C_in/groups·kh·kw), of 2

@@ -143,7 +143,7 @@ end)
 
 -- The per-role check of a twin's parameters (a tensor v named name of the
 -- twin t), for init `how`; a failure names the parameter and the numbers.
-local TRUNC2 = 0.7737 -- the variance of N(0, 1) truncated at ±2
+local CLIP2 = 0.9206 -- the variance of N(0, 1) clipped at ±2
 local function check_param(t, name, v, how)
   local roles, params = t:roles(), t:parameters()
   local shape, n = v:shape(), v:numel()
@@ -162,7 +162,7 @@ local function check_param(t, name, v, how)
   elseif role == "slope" then T.eq((v - 0.25):abs():max(), 0, what)
   elseif role == "embedding" or role == "token" then
     T.truthy(v:abs():max() <= 0.04 + 1e-12, what)
-    if n >= 400 then sd_near(0.02 * math.sqrt(TRUNC2), 0.15) end
+    if n >= 400 then sd_near(0.02 * math.sqrt(CLIP2), 0.1) end
   elseif leaf == "weight" and (#shape == 4 or #shape == 2) then
     local fan_in = #shape == 4 and shape[2] * shape[3] * shape[4] or shape[2]
     local fan_out = #shape == 4 and shape[1] * shape[3] * shape[4] or shape[1]
