@@ -217,6 +217,7 @@ T.test("twin: an imported graph's twin draws each learned tensor by its role (to
   local t = srgeo.models.twin(m)
   T.eq(srgeo.identity.of(t, x).model, "twin_net.onnx@init")
   T.eq(srgeo.identity.of(m, x).model, "twin_net.onnx")
+  T.eq(srgeo.identity.of(srgeo.models.twin(srgeo.models.mlp {}), x).model, "mlp@init", "a zoo model's twin likewise")
   T.eq(t:default_tap(), m:default_tap())
   T.truthy(tostring(t):find("onnx twin_net.onnx, random-init twin", 1, true), tostring(t))
   -- torchvision's ViT (opset 13, LayerNorm decomposed, constants as nodes): every learned tensor drawn anew
