@@ -40,6 +40,8 @@ typedef struct {
     int nd, bat, merged;        /* merged: MERGE_AFTER | MERGE_BEFORE, or 0 */
     int64_t ps[SR_MAXDIM];
     int uses, consumer;         /* readers among the nodes, and the first one */
+    int node;                   /* the node that made it, + 1 (0: not a node's output) */
+    int init;                   /* an initializer */
 } ival;
 
 /* Dims for messages: "(2,4,4)". */
@@ -71,6 +73,7 @@ typedef struct {
     int64_t fold_work, fold_work_budget; /* folding's work so far and at most (see translate) */
     int head_in;                /* value index of the last classifier head's input, or -1 */
     int head_node;
+    const char *img;            /* the image input's name */
 } imp;
 
 /* --- values by name ---------------------------------------------------------- */
@@ -557,6 +560,7 @@ typedef struct {
     char name[512];
     ival batched; /* as_batch's view of an input */
     const char *oname; /* output 0's name when a translator makes a step of a composite op */
+    int role;          /* SR_ROLE_* of a constant operand when the op says it (PRelu's slope) */
 } ctx;
 
 static const char *out_name(const ctx *c, int i)
@@ -873,6 +877,107 @@ static int transpose_to(ctx *c, const ival *x, const int64_t *p, int np)
     return emit1(c, "permute", &k, x, nd, ps, bat, merged);
 }
 
+/* --- learned constants and fixed ones ------------------------------------------ */
+/* The node that made value name, or NULL (an initializer, the input, a
+ * value made by a step of a composite op). */
+static const sr_onnx_node *producer(const imp *I, const char *name)
+{
+    const ival *v = find((imp *)I, name);
+    return v && v->node ? &I->m->nodes[v->node - 1] : NULL;
+}
+
+/* Whether static value name is a tensor the file stores (an initializer or
+ * a Constant node's), as it is or through ops that only move, repeat or
+ * select its entries (a weight viewed to broadcast, a class token expanded
+ * over the batch, the q/k/v part of an attention's packed bias, a
+ * relative-position bias gathered from its table).  A value computed from
+ * others (an attention mask, anything folded from shapes) is not. */
+static int stored_constant(const imp *I, const char *name)
+{
+    static const char *const moves[] = {"Identity", "Cast", "Reshape", "Flatten", "Squeeze", "Unsqueeze",
+                                        "Transpose", "Expand", "Slice", "Split", "Gather", "Tile"};
+    for (int guard = 0; guard < 16; guard++) {
+        const ival *v = find((imp *)I, name);
+        if (v && v->init)
+            return 1;
+        const sr_onnx_node *p = producer(I, name);
+        if (!p)
+            return 0;
+        if (!strcmp(p->op_type, "Constant"))
+            return 1;
+        int moved = 0;
+        for (size_t k = 0; k < sizeof moves / sizeof *moves; k++)
+            moved |= !strcmp(p->op_type, moves[k]);
+        if (!moved || p->ninputs < 1)
+            return 0;
+        name = p->inputs[0];
+    }
+    return 0;
+}
+
+/* Whether value x is the image input as the graph's preprocessing leaves
+ * it: the input itself, or after a chain of Mul / Add / Sub / Div by
+ * constants (x·255, (x − mean)/std) through Cast, Identity and Transpose,
+ * as normalizes() below describes them. */
+static int preprocessed_input(const imp *I, const ival *x)
+{
+    const char *name = x->name;
+    for (int guard = 0; guard < 16; guard++) {
+        if (I->img && !strcmp(name, I->img))
+            return 1;
+        const sr_onnx_node *p = producer(I, name);
+        if (!p || p->ninputs < 1)
+            return 0;
+        if (!strcmp(p->op_type, "Cast") || !strcmp(p->op_type, "Identity") || !strcmp(p->op_type, "Transpose")) {
+            name = p->inputs[0];
+            continue;
+        }
+        if ((strcmp(p->op_type, "Mul") && strcmp(p->op_type, "Add") && strcmp(p->op_type, "Sub") &&
+             strcmp(p->op_type, "Div")) || p->ninputs != 2)
+            return 0;
+        const ival *a = find((imp *)I, p->inputs[0]), *b = find((imp *)I, p->inputs[1]);
+        if (!a || !b || (a->store == V_DYN) == (b->store == V_DYN))
+            return 0;
+        name = a->store == V_DYN ? p->inputs[0] : p->inputs[1];
+    }
+    return 0;
+}
+
+/* The role of static operand cst of node c (on value x), when it is a
+ * learned constant, else SR_ROLE_NONE (a fixed one, a buffer).  Learned:
+ * a float tensor the file stores (stored_constant), not the input's
+ * preprocessing, and either the op's own parameter (PRelu's slope: c->role)
+ * or, holding at least two different nonzero values, an operand of the
+ * role the op gives it (role: Mul / Div a scale, Add / Sub a shift, a
+ * position embedding when it varies along two or more per-sample dims
+ * (ps, nps), Concat a class token; SR_ROLE_NONE: never learned).
+ * Activation constants (hardswish's 3 and 6, GELU's 0.5 and √2), eps, the
+ * exporter's ones and zeros, masks of one value and 0 are fixed. */
+static int constant_role(const ctx *c, int role, const ival *cst, const ival *x, int nps, const int64_t *ps)
+{
+    const imp *I = c->I;
+    if (sr_onnx_type_is_int(cst->s.type) || !stored_constant(I, cst->name) || preprocessed_input(I, x))
+        return SR_ROLE_NONE;
+    if (c->role)
+        return c->role;
+    int varying = 0;
+    for (int d = 0; d < nps; d++)
+        varying += ps[d] > 1;
+    if (role == SR_ROLE_SHIFT && varying >= 2)
+        role = SR_ROLE_EMBEDDING;
+    const sr_tensor *t = &cst->s.v[0];
+    double first = 0;
+    for (int64_t i = 0; role && i < sr_numel(t); i++) {
+        double v = sr_f64(t)[i];
+        if (v == 0 || v == first)
+            continue;
+        if (first != 0)
+            return role;
+        first = v;
+    }
+    return SR_ROLE_NONE;
+}
+
 static int do_transpose(ctx *c)
 {
     const ival *x = dyn_in(c, 0);
@@ -932,15 +1037,17 @@ static int do_arith_named(ctx *c, const char *kind, const char *oname)
         kv_d(&k, "value", sr_f64(&t)[0]);
     if (rev && (!strcmp(kind, "sub") || !strcmp(kind, "div") || !strcmp(kind, "pow_of")))
         kv_s(&k, "reverse", "true");
-    /* a float initializer operand is a weight (layer scale, position
-     * embedding); constants computed in the graph are buffers */
-    int trainable = 0;
-    for (int i = 0; i < I->m->ninits; i++)
-        trainable |= !strcmp(I->m->inits[i].name, cst->name) && !sr_onnx_type_is_int(I->m->inits[i].type);
-    kv_s(&k, "trainable", trainable ? "true" : "false");
+    /* a learned constant (a norm's scale, a position embedding) is a
+     * weight with its role; a fixed one a buffer */
+    int role = constant_role(c, !strcmp(kind, "mul") || !strcmp(kind, "div") ? SR_ROLE_SCALE
+                                : !strcmp(kind, "add") || !strcmp(kind, "sub") ? SR_ROLE_SHIFT : SR_ROLE_NONE,
+                             cst, x, t.ndim, t.shape);
+    kv_s(&k, "trainable", role ? "true" : "false");
     sr_module *m = layer(I, kind, &k);
     /* set in the graph's dtype (value= fills it in float32 first) */
     int rc = m ? set_param(m, "value", &t) : -1;
+    if (!rc)
+        sr_module_local_param(m, "value")->role = role;
     sr_tensor_free(&t);
     if (rc) {
         sr_module_release(m);
@@ -1630,8 +1737,11 @@ static int do_concat(ctx *c)
             sr_tensor_free(&t);
             continue;
         }
-        sr_param *p = sr_concat_add_constant(m, nd + (int)(m->nparams), t.ndim, t.shape, 0);
+        int role = constant_role(c, SR_ROLE_TOKEN, v, x, t.ndim, t.shape);
+        sr_param *p = sr_concat_add_constant(m, nd + (int)(m->nparams), t.ndim, t.shape, role != SR_ROLE_NONE);
         int rc = !p || sr_tensor_assign(&p->value, &t);
+        if (p)
+            p->role = role;
         total += t.shape[q];
         sr_tensor_free(&t);
         if (rc) {
@@ -2027,6 +2137,7 @@ static int op_prelu(ctx *c, const char *arg)
     if (do_arith(&n, "sub"))
         return -1;
     ctx m = step(c, find(c->I, nn), slope, "slope", sn, sizeof sn);
+    m.role = SR_ROLE_SLOPE;
     if (do_arith(&m, "mul"))
         return -1;
     ctx a = *c;
@@ -3002,6 +3113,11 @@ static int translate(imp *I, int idx)
     }
     if (rc)
         return sr_fail_context("node '%s' (%s)", *n->name ? n->name : n->noutputs ? n->outputs[0] : "", n->op_type);
+    for (int o = 0; o < n->noutputs; o++) { /* where each value came from (constant_role) */
+        ival *v = *n->outputs[o] ? find(I, n->outputs[o]) : NULL;
+        if (v && !v->node)
+            v->node = idx + 1;
+    }
     return 0;
 }
 
@@ -3281,6 +3397,7 @@ static int imp_begin(imp *I, const sr_onnx_model *m, const sr_onnx_import_opts *
         if (!v || sr_fold_val_set(&v->s, m->inits[i].type, &m->inits[i].value))
             return sr_fail_context("onnx %s: initializer '%s'", m->path, m->inits[i].name);
         v->store = V_STATIC;
+        v->init = 1;
     }
     for (int i = 0; i < o->nconst; i++) {
         I->fold_budget += 4 * sr_numel(&o->const_values[i]->value);
@@ -3387,6 +3504,7 @@ static sr_module *import_graph(imp *I, sr_onnx_import_info *info)
         return sr_fail("onnx %s: no input left for the image%s%s", m->path, o->input ? " named " : "",
                        o->input ? o->input : ""),
                NULL;
+    I->img = img->name;
     if (image_value(I, img, o, info))
         return sr_fail_context("onnx %s", m->path), NULL;
     const char *outname = o->output ? o->output : m->noutputs ? m->outputs[0].name : "";

@@ -451,6 +451,28 @@ static int m_state_dict(lua_State *L) { return walk_params_lua(L, WALK_ALL, 0, 0
 static int m_grads(lua_State *L) { return walk_params_lua(L, WALK_TRAINABLE, 1, 0); }
 static int m_param_names(lua_State *L) { return walk_params_lua(L, WALK_ALL, 0, 1); }
 
+/* m:roles(): {path = role} of the trainable constants an importer found a
+ * role for (sr_param.role: "scale", "shift", "embedding", "token",
+ * "slope"), which srgeo.models.twin draws anew by. */
+static int roles_cb(const char *path, sr_param *p, sr_module *owner, void *ud)
+{
+    (void)owner;
+    lua_State *L = ud;
+    if (p->trainable && p->role) {
+        lua_pushstring(L, sr_param_role_name(p->role));
+        lua_setfield(L, -2, path);
+    }
+    return 0;
+}
+
+static int m_roles(lua_State *L)
+{
+    sr_module *m = sr_lua_check_module(L, 1);
+    lua_newtable(L);
+    sr_module_walk_params(m, roles_cb, L);
+    return 1;
+}
+
 /* m:set(path, tensor): copy values in (shapes must agree; dtype converted). */
 static int m_set(lua_State *L)
 {
@@ -650,7 +672,7 @@ static int m_children(lua_State *L)
 static const luaL_Reg module_methods[] = {
     {"forward", m_forward},     {"jvp", m_jvp},       {"vjp", m_vjp},
     {"parameters", m_parameters}, {"buffers", m_buffers}, {"state_dict", m_state_dict},
-    {"grads", m_grads}, {"param_names", m_param_names},
+    {"grads", m_grads}, {"param_names", m_param_names}, {"roles", m_roles},
     {"set", m_set},             {"get", m_get},       {"find", m_find},
     {"train", m_train},         {"eval", m_eval},     {"training", m_training},
     {"double", m_double},       {"float", m_float},   {"dtype", m_dtype},

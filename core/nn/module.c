@@ -89,6 +89,12 @@ sr_param *sr_module_add_param(sr_module *m, const char *name, int ndim, const in
     return p;
 }
 
+const char *sr_param_role_name(int role)
+{
+    static const char *const names[] = {"", "scale", "shift", "embedding", "token", "slope"};
+    return role > 0 && role < (int)(sizeof names / sizeof *names) ? names[role] : "";
+}
+
 int sr_module_add_child(sr_module *m, const char *name, sr_module *child)
 {
     /* grown by doubling (the capacity is the next power of two, at least 4):

@@ -46,7 +46,19 @@ typedef struct sr_param {
     sr_tensor value;
     sr_tensor grad;   /* allocated (zeroed) on first accumulation */
     int trainable;    /* 0 for buffers such as BatchNorm running statistics */
+    int role;         /* SR_ROLE_*: what a learned constant is (an importer's finding) */
 } sr_param;
+
+/* The role of a trainable constant an importer found in a file (the ONNX
+ * importer's operands of Mul / Add / Concat / PRelu), for drawing it anew
+ * (srgeo.models.twin, core/README.md "Random twins"): a norm's or an
+ * affine block's scale or shift, a position embedding, a class token, a
+ * PReLU slope.  A layer's own parameters (conv, linear, norm weights and
+ * biases) have none: their layer's reset and their name and shape say
+ * what they are. */
+enum { SR_ROLE_NONE, SR_ROLE_SCALE, SR_ROLE_SHIFT, SR_ROLE_EMBEDDING, SR_ROLE_TOKEN, SR_ROLE_SLOPE };
+/* "scale", "shift", "embedding", "token", "slope" ("" for SR_ROLE_NONE). */
+const char *sr_param_role_name(int role);
 
 /* Per-call state threaded through a tree. */
 /* A sum over the processes of a data-parallel run: buf (n values of dt)

@@ -208,6 +208,7 @@ function Ex:unit(mspec, espec, extra)
                 eval_label = extra.eval_label or es.label, tap = popts.tap, json = files.json, csv = files.csv }
   local desc = cache.unit(ms, es, popts, self.seed, self.out .. "/units")
   if S.is_onnx(ms) then desc.import = self.import end
+  if S.is_onnx(ms) and ms.init then desc.twin = S.ONNX_TWIN_RULE end -- a new rule recomputes the twin's units
   return { ms = ms, es = es, popts = popts, label = label, files = files, rec = rec, desc = desc }
 end
 

@@ -66,6 +66,7 @@ The zoo (srgeo.models): architectures in models/*.lua, trained checkpoints in mo
   m = srgeo.models.small_resnet{seed = 1}     -- random init (any NAME below; options per help("NAME"))
   m = srgeo.models.load("small_resnet")       -- a shipped model by name (or a path): architecture + config
   t = srgeo.models.twin(m, {init = "torch-default" | "he" | "xavier", seed = 0})   -- its random-init twin
+                                              -- (an ONNX graph too: m:roles() lists its learned constants)
   m = srgeo.models.load("resnet50.pth")   -- a torch.save checkpoint, no Python: architecture and config from its keys
   m = srgeo.models.load("resnet50", {weights = "r50.pth"})   -- named architecture (+ config=, prefix=, strict=)
   m = srgeo.models.load("resnet18", {weights = "imagenet"})  -- published weights (or a URL), fetched once into the

@@ -4,8 +4,8 @@
 -- came from, and figures can name their curves without being told.
 --
 --   local id = srgeo.identity.of(model, images, opts)
---   id.model     "small_resnet" (opts.model_name, else the checkpoint's or ONNX file's name, the zoo architecture,
---                the kind)
+--   id.model     "small_resnet" (opts.model_name, else the checkpoint's or ONNX file's name, NAME@init for a
+--                random-init twin, the zoo architecture, the kind)
 --   id.arch      the zoo architecture, when the model was built by srgeo.models
 --   id.path      the checkpoint it was loaded from (relative to the project when inside it)
 --   id.weights   FNV-1a 64 of every parameter and buffer, in name order (16 hex digits)
@@ -50,7 +50,9 @@ function I.of(m, X, opts)
                preset = opts.preset or "paper",
                tap = opts.tap or m:default_tap() or (info.arch == "onnx" and "output") or "" }
   if info.path then id.path = util.relpath(info.path, require("srgeo").root) end
-  id.model = opts.model_name or (info.path and stem(info.path)) or info.arch or m:kind()
+  -- a random-init twin (srgeo.models.twin) is named as its spec is: small_resnet@init, x.onnx@init
+  id.model = opts.model_name or (info.twin_of and stem(info.twin_of) .. "@init") or (info.path and stem(info.path))
+    or info.arch or m:kind()
   id.label = opts.label or id.model
   return id
 end

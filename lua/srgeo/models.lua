@@ -252,6 +252,13 @@ local function load_onnx(path, opts, level)
   return m, oi
 end
 
+-- The options that import an ONNX model again from the config load_onnx
+-- recorded (a checkpoint saved from it, its twin).
+local function reimport_opts(cfg)
+  return { tap = cfg.tap, mean = cfg.mean, std = cfg.std, normalize = cfg.normalize, input_size = cfg.input_size,
+           input = cfg.input_name, output = cfg.output }
+end
+
 -- A model named as the command line names it: a shipped model's name, or a
 -- path relative to the project root when it is not one from the working
 -- directory (README's models/shipped/... from any folder).
@@ -375,8 +382,7 @@ function M.load(path, opts)
     if not ok or type(cfg) ~= "table" or type(cfg.path) ~= "string" then
       error("srgeo.models.load: " .. path .. ": an ONNX checkpoint whose config names no .onnx file", 2)
     end
-    local m = load_onnx(cfg.path, { tap = cfg.tap, mean = cfg.mean, std = cfg.std, normalize = cfg.normalize,
-      input_size = cfg.input_size, input = cfg.input_name, output = cfg.output }, 2)
+    local m = load_onnx(cfg.path, reimport_opts(cfg), 2)
     info[m].metadata = meta
     m:load(path, opts)
     m:eval()
@@ -397,20 +403,71 @@ function M.load(path, opts)
 end
 
 --- srgeo.models.twin(m [, {init = "torch-default" | "he" | "xavier", seed = 0}]) -> the random-init
---- twin of a model built or loaded here: the same architecture and config,
---- every learned weight drawn anew (buffers as at construction: BatchNorm's
---- running statistics 0 and 1).
----   torch-default  the architecture's own initialisation, what NAME@init
+--- twin of a model built or loaded here: the same architecture and config
+--- (an imported ONNX graph: the same file imported again with the same
+--- options), every learned weight drawn anew, buffers as at construction
+--- (BatchNorm's running statistics 0 and 1) and an imported graph's fixed
+--- constants as the file has them.
+---   torch-default  a zoo model: the architecture's own initialisation, what NAME@init
 ---                  builds: torchvision's (ResNet/VGG convolutions N(0, 2/fan_out),
 ---                  BatchNorm 1/0, linear layers PyTorch's uniform ±1/√fan_in) or
----                  timm's (ViT, ConvNeXt: truncated N(0, 0.02²), biases 0)
+---                  timm's (ViT, ConvNeXt: truncated N(0, 0.02²), biases 0).
+---                  An imported graph: what torch.nn's modules do by default (the
+---                  architecture is not in the file): convolutions and linear layers
+---                  kaiming_uniform(a=√5), i.e. weights and biases U(±1/√fan_in);
+---                  norms' scales 1, shifts 0; the constants by role below
 ---   he, xavier     every convolution and linear weight N(0, 2/fan_in) or
----                  N(0, 2/(fan_in + fan_out)); biases 0; norm and affine scales 1,
----                  shifts 0; class tokens and position embeddings N(0, 0.02²)
---- The role of a parameter is read from its shape and name: a weight of 4
---- dims is a convolution's (fan_in = C_in/groups·kh·kw), of 2 a linear
---- layer's, of 1 a norm's or an affine's scale; a bias is a shift.
+---                  N(0, 2/(fan_in + fan_out)); biases 0; the rest by role below
+--- Roles: a norm's or an affine block's scale 1 and shift 0, a PReLU slope
+--- 0.25 (torch.nn.PReLU's), class tokens and position embeddings N(0, 0.02²)
+--- clipped at ±2σ.  A parameter's role is the importer's finding
+--- (m:roles(): an ONNX graph's learned Mul / Add / Concat / PRelu operands,
+--- core/README.md "Random twins"), else read from its name and shape: a
+--- weight of 4 dims is a convolution's (fan_in = C_in/groups·kh·kw), of 2
+--- a linear layer's, of 1 a norm's or an affine's scale; a bias is a shift;
+--- anything else a token or an embedding.
 local TWIN_INITS = { ["torch-default"] = true, he = true, xavier = true }
+
+-- The role of trainable parameter name (shape): roles[name] (the
+-- importer's), else its name and shape say it.
+local function param_role(name, shape, roles)
+  if roles[name] then return roles[name] end
+  local leaf = name:match("([^.]+)$")
+  if leaf:match("bias$") then return "bias" end
+  if (#shape == 4 or #shape == 2) and leaf:match("weight$") then return "weight" end
+  if #shape == 1 and (leaf:match("weight$") or leaf:match("gamma$")) then return "scale" end
+  return "embedding"
+end
+
+-- A value drawn for a parameter of that role and shape (seed s): the one
+-- initialiser per role for every model.
+local function draw(role, how, shape, s)
+  if role == "weight" then
+    local fan_in = #shape == 4 and shape[2] * shape[3] * shape[4] or shape[2]
+    local fan_out = #shape == 4 and shape[1] * shape[3] * shape[4] or shape[1]
+    return srgeo.randn(shape, s) * math.sqrt(how == "he" and 2 / fan_in or 2 / (fan_in + fan_out))
+  elseif role == "bias" or role == "shift" then
+    return srgeo.zeros(shape)
+  elseif role == "scale" then
+    return srgeo.full(shape, 1)
+  elseif role == "slope" then
+    return srgeo.full(shape, 0.25)
+  end
+  return srgeo.randn(shape, s):clamp(-2, 2) * 0.02 -- tokens, embeddings
+end
+
+-- Every trainable parameter of t drawn by its role (torch-default: only
+-- those the layers' own reset does not know, the importer's).
+local function redraw(t, how, seed)
+  local params, roles = t:parameters(), t:roles()
+  for i, name in ipairs(t:param_names()) do
+    local p = params[name]
+    if p and (how ~= "torch-default" or roles[name]) then
+      local shape = p:shape()
+      t:set(name, draw(param_role(name, shape, roles), how, shape, seed * 7919 + i))
+    end
+  end
+end
 
 function M.twin(m, opts)
   opts = opts or {}
@@ -424,35 +481,21 @@ function M.twin(m, opts)
   if math.type(seed) ~= "integer" then error("srgeo.models.twin: seed must be an integer", 2) end
   local mi = info[m]
   if not mi then error("srgeo.models.twin: the model was not built or loaded by srgeo.models (its architecture is unknown)", 2) end
+  local t
   if mi.arch == "onnx" then
-    error("srgeo.models.twin: a random-init twin of an imported ONNX graph is not available yet (srgeo cannot yet tell "
-      .. "its learned constants from fixed ones)", 2)
+    local c = mi.config or {}
+    local o = reimport_opts(c)
+    o.dtype = m:dtype()
+    t = load_onnx(c.path, o, 2)
+    t:init(seed) -- torch.nn's defaults, layer by layer; running statistics 0 and 1
+    info[t].twin_of = mi.path or c.path
+  else
+    local cfg = copy(mi.config or {})
+    cfg.seed, cfg.init = seed, nil
+    t = build(mi.arch, cfg, 2)
+    info[t].twin_of = mi.path or mi.arch -- torch-default: the architecture's own, nothing to redraw
   end
-  local cfg = copy(mi.config or {})
-  cfg.seed, cfg.init = seed, nil
-  local t = build(mi.arch, cfg, 2)
-  info[t].twin_of = mi.path or mi.arch
-  if how == "torch-default" then return t:eval() end
-  local params = t:parameters()
-  for i, name in ipairs(t:param_names()) do
-    local p = params[name]
-    if p then -- trainable
-      local shape, s = p:shape(), seed * 7919 + i
-      local leaf = name:match("([^.]+)$")
-      if leaf:match("bias$") then
-        t:set(name, srgeo.zeros(shape))
-      elseif (#shape == 4 or #shape == 2) and leaf:match("weight$") then
-        local fan_in = #shape == 4 and shape[2] * shape[3] * shape[4] or shape[2]
-        local fan_out = #shape == 4 and shape[1] * shape[3] * shape[4] or shape[1]
-        local var = how == "he" and 2 / fan_in or 2 / (fan_in + fan_out)
-        t:set(name, srgeo.randn(shape, s) * math.sqrt(var))
-      elseif #shape == 1 and (leaf:match("weight$") or leaf:match("gamma$")) then
-        t:set(name, srgeo.full(shape, 1))
-      else -- tokens, embeddings
-        t:set(name, srgeo.randn(shape, s):clamp(-2, 2) * 0.02)
-      end
-    end
-  end
+  redraw(t, how, seed)
   return t:eval()
 end
 

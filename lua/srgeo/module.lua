@@ -250,7 +250,9 @@ end
 local function arch_name(m)
   local zoo = package.loaded["srgeo.models"]
   local info = zoo and zoo.info(m)
-  if info and info.arch == "onnx" and info.path then return "onnx " .. (info.path:match("([^/]+)$") or info.path) end
+  if info and info.arch == "onnx" and info.path then
+    return "onnx " .. (info.path:match("([^/]+)$") or info.path) .. (info.twin_of and ", random-init twin" or "")
+  end
   return info and info.arch
 end
 

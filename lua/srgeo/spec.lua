@@ -7,6 +7,8 @@
 --                                 ($SRGEO_SHIPPED overrides the folder)
 --   small_resnet@init             its random-init twin (architecture and config from the shipped file's
 --                                 metadata, or the zoo architecture of that name); @init:7 picks the seed
+--   x.onnx  x.onnx@init           an ONNX file (--mean, --std, --input-size ... say how to import it), and
+--                                 its random-init twin (srgeo.models.twin: learned constants by role)
 --   mlp{hidden={16}}@init         a zoo architecture with a config (a Lua table literal)
 --   runs/x/ckpt_00000100.safetensors   any checkpoint models.load reads (@init works too)
 --   resnet50.pth  resnet50:FILE.pth  a PyTorch checkpoint (torch.save), read without Python: the
@@ -100,10 +102,6 @@ end
 function S.twin(spec)
   local ms = S.parse_model(spec)
   if ms.init then return ms.spec end
-  if S.is_onnx(ms) then -- before any unit is computed, not when the twin's turn comes
-    fail("model '%s': a random-init twin of an imported ONNX graph is not available yet (srgeo cannot yet tell its "
-      .. "learned constants from fixed ones); profile the .onnx without --twin / @init", ms.spec)
-  end
   local label, rest = ms.spec:match("^([%w_%.%-@]+)=(.+)$")
   if label and not label:find("/") then return label .. "@init=" .. rest .. "@init" end
   return ms.spec .. "@init"
@@ -154,6 +152,10 @@ local function ckpt_arch(path, arch)
   return arch, cfg, meta
 end
 
+-- The rule an imported graph's twin is drawn by (learned constants and
+-- their roles: core/README.md "Random twins"), part of its units' identity.
+S.ONNX_TWIN_RULE = "roles/1"
+
 --- Whether a spec is an ONNX file.
 function S.is_onnx(ms) return ms.path ~= nil and ms.path:lower():match("%.onnx$") ~= nil end
 
@@ -202,14 +204,14 @@ function S.load_model(spec, seed, import)
   end
   if path and S.is_onnx(ms) then
     if not exists(path) then fail("model '%s': no such file %s", ms.spec, path) end
-    if ms.init then
-      fail("model '%s': a random-init twin of an imported ONNX graph is not available yet (srgeo cannot yet tell its "
-        .. "learned constants from fixed ones); profile the .onnx without --twin / @init", ms.spec)
-    end
     local ok, mm, oi = pcall(models.load, path, onnx_opts(ms, import))
     if not ok then fail("model '%s': %s", ms.spec, as_flags(mm)) end
     m = mm
     info = { arch = "onnx", config = models.info(m).config, path = path, metadata = oi.metadata, onnx = oi }
+    if ms.init then -- its random-init twin: learned constants drawn anew by role (models.twin)
+      m = models.twin(m, { seed = init_seed })
+      info.twin_of, info.path = path, nil
+    end
   elseif path then
     if not exists(path) then fail("model '%s': no such file %s", ms.spec, path) end
     if ms.init then

@@ -1024,7 +1024,7 @@ T.test("onnx: output= prunes, taps output and embedding, the default tap, normal
   end
   m, info = srgeo.models.load(head(10), { normalize = false, dtype = "float64" })
   T.eq(info.tap, "embedding")
-  T.raises(function() srgeo.models.twin(m) end, "a random-init twin of an imported ONNX graph is not available yet")
+  T.eq(srgeo.models.twin(m):default_tap(), "embedding", "the twin keeps the default tap")
   T.eq(tostring(m:forward(x):size()), "(3,8)")
   T.eq(tostring(m:forward(x, { tap = "output" }):size()), "(3,10)")
   T.eq(tostring(m:forward(x, { tap = "embedding" }):size()), "(3,8)")
@@ -1057,9 +1057,10 @@ end)
 
 -- The command line: an .onnx file with --input-size and --mean / --std (or
 -- --no-normalize) runs end to end, its curve and figure named by the
--- file; a bad flag value and --twin fail at once, naming the flag, without a
--- traceback.
-T.test("onnx: srgeo bump --model x.onnx --input-size --mean --std runs, labelled by the file; bad flags fail clearly",
+-- file, and with --twin beside its random-init twin; a bad flag value
+-- fails at once, naming the flag, without a traceback.
+T.test("onnx: srgeo bump --model x.onnx --input-size --mean --std [--twin] runs, labelled by the file; bad flags fail "
+  .. "clearly",
   function()
   local exe = T.shell and T.shell() or "build/srgeo"
   local out = os.tmpname()
@@ -1076,12 +1077,17 @@ T.test("onnx: srgeo bump --model x.onnx --input-size --mean --std runs, labelled
   T.eq(ok, true, text)
   T.truthy(T.read(out .. "/summary.txt"):find("taps: fpn_gn_op17.onnx at embedding", 1, true), "the summary names the file and tap")
   T.truthy(T.read(out .. "/bump.gp"):find("title 'fpn_gn_op17.onnx'", 1, true), "the legend names the file")
+  -- --twin: its random-init twin beside it (twin_spec.lua), named by the file too; 64x64 (dynamic H, W)
+  ok, text = run("--input-size 3,64,64 --mean 0.485,0.456,0.406 --std 0.229,0.224,0.225 --twin")
+  T.eq(ok, true, text)
+  local gp = T.read(out .. "/bump.gp")
+  T.truthy(gp:find("title 'fpn_gn_op17.onnx'", 1, true) and gp:find("title 'fpn_gn_op17.onnx@init'", 1, true), gp)
+  T.truthy(T.read(out .. "/summary.txt"):find("fpn_gn_op17.onnx@init at embedding", 1, true), "the summary names the twin")
   local cases = {
     { "--input-size 3,32,32 --mean 0.5,0.5 --std 0.2,0.2,0.2", "--mean has 2 values, --std 3" },
     { "--input-size 3,32,32 --mean 0.5,0.5,0.5", "give both --mean and --std" },
     { "--input-size 3,32,32", "--mean 0.485,0.456,0.406 --std 0.229,0.224,0.225), or --no-normalize" },
     { "--no-normalize", "give --input-size" },
-    { "--input-size 3,32,32 --no-normalize --twin", "a random-init twin of an imported ONNX graph is not available yet" },
     { "--input-size 3,32,32 --no-normalize --output nowhere", "no value named 'nowhere' to return" },
   }
   for _, c in ipairs(cases) do
