@@ -21,7 +21,7 @@ local json = require "srgeo.json"
 local bump = require "srgeo.bump"
 
 local P = {}
-local Profile = {}
+local Profile = { __name = "srgeo.profile" } -- the name picks its HTML form (srgeo.html.rich)
 Profile.__index = Profile
 
 local NAN = 0 / 0
@@ -1120,7 +1120,7 @@ end
 -- A comparison prints as a table (the REPL shows c = srgeo.profile.compare
 -- (p, p0) readably); its fields stay plain: statistic, p, permutations,
 -- scales, labels.
-local Comparison = {}
+local Comparison = { __name = "srgeo.comparison" }
 Comparison.__index = Comparison
 function Comparison.__tostring(c)
   local s = c.scales or {}
