@@ -100,10 +100,10 @@ Unsupported ops or forms are errors naming the node, its op and the reason; READ
 TEXT.library = [[
 Helpers the library is built from (each a table; help(f) shows a function's doc comment):
   srgeo.stats     median, quantile, mean, sd, robust_sd, bootstrap(rows, stat, B, seed), qnorm, column, rng
-  srgeo.util      write_atomic(path, s), read_file, exists, mkdir, relpath, progress(label, n), wrap, logspace
+  srgeo.util      write_atomic(path, s), read_file, exists, mkdir, relpath, progress(label, n), live, wrap, logspace
   srgeo.json      encode(v), decode(s) (cJSON: exact numbers, {} vs []), array(t) / object(t) mark empty tables
   srgeo.markdown  html(text) (cmark-gfm with tables), code_blocks(text)
-  srgeo.html      escape, data_uri, markdown, page (the notebook and index pages)
+  srgeo.html      escape, data_uri, markdown, page (notebook, index pages), rich(v) (text/html)
   srgeo.identity  of(model, X, opts): a profile's identity (model name + weights hash, evaluation set, preset)
   srgeo.index     the HTML index of an output folder (srgeo report DIR)
   srgeo.augment   crops, flips and noise for training (help("train"))   srgeo.optim  sgd{...}, adamw{...}]]

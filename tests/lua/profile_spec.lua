@@ -624,3 +624,23 @@ T.test("progress: every stage of sequential and range auto reports, with the who
     T.eq(log[#log].total, p.forwards, preset .. ": ... and its forecast has met it")
   end
 end)
+
+T.test("progress: with util.live set (srgeo kernel's hook) the bar is one line shown in place, its last state 100%", function()
+  local util = require "srgeo.util"
+  local m = srgeo.models.mlp { hidden = { 16 } }
+  local X = srgeo.rand({ 4, 1, 28, 28 }, 3)
+  local shown, labels, done = {}, {}, 0
+  local saved = util.live
+  util.live = function(label)
+    labels[#labels + 1] = label
+    return { show = function(text) shown[#shown + 1] = text end, done = function() done = done + 1 end }
+  end
+  local ok, err = pcall(srgeo.profile, m, X, { preset = "quick", nscales = 5, directions = 64 })
+  util.live = saved
+  T.truthy(ok, tostring(err))
+  T.same(labels, { "profile" })
+  T.eq(done, 1, "done once")
+  T.truthy(#shown >= 1, "shown")
+  T.truthy(shown[#shown]:find("^profile %[#+%] 100%%"), "the last state: " .. tostring(shown[#shown]))
+  for _, s in ipairs(shown) do T.truthy(not s:find("[\r\n\27]"), "a line, no terminal codes: " .. s) end
+end)
