@@ -102,6 +102,10 @@ try:
     check("error: reply names the cell line", c["status"] == "error" and ":2: boom" in c.get("evalue", "")
           and "In[" in c.get("evalue", ""), c)
     check("error: no Lua traceback", "stack traceback" not in text and len(e) == 1, text)
+    c, msgs = run(kc, "local a = 1\nsrgeo.plot.profile(nil)")  # a library error in the returned (tail) call
+    check("error: a failing returned call is put at its cell line", c["status"] == "error"
+          and ":2: srgeo.plot.profile" in c.get("evalue", "") and "In[" in c.get("evalue", "")
+          and "stdin" not in c.get("evalue", ""), c.get("evalue"))
     c, msgs = run(kc, ":tb")
     check("error: :tb shows the traceback", "stack traceback" in stdout_of(msgs), stdout_of(msgs))
     c, msgs = run(kc, "x = = 1")

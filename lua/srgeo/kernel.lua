@@ -123,9 +123,9 @@ end
 -- Cells
 -- ---------------------------------------------------------------------------
 
---- kernel.compile(code, name) -> function, shows_value | nil, message: the
---- cell as srgeo.notebook compiles a block (its last expression returned,
---- unless it ends in ";"), over the globals.
+--- kernel.compile(code, name) -> function, shows_value, tail_line | nil,
+--- message: the cell as srgeo.notebook compiles a block (its last
+--- expression returned, unless it ends in ";"), over the globals.
 function M.compile(code, name) return require("srgeo.notebook").compile(code, name, _G, 1) end
 
 local function pack(...) return { n = select("#", ...), ... } end
@@ -256,7 +256,10 @@ function M.serve(path)
         io.write((last_tb or "no error yet") .. "\n")
       end
     else
-      f, err = M.compile(code, "=In[" .. count .. "]")
+      local tail_line
+      f, err, tail_line = M.compile(code, "=In[" .. count .. "]")
+      -- an error in the call the cell returns unwinds no frame of the cell: it is put at that line
+      repl.set_tail_place(tail_line and string.format("In[%d]:%d", count, tail_line) or nil)
     end
     local r, shown
     if not f then r = { false, err, err, n = 3 }
