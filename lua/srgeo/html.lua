@@ -1,12 +1,15 @@
 -- srgeo.html: what srgeo's HTML pages share (the notebook reports of
--- srgeo.notebook and the output-folder index of srgeo.index): escaping,
--- data URIs, Markdown through cmark-gfm (srgeo.markdown, core/lua/markdown.c),
--- one stylesheet and the page around a body.
+-- srgeo.notebook, the output-folder index of srgeo.index, the kernel's
+-- rich forms): escaping, data URIs, Markdown through cmark-gfm
+-- (srgeo.markdown, core/lua/markdown.c), one stylesheet, the page around a
+-- body, and the HTML form of each srgeo object.
 --
 --   local H = require "srgeo.html"
 --   H.escape("<a & b>")                  -- "&lt;a &amp; b&gt;"
 --   H.markdown(text, base)               -- HTML; local images under base inlined as data URIs
 --   H.page{title =, body =, css =}       -- a whole document: no scripts, nothing loaded from elsewhere
+--   H.rich(v)                            -- a tensor, model, profile, comparison or report table as an
+--                                        -- HTML fragment (Jupyter's text/html), or nil
 local srgeo = require "srgeo"
 local util = require "srgeo.util"
 
