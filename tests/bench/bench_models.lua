@@ -87,7 +87,7 @@ for _, name in ipairs(models) do
     print(string.format("%-16s failed: %s", name, out:gsub("\n", " "):sub(1, 200)))
   else
     f, j, ratio, rss = tonumber(f), tonumber(j), tonumber(ratio), tonumber(rss)
-    local tf, tj, trss, terr, tbest
+    local tf, tj, trss, terr, tbest, tmeth
     if has_torch then
       local h, w = hw:match("(%d+)x(%d+)")
       local cmd = string.format("%s tests/bench/torch_models.py %s %d %s %s %d %d %%s 2>&1", py, name, batch, h, w, k,
@@ -98,6 +98,7 @@ for _, name in ipairs(models) do
       tf, tj = tonumber(tf), tonumber(tj) -- tj nil ("fail"): forward AD does not run this model
       tbest = rows and rows .. " " .. tfmt
       terr = tout:match("jvp_error (.-)\n")
+      tmeth = tout:match("jvp_method functional: (.-)\n")
       trss = tonumber(run(cmd:format("rss")):match("rss (%S+)"))
     end
     print(string.format("%-16s %7s %9.1f %9.1f %7.2fx %8.0f | %9s %9s %8s %-16s | %6s %6s %6s", name, hw, f, j, ratio,
@@ -105,6 +106,9 @@ for _, name in ipairs(models) do
       tbest or "", tf and fmt(f / tf, "%.2f") or "-", tj and fmt(j / tj, "%.2f") or "-",
       trss and fmt(rss / trss, "%.2f") or "-"))
     if terr then print("    (PyTorch forward AD: " .. terr .. ")") end
+    if tmeth then
+      print("    (PyTorch JVP by torch.autograd.functional.jvp, two reverse passes: forward AD fails here: " .. tmeth .. ")")
+    end
   end
 end
 print("jvp/tan: JVP time per tangent / forward time per row (target <= 1.2); fwd x, jvp x: srgeo (batch " .. batch
