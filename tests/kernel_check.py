@@ -228,7 +228,7 @@ try:
     print("note progress: %d display messages for a profile of 40 images" % len(dd), flush=True)
     check("progress: display_data then update_display_data on one display_id",
           c["status"] == "ok" and kinds[:1] == ["display_data"] and kinds.count("update_display_data") >= 1
-          and kinds.count("display_data") == 1 and len(ids) == 1 and None not in ids and "profile" in last
+          and kinds.count("display_data") == 1 and len(ids) == 1 and None not in ids and last.startswith("profile: done in")
           and "profile" not in errs, (c.get("evalue"), kinds, ids, last, errs))
 
     # interrupt_request on the control channel, while a Lua loop runs

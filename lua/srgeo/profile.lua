@@ -722,7 +722,7 @@ local function new_progress(run, p)
     prog.last = { done = done, total = total, stage = stage, elapsed = srgeo._clock() - t0 }
     if sink then sink(prog.last) else bar.update(done, "(" .. stage .. ")", total) end
   end
-  function prog.finish() if bar then bar.done() end end
+  function prog.finish(ok) if bar then bar.done(ok and "done" or "stopped") end end
   return prog
 end
 
@@ -857,7 +857,7 @@ local function profile(model, X, opts, hooks)
     aggregate(p)
     extend(run, p)
   end)
-  if run.prog then run.prog.finish() end
+  if run.prog then run.prog.finish(ok) end
   if run.f64 and restore == "float32" then model:float() end
   p.seconds = srgeo._clock() - t0
   if not ok then

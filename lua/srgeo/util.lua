@@ -253,9 +253,13 @@ function M.progress(label, total, opts)
     live.show(pending)
     pending = nil
   end
-  function p.done()
+  -- p.done([outcome]): the bar ends; in Jupyter its last line stays, so it
+  -- says the outcome ("profile: done in 4.2s") rather than a forecast's
+  -- percentage (a terminal clears it)
+  function p.done(outcome)
     if not live then return end
-    if pending then live.show(pending) end -- the last state (a terminal then clears it; Jupyter keeps it)
+    if outcome then live.show(string.format("%s: %s in %s", label, outcome, M.duration(srgeo._clock() - t0)))
+    elseif pending then live.show(pending) end
     live.done()
   end
   return p
