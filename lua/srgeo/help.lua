@@ -147,7 +147,8 @@ The terminal follows the extension: .png, .svg, .pdf, .txt (text).  Titles, labe
   srgeo.plot.heatmap(rows, {out =, rows = steps, cols = p.scales})                     -- e.g. step × η
   srgeo.plot.descriptors(ps, {out =, field = "peak_eta"})                              -- bars/points with CIs
   srgeo.plot.lines(xs, {ys1, ys2}, {out =, labels =, logx =, logy =, hline =, lo =, hi =})   -- lo/hi: intervals
-Without out a figure goes to a temporary PNG whose path is printed and returned (the path alone).
+Without out a figure goes to a temporary PNG whose path is printed and returned (the path alone); in
+Jupyter (srgeo kernel) it shows in the notebook as PNG and SVG, and a figure with out shows too.
 Rules: overlays go on a log y axis when the curves' highest medians differ by more than 3x
 (plot.LOGY_RATIO; logy = false keeps it linear); bars of a ratio (plateau, peak height: r) grow from
 r = 1; ‖J‖_F is an axis label with a subscript F (plot.field_label("jacobian_fro")), plot.JF in titles;
