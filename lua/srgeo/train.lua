@@ -15,9 +15,10 @@
 -- ends unless epoch_checkpoints = false) | {steps} | "none"; out = dir; seed 0; resume
 -- true; eval_train 5000 (seeded train subset, as trained) | false; eval_test (all);
 -- eval_batch 256; eval_every (extra evaluations, no checkpoint); log_every 50; progress
--- (default: a line on a terminal or in Jupyter, util.live; "lines": one line per log row); keep_optim "latest" |
--- "all"; stop_at = S (stop after S steps of a run planned for steps=/epochs=, to resume
--- later); drop_last false; threads; command / name (recorded in the metadata);
+-- (default: a line on a terminal or in Jupyter, util.live; "lines": one line per log
+-- row); keep_optim "latest" | "all"; stop_at = S (stop after S steps of a run planned
+-- for steps=/epochs=, to resume later); drop_last false; threads; command / name
+-- (recorded in the metadata);
 -- on_checkpoint(entry, model), on_log(row).
 --
 --   r = srgeo.train.evaluate(m, ds [, {n =, seed =, batch =}])      -- {loss=, acc=, n=}
