@@ -102,10 +102,59 @@ try:
     check("error: reply names the cell line", c["status"] == "error" and ":2: boom" in c.get("evalue", "")
           and "In[" in c.get("evalue", ""), c)
     check("error: no Lua traceback", "stack traceback" not in text and len(e) == 1, text)
+    c, msgs = run(kc, "local a = 1\nsrgeo.plot.profile(nil)")  # a library error in the returned (tail) call
+    check("error: a failing returned call is put at its cell line", c["status"] == "error"
+          and ":2: srgeo.plot.profile" in c.get("evalue", "") and "In[" in c.get("evalue", "")
+          and "stdin" not in c.get("evalue", ""), c.get("evalue"))
     c, msgs = run(kc, ":tb")
     check("error: :tb shows the traceback", "stack traceback" in stdout_of(msgs), stdout_of(msgs))
     c, msgs = run(kc, "x = = 1")
     check("error: a syntax error is an error reply", c["status"] == "error" and "In[" in c.get("evalue", ""), c)
+
+    # rich display: text/plain and text/html (srgeo.html.rich) of a tensor,
+    # a model, a profile, a comparison and a descriptor table; labels escaped
+    def html_of(code):
+        c, msgs = run(kc, code, timeout=120)
+        res = of_type(msgs, "execute_result")
+        d = res[0]["data"] if res else {}
+        return d.get("text/plain", ""), d.get("text/html", ""), c
+    plain, html, c = html_of("srgeo.rand({ 3, 4 }, 1)")
+    check("rich: a tensor has text/plain and an HTML table", plain.startswith("tensor(3,4) float32")
+          and html.count("<tr>") == 4 and "<table" in html and "float32" in html, (plain, html, c))
+    plain, html, c = html_of("local nn = srgeo.nn\n"
+                             "small = nn.sequential { nn.linear { in_features = 16, out_features = 16 }, nn.relu {},\n"
+                             "  nn.linear { in_features = 16, out_features = 4 } }\nsmall")
+    check("rich: a model has text/plain and HTML (its tree, escaped)", "total: 340 trainable parameters" in plain
+          and "linear(16 -&gt; 16)" in html and "<pre" in html, (plain, html, c))
+    plain, html, c = html_of("XS = {}\nfor i = 1, 3 do XS[i] = srgeo.rand({ 1, 16 }, i) end\n"
+                             "pa = srgeo.profile(small, XS, { preset = 'quick', progress = false, label = '<b>a&b</b>' })\n"
+                             "pb = srgeo.profile(small, XS, { preset = 'quick', progress = false, seed = 2, label = 'b' })\npa")
+    check("rich: a profile has text/plain and HTML (rungs, descriptors; its label escaped)",
+          "3 images" in plain and "&lt;b&gt;a&amp;b&lt;/b&gt;" in html and "<b>a&b</b>" not in html
+          and html.count("<table") == 2 and "median r" in html and "peak_height" in html, (plain, html[:400], c))
+    plain, html, c = html_of("srgeo.profile.compare(pa, pb, { permutations = 20 })")
+    check("rich: a comparison has text/plain and HTML (p-values)", plain.startswith("profile comparison")
+          and "<table" in html and "observed difference" in html and "curve" in html, (plain, html[:400], c))
+    plain, html, c = html_of("srgeo.experiment.descriptor_table({ pa, pb })")
+    check("rich: a descriptor table has text/plain and HTML", "peak r [95% CI]" in plain and "<th>peak r [95% CI]</th>" in html
+          and html.count("<tr>") == 3 and "&lt;b&gt;" in html, (plain, html[:400], c))
+    c, msgs = run(kc, "({ a = 1 })")
+    res = of_type(msgs, "execute_result")
+    check("rich: a plain table has text/plain only", res and set(res[0]["data"]) == {"text/plain"}, res)
+
+    # figures: without out image/png and image/svg+xml; with out the file shown, its path no result
+    c, msgs = run(kc, "srgeo.plot.profile({ pa, pb })", timeout=120)
+    dd = of_type(msgs, "display_data")
+    ok = (len(dd) == 1 and dd[0]["data"].get("image/png", "").replace("\n", "").startswith("iVBORw0K")
+          and "</svg>" in dd[0]["data"].get("image/svg+xml", "") and not of_type(msgs, "execute_result"))
+    check("figure: a plot without out is display_data with image/png and image/svg+xml", ok,
+          (c, [sorted(d["data"]) for d in dd]))
+    figpath = os.path.join(tmp, "fig.png")
+    c, msgs = run(kc, "srgeo.plot.profile({ pa, pb }, { out = %r })" % figpath, timeout=120)
+    dd = of_type(msgs, "display_data")
+    check("figure: a plot with out shows the file written, its path is no execute_result",
+          len(dd) == 1 and "image/png" in dd[0]["data"] and os.path.exists(figpath)
+          and not of_type(msgs, "execute_result"), (c, [sorted(d["data"]) for d in dd], of_type(msgs, "execute_result")))
 
     # complete: the REPL's completion
     kc.complete("x = srgeo.pro", 13)
@@ -163,6 +212,24 @@ try:
     res = of_type(msgs, "execute_result")
     check("interrupt: kernel alive, the next cell runs", km.is_alive() and res and res[0]["data"]["text/plain"] == "next",
           (reply["content"].get("evalue"), stdout_of(msgs), res))
+
+    # progress in place: one display_data with a display_id, then
+    # update_display_data on that id; no progress lines on stderr
+    c, msgs = run(kc, "local nn = srgeo.nn\n"
+                      "mp = nn.sequential { nn.linear { in_features = 256, out_features = 256 }, nn.relu {},\n"
+                      "  nn.linear { in_features = 256, out_features = 8 } }\n"
+                      "XP = {}\nfor i = 1, 40 do XP[i] = srgeo.rand({ 1, 256 }, i) end\n"
+                      "pp = srgeo.profile(mp, XP, { preset = 'quick' });", timeout=240)
+    dd = [m["content"] for m in msgs if m["msg_type"] in ("display_data", "update_display_data")]
+    kinds = [m["msg_type"] for m in msgs if m["msg_type"] in ("display_data", "update_display_data")]
+    ids = {d.get("transient", {}).get("display_id") for d in dd}
+    errs = "".join(s["text"] for s in of_type(msgs, "stream") if s["name"] == "stderr")
+    last = dd[-1]["data"].get("text/plain", "") if dd else ""
+    print("note progress: %d display messages for a profile of 40 images" % len(dd), flush=True)
+    check("progress: display_data then update_display_data on one display_id",
+          c["status"] == "ok" and kinds[:1] == ["display_data"] and kinds.count("update_display_data") >= 1
+          and kinds.count("display_data") == 1 and len(ids) == 1 and None not in ids and last.startswith("profile: done in")
+          and "profile" not in errs, (c.get("evalue"), kinds, ids, last, errs))
 
     # interrupt_request on the control channel, while a Lua loop runs
     import zmq

@@ -519,7 +519,7 @@ function E.default_taps(m)
 end
 
 --- A titled section of summary.txt.
-function Ex:note(title, text) self.notes[#self.notes + 1] = { title = title, text = text } end
+function Ex:note(title, text) self.notes[#self.notes + 1] = { title = title, text = tostring(text) } end
 
 --- A value stored under results.json's "extra".
 function Ex:set(key, value) self.extra[key] = value end

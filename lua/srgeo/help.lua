@@ -103,10 +103,10 @@ Unsupported ops or forms are errors naming the node, its op and the reason; READ
 TEXT.library = [[
 Helpers the library is built from (each a table; help(f) shows a function's doc comment):
   srgeo.stats     median, quantile, mean, sd, robust_sd, bootstrap(rows, stat, B, seed), qnorm, column, rng
-  srgeo.util      write_atomic(path, s), read_file, exists, mkdir, relpath, progress(label, n), wrap, logspace
+  srgeo.util      write_atomic(path, s), read_file, exists, mkdir, relpath, progress(label, n), live, wrap, logspace
   srgeo.json      encode(v), decode(s) (cJSON: exact numbers, {} vs []), array(t) / object(t) mark empty tables
   srgeo.markdown  html(text) (cmark-gfm with tables), code_blocks(text)
-  srgeo.html      escape, data_uri, markdown, page (the notebook and index pages)
+  srgeo.html      escape, data_uri, markdown, page (notebook, index pages), rich(v) (text/html)
   srgeo.identity  of(model, X, opts): a profile's identity (model name + weights hash, evaluation set, preset)
   srgeo.index     the HTML index of an output folder (srgeo report DIR)
   srgeo.augment   crops, flips and noise for training (help("train"))   srgeo.optim  sgd{...}, adamw{...}]]
@@ -158,7 +158,8 @@ in Jupyter inline; in the shell a gnuplot window when $DISPLAY is set and gnuplo
 terminal says it supports one and no tmux is between), else a PNG in $TMPDIR/srgeo-plot.XXXXXX whose
 path is printed and returned (the path alone; the REPL echoes it).  Every title ends with the models,
 evaluation set and image count of its data (plot.about; lines and heatmap: of from = profiles;
-about = false: the title alone).
+about = false: the title alone).  In Jupyter (srgeo kernel) a figure shows in the notebook as PNG and
+SVG, and a figure written to out shows too.
 Rules: overlays go on a log y axis when the curves' highest medians differ by more than 3x
 (plot.LOGY_RATIO; logy = false keeps it linear); bars of a ratio (plateau, peak height: r) grow from
 r = 1; ‖J‖_F is an axis label with a subscript F (plot.field_label("jacobian_fro")), plot.JF in titles;

@@ -1,12 +1,15 @@
 -- srgeo.html: what srgeo's HTML pages share (the notebook reports of
--- srgeo.notebook and the output-folder index of srgeo.index): escaping,
--- data URIs, Markdown through cmark-gfm (srgeo.markdown, core/lua/markdown.c),
--- one stylesheet and the page around a body.
+-- srgeo.notebook, the output-folder index of srgeo.index, the kernel's
+-- rich forms): escaping, data URIs, Markdown through cmark-gfm
+-- (srgeo.markdown, core/lua/markdown.c), one stylesheet, the page around a
+-- body, and the HTML form of each srgeo object.
 --
 --   local H = require "srgeo.html"
 --   H.escape("<a & b>")                  -- "&lt;a &amp; b&gt;"
 --   H.markdown(text, base)               -- HTML; local images under base inlined as data URIs
 --   H.page{title =, body =, css =}       -- a whole document: no scripts, nothing loaded from elsewhere
+--   H.rich(v)                            -- a tensor, model, profile, comparison or report table as an
+--                                        -- HTML fragment (Jupyter's text/html), or nil
 local srgeo = require "srgeo"
 local util = require "srgeo.util"
 
@@ -86,6 +89,144 @@ img { max-width: 100%; }
 .meta { color: var(--muted); font-size: 0.85em; margin-top: 3em; border-top: 1px solid var(--line); padding-top: 0.8em; }
 .banner { background: #fdecea; border: 1px solid #c62828; color: #8e1b1b; padding: 0.6em 1em; border-radius: 6px; }
 ]]
+
+-- ---------------------------------------------------------------------------
+-- Rich forms: srgeo's objects as HTML fragments, for Jupyter's text/html
+-- (srgeo.kernel sends them beside the REPL's text/plain).  One renderer per
+-- kind, chosen by the metatable's __name; every string from the object
+-- (labels, reasons, a model's layer names) goes through H.escape.
+
+local function num(v, p)
+  if type(v) ~= "number" then return v == nil and "" or H.escape(v) end
+  if v ~= v then return "nan" end
+  return string.format("%." .. (p or 4) .. "g", v)
+end
+
+-- A <table> of a header row and rows of cells (already HTML), numbers
+-- right-aligned.
+local function html_table(head, rows, class)
+  local out = { '<table class="' .. (class or "srgeo") .. '"><thead><tr>' }
+  for _, h in ipairs(head) do out[#out + 1] = "<th>" .. H.escape(h) .. "</th>" end
+  out[#out + 1] = "</tr></thead><tbody>"
+  for _, r in ipairs(rows) do
+    out[#out + 1] = "<tr>"
+    for _, c in ipairs(r) do
+      local numeric = type(c) == "number" or (type(c) == "string" and c:match("^[-+%d.eE%[%], naif]+$") ~= nil)
+      out[#out + 1] = (numeric and '<td style="text-align:right">' or "<td>") .. (type(c) == "number" and num(c) or c) .. "</td>"
+    end
+    out[#out + 1] = "</tr>"
+  end
+  out[#out + 1] = "</tbody></table>"
+  return table.concat(out)
+end
+
+local function caption(s) return "<p><b>" .. H.escape(s) .. "</b></p>" end
+
+-- A value with its CI: "v [lo, hi]", or "–" when it is undefined.
+local function ci(d)
+  if type(d) ~= "table" then return num(d) end
+  if d.value ~= d.value and d.reason then return "–" end
+  if d.lo == nil or d.lo ~= d.lo then return num(d.value) end
+  return string.format("%s [%s, %s]", num(d.value), num(d.lo), num(d.hi))
+end
+
+local rich = {}
+
+-- A tensor: its shape and dtype, min/mean/max, and its values as a table
+-- when it is 1-D or 2-D (the first and last rows and columns of a large
+-- one, as its text form cuts it); otherwise the text form.
+rich["srgeo.tensor"] = function(t)
+  local shape = t:shape()
+  local head = string.format("tensor(%s) %s, %d values", table.concat(shape, ","), t:dtype(), t:numel())
+  if t:numel() > 0 then
+    head = head .. string.format("; min %s, mean %s, max %s", num((t:min())), num((t:mean())), num((t:max())))
+  end
+  if #shape == 0 or #shape > 2 then return caption(head) .. "<pre>" .. H.escape(tostring(t)) .. "</pre>" end
+  local nr, nc = #shape == 2 and shape[1] or 1, #shape == 2 and shape[2] or shape[1]
+  local function pick(n) -- indices shown: all, or the first 5 and last 5 around a gap (0)
+    local ix = {}
+    if n <= 12 then for i = 1, n do ix[i] = i end return ix end
+    for i = 1, 5 do ix[#ix + 1] = i end
+    ix[#ix + 1] = 0
+    for i = n - 4, n do ix[#ix + 1] = i end
+    return ix
+  end
+  local ri, ci_ = pick(nr), pick(nc)
+  local cols = { "" }
+  for _, j in ipairs(ci_) do cols[#cols + 1] = j == 0 and "…" or tostring(j) end
+  local rows = {}
+  for _, i in ipairs(ri) do
+    local r = { i == 0 and "⋮" or tostring(i) }
+    for _, j in ipairs(ci_) do
+      if i == 0 or j == 0 then r[#r + 1] = "…"
+      else r[#r + 1] = num(#shape == 2 and t:get(i, j) or t:get(j)) end
+    end
+    rows[#rows + 1] = r
+  end
+  return caption(head) .. html_table(cols, rows)
+end
+
+-- A model: its tree (layers, parameter counts, the forward's tap) as text.
+rich["srgeo.module"] = function(m) return '<pre class="srgeo-model">' .. H.escape(tostring(m)) .. "</pre>" end
+
+-- A profile: its first summary line, the rungs, the shape test, the
+-- descriptors with their CIs (or why each is undefined).
+rich["srgeo.profile"] = function(p)
+  local bump = require "srgeo.bump"
+  local lines = {}
+  for l in (tostring(p) .. "\n"):gmatch("(.-)\n") do lines[#lines + 1] = l end
+  local out = { caption(lines[1] or "profile") }
+  if p.identity then out[#out + 1] = "<p>" .. H.escape(require("srgeo.identity").describe(p.identity)) .. "</p>" end
+  local rows = {}
+  for s, eta in ipairs(p.scales or {}) do
+    rows[s] = { num(eta), num(p.median[s]), num(p.lo[s]), num(p.hi[s]), num(p.mean[s]) }
+  end
+  out[#out + 1] = html_table({ "η", "median r", "lo", "hi", "mean r" }, rows)
+  if p.shape then out[#out + 1] = "<p>shape: " .. H.escape(p.shape.text) .. "</p>" end
+  local drows = {}
+  for _, k in ipairs(bump.DESCRIPTORS) do
+    local d = (p.descriptors or {})[k] or {}
+    drows[#drows + 1] = { H.escape(k), ci(d), d.reason and d.value ~= d.value and H.escape(d.reason) or "" }
+  end
+  out[#out + 1] = html_table({ "descriptor", "value [CI]", "undefined because" }, drows)
+  out[#out + 1] = "<p><small>" .. H.escape(bump.PEAK_NOTE) .. "</small></p>"
+  return table.concat(out, "\n")
+end
+
+-- A comparison (srgeo.profile.compare): the observed differences and their
+-- permutation p-values.
+rich["srgeo.comparison"] = function(c)
+  local bump = require "srgeo.bump"
+  local first = tostring(c):match("^[^\n]*")
+  local rows = {}
+  local function row(k)
+    rows[#rows + 1] = { H.escape(k), num(c.statistic and c.statistic[k]), num(c.p and c.p[k], 3) }
+  end
+  row("curve")
+  for _, k in ipairs(bump.DESCRIPTORS) do row(k) end
+  return caption(first) .. html_table({ "quantity", "observed difference", "p" }, rows)
+end
+
+-- A table of srgeo.report (descriptor_table, compare_table): its rows.
+rich["srgeo.table"] = function(t)
+  local rows = {}
+  for i = 2, #t.rows do
+    local r = {}
+    for j, c in ipairs(t.rows[i]) do r[j] = H.escape(c) end
+    rows[#rows + 1] = r
+  end
+  return html_table(t.rows[1] or {}, rows)
+end
+
+--- H.rich(v) -> an HTML fragment for v, or nil when v has no rich form:
+--- tensors, models, profiles, comparisons, srgeo.report's tables.
+function H.rich(v)
+  local mt = getmetatable(v)
+  local f = type(mt) == "table" and rich[rawget(mt, "__name")]
+  if not f then return nil end
+  local ok, html = pcall(f, v)
+  return ok and html or nil
+end
 
 --- A whole HTML document: opts.title, opts.body (HTML), opts.css (added
 --- after the shared stylesheet).  No scripts, nothing loaded from elsewhere.

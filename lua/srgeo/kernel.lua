@@ -12,15 +12,20 @@
 -- compile): its last expression, the shortest tail of lines that loads as
 -- `return TAIL`, is returned unless it ends in ";" (IPython's rule; the
 -- REPL's "return LINE" for a one-line cell), and the results are the
--- execute_result, printed by srgeo.repl's printer.  print,
+-- execute_result, printed by srgeo.repl's printer (text/plain), with
+-- srgeo.html.rich's text/html for a tensor, model, profile, comparison or
+-- srgeo.report table.  print,
 -- io.write, io.stdout and io.stderr become `stream` messages while a cell
 -- runs.  An error is the message at the cell's line (srgeo.repl's
 -- user_error when the REPL has one), no traceback: a cell `:tb` shows it,
 -- as in the REPL, and SRGEO_TRACEBACK=1 shows every one.  complete_request
 -- is the REPL's completion, inspect_request the text help(NAME) prints,
--- is_complete_request the REPL's continuation rule.  srgeo.plot.* without
--- opts.out shows the figure in the notebook (display_data, image/png or
--- image/svg+xml) instead of failing (srgeo.plot.display).
+-- is_complete_request the REPL's continuation rule.  srgeo.plot.* shows
+-- its figure in the notebook (srgeo.plot.display): without opts.out as
+-- display_data with image/png and image/svg+xml, with opts.out the file it
+-- wrote.  Progress (srgeo.util.live: a profile's bar, srgeo.train's line)
+-- is one display_data updated in place (update_display_data, one
+-- display_id), not a stream of lines.
 local srgeo = require "srgeo"
 local json = require "srgeo.json"
 local repl = require "srgeo.repl"
@@ -118,9 +123,9 @@ end
 -- Cells
 -- ---------------------------------------------------------------------------
 
---- kernel.compile(code, name) -> function, shows_value | nil, message: the
---- cell as srgeo.notebook compiles a block (its last expression returned,
---- unless it ends in ";"), over the globals.
+--- kernel.compile(code, name) -> function, shows_value, tail_line | nil,
+--- message: the cell as srgeo.notebook compiles a block (its last
+--- expression returned, unless it ends in ";"), over the globals.
 function M.compile(code, name) return require("srgeo.notebook").compile(code, name, _G, 1) end
 
 local function pack(...) return { n = select("#", ...), ... } end
@@ -177,17 +182,48 @@ function M.serve(path)
   local function pub(msg_type, parent, content) send("iopub", { "kernel." .. session .. "." .. msg_type }, msg_type, parent, content) end
   local function status(parent, s) pub("status", parent, { execution_state = s }) end
 
-  -- srgeo.plot.* without out: the figure as display_data of the running cell
-  local current -- {parent = header, flush = function} while a cell runs
+  -- srgeo.plot.*: the figure as display_data of the running cell (without
+  -- out: PNG and SVG of temporary files; with out: the file written, whose
+  -- path is then no execute_result, as in srgeo notebook's report)
+  local current -- {parent = header, flush = function, shown = {path = true}} while a cell runs
   local MIME = { png = "image/png", svg = "image/svg+xml", pdf = "application/pdf" }
+  local html = require "srgeo.html"
   local plot = require "srgeo.plot"
-  plot.display = function(path, term)
-    if not current then error("kernel: a figure outside a cell", 0) end
-    local bytes = read_file(path)
-    local data = { ["text/plain"] = "<figure " .. (path:match("([^/]+)$") or path) .. ">" }
-    data[MIME[term] or "application/octet-stream"] = term == "svg" and bytes or require("srgeo.html").base64(bytes)
+  plot.display = function(files, kept)
+    if not current then
+      if kept then return end
+      error("kernel: a figure outside a cell", 0)
+    end
+    local data, name = {}, nil
+    for term, path in pairs(files) do
+      local bytes = read_file(path)
+      name = name or path:match("([^/]+)$") or path
+      data[MIME[term] or "application/octet-stream"] = term == "svg" and bytes or html.base64(bytes)
+      if kept then current.shown[path] = true end
+    end
+    data["text/plain"] = kept and next(files) and select(2, next(files)) or "<figure " .. tostring(name) .. ">"
     current.flush()
     pub("display_data", current.parent, { data = data, metadata = {}, transient = {} })
+  end
+
+  -- Progress (util.progress, srgeo.train) in place: one display_data, then
+  -- update_display_data on its display_id, instead of a line a second.
+  local util = require "srgeo.util"
+  local nlive = 0
+  util.live = function()
+    if not current then return nil end
+    local cell = current
+    nlive = nlive + 1
+    local id, shown = session .. "_live_" .. nlive, false
+    return {
+      show = function(text)
+        cell.flush()
+        pub(shown and "update_display_data" or "display_data", cell.parent,
+            { data = { ["text/plain"] = text }, metadata = {}, transient = { display_id = id } })
+        shown = true
+      end,
+      done = function() end, -- the last state stays in the notebook
+    }
   end
 
   local handlers = {}
@@ -220,14 +256,18 @@ function M.serve(path)
         io.write((last_tb or "no error yet") .. "\n")
       end
     else
-      f, err = M.compile(code, "=In[" .. count .. "]")
+      local tail_line
+      f, err, tail_line = M.compile(code, "=In[" .. count .. "]")
+      -- an error in the call the cell returns unwinds no frame of the cell: it is put at that line
+      repl.set_tail_place(tail_line and string.format("In[%d]:%d", count, tail_line) or nil)
     end
-    local r
+    local r, shown
     if not f then r = { false, err, err, n = 3 }
     else
       local restore = capture(sink)
-      current = { parent = parent, flush = function() flush("stdout") flush("stderr") end }
+      current = { parent = parent, flush = function() flush("stdout") flush("stderr") end, shown = {} }
       r = pack(k.run(f))
+      shown = current.shown
       current = nil
       restore()
     end
@@ -243,8 +283,17 @@ function M.serve(path)
       e.status, e.execution_count = "error", count
       return "execute_reply", e
     end
-    if r.n > 1 and not silent then
-      pub("execute_result", parent, { execution_count = count, data = { ["text/plain"] = result_text(r) }, metadata = {} })
+    -- the value, less the paths of figures the cell showed (trailing nils
+    -- go too, so a plot's path alone is no result)
+    local vals = { n = 1, true }
+    for i = 2, r.n do
+      if not (type(r[i]) == "string" and shown and shown[r[i]]) then vals.n = vals.n + 1; vals[vals.n] = r[i] end
+    end
+    while vals.n > 1 and vals[vals.n] == nil and vals.n < r.n do vals.n = vals.n - 1 end
+    if vals.n > 1 and not silent then
+      local data = { ["text/plain"] = result_text(vals) }
+      if vals.n == 2 then data["text/html"] = html.rich(vals[2]) end
+      pub("execute_result", parent, { execution_count = count, data = data, metadata = {} })
     end
     return "execute_reply", { status = "ok", execution_count = count, user_expressions = {}, payload = json.array {} }
   end

@@ -231,11 +231,13 @@ local function first_code_line(code)
   return ""
 end
 
---- N.compile(code, chunkname, env, first_line) -> function, shows_value | nil, error.
+--- N.compile(code, chunkname, env, first_line) -> function, shows_value, tail_line | nil, error.
 --- The block as a chunk whose line numbers are those of the notebook.  When
 --- its last statement is an expression (a name, a call, anything `return`
 --- can take) and does not end with ";", the chunk returns its value, as a
---- Jupyter cell displays its last expression.
+--- Jupyter cell displays its last expression; tail_line is the line that
+--- expression starts on (an error in a call there unwinds no frame of the
+--- chunk: srgeo kernel names that line).
 function N.compile(code, chunkname, env, first_line)
   local pad = string.rep("\n", (first_line or 1) - 1)
   local plain, err = load(pad .. code, chunkname, "t", env)
@@ -253,7 +255,7 @@ function N.compile(code, chunkname, env, first_line)
     if load("return " .. tail, "=expression", "t") then
       local head = k > 1 and table.concat(lines, "\n", 1, k - 1) .. "\n" or ""
       local f = load(pad .. head .. "return " .. tail, chunkname, "t", env)
-      if f then return f, true end
+      if f then return f, true, k + (first_line or 1) - 1 end
     end
   end
   return plain, plain and false or err

@@ -381,10 +381,13 @@ local function gpstr(s)
 end
 M._gpstr = gpstr
 
---- plot.display: nil, or function(path, terminal) that shows a figure
---- drawn without opts.out; `srgeo kernel` sets it, so in Jupyter a plot
---- without out is a display_data in the notebook (its files are removed
---- after).  Without it, opts.out is required.
+--- plot.display: nil, or function(files, kept) that shows a figure, files
+--- {TERMINAL = path} (png and svg, or the one format asked for);
+--- `srgeo kernel` sets it, so in Jupyter a plot without out is a
+--- display_data in the notebook (image/png and image/svg+xml; its files are
+--- removed after), and a figure written to opts.out is shown too (kept =
+--- true: a notebook shows the figures its cells draw, as srgeo notebook's
+--- report does).  Without it, a plot without out writes a temporary file.
 M.display = nil
 
 -- Text a user gave (a title, a label, a key entry): literal, so `_` and `^`
@@ -864,7 +867,15 @@ function Figure:render()
     cleanup_tmp()
   end
   if self.display then -- shown, then removed: the figure was never the user's file
-    local ok, err = pcall(M.display, out, self.term)
+    local files, ok, err = { [self.term] = out }, true, nil
+    if self.term == "png" and opts.terminal == nil then
+      -- the same script on the svg terminal (same size, same pixel units):
+      -- Jupyter shows the SVG where it can, nbconvert's HTML the one it prefers
+      local svg = setmetatable({ term = "svg", out = self.display .. "/" .. fn .. ".svg", display = false }, { __index = self })
+      ok, err = pcall(Figure.render, svg)
+      files.svg = svg.out
+    end
+    if ok then ok, err = pcall(M.display, files, false) end
     os.execute("rm -rf " .. q(self.display))
     if not ok then error(err, 0) end
     return
@@ -874,6 +885,8 @@ function Figure:render()
     io.stdout:flush()
     return
   end
+  -- a figure written to opts.out shows in Jupyter too; the file is the result
+  if M.display and not self.dumb and self.display == nil then pcall(M.display, { [self.term] = out }, true) end
   -- a file: its path said once (the REPL echoes the value returned)
   if self.announce and self.why and not said_why then
     said_why = true

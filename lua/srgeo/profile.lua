@@ -21,7 +21,7 @@ local json = require "srgeo.json"
 local bump = require "srgeo.bump"
 
 local P = {}
-local Profile = {}
+local Profile = { __name = "srgeo.profile" } -- the name picks its HTML form (srgeo.html.rich)
 Profile.__index = Profile
 
 local NAN = 0 / 0
@@ -778,7 +778,7 @@ local function new_progress(run, p)
     prog.last = { done = done, total = total, stage = stage, elapsed = srgeo._clock() - t0 }
     if sink then sink(prog.last) else bar.update(done, "(" .. stage .. ")", total) end
   end
-  function prog.finish() if bar then bar.done() end end
+  function prog.finish(ok) if bar then bar.done(ok and "done" or "stopped") end end
   return prog
 end
 
@@ -915,7 +915,7 @@ local function profile(model, X, opts, hooks)
     aggregate(p)
     extend(run, p)
   end)
-  if run.prog then run.prog.finish() end
+  if run.prog then run.prog.finish(ok) end
   if run.f64 and restore == "float32" then model:float() end
   p.seconds = srgeo._clock() - t0
   if not ok then
@@ -1190,7 +1190,7 @@ end
 -- A comparison prints as a table (the REPL shows c = srgeo.profile.compare
 -- (p, p0) readably); its fields stay plain: statistic, p, permutations,
 -- scales, labels.
-local Comparison = {}
+local Comparison = { __name = "srgeo.comparison" }
 Comparison.__index = Comparison
 function Comparison.__tostring(c)
   local s = c.scales or {}

@@ -231,6 +231,9 @@ end
 -- stores it here through user_error (the shell prints the message and the
 -- user's line only).
 local last_traceback, hinted
+-- where a tail call's error is put instead of stdin:1 (set_tail_place: srgeo
+-- kernel, per cell, "In[N]:LINE"; nil in the REPL)
+local tail_place
 
 -- A frame of the library's own Lua files (lua/srgeo/*.lua, models/*.lua,
 -- and the subcommands' scripts/*.lua, whose user's "code" is the command
@@ -272,8 +275,9 @@ local function user_error(msg, tb, in_repl, full)
     tail = tail or info.istailcall
   end
   -- the REPL runs an expression as `return LINE;`, whose call is a tail
-  -- call: its frame is gone, and the line was stdin's only one
-  if not where and tail and in_repl then where = 'stdin:1' end
+  -- call: its frame is gone, and the line was stdin's only one (srgeo
+  -- kernel's cell: tail_place, the line its returned expression starts on)
+  if not where and tail and in_repl then where = tail_place or 'stdin:1' end
   local chunk, rest = msg:match('^([^\n]-):%d+: (.*)$')
   if where then
     if chunk and library_chunk(chunk) then msg = where .. ': ' .. rest
@@ -314,4 +318,5 @@ Library fields: ]])
   table.sort(names)
   io.write(table.concat(names, ' '), '\n')
 end
-return { repr = repr, pretty = pretty, help = help, user_error = user_error, traceback = traceback }
+return { repr = repr, pretty = pretty, help = help, user_error = user_error, traceback = traceback,
+         set_tail_place = function(p) tail_place = p end }

@@ -74,10 +74,28 @@ local function columns(rows)
 end
 R.columns = columns
 
+-- A table that prints as its columns: print, tostring, .. and string
+-- methods (t:find) see that text; Jupyter also shows it as an HTML table
+-- (its __name picks srgeo.html's form).  rows[1] is the header.
+local Table = { __name = "srgeo.table" }
+Table.__tostring = function(t) return columns(t.rows) end
+Table.__concat = function(a, b) return tostring(a) .. tostring(b) end
+Table.__len = function(t) return #tostring(t) end
+Table.__index = function(t, k)
+  if k == "text" then return tostring(t) end
+  local f = string[k]
+  if f then return function(self, ...) return f(tostring(self), ...) end end
+end
+
+--- report.table(rows) -> a table (rows[1] the header) that prints as
+--- aligned columns and shows in Jupyter as HTML.
+function R.table(rows) return setmetatable({ rows = rows }, Table) end
+
 --- report.images_text(list): util.images_text ("8 images", "8–32 images").
 R.images_text = util.images_text
 
---- report.descriptor_table(profiles [, labels]) -> text: one row per profile:
+--- report.descriptor_table(profiles [, labels]) -> a table (report.table;
+--- prints as text): one row per profile:
 --- its shape (srgeo.bump's class), plateau, onset η, peak η and height (with
 --- CIs), half-width, area, ‖J‖_F.  A descriptor the shape leaves undefined
 --- shows as "–" (R.shape_table says why).
@@ -93,7 +111,7 @@ function R.descriptor_table(ps, labels)
       ci_cell(d.half_width), ci_cell(d.area), ci_cell(R.jacobian_fro(p)),
     }
   end
-  return columns(rows)
+  return R.table(rows)
 end
 
 --- report.shape_table(profiles [, labels]) -> text: per profile, the shape
@@ -135,7 +153,7 @@ function R.finding(claim, checks)
   return ok, text
 end
 
---- report.compare_table(pairs) -> text: rows {label, compare result} from
+--- report.compare_table(pairs) -> a table (report.table): rows {label, compare result} from
 --- srgeo.profile.compare: p-values of the curve and of each descriptor.
 function R.compare_table(list)
   local names = { "curve", "plateau", "onset", "peak_eta", "peak_height", "half_width", "area" }
@@ -147,7 +165,7 @@ function R.compare_table(list)
     for _, k in ipairs(names) do r[#r + 1] = g(e[2].p[k], 2) end
     rows[#rows + 1] = r
   end
-  return columns(rows)
+  return R.table(rows)
 end
 
 -- ---------------------------------------------------------------------------
@@ -261,7 +279,7 @@ function R.write(ex, ps, labels)
   s[#s + 1] = ""
   if #ps > 0 then
     s[#s + 1] = "Descriptors (median over images; 95% bootstrap CIs over images; –: undefined for the shape):"
-    s[#s + 1] = R.descriptor_table(ps, labels)
+    s[#s + 1] = tostring(R.descriptor_table(ps, labels))
     s[#s + 1] = bump.PEAK_NOTE .. "."
     s[#s + 1] = ""
     s[#s + 1] = "Shape tests (srgeo.bump: simultaneous bounds at familywise level alpha):"

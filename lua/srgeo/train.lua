@@ -15,9 +15,10 @@
 -- ends unless epoch_checkpoints = false) | {steps} | "none"; out = dir; seed 0; resume
 -- true; eval_train 5000 (seeded train subset, as trained) | false; eval_test (all);
 -- eval_batch 256; eval_every (extra evaluations, no checkpoint); log_every 50; progress
--- (default: a line on a terminal; "lines": one line per log row); keep_optim "latest" |
--- "all"; stop_at = S (stop after S steps of a run planned for steps=/epochs=, to resume
--- later); drop_last false; threads; command / name (recorded in the metadata);
+-- (default: a line on a terminal or in Jupyter, util.live; "lines": one line per log
+-- row); keep_optim "latest" | "all"; stop_at = S (stop after S steps of a run planned
+-- for steps=/epochs=, to resume later); drop_last false; threads; command / name
+-- (recorded in the metadata);
 -- on_checkpoint(entry, model), on_log(row).
 --
 --   r = srgeo.train.evaluate(m, ds [, {n =, seed =, batch =}])      -- {loss=, acc=, n=}
@@ -480,7 +481,7 @@ end
 -- ---------------------------------------------------------------------------
 -- The run
 
-local function progress_line(st)
+local function progress_line(st, live)
   local now = srgeo._clock()
   if now - (st.last_print or 0) < 0.25 and st.step < st.total then return end
   st.last_print = now
@@ -493,9 +494,8 @@ local function progress_line(st)
   -- that row's values).
   local loss, acc = st.last_loss or 0 / 0, st.last_acc or 0 / 0
   if st.acc_n > 0 then loss, acc = st.acc_loss / st.acc_n, st.acc_correct / math.max(1, st.acc_images) end
-  io.stderr:write(string.format("\r[train] step %d/%d  ep %.2f  loss %.4f  acc %.1f%%  lr %.4g  %.0f img/s  ETA %s\27[K",
+  live.show(string.format("[train] step %d/%d  ep %.2f  loss %.4f  acc %.1f%%  lr %.4g  %.0f img/s  ETA %s",
     st.step, st.total, st.step / st.spe, loss, 100 * acc, st.lr, ips, util.duration(eta)))
-  io.stderr:flush()
 end
 
 function T.train(opts)
@@ -596,8 +596,10 @@ function T.train(opts)
   local rows = {}
   local checkpoints = {}
   local progress = opts.progress
-  if progress == nil then progress = srgeo._isatty(2) end
   if rank ~= 0 then progress = false end -- rank 0 reports
+  -- the line redrawn in place: on a terminal, or Jupyter's display (util.live)
+  local live = (progress == nil or progress == true) and util.live_line("train", progress == true) or nil
+  if progress == nil then progress = live ~= nil end
 
   -- Rank 0 resumes from its files and hands the state to the others below.
   if out and rank == 0 then
@@ -834,13 +836,13 @@ function T.train(opts)
     elseif out and logged then
       write_csv(out, rows)
     end
-    if progress == true then progress_line(st) end
+    if progress == true then progress_line(st, live) end
     if srgeo.interrupted() then
-      if progress == true then io.stderr:write("\n") end
+      if progress == true then live.done(true) end
       fail("interrupted at step %d (resume=true continues from the last checkpoint)", now_step)
     end
   end
-  if progress == true then io.stderr:write("\r\27[K") end
+  if progress == true then live.done() end
   m:eval()
   local session = srgeo._clock() - t_session
   local done = st.step - st.start

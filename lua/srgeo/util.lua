@@ -195,21 +195,45 @@ function M.relpath(path, base)
   return path
 end
 
+--- util.live: nil, or function(label) -> {show = function(text), done =
+--- function(keep)} or nil: a front end that shows a line redrawn in place
+--- its own way.  `srgeo kernel` sets it: in Jupyter a progress report is
+--- one display_data, then update_display_data on its display_id (nil
+--- outside a running cell).  util.progress and srgeo.train's progress line
+--- go through util.live_line, so every progress report honours it.
+M.live = nil
+
+--- util.live_line(label [, force]) -> {show(text), done(keep)} or nil: a
+--- line redrawn in place: the front end's (util.live), else on a terminal
+--- (or with force, on any stderr) "\r TEXT" on stderr, cleared by done() or
+--- ended with a newline by done(true); nil when stderr is not a terminal.
+function M.live_line(label, force)
+  local hooked = M.live and M.live(label)
+  if hooked then return hooked end
+  if not force and not require("srgeo")._isatty(2) then return nil end
+  return {
+    show = function(text) io.stderr:write("\r", text, "\27[K") io.stderr:flush() end,
+    done = function(keep) io.stderr:write(keep and "\n" or "\r\27[K") io.stderr:flush() end,
+  }
+end
+
 --- A progress report on stderr: on a terminal a bar redrawn in place (count,
 --- elapsed, ETA); otherwise (piped, nohup, a log file) a plain line every
 --- SRGEO_PROGRESS seconds (default 10; 0: none), so a long run still says
---- where it is.  p.update(done [, extra [, total]]): total, when given,
+--- where it is; in Jupyter (util.live) the bar is one display updated in
+--- place.  p.update(done [, extra [, total]]): total, when given,
 --- replaces the forecast (srgeo.profile's stages refine it as they go).
 --- opts.percent: show a percentage, not done/total (work in units a user
 --- does not count, such as passes).
 function M.progress(label, total, opts)
   local srgeo = require "srgeo"
   if srgeo._mpi.rank() ~= 0 then return { update = function() end, done = function() end } end -- mpirun: rank 0 reports
-  local tty = srgeo._isatty(2)
+  local live = M.live_line(label)
   local every = tonumber(os.getenv("SRGEO_PROGRESS") or "") or 10
   local percent = opts and opts.percent
   local t0 = srgeo._clock()
-  local last = tty and -1 or t0
+  local last = live and -1 or t0
+  local pending -- a bar not shown yet (drawn at most every 0.1 s): done() shows it
   local p = {}
   local function count(done)
     if percent then return string.format("%d%%", total > 0 and math.floor(100 * math.min(done / total, 1)) or 100) end
@@ -220,7 +244,7 @@ function M.progress(label, total, opts)
     local now = srgeo._clock()
     local el = now - t0
     local eta = done > 0 and el * math.max(total - done, 0) / done or 0 / 0
-    if not tty then
+    if not live then
       if every <= 0 or now - last < every or (done >= total and not new_total) then return end
       last = now
       io.stderr:write(string.format("%s: %s%s, %s elapsed, ETA %s%s\n", label, count(done),
@@ -229,17 +253,24 @@ function M.progress(label, total, opts)
       io.stderr:flush()
       return
     end
-    if now - last < 0.1 and done < total then return end
-    last = now
     local frac = total > 0 and math.min(done / total, 1) or 1
     local width = 24
     local fill = math.floor(frac * width + 0.5)
-    io.stderr:write(string.format("\r%s [%s%s] %s  %s elapsed, %s left %s\27[K", label,
-      string.rep("#", fill), string.rep(".", width - fill), count(done), M.duration(el), M.duration(eta), extra or ""))
-    io.stderr:flush()
+    pending = string.format("%s [%s%s] %s  %s elapsed, %s left %s", label,
+      string.rep("#", fill), string.rep(".", width - fill), count(done), M.duration(el), M.duration(eta), extra or "")
+    if now - last < 0.1 and done < total then return end
+    last = now
+    live.show(pending)
+    pending = nil
   end
-  function p.done()
-    if tty then io.stderr:write("\r\27[K") io.stderr:flush() end
+  -- p.done([outcome]): the bar ends; in Jupyter its last line stays, so it
+  -- says the outcome ("profile: done in 4.2s") rather than a forecast's
+  -- percentage (a terminal clears it)
+  function p.done(outcome)
+    if not live then return end
+    if outcome then live.show(string.format("%s: %s in %s", label, outcome, M.duration(srgeo._clock() - t0)))
+    elseif pending then live.show(pending) end
+    live.done()
   end
   return p
 end

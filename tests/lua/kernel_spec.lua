@@ -2,7 +2,9 @@
 -- own client (tests/kernel_check.py on Debian's python3-jupyter-client):
 -- execute with stdout and a trailing value, errors, complete, inspect,
 -- is_complete, a bad signature refused, interrupts (SIGINT during a
--- profile, interrupt_request during a Lua loop), restart and shutdown; and
+-- profile, interrupt_request during a Lua loop), restart and shutdown, the
+-- rich forms (text/html of tensors, models, profiles, comparisons, tables),
+-- figures (image/png + image/svg+xml) and progress updated in place; and
 -- the kernelspec `srgeo kernel install` writes.  Skipped, with the reason,
 -- where the shell or jupyter_client is missing.
 local T = ...
@@ -24,12 +26,20 @@ local CHECKS = {
   "kernel_info: lua 5.4, srgeo", "heartbeat",
   "execute: stdout stream", "execute: trailing expression is execute_result", "execute: status busy then idle",
   "execute: a table prints with the REPL's printer", "execute: a statement has no result", "execute: stderr stream",
-  "error: reply names the cell line", "error: no Lua traceback", "error: :tb shows the traceback",
+  "error: reply names the cell line", "error: no Lua traceback", "error: a failing returned call is put at its cell line",
+  "error: :tb shows the traceback",
   "error: a syntax error is an error reply",
+  "rich: a tensor has text/plain and an HTML table", "rich: a model has text/plain and HTML (its tree, escaped)",
+  "rich: a profile has text/plain and HTML (rungs, descriptors; its label escaped)",
+  "rich: a comparison has text/plain and HTML (p-values)", "rich: a descriptor table has text/plain and HTML",
+  "rich: a plain table has text/plain only",
+  "figure: a plot without out is display_data with image/png and image/svg+xml",
+  "figure: a plot with out shows the file written, its path is no execute_result",
   "complete: srgeo.pro -> srgeo.profile", "inspect: help text",
   "is_complete: incomplete, complete, invalid, incomplete",
   "bad signature: refused", "bad signature: kernel alive, the message did not run", "bad signature: logged",
   "interrupt: a running profile stops within 2 s", "interrupt: kernel alive, the next cell runs",
+  "progress: display_data then update_display_data on one display_id",
   "interrupt_request: interrupt_reply, the loop stops within 2 s",
   "interrupt at idle: kernel alive; io.read fails", "restart: a new kernel with a fresh state", "shutdown: the kernel exits",
 }
@@ -178,4 +188,34 @@ T.test("kernel: a bad connection file or command line is a clear error, no trace
   out, code = run("--bogus")
   T.eq(code, 2); T.truthy(out:find("usage: srgeo kernel", 1, true), out)
   os.remove(f)
+end)
+
+-- srgeo.html.rich, the text/html the kernel sends beside text/plain (no
+-- Jupyter needed): each kind, and every string of the object escaped.
+T.test("kernel: srgeo.html.rich forms tensors, models, profiles, comparisons and tables, escaping what they hold", function()
+  local H = require "srgeo.html"
+  local nn = srgeo.nn
+  local t = H.rich(srgeo.rand({ 30, 40 }, 1))
+  T.truthy(t:find("tensor(30,40) float32, 1200 values", 1, true), t)
+  T.eq(select(2, t:gsub("<tr>", "")), 12, "a large matrix: the header, 5 + a gap + 5 rows") -- 1 + 11
+  T.truthy(H.rich(srgeo.rand({ 2, 2, 2 }, 1)):find("<pre>tensor(2,2,2)", 1, true), "3-D: the text form")
+  local m = nn.sequential { { "a<b>", nn.linear { in_features = 4, out_features = 4 } }, nn.relu {} }
+  local mh = H.rich(m)
+  T.truthy(mh:find("a&lt;b&gt;", 1, true) and not mh:find("<b>", 1, true), mh)
+  local X = {}
+  for i = 1, 3 do X[i] = srgeo.rand({ 1, 4 }, i) end
+  local p = srgeo.profile(m, X, { preset = "quick", nscales = 5, directions = 16, progress = false, label = '<img src=x onerror="y">' })
+  local p2 = srgeo.profile(m, X, { preset = "quick", nscales = 5, directions = 16, progress = false, seed = 2, label = "b&c" })
+  for _, h in ipairs { H.rich(p), H.rich(srgeo.profile.compare(p, p2, { permutations = 10 })),
+                       H.rich(srgeo.experiment.descriptor_table { p, p2 }) } do
+    T.truthy(h:find("&lt;img src=x onerror=&quot;y&quot;&gt;", 1, true), h)
+    T.truthy(not h:find("<img", 1, true), "no tag from a label: " .. h)
+  end
+  T.truthy(H.rich(srgeo.experiment.descriptor_table { p, p2 }):find("b&amp;c", 1, true))
+  T.eq(select(2, H.rich(p):gsub("<tr>", "")), 1 + 5 + 1 + #srgeo.profile.descriptor_names, "rungs and descriptors")
+  T.eq(H.rich({ a = 1 }), nil)
+  T.eq(H.rich("<x>"), nil)
+  -- the descriptor table still reads as text
+  local dt = srgeo.experiment.descriptor_table { p, p2 }
+  T.truthy(dt:find("peak r [95% CI]", 1, true) and tostring(dt):find("b&c", 1, true) and ("" .. dt):find("\n", 1, true))
 end)

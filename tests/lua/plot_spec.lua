@@ -746,3 +746,33 @@ xwininfo -root -tree >%s/windows
   T.truthy(win:find('"srgeo.plot.profile"', 1, true), "a window titled srgeo.plot.profile:\n" .. win)
   T.eq(T.sh("cat " .. q(tmp) .. "/srgeo-plot.*/profile-1.err"), "", "gnuplot said nothing")
 end)
+
+T.test("plot.display (srgeo kernel's hook): without out PNG and SVG of the same figure, then removed; with out the file", function()
+  local calls = {}
+  local saved = plot.display
+  plot.display = function(files, kept)
+    local c = { kept = kept, files = {} }
+    for term, path in pairs(files) do c.files[term] = { path = path, bytes = read(path) } end
+    calls[#calls + 1] = c
+  end
+  local ok, r1 = pcall(plot.profile, { trained, random })
+  local ok2, r2 = pcall(plot.profile, { trained, random }, { terminal = "svg" })
+  local out = DIR .. "/display_kept.png"
+  os.remove(out)
+  local ok3, r3 = pcall(plot.profile, { trained, random }, { out = out })
+  plot.display = saved
+  T.truthy(ok and ok2 and ok3, tostring(r1) .. tostring(r2) .. tostring(r3))
+  T.eq(#calls, 3)
+  local a = calls[1]
+  T.eq(a.kept, false)
+  T.truthy(plot.figure_complete("png", a.files.png.bytes), "a complete PNG")
+  T.truthy(plot.figure_complete("svg", a.files.svg.bytes), "a complete SVG")
+  T.truthy(a.files.svg.bytes:find("trained_net", 1, true), "the SVG is the same figure")
+  T.eq(read(a.files.png.path), nil, "the temporary files are removed after")
+  T.eq(r1, nil, "no path returned for a shown figure")
+  T.truthy(calls[2].files.svg and not calls[2].files.png, "terminal = 'svg': the SVG alone")
+  T.eq(calls[3].kept, true)
+  T.eq(calls[3].files.png.path, out)
+  T.eq(r3, out, "with out the path is the result")
+  T.truthy(read(out), "the file stays")
+end)

@@ -704,3 +704,24 @@ T.test("profile emulate_bf16: the bf16 error of a linear model's r, bounded by t
     srgeo.profile(linear_model(), images(1), merged(o, { emulate_bf16 = true, precision = "float64" }))
   end, "needs a float32 model")
 end)
+
+T.test("progress: with util.live set (srgeo kernel's hook) the bar is one line shown in place, its last line 'done'", function()
+  local util = require "srgeo.util"
+  local m = srgeo.models.mlp { hidden = { 16 } }
+  local X = srgeo.rand({ 4, 1, 28, 28 }, 3)
+  local shown, labels, done = {}, {}, 0
+  local saved = util.live
+  util.live = function(label)
+    labels[#labels + 1] = label
+    return { show = function(text) shown[#shown + 1] = text end, done = function() done = done + 1 end }
+  end
+  local ok, err = pcall(srgeo.profile, m, X, { preset = "quick", nscales = 5, directions = 64 })
+  util.live = saved
+  T.truthy(ok, tostring(err))
+  T.same(labels, { "profile" })
+  T.eq(done, 1, "done once")
+  T.truthy(#shown >= 2, "shown")
+  T.truthy(shown[1]:find("^profile %[[#.]+%] %d+%%"), "a bar: " .. shown[1])
+  T.truthy(shown[#shown]:find("^profile: done in %d"), "the last line: " .. tostring(shown[#shown]))
+  for _, s in ipairs(shown) do T.truthy(not s:find("[\r\n\27]"), "a line, no terminal codes: " .. s) end
+end)

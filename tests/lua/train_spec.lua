@@ -398,3 +398,21 @@ T.test("train: throughput is training's alone (evaluation timed apart); srgeo tr
   local line = help:match("\n(  %-%-eval%-test N[^\n]*)")
   T.truthy(line and line:find("test images scored at each checkpoint", 1, true) and line:find("[1000]", 1, true), help)
 end)
+
+T.test("train: progress goes through util.live when it is set (Jupyter's display), a line per update, none on stderr", function()
+  local util = require "srgeo.util"
+  local tr, te = tiny_set(64, 1), tiny_set(32, 2)
+  local shown, finished = {}, nil
+  local saved = util.live
+  util.live = function(label)
+    T.eq(label, "train")
+    return { show = function(text) shown[#shown + 1] = text end, done = function(keep) finished = keep or false end }
+  end
+  local ok, err = pcall(srgeo.train, { model = tiny_cnn(3), data = tr, test_data = te, steps = 6, batch = 16, lr = 0.05,
+                                      log_every = 3, eval_train = 32, augment = false })
+  util.live = saved
+  T.truthy(ok, tostring(err))
+  T.truthy(#shown >= 1, "progress shown by default where util.live is set")
+  T.truthy(shown[#shown]:find("^%[train%] step 6/6"), "the last line: " .. tostring(shown[#shown]))
+  T.eq(finished, false, "done() once at the end (cleared on a terminal, kept in Jupyter)")
+end)
