@@ -200,7 +200,12 @@ rich["srgeo.comparison"] = function(c)
   local first = tostring(c):match("^[^\n]*")
   local rows = {}
   local function row(k)
-    rows[#rows + 1] = { H.escape(k), num(c.statistic and c.statistic[k]), num(c.p and c.p[k], 3) }
+    local v = c.statistic and c.statistic[k]
+    if v ~= nil and v ~= v then -- lacking in one profile (no decay after a rise): no difference to test
+      rows[#rows + 1] = { H.escape(k), "undefined", "(in one profile or both)" }
+      return
+    end
+    rows[#rows + 1] = { H.escape(k), num(v), num(c.p and c.p[k], 3) }
   end
   row("curve")
   for _, k in ipairs(bump.DESCRIPTORS) do row(k) end

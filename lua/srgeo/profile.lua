@@ -1200,6 +1200,11 @@ function Comparison.__tostring(c)
     string.format("  %-13s %-22s %s", "quantity", "observed difference", "p") }
   local function row(k, what)
     local v, pv = c.statistic and c.statistic[k], c.p and c.p[k]
+    -- a descriptor one profile lacks (no decay after a rise) is no difference
+    if v ~= nil and v ~= v then
+      lines[#lines + 1] = string.format("  %-13s %-22s %s", k, "undefined", "(in one profile or both)")
+      return
+    end
     lines[#lines + 1] = string.format("  %-13s %-22s %s", k, v == nil and "" or string.format("%.4g%s", v, what),
       pv == nil and "" or string.format("%.3g", pv))
   end

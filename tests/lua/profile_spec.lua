@@ -189,6 +189,17 @@ T.test("profile.compare: same data gives large p, shifted data small p", functio
   T.truthy(diff.p.curve < 0.01, "shifted: p = " .. diff.p.curve)
   T.truthy(diff.p.peak_height < 0.01, "shifted peak height: p = " .. diff.p.peak_height)
   T.truthy(same.p.curve > 0.01, "same distribution: p = " .. same.p.curve)
+  -- a descriptor one profile lacks (a rise has no decay) prints as undefined, not "nan -nan"
+  local u = stats.rng(4)
+  local r = { scales = { 0.1, 1, 10 }, per_image = {}, options = { ci = 0.95, bootstrap = 0, seed = 0 } }
+  for i = 1, 20 do r.per_image[i] = { 1 + 0.01 * u(), 1.3 + 0.05 * u(), 1.9 + 0.05 * u() } end
+  local rc = srgeo.profile.compare(a, srgeo.profile.aggregate(r), { permutations = 50 })
+  T.truthy(rc.statistic.decay_slope ~= rc.statistic.decay_slope, "decay_slope undefined for the rise")
+  local text = tostring(rc)
+  T.truthy(text:find("decay_slope%s+undefined%s+%(in one profile or both%)"), text)
+  T.truthy(not text:lower():find("nan", 1, true), text)
+  local html = require("srgeo.html").rich(rc)
+  T.truthy(html:find("undefined", 1, true) and not html:lower():find(">%-?nan<"), html)
 end)
 
 T.test("profile direction families: lowpass, toward, jacobian_top, gradient, user", function()
