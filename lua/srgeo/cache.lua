@@ -116,8 +116,9 @@ end
 --- folder (keeps the weight files' hashes, C.file_id).
 function C.unit(ms, es, popts, seed, dir)
   -- format 2: profiles carry their shape test, range and estimator; format 3:
-  -- their JVPs take the directional rule at ties, and count ties (older units recompute)
-  return { format = "srgeo.unit/3", model = C.model_key(ms, seed, dir), eval = es.key, profile = popts,
+  -- their JVPs take the directional rule at ties, and count ties; format 4: they carry the
+  -- float64 forward-difference check (p.fd_jvp) every call is widened by (older units recompute)
+  return { format = "srgeo.unit/4", model = C.model_key(ms, seed, dir), eval = es.key, profile = popts,
            version = srgeo.version }
 end
 
