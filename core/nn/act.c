@@ -290,6 +290,15 @@ static void SR_FN(pointwise_bwd)(real *gx, const real *gy, const real *x, real *
 
 /* Softmax along a dim with `inner` elements after it: rows of L at
  * stride inner (outer · inner of them); the sums in double. */
+/* The largest of a row of L at stride inner: both softmaxes shift by it. */
+static inline real SR_FN(strided_max)(const real *xr, int64_t L, int64_t inner)
+{
+    real mx = xr[0];
+    for (int64_t l = 1; l < L; l++)
+        mx = xr[l * inner] > mx ? xr[l * inner] : mx;
+    return mx;
+}
+
 static void SR_FN(softmax_fwd_strided)(real *y, const real *x, int64_t outer, int64_t L, int64_t inner)
 {
     #pragma omp parallel for schedule(static) if (outer * L * inner > ACT_OMP_MIN / 4)
@@ -297,9 +306,7 @@ static void SR_FN(softmax_fwd_strided)(real *y, const real *x, int64_t outer, in
         for (int64_t i = 0; i < inner; i++) {
             const real *xr = x + o * L * inner + i;
             real *yr = y + o * L * inner + i;
-            real mx = xr[0];
-            for (int64_t l = 1; l < L; l++)
-                mx = xr[l * inner] > mx ? xr[l * inner] : mx;
+            real mx = SR_FN(strided_max)(xr, L, inner);
             double sum = 0;
             for (int64_t l = 0; l < L; l++) {
                 yr[l * inner] = SR_FN(act_exp)(xr[l * inner] - mx);
@@ -338,9 +345,7 @@ static void SR_FN(log_softmax_fwd)(real *y, const real *x, int64_t outer, int64_
         for (int64_t i = 0; i < inner; i++) {
             const real *xr = x + o * L * inner + i;
             real *yr = y + o * L * inner + i;
-            real mx = xr[0];
-            for (int64_t l = 1; l < L; l++)
-                mx = xr[l * inner] > mx ? xr[l * inner] : mx;
+            real mx = SR_FN(strided_max)(xr, L, inner);
             double sum = 0;
             for (int64_t l = 0; l < L; l++)
                 sum += SR_FN(act_exp)(xr[l * inner] - mx);

@@ -1056,6 +1056,14 @@ end
 
 Profile.__tostring = Profile.summary
 
+-- The profile's files go where asked, their folder made as srgeo.plot makes
+-- a figure's (README's first example writes out/ in a fresh checkout).
+local function parent_made(path)
+  local dir = util.dirname(path)
+  if dir ~= "." then util.mkdir(dir) end
+  return path
+end
+
 --- CSV: one row per rung; per-image r in the trailing columns.
 function Profile:save_csv(path)
   local lines = {}
@@ -1068,7 +1076,7 @@ function Profile:save_csv(path)
     for i = 1, #self.per_image do row[#row + 1] = num(self.per_image[i][s]) end
     lines[#lines + 1] = table.concat(row, ",")
   end
-  return util.write_atomic(path, table.concat(lines, "\n") .. "\n")
+  return util.write_atomic(parent_made(path), table.concat(lines, "\n") .. "\n")
 end
 
 -- What save_json keeps: every field but functions, userdata and private
@@ -1090,7 +1098,7 @@ end
 function Profile:save_json(path)
   local t = plain(self)
   t.format = "srgeo.profile/1"
-  return util.write_atomic(path, json.encode(t, { indent = true }) .. "\n")
+  return util.write_atomic(parent_made(path), json.encode(t, { indent = true }) .. "\n")
 end
 
 -- JSON writes NaN as null, and a null object field reads back as absent:
