@@ -294,7 +294,8 @@ function M.about(list, title)
     end
     local id = type(x.identity) == "table" and x.identity or {}
     local m = id.model or x.model
-    if m ~= nil then once(models, tostring(m)) end
+    -- a model file by its name, as legends name it (identity keeps the path)
+    if m ~= nil then once(models, (tostring(m):gsub("^.*/", ""))) end
     if id.eval ~= nil then once(evals, eval_name(id.eval)) end
     once(archs, id.arch and tostring(id.arch) or "?")
     local n = math.tointeger(x.n_images) or (type(x.per_image) == "table" and max_index(x.per_image) > 0

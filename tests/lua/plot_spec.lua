@@ -668,6 +668,9 @@ T.test("plot: every figure's title names the models, evaluation set and image co
   local b = measured("init", "small_resnet@init", "fmnist-test:32@0", 32)
   local c = measured("pgd", "small_resnet_pgd", "fmnist-test:16@0", 16)
   T.eq(plot.about { a, b }, "small_resnet, small_resnet@init on fmnist-test, 32 images")
+  local f1 = measured("file", "/data/ckpt/face.onnx", "fmnist-test:32@0", 32)
+  local f2 = measured("file@init", "/data/ckpt/face.onnx@init", "fmnist-test:32@0", 32)
+  T.eq(plot.about { f1, f2 }, "face.onnx, face.onnx@init on fmnist-test, 32 images", "a model file by its name, not its path")
   T.eq(plot.about({ a, b, c }, "r_η on fmnist-test (16–32 images)"), "small_resnet, small_resnet@init, small_resnet_pgd")
   T.eq(plot.about({ a }, "small_resnet on fmnist-test, 32 images"), nil, "nothing the title already says")
   T.eq(plot.about({ a }, "small_resnet_v2 on fmnist-test-blur, 132 images"), "small_resnet on fmnist-test, 32 images",
