@@ -2,6 +2,7 @@
 #include "base/blas.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,27 +81,40 @@ void sr_blas_assess(sr_blas_info *b, const sr_cpu *cpu)
                  b->name, b->core, isa, b->best, best_isa, b->best, program_invocation_short_name);
 }
 
+/* Read once (pthread_once: the first call may come from a GEMM on any
+ * thread). */
+static sr_blas_info blas;
+
+static void blas_read(void)
+{
+    sr_blas_info *b = &blas;
+    b->config = openblas_get_config();
+    b->core = openblas_get_corename();
+    int len = 0; /* "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH ..." */
+    sscanf(b->config, "OpenBLAS %*s%n", &len);
+    snprintf(b->name, sizeof b->name, "%.*s", len ? len : 8, len ? b->config : "OpenBLAS");
+    b->dynamic = strstr(b->config, "DYNAMIC_ARCH") != NULL;
+    const char *ct = getenv("OPENBLAS_CORETYPE"), *mark = getenv("SRGEO_BLAS_CORETYPE");
+    b->coretype = ct && *ct ? ct : NULL;
+    b->by_srgeo = b->coretype && mark && !strcmp(mark, b->coretype);
+    const char *fake = getenv("SRGEO_TEST_BLAS_CORE");
+    if (!b->coretype && fake && *fake)
+        b->core = fake;
+    sr_blas_assess(b, sr_cpu_get());
+    const char *g = getenv("SRGEO_GEMM");
+    if (g && !strcmp(g, "own"))
+        b->own_gemm = 1;
+    else if (g && !strcmp(g, "blas"))
+        b->own_gemm = 0;
+    else
+        b->own_gemm = b->isa != SR_ISA_UNKNOWN && b->isa < sr_cpu_build_isa();
+}
+
 const sr_blas_info *sr_blas_get(void)
 {
-    static sr_blas_info b;
-    static int done;
-    if (done)
-        return &b;
-    done = 1;
-    b.config = openblas_get_config();
-    b.core = openblas_get_corename();
-    int len = 0; /* "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH ..." */
-    sscanf(b.config, "OpenBLAS %*s%n", &len);
-    snprintf(b.name, sizeof b.name, "%.*s", len ? len : 8, len ? b.config : "OpenBLAS");
-    b.dynamic = strstr(b.config, "DYNAMIC_ARCH") != NULL;
-    const char *ct = getenv("OPENBLAS_CORETYPE"), *mark = getenv("SRGEO_BLAS_CORETYPE");
-    b.coretype = ct && *ct ? ct : NULL;
-    b.by_srgeo = b.coretype && mark && !strcmp(mark, b.coretype);
-    const char *fake = getenv("SRGEO_TEST_BLAS_CORE");
-    if (!b.coretype && fake && *fake)
-        b.core = fake;
-    sr_blas_assess(&b, sr_cpu_get());
-    return &b;
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, blas_read);
+    return &blas;
 }
 
 const char *sr_blas_wanted_core(void)
@@ -160,8 +174,9 @@ void sr_blas_describe(char *buf, size_t n, int load)
         buf[0] = 0;
     ADD("cpu: %s (%s family %d model %d): %s\n", c->model[0] ? c->model : "unknown", c->vendor[0] ? c->vendor : "?",
         c->family, c->model_id, feats);
-    ADD("blas: %s, %s kernels (%s), %s; srgeo GEMM %s; %d thread%s%s\n", b->name, b->core, sr_isa_name(b->isa), how,
-        sr_isa_name(sr_cpu_build_isa()), threads, threads == 1 ? "" : "s", omp);
+    ADD("blas: %s, %s kernels (%s), %s; srgeo GEMM %s%s; %d thread%s%s\n", b->name, b->core, sr_isa_name(b->isa),
+        how, sr_isa_name(sr_cpu_build_isa()), b->own_gemm ? ", running the float32 products" : "", threads,
+        threads == 1 ? "" : "s", omp);
     if (b->note[0])
         ADD("warning: %s\n", b->note);
     if (load) {

@@ -41,6 +41,10 @@ typedef struct sr_blas_info {
     const char *best; /* the core this CPU should run; NULL when srgeo knows none */
     int best_isa;
     char note[320]; /* "" when core is as new as the CPU allows, else why not and what to do */
+    /* float32 products on srgeo's GEMM (kernels/gemm.c: sr_gemm_blas)
+     * rather than this BLAS: its kernels are older than the build's
+     * vectors.  SRGEO_GEMM=own or blas decides instead (tests, benches). */
+    int own_gemm;
 } sr_blas_info;
 
 /* The BLAS of this process, read once (the first call; make it before

@@ -1,10 +1,15 @@
-/* gemm.h - C = A·B on one thread, A packed once into panels and B written
- * by its producer in strips (gemm.c says why this exists beside OpenBLAS):
- * for the Winograd convolution, whose input transform writes B and whose
- * transformed weights A serve every chunk of tiles. */
+/* gemm.h - srgeo's own GEMM (gemm.c says why it exists beside OpenBLAS):
+ * C = A·B on one thread, A packed once into panels and B written by its
+ * producer in strips, for the Winograd convolution, whose input transform
+ * writes B and whose transformed weights A serve every chunk of tiles; the
+ * same product with B as it is (sr_gemm), for the convolutions that split
+ * a batch across threads; and the BLAS form, threaded (sr_gemm_own), which
+ * sr_gemm_blas runs every layer's float32 products on when the BLAS's
+ * kernels are older than this build's vectors. */
 #ifndef SR_GEMM_H
 #define SR_GEMM_H
 
+#include <cblas.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -70,5 +75,25 @@ void sr_gemm_f32(int64_t M, int64_t N, int64_t K, const float *Ap, int64_t ka, c
                  int64_t ldc, const sr_gemm_runs *runs, int acc, float *scratch);
 void sr_gemm_f64(int64_t M, int64_t N, int64_t K, const double *Ap, int64_t ka, const double *B, int64_t ldb,
                  double *C, int64_t ldc, const sr_gemm_runs *runs, int acc, double *scratch);
+
+
+/* The BLAS form, C = alpha·op(A)·op(B) + beta·C (op: the transpose when
+ * ta/tb), on this file's kernel, threaded over srgeo's threads (one thread
+ * inside a parallel region).  -1 when its buffers cannot be allocated (C
+ * untouched then). */
+int sr_gemm_own_f32(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                    const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+int sr_gemm_own_f64(int ta, int tb, int64_t M, int64_t N, int64_t K, double alpha, const double *A, int64_t lda,
+                    const double *B, int64_t ldb, double beta, double *C, int64_t ldc);
+/* cblas_?gemm's signature, the one entry for the products of layers and
+ * kernels: float32 runs on sr_gemm_own when the BLAS's kernels are older
+ * than this build's vectors (base/blas.h: own_gemm; OpenBLAS pinned to
+ * Haswell on a Zen 5: 49-54 GMAC/s per core against 90-99), else, and for
+ * float64 (the checks' precision), on the BLAS. */
+void sr_gemm_blas_f32(enum CBLAS_ORDER o, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int M, int N, int K,
+                      float alpha, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
+void sr_gemm_blas_f64(enum CBLAS_ORDER o, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int M, int N, int K,
+                      double alpha, const double *A, int lda, const double *B, int ldb, double beta, double *C,
+                      int ldc);
 
 #endif

@@ -445,8 +445,8 @@ static int SR_FN(wino_fwd_part)(const wino_ctx *cx, int t)
                 SR_FN(sr_gemm_strips)(O, T, C, Up + xi * pk, V + xi * vs, wino_strip(C, sizeof(real)), M + xi * ms,
                                       ld);
             else
-                SR_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)O, (int)T, (int)C, 1, U + xi * O * C,
-                        (int)C, V + xi * vs, (int)ld, 0, M + xi * ms, (int)ld);
+                SR_FN(sr_gemm_blas)(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)O, (int)T, (int)C, 1,
+                        U + xi * O * C, (int)C, V + xi * vs, (int)ld, 0, M + xi * ms, (int)ld);
         SR_FN(wino_out)(cx->y, M, ld, cx->b, cx->bias_rows, cx->ep, g, R, R1, s);
     }
     return 0;
@@ -471,13 +471,13 @@ static int SR_FN(wino_bwd_part)(const wino_ctx *cx, int t)
         if (dU) {
             SR_FN(wino_in)(V, ld, 0, cx->x, g, R, R1, s);
             for (int xi = 0; xi < 16; xi++)
-                SR_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)O, (int)C, (int)T, 1, M + xi * ms,
+                SR_FN(sr_gemm_blas)(CblasRowMajor, CblasNoTrans, CblasTrans, (int)O, (int)C, (int)T, 1, M + xi * ms,
                         (int)ld, V + xi * vs, (int)ld, 1, dU + xi * O * C, (int)C);
         }
         if (cx->gx) {
             for (int xi = 0; xi < 16; xi++)
-                SR_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)C, (int)T, (int)O, 1, U + xi * O * C, (int)C,
-                        M + xi * ms, (int)ld, 0, V + xi * vs, (int)ld);
+                SR_FN(sr_gemm_blas)(CblasRowMajor, CblasTrans, CblasNoTrans, (int)C, (int)T, (int)O, 1, U + xi * O * C,
+                        (int)C, M + xi * ms, (int)ld, 0, V + xi * vs, (int)ld);
             SR_FN(wino_in_adj)(cx->gx, V, ld, g, R, R1, s);
         }
     }

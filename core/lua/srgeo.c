@@ -281,6 +281,7 @@ static int l_config(lua_State *L)
     set_str(L, "warning", b->note[0] ? b->note : NULL);
     lua_setfield(L, -2, "blas");
     set_str(L, "gemm_isa", sr_isa_name(sr_cpu_build_isa()));
+    set_str(L, "gemm", b->own_gemm ? "srgeo" : "blas"); /* what runs the float32 products */
     set_int(L, "threads", sr_threads_get());
 #ifdef _OPENMP
     set_int(L, "openmp", _OPENMP);

@@ -60,15 +60,15 @@ static void SR_FN(attn_primal)(real *o, real *p, const real *qkv, int64_t ns, in
         for (int64_t h = 0; h < H; h++) {
             const real *q = qkv + i * T * D3 + h * hd, *k = q + D;
             /* S (T,T) = scale · q (T,hd) · kᵀ */
-            SR_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, (int)T, (int)hd, scale, q,
-                    (int)D3, k, (int)D3, 0, p + (i * H + h) * TT, (int)T);
+            SR_FN(sr_gemm_blas)(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, (int)T, (int)hd, scale, q, (int)D3, k,
+                    (int)D3, 0, p + (i * H + h) * TT, (int)T);
         }
     SR_FN(softmax_rows)(p, ns * H * T, T);
     for (int64_t i = 0; i < ns; i++)
         for (int64_t h = 0; h < H; h++) {
             const real *v = qkv + i * T * D3 + 2 * D + h * hd;
             /* o_h (T,hd) = P (T,T) · v (T,hd), written into its head's columns */
-            SR_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)hd, (int)T, 1,
+            SR_FN(sr_gemm_blas)(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)hd, (int)T, 1,
                     p + (i * H + h) * TT, (int)T, v, (int)D3, 0, o + i * T * D + h * hd, (int)D);
         }
 }
@@ -89,12 +89,12 @@ static void SR_FN(attn_tangent)(real *o, const real *p, const real *qkv, real *w
             const real *P = p + (i * H + h) * TT;
             real *to = o + (n + i * kt) * T * D + h * hd;
             /* wa (k·T, T) = scale · [dq_1; ...; dq_k] · kᵀ : all tangents in one GEMM */
-            SR_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)kT, (int)T, (int)hd, scale, tq,
-                    (int)D3, k, (int)D3, 0, wa, (int)T);
+            SR_FN(sr_gemm_blas)(CblasRowMajor, CblasNoTrans, CblasTrans, (int)kT, (int)T, (int)hd, scale, tq, (int)D3,
+                    k, (int)D3, 0, wa, (int)T);
             /* wb (T, k·T) = scale · q · [dk_1; ...; dk_k]ᵀ : column block j is q dk_jᵀ,
              * so the sum below reads both terms row-contiguously (no transpose). */
-            SR_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, (int)kT, (int)hd, scale, q,
-                    (int)D3, tk, (int)D3, 0, wb, (int)kT);
+            SR_FN(sr_gemm_blas)(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, (int)kT, (int)hd, scale, q, (int)D3,
+                    tk, (int)D3, 0, wb, (int)kT);
             /* dS -> dP in place, on this thread only: an OpenMP region here,
              * between GEMMs, once per (primal, head), leaves its idle workers
              * spinning while the next GEMMs run, which cost a third of the
@@ -113,13 +113,13 @@ static void SR_FN(attn_tangent)(real *o, const real *p, const real *qkv, real *w
                     ar[b] = pr[b] * (ar[b] - s);
             }
             /* [do_1; ...; do_k] (k·T, hd) = [dP_1; ...; dP_k] · v  */
-            SR_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)kT, (int)hd, (int)T, 1, wa,
-                    (int)T, v, (int)D3, 0, to, (int)D);
+            SR_FN(sr_gemm_blas)(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)kT, (int)hd, (int)T, 1, wa, (int)T, v,
+                    (int)D3, 0, to, (int)D);
             /* do_j += P · dv_j: the dv_j are row blocks, not one strided matrix,
              * so one GEMM per tangent. */
             for (int64_t j = 0; j < kt; j++)
-                SR_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)hd, (int)T, 1, P,
-                        (int)T, tv + j * T * D3, (int)D3, 1, to + j * T * D, (int)D);
+                SR_FN(sr_gemm_blas)(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)hd, (int)T, 1, P, (int)T,
+                        tv + j * T * D3, (int)D3, 1, to + j * T * D, (int)D);
         }
 }
 
@@ -137,11 +137,11 @@ static void SR_FN(attn_backward)(real *gqkv, real *gp, const real *go, const rea
             const real *v = qkv + i * T * D3 + 2 * D + h * hd, *g = go + i * T * D + h * hd;
             const real *P = p + (i * H + h) * TT;
             /* gP (T,T) = go_h (T,hd) · vᵀ */
-            SR_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, (int)T, (int)hd, 1, g, (int)D,
-                    v, (int)D3, 0, gp + (i * H + h) * TT, (int)T);
+            SR_FN(sr_gemm_blas)(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, (int)T, (int)hd, 1, g, (int)D, v,
+                    (int)D3, 0, gp + (i * H + h) * TT, (int)T);
             /* gv (T,hd) = Pᵀ · go_h */
-            SR_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)T, (int)hd, (int)T, 1, P, (int)T,
-                    g, (int)D, 0, gqkv + i * T * D3 + 2 * D + h * hd, (int)D3);
+            SR_FN(sr_gemm_blas)(CblasRowMajor, CblasTrans, CblasNoTrans, (int)T, (int)hd, (int)T, 1, P, (int)T, g,
+                    (int)D, 0, gqkv + i * T * D3 + 2 * D + h * hd, (int)D3);
         }
     int64_t rows = N * H * T;
 #pragma omp parallel for schedule(static)
@@ -160,10 +160,10 @@ static void SR_FN(attn_backward)(real *gqkv, real *gp, const real *go, const rea
             const real *gs = gp + (i * H + h) * TT;
             real *gq = gqkv + i * T * D3 + h * hd;
             /* gq (T,hd) = gS · k ;  gk (T,hd) = gSᵀ · q  (scale already in gS) */
-            SR_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)hd, (int)T, 1, gs,
-                    (int)T, k, (int)D3, 0, gq, (int)D3);
-            SR_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)T, (int)hd, (int)T, 1, gs, (int)T,
-                    q, (int)D3, 0, gq + D, (int)D3);
+            SR_FN(sr_gemm_blas)(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)hd, (int)T, 1, gs, (int)T, k,
+                    (int)D3, 0, gq, (int)D3);
+            SR_FN(sr_gemm_blas)(CblasRowMajor, CblasTrans, CblasNoTrans, (int)T, (int)hd, (int)T, 1, gs, (int)T, q,
+                    (int)D3, 0, gq + D, (int)D3);
         }
 }
 
@@ -261,6 +261,7 @@ static int SR_FN(attn_naive)(real *y, const real *x, const real *wi, const real 
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/gemm.h"
 #include "nn/layers.h"
 #include "tensor/tensor_ops.h"
 

@@ -19,10 +19,10 @@ static void SR_FN(linear_fwd)(real *y, const real *x, const real *w, const real 
     for (int64_t r = 0; r < nb; r++)
         memcpy(y + r * out, b, (size_t)out * sizeof(real));
     if (nb > 0)
-        SR_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nb, (int)out, (int)in, 1, x, (int)in, w,
+        SR_FN(sr_gemm_blas)(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nb, (int)out, (int)in, 1, x, (int)in, w,
                 (int)in, 1, y, (int)out);
     if (nb < rows)
-        SR_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)(rows - nb), (int)out, (int)in, 1,
+        SR_FN(sr_gemm_blas)(CblasRowMajor, CblasNoTrans, CblasTrans, (int)(rows - nb), (int)out, (int)in, 1,
                 x + nb * in, (int)in, w, (int)in, 0, y + nb * out, (int)out);
 }
 
@@ -30,11 +30,11 @@ static void SR_FN(linear_fwd)(real *y, const real *x, const real *w, const real 
 static void SR_FN(linear_bwd)(real *gx, real *gw, real *gb, const real *gy, const real *x,
                               const real *w, int64_t rows, int64_t in, int64_t out)
 {
-    SR_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)in, (int)out, 1, gy, (int)out,
-            w, (int)in, 0, gx, (int)in);
+    SR_FN(sr_gemm_blas)(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)in, (int)out, 1, gy, (int)out, w,
+            (int)in, 0, gx, (int)in);
     if (gw)
-        SR_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)out, (int)in, (int)rows, 1, gy,
-                (int)out, x, (int)in, 1, gw, (int)in);
+        SR_FN(sr_gemm_blas)(CblasRowMajor, CblasTrans, CblasNoTrans, (int)out, (int)in, (int)rows, 1, gy, (int)out, x,
+                (int)in, 1, gw, (int)in);
     if (gb)
         for (int64_t r = 0; r < rows; r++)
             for (int64_t o = 0; o < out; o++)
@@ -62,6 +62,7 @@ static void SR_FN(linear_naive)(real *y, const real *x, const real *w, const rea
 #include <string.h>
 
 #include "kernels/bf16.h"
+#include "kernels/gemm.h"
 #include "nn/layers.h"
 #include "tensor/tensor_ops.h"
 

@@ -21,8 +21,8 @@ static void SR_FN(mm)(real *C, const real *A, const real *B, int64_t M, int64_t 
             memset(C, 0, (size_t)(M * N) * sizeof(real));
         return;
     }
-    SR_GEMM(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)M, (int)N, (int)K, 1,
-            A, ta ? (int)M : (int)K, B, tb ? (int)K : (int)N, acc ? 1 : 0, C, (int)N);
+    SR_FN(sr_gemm_blas)(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)M, (int)N,
+            (int)K, 1, A, ta ? (int)M : (int)K, B, tb ? (int)K : (int)N, acc ? 1 : 0, C, (int)N);
 }
 
 #else /* generic part */
@@ -31,6 +31,7 @@ static void SR_FN(mm)(real *C, const real *A, const real *B, int64_t M, int64_t 
 #include <stdio.h>
 #include <string.h>
 
+#include "kernels/gemm.h"
 #include "nn/layers.h"
 
 #define SR_GENERIC_FILE "nn/matmul.c"

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/rng.h"
+#include "base/threads.h"
 #include "kernels/gemm.h"
 #include "test.h"
 
@@ -172,4 +173,78 @@ TEST(gemm_blocked_matches_loop)
                 CHECK(kept, "%s M=%lld N=%lld K=%lld run %lld: wrote C outside the product", dbl ? "f64" : "f32",
                       (long long)c[0], (long long)c[1], (long long)c[2], (long long)c[3]);
             }
+}
+
+/* sr_gemm_own, the BLAS form: every transpose pair, alpha and beta (0, 1,
+ * another), leading dimensions wider than the matrices, on 1 and 2 threads
+ * (cut by columns and, for a narrow C, by rows), against the double loop;
+ * C's padding columns keep their sentinel.  With beta = 0 C starts as NaN,
+ * which must not be read. */
+static double run_blas_form(int dbl, int ta, int tb, int64_t M, int64_t N, int64_t K, double alpha, double beta,
+                            int *kept)
+{
+    const size_t es = dbl ? sizeof(double) : sizeof(float);
+    const int64_t ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
+    const int64_t lda = ac + 3, ldb = bc + 2, ldc = N + 5;
+    void *A = malloc((size_t)(ar * lda) * es), *B = malloc((size_t)(br * ldb) * es);
+    void *C = malloc((size_t)(M * ldc) * es), *c0 = malloc((size_t)(M * ldc) * es);
+    sr_rng r;
+    sr_rng_seed(&r, (uint64_t)(M * 7919 + N * 104729 + K * 31 + ta * 2 + tb));
+    for (int64_t i = 0; i < ar * lda; i++)
+        put(A, dbl, i, sr_rng_normal(&r));
+    for (int64_t i = 0; i < br * ldb; i++)
+        put(B, dbl, i, sr_rng_normal(&r));
+    for (int64_t i = 0; i < M * ldc; i++)
+        put(c0, dbl, i, i % ldc >= N ? 7 : beta == 0 ? NAN : sr_rng_normal(&r));
+    memcpy(C, c0, (size_t)(M * ldc) * es);
+    int rc = dbl ? sr_gemm_own_f64(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)
+                 : sr_gemm_own_f32(ta, tb, M, N, K, (float)alpha, A, lda, B, ldb, (float)beta, C, ldc);
+    double err = rc ? INFINITY : 0;
+    *kept = 1;
+    for (int64_t i = 0; i < M; i++) {
+        for (int64_t j = 0; j < N; j++) {
+            double s = 0, mag = 0;
+            for (int64_t k = 0; k < K; k++) {
+                double p = get(A, dbl, ta ? k * lda + i : i * lda + k) * get(B, dbl, tb ? j * ldb + k : k * ldb + j);
+                s += p, mag += fabs(p);
+            }
+            s *= alpha, mag *= fabs(alpha);
+            if (beta != 0) {
+                double c = beta * get(c0, dbl, i * ldc + j);
+                s += c, mag += fabs(c);
+            }
+            double e = fabs(get(C, dbl, i * ldc + j) - s) / (mag > 0 ? mag : 1);
+            err = e > err || isnan(e) ? e : err;
+        }
+        for (int64_t j = N; j < ldc; j++)
+            *kept &= get(C, dbl, i * ldc + j) == 7;
+    }
+    free(A), free(B), free(C), free(c0);
+    return err;
+}
+
+TEST(gemm_blas_form_matches_loop)
+{
+    /* {M, N, K}: threaded by columns (wide C), by rows (N of one strip),
+     * below the threading size, across GEMM_KC and GEMM_NC, K = 0 */
+    static const int64_t shapes[][3] = {{197, 197, 64},       {300, 24, 200}, {13, 37, 9},          {64, 70, 600},
+                                        {40, GEMM_NC + 90, 300}, {6, 6, 1},   {33, 50, 0},          {260, 33, 520}};
+    static const double ab[][2] = {{1, 0}, {1, 1}, {0.125, 0}, {-2, 0.5}};
+    int saved = sr_threads_get();
+    for (int threads = 1; threads <= 2; threads++) {
+        sr_threads_set(threads);
+        for (int dbl = 0; dbl < 2; dbl++)
+            for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+                for (int t = 0; t < 4; t++)
+                    for (size_t q = 0; q < sizeof ab / sizeof *ab; q++) {
+                        int kept;
+                        const int64_t *c = shapes[s];
+                        double e = run_blas_form(dbl, t & 1, t >> 1, c[0], c[1], c[2], ab[q][0], ab[q][1], &kept);
+                        CHECK(e < (dbl ? 1e-14 : 1e-6) && kept,
+                              "%s %d threads ta %d tb %d M=%lld N=%lld K=%lld alpha %g beta %g: rel err %g%s",
+                              dbl ? "f64" : "f32", threads, t & 1, t >> 1, (long long)c[0], (long long)c[1],
+                              (long long)c[2], ab[q][0], ab[q][1], e, kept ? "" : ", wrote C past column N");
+                    }
+    }
+    sr_threads_set(saved);
 }

@@ -581,6 +581,37 @@ os.execute(%q)
   T.eq(err, "")
 end)
 
+T.test("shell: kernels older than the build's vectors leave the float32 products to srgeo's GEMM, which agrees with the BLAS", function()
+  local want, isa = best_core()
+  if not want then T.skip("this CPU has no AVX2: no kernels newer than SSE3") end
+  -- One product of each kind a layer makes (a linear layer's x·Wᵀ, big
+  -- enough to be threaded), and what runs it.
+  local script = q([=[local c = srgeo.config()
+local l = srgeo.nn.linear{in_features = 300, out_features = 200, seed = 3}
+local y = l:forward(srgeo.randn({70, 300}, 4)):totable()
+io.write(c.gemm, " ", string.format("%.9g %.9g", y[1][1], y[#y][#y[#y]]), " ", tostring(c.summary:find("running the float32 products", 1, true) ~= nil), "\n")]=])
+  local function gemm(env)
+    local out, err, code = run("-e " .. script, nil, CLEAN .. " " .. env)
+    T.eq(code, 0, err)
+    local who, a, b, said = out:match("^(%S+) (%S+) (%S+) (%S+)\n$")
+    T.truthy(who, out)
+    return who, tonumber(a), tonumber(b), said == "true"
+  end
+  -- a user's older kernels (SSE3) are kept for the BLAS, but the products run on srgeo's GEMM, and the header says so
+  local who, a1, b1, said = gemm("OPENBLAS_CORETYPE=Prescott")
+  T.eq(who, "srgeo", "SSE3 kernels against a build for " .. isa .. ": srgeo's GEMM")
+  T.truthy(said, "srgeo.config().summary says srgeo's GEMM runs the products")
+  -- the CPU's own level: the BLAS keeps them
+  local who2, a2, b2, said2 = gemm("OPENBLAS_CORETYPE=" .. want)
+  T.eq(who2, "blas", want .. " kernels: the BLAS")
+  T.truthy(not said2, "and the summary does not claim otherwise")
+  -- SRGEO_GEMM decides when set; the two agree to float32 rounding
+  T.eq((gemm("OPENBLAS_CORETYPE=Prescott SRGEO_GEMM=blas")), "blas")
+  T.eq((gemm("OPENBLAS_CORETYPE=" .. want .. " SRGEO_GEMM=own")), "srgeo")
+  T.close(a1, a2, 1e-5, "first output")
+  T.close(b1, b2, 1e-5, "last output")
+end)
+
 T.test("shell: srgeo.so in a stock lua5.4 cannot re-execute: it names the variable to set, once", function()
   local want = best_core()
   if not want then T.skip("this CPU has no AVX2: no kernels newer than SSE3") end

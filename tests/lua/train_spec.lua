@@ -393,6 +393,17 @@ T.test("train: throughput is training's alone (evaluation timed apart); srgeo tr
   T.truthy(run.eval_seconds > 0 and run.eval_seconds < run.seconds, string.format("evaluation time kept: %s s of a %s s session", tostring(run.eval_seconds), tostring(run.seconds)))
   -- images/s counts training time only: steps × batch over (session − evaluation)
   T.close(run.images_per_s, 8 * 16 / (run.seconds - run.eval_seconds), 1e-6 * run.images_per_s)
+  -- Without out, the final score is evaluated after the loop: inside the
+  -- session too.  One step of one image against 2400 scored ones: a session
+  -- that ended before that evaluation is shorter than its evaluation time.
+  local big = tiny_set(2400, 8)
+  local t0 = srgeo._clock()
+  local r1 = srgeo.train { model = m, data = tr, test_data = big, steps = 1, batch = 1, progress = false, seed = 5 }
+  local outer = srgeo._clock() - t0
+  T.truthy(r1.final.test_acc and r1.eval_seconds > 0, "the final evaluation ran")
+  T.truthy(r1.eval_seconds <= r1.seconds and r1.seconds <= outer,
+    string.format("final evaluation inside the session: %.4g s of a %.4g s session (call took %.4g s)", r1.eval_seconds,
+      r1.seconds, outer))
   -- the command line's default: 1000 test images a checkpoint, not the whole test set
   local help = io.popen(string.format("%s train --help 2>&1", T.shell() or "build/srgeo")):read("a")
   local line = help:match("\n(  %-%-eval%-test N[^\n]*)")
