@@ -208,7 +208,8 @@ static void SR_FN(gather)(real *tmp, const real *gy, int64_t og, int64_t nimg, i
 
 /* C = A·B, or C += A·B with acc: gemm.c's product when the part runs on
  * one thread (gs, its scratch, given; A packed at Ap, ka columns), else
- * OpenBLAS on A (lda), threaded when the call is one part.  On a CPU with
+ * sr_gemm_blas on A (lda), threaded when the call is one part (gemm.c's
+ * threaded form or OpenBLAS, whichever runs the products).  On a CPU with
  * 512-bit vectors gemm.c uses them, which the OpenBLAS kernel a pinned
  * OPENBLAS_CORETYPE selects may not (Zen 5: a ResNet-50 profile forward
  * took 29 ms instead of 43). */
@@ -748,7 +749,7 @@ static int conv_workspace_done(sr_conv *im, sr_pool *pool, int rc)
 
 /* --- splitting a batch across threads --------------------------------
  * With several threads there are two ways to run a batch: one kernel call
- * whose GEMMs OpenBLAS splits (copies such as im2col then run on one core
+ * whose GEMMs sr_gemm_blas threads (copies such as im2col then run on one core
  * between them), or each thread running the serial kernel on its own run of
  * images with single-threaded BLAS and its own workspaces.  The second keeps
  * both cores busy and wins when there are many GEMM chunks: small images and

@@ -52,7 +52,7 @@ void sr_gemm_strips_f64(int64_t M, int64_t N, int64_t K, const double *Ap, const
 
 /* Whether a call cut into `parts` runs every part's products on one thread
  * (several parts, or one thread in all), so on gemm.c; one part with
- * several threads leaves them to threaded OpenBLAS instead.  The one rule
+ * several threads leaves them to sr_gemm_blas, threaded, instead.  The one rule
  * for the convolution and Winograd forwards. */
 static inline int sr_gemm_serial(int parts, int threads) { return parts > 1 || threads == 1; }
 

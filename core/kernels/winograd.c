@@ -534,7 +534,7 @@ typedef struct {
     int64_t ws_part; /* elements of one part's V, M and scratch */
     int64_t R[WINO_MAX_PARTS + 1];
     int nparts;
-    int own_gemm;    /* forward GEMMs by gemm.c (else OpenBLAS) */
+    int own_gemm;    /* forward GEMMs by gemm.c's strips (else sr_gemm_blas) */
     void *y, *gx, *ws, *U, *dU;
     void *Up;        /* forward on one thread per part: U packed for gemm.c */
     const void *x, *gy, *b, *w;
